@@ -1,0 +1,84 @@
+// XDR (RFC 4506) encoding and decoding.
+//
+// XdrDecoder never reads past its buffer: every read checks what is left, and variable-length
+// items are refused when their length exceeds what is left or the caller's maximum. Failure is
+// sticky: after the first bad read every further read returns zero/empty and ok() stays false,
+// so a decoder function reads all fields and checks once at the end.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tidepool::xdr {
+
+inline constexpr std::size_t padded(std::size_t n) { return (n + 3) & ~std::size_t{3}; }
+
+class Decoder {
+ public:
+  explicit Decoder(std::span<const std::uint8_t> buffer) : buffer_(buffer) {}
+
+  bool ok() const { return !failed_; }
+  void fail() { failed_ = true; }
+  std::size_t remaining() const { return failed_ ? 0 : buffer_.size() - position_; }
+  std::size_t position() const { return position_; }
+
+  std::uint32_t u32();
+  std::int32_t i32() { return static_cast<std::int32_t>(u32()); }
+  std::uint64_t u64();
+  std::int64_t i64() { return static_cast<std::int64_t>(u64()); }
+  // XDR booleans are 0 or 1; anything else is malformed.
+  bool boolean();
+  // Fixed-length opaque of n bytes (plus padding). The span views the decoder's buffer.
+  std::span<const std::uint8_t> fixed_opaque(std::size_t n);
+  // Variable-length opaque/string of at most max_length bytes.
+  std::span<const std::uint8_t> opaque(std::size_t max_length);
+  std::string_view string(std::size_t max_length);
+  // An array count that is also bounded by what is left: each element takes at least
+  // min_element_size bytes, so a lying count cannot make the caller allocate.
+  std::uint32_t array_count(std::size_t max_count, std::size_t min_element_size = 4);
+  // Everything not read yet (used for the body of a call handed to the next layer).
+  std::span<const std::uint8_t> rest();
+
+ private:
+  const std::uint8_t* take(std::size_t n);
+
+  std::span<const std::uint8_t> buffer_;
+  std::size_t position_ = 0;
+  bool failed_ = false;
+};
+
+// Appends XDR to a byte vector the encoder does not own.
+class Encoder {
+ public:
+  explicit Encoder(std::vector<std::uint8_t>& out) : out_(out) {}
+
+  void u32(std::uint32_t v);
+  void i32(std::int32_t v) { u32(static_cast<std::uint32_t>(v)); }
+  void u64(std::uint64_t v);
+  void i64(std::int64_t v) { u64(static_cast<std::uint64_t>(v)); }
+  void boolean(bool v) { u32(v ? 1 : 0); }
+  void fixed_opaque(std::span<const std::uint8_t> bytes);
+  void opaque(std::span<const std::uint8_t> bytes);
+  void string(std::string_view s) {
+    opaque({reinterpret_cast<const std::uint8_t*>(s.data()), s.size()});
+  }
+  // Writes a length and reserves room for up to max_length bytes, returned for the caller to
+  // fill; finish_opaque(actual) then fixes the length and padding. Lets READ replies be read
+  // from disk straight into the reply buffer.
+  std::span<std::uint8_t> begin_opaque(std::size_t max_length);
+  void finish_opaque(std::size_t actual_length);
+
+  std::size_t size() const { return out_.size(); }
+  std::vector<std::uint8_t>& buffer() { return out_; }
+
+ private:
+  std::vector<std::uint8_t>& out_;
+  std::size_t pending_opaque_at_ = 0;
+};
+
+}  // namespace tidepool::xdr
