@@ -21,6 +21,7 @@ std::string_view errc_name(Errc code) {
     case Errc::stale: return "stale";
     case Errc::bad_handle: return "bad_handle";
     case Errc::bad_cookie: return "bad_cookie";
+    case Errc::precondition_failed: return "precondition_failed";
     case Errc::not_supported: return "not_supported";
     case Errc::no_space: return "no_space";
     case Errc::unavailable: return "unavailable";

@@ -31,6 +31,7 @@ enum class Errc : unsigned char {
   stale,           // the object named by a handle no longer exists
   bad_handle,      // the handle is malformed or forged
   bad_cookie,      // a directory cookie the server can no longer honour
+  precondition_failed,  // the object changed since the caller looked (a guard did not match)
   not_supported,
   no_space,
   // Transient: the same request may succeed later.
@@ -69,6 +70,8 @@ inline Status error(Errc code, std::string message = {}) { return {code, std::mo
 template <typename T>
 class [[nodiscard]] Result {
  public:
+  // Asio's co_spawn default-constructs results it hands to a failed coroutine's handler.
+  Result() : status_(Errc::internal, "no result") {}
   Result(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
   Result(Status status) : status_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!status_.ok());

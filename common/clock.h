@@ -1,0 +1,49 @@
+// Time as a dependency: code that reads the time takes a Clock&, so that tests drive it with a
+// FakeClock instead of sleeping.
+#pragma once
+
+#include <chrono>
+#include <mutex>
+
+namespace tidepool {
+
+// Implementations are safe to call from any thread.
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  // Wall-clock time: timestamps that are stored or shown (atime, mtime, job reports).
+  virtual std::chrono::system_clock::time_point now() const = 0;
+  // Monotonic time: deadlines, timeouts and intervals.
+  virtual std::chrono::steady_clock::time_point steady_now() const = 0;
+};
+
+class RealClock final : public Clock {
+ public:
+  std::chrono::system_clock::time_point now() const override;
+  std::chrono::steady_clock::time_point steady_now() const override;
+};
+
+// Time stands still until a test moves it.
+class FakeClock final : public Clock {
+ public:
+  explicit FakeClock(std::chrono::system_clock::time_point start);
+
+  std::chrono::system_clock::time_point now() const override;
+  std::chrono::steady_clock::time_point steady_now() const override;
+
+  // Moves both clocks forward; `by` must not be negative.
+  void advance(std::chrono::nanoseconds by);
+  // Jumps the wall clock, in either direction, like an operator resetting it; the monotonic
+  // clock does not move.
+  void set(std::chrono::system_clock::time_point to);
+
+ private:
+  mutable std::mutex mutex_;
+  std::chrono::system_clock::time_point now_;         // guarded by mutex_
+  std::chrono::steady_clock::time_point steady_now_;  // guarded by mutex_
+};
+
+// The process-wide RealClock.
+Clock& real_clock();
+
+}  // namespace tidepool

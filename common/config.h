@@ -1,0 +1,92 @@
+// The node configuration: what one tided process reads from its TOML file at startup.
+// Cluster-wide settings that change at run time (policies, exports made through the admin API,
+// sysctls) live in the group view; the values here seed it on a new node.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace tidepool {
+
+struct ExportConfig {
+  std::string path;                       // "/ifs" or a path under it, in canonical form
+  std::vector<std::string> clients{"*"};  // IPv4 addresses, IPv4 CIDRs or "*" (any); not empty
+  bool read_only = false;
+  bool root_squash = true;                   // uid 0 becomes anon_uid/anon_gid
+  std::optional<std::uint32_t> map_all_uid;  // when set, every caller becomes this uid...
+  std::optional<std::uint32_t> map_all_gid;  // ...and gid; set exactly when map_all_uid is
+  std::uint32_t anon_uid = 65534;
+  std::uint32_t anon_gid = 65534;
+
+  bool operator==(const ExportConfig&) const = default;
+};
+
+// Defaults are those of config_reference(); the comments give each field's TOML key.
+struct NodeConfig {
+  // [node]
+  std::uint32_t node_id = 1;                    // "id", 1..65535
+  std::string data_dir;                         // "data_dir", required
+  std::string pool = "default";                 // "pool"
+  std::uint64_t ram_budget_bytes = 1ull << 30;  // "ram_budget", at least 1MiB
+  // [frontend]
+  std::string frontend_address = "127.0.0.1";   // "address", an IPv4 literal
+  std::uint16_t nfs_port = 2049;                // "nfs_port"
+  std::uint16_t mount_port = 20048;             // "mount_port"
+  std::uint16_t portmap_port = 111;             // "portmap_port"; 0 = do not serve PMAP ourselves
+  bool register_with_rpcbind = true;            // "register_with_rpcbind"
+  std::uint32_t io_threads = 2;                 // "io_threads", 1..64
+  std::uint32_t max_record_bytes = 2u << 20;    // "max_record_size", 64KiB..64MiB
+  std::uint32_t max_calls_per_connection = 64;  // "max_calls_per_connection", 1..4096
+  // [nfs]; sizes 4KiB..1MiB, a preferred size at most its maximum, and a maximum plus 4KiB of
+  // RPC headers at most max_record_bytes.
+  std::uint32_t read_size_max = 1u << 20;                // "read_size_max"
+  std::uint32_t read_size_preferred = 128u << 10;        // "read_size_preferred"
+  std::uint32_t write_size_max = 1u << 20;               // "write_size_max"
+  std::uint32_t write_size_preferred = 512u << 10;       // "write_size_preferred"
+  std::uint32_t duplicate_request_cache_entries = 4096;  // same key, 1..1048576
+  // [store]
+  std::uint32_t store_threads = 4;               // "threads", 1..64
+  std::uint32_t stripe_unit_bytes = 128u << 10;  // "stripe_unit", a power of two 4KiB..16MiB
+  // [sysctl]; keys are quoted dotted names
+  bool atime_enabled = true;                           // "efs.bam.atime_enabled"
+  std::chrono::seconds atime_grace_period{24 * 3600};  // "efs.bam.atime_grace_period"
+  // [log]
+  std::string log_level = "info";  // "level": trace|debug|info|warn|error|critical|off
+  std::string log_file;            // "file"; empty = stderr
+  // [[exports]]; without the key, one export of "/ifs" with the defaults ("exports = []" means
+  // none). Paths are unique.
+  std::vector<ExportConfig> exports;
+
+  bool operator==(const NodeConfig&) const = default;
+};
+
+// Parses and validates a whole configuration. Every error is invalid_argument with a one-line
+// message naming `source_name`, the line and the key:
+//   node.toml:7: unknown key 'frontend.nfs_prot'
+//   node.toml:4:9: <TOML syntax error>
+// Unknown tables and keys are errors, so a typo never silently leaves a default in place.
+Result<NodeConfig> parse_config(std::string_view toml_text, std::string_view source_name);
+
+// parse_config on a file's contents, with the path as the source name. A file that cannot be read
+// is not_found or io_error, naming the path.
+Result<NodeConfig> load_config_file(const std::string& path);
+
+// "4096", "128KiB", "1MiB", "2GiB", "1TiB" (also "K", "M", "G", "T"); "KB", "MB", "GB", "TB" are
+// powers of 1000. Units are case-insensitive and may follow a space. Errors: invalid_argument,
+// also for values that overflow 64 bits.
+Result<std::uint64_t> parse_size(std::string_view text);
+
+// "90s", "5m", "12h", "1d"/"1D", "2w"/"2W"; a plain integer is seconds. Errors: invalid_argument.
+Result<std::chrono::seconds> parse_duration(std::string_view text);
+
+// Every key with its default and one line of meaning, as TOML that parse_config accepts (with an
+// example data_dir): the output of `tided --print-default-config`.
+std::string config_reference();
+
+}  // namespace tidepool

@@ -1,0 +1,78 @@
+// A thin RAII layer over one SQLite connection with a cache of prepared statements.
+// Not thread-safe: a Database belongs to the one thread that runs its shard.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "common/status.h"
+
+namespace tidepool::store::internal {
+
+class Statement {
+ public:
+  explicit Statement(sqlite3_stmt* stmt) : stmt_(stmt) {}
+  ~Statement() { sqlite3_reset(stmt_); sqlite3_clear_bindings(stmt_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  Statement& bind(int index, std::int64_t v) {
+    sqlite3_bind_int64(stmt_, index, v);
+    return *this;
+  }
+  Statement& bind(int index, std::uint64_t v) { return bind(index, static_cast<std::int64_t>(v)); }
+  Statement& bind(int index, std::uint32_t v) { return bind(index, static_cast<std::int64_t>(v)); }
+  Statement& bind(int index, std::string_view text) {
+    sqlite3_bind_blob(stmt_, index, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Statement& bind(int index, std::span<const std::uint8_t> blob) {
+    sqlite3_bind_blob(stmt_, index, blob.data(), static_cast<int>(blob.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Statement& bind_null(int index) {
+    sqlite3_bind_null(stmt_, index);
+    return *this;
+  }
+
+  // True while a row is available; errors end the iteration and are reported by status().
+  bool next_row();
+  // Runs a statement that returns no rows.
+  Status run();
+  Status status() const { return status_; }
+
+  std::int64_t int64(int column) const { return sqlite3_column_int64(stmt_, column); }
+  std::string blob(int column) const;
+  bool is_null(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
+
+ private:
+  sqlite3_stmt* stmt_;
+  Status status_;
+};
+
+class Database {
+ public:
+  // Opens or creates the database file in WAL mode with full synchronous commits.
+  static Result<std::unique_ptr<Database>> open(const std::string& path);
+  ~Database();
+
+  Status exec(std::string_view sql);
+  // A prepared statement from the cache; reset when the Statement goes out of scope.
+  Statement prepare(const char* sql);
+  std::int64_t changes() const { return sqlite3_changes64(db_); }
+  std::string last_error() const { return sqlite3_errmsg(db_); }
+
+ private:
+  explicit Database(sqlite3* db) : db_(db) {}
+
+  sqlite3* db_;
+  std::unordered_map<const char*, sqlite3_stmt*> statements_;
+};
+
+}  // namespace tidepool::store::internal

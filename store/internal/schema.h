@@ -1,0 +1,47 @@
+// The schema of a shard database.
+#pragma once
+
+namespace tidepool::store::internal {
+
+// Directory entries are ordered by `cookie`, which only grows, so a READDIR cookie stays valid
+// however entries are added and removed. The atime and size indexes let the policy engine find
+// candidates without a full scan.
+inline constexpr const char* kShardSchema = R"sql(
+CREATE TABLE IF NOT EXISTS meta(
+  key TEXT PRIMARY KEY,
+  value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS inodes(
+  ino INTEGER PRIMARY KEY,
+  generation INTEGER NOT NULL,
+  type INTEGER NOT NULL,
+  mode INTEGER NOT NULL,
+  nlink INTEGER NOT NULL,
+  uid INTEGER NOT NULL,
+  gid INTEGER NOT NULL,
+  size INTEGER NOT NULL,
+  rdev_major INTEGER NOT NULL,
+  rdev_minor INTEGER NOT NULL,
+  atime INTEGER NOT NULL,
+  mtime INTEGER NOT NULL,
+  ctime INTEGER NOT NULL,
+  birth INTEGER NOT NULL,
+  symlink_target BLOB,
+  create_verifier BLOB);
+CREATE INDEX IF NOT EXISTS inodes_by_atime ON inodes(atime);
+CREATE INDEX IF NOT EXISTS inodes_by_size ON inodes(size);
+CREATE TABLE IF NOT EXISTS dirents(
+  cookie INTEGER PRIMARY KEY AUTOINCREMENT,
+  dir INTEGER NOT NULL,
+  name BLOB NOT NULL,
+  ino INTEGER NOT NULL,
+  UNIQUE(dir, name));
+CREATE INDEX IF NOT EXISTS dirents_by_dir ON dirents(dir, cookie);
+CREATE INDEX IF NOT EXISTS dirents_by_ino ON dirents(ino);
+CREATE TABLE IF NOT EXISTS layouts(
+  ino INTEGER PRIMARY KEY,
+  pool TEXT NOT NULL,
+  stripe_unit INTEGER NOT NULL,
+  protection INTEGER NOT NULL);
+)sql";
+
+}  // namespace tidepool::store::internal

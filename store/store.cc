@@ -1,0 +1,913 @@
+#include "store/store.h"
+
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <unordered_map>
+
+#include "store/internal/data_files.h"
+#include "store/internal/database.h"
+#include "store/internal/schema.h"
+#include "store/internal/shard_executor.h"
+#include "store/internal/permissions.h"
+
+namespace tidepool::store {
+namespace {
+
+namespace asio = boost::asio;
+using internal::AfterCommit;
+using internal::Database;
+using internal::granted_access;
+using internal::in_group;
+using internal::kMayExecute;
+using internal::kMayRead;
+using internal::kMayWrite;
+using internal::permits;
+
+constexpr std::uint32_t kDefaultFileMode = 0644;
+constexpr std::uint32_t kDefaultDirectoryMode = 0755;
+constexpr std::uint32_t kSetgid = 02000;
+constexpr std::uint32_t kSticky = 01000;
+constexpr std::uint64_t kFirstEntryCookie = 3;  // 1 and 2 are "." and ".."
+
+bool is_dot_or_dotdot(std::string_view name) { return name == "." || name == ".."; }
+
+Status validate_new_name(std::string_view name) {
+  if (name.empty()) return error(Errc::invalid_argument, "empty name");
+  if (name.size() > kMaxNameBytes) return error(Errc::name_too_long, "name longer than 255 bytes");
+  if (name.find('/') != std::string_view::npos || name.find('\0') != std::string_view::npos) {
+    return error(Errc::invalid_argument, "name contains '/' or NUL");
+  }
+  if (is_dot_or_dotdot(name)) return error(Errc::already_exists, "'.' and '..' always exist");
+  return {};
+}
+
+PreAttributes pre_of(const Attributes& a) { return {a.size, a.mtime_ns, a.ctime_ns}; }
+
+Wcc wcc_of(const Attributes& before, const Attributes& after) { return {pre_of(before), after}; }
+
+Attributes attributes_from_row(const internal::Statement& row) {
+  Attributes a;
+  a.inode = static_cast<InodeId>(row.int64(0));
+  a.generation = static_cast<std::uint32_t>(row.int64(1));
+  a.type = static_cast<FileType>(row.int64(2));
+  a.mode = static_cast<std::uint32_t>(row.int64(3));
+  a.nlink = static_cast<std::uint32_t>(row.int64(4));
+  a.uid = static_cast<std::uint32_t>(row.int64(5));
+  a.gid = static_cast<std::uint32_t>(row.int64(6));
+  a.size = static_cast<std::uint64_t>(row.int64(7));
+  a.rdev_major = static_cast<std::uint32_t>(row.int64(8));
+  a.rdev_minor = static_cast<std::uint32_t>(row.int64(9));
+  a.atime_ns = row.int64(10);
+  a.mtime_ns = row.int64(11);
+  a.ctime_ns = row.int64(12);
+  a.birth_ns = row.int64(13);
+  a.used = a.size;
+  return a;
+}
+
+// Size and times an UNSTABLE write changed that are not in the database yet.
+struct DirtyAttributes {
+  std::uint64_t size;
+  std::int64_t mtime_ns;
+  std::int64_t ctime_ns;
+};
+
+class StoreImpl final : public Store {
+ public:
+  StoreImpl(const StoreOptions& options, std::unique_ptr<Database> db)
+      : options_(options),
+        clock_(options.clock ? *options.clock : real_clock()),
+        data_(options.data_dir + "/data"),
+        pool_(options.threads),
+        random_(std::random_device{}()),
+        shard_(std::move(db), [this](Database& db) { flush_memory_state(db); }) {}
+
+  ~StoreImpl() override { close(); }
+
+  // Runs on the opening thread before start(): creates the schema and the root directory.
+  Status initialize(Database& db);
+  void start() { shard_.start(); }
+
+  std::uint64_t write_verifier() const override { return write_verifier_; }
+
+  void close() override {
+    if (closed_) return;
+    closed_ = true;
+    shard_.stop();
+    pool_.join();
+  }
+
+  awaitable<Result<Attributes>> getattr(InodeId inode) override {
+    return shard_.run<Attributes>(
+        false, [this, inode](Database& db, AfterCommit&) { return load(db, inode); });
+  }
+
+  awaitable<Result<Wcc>> setattr(InodeId inode, AttributeChanges changes, Caller caller,
+                                 std::optional<std::int64_t> guard) override {
+    return shard_.run<Wcc>(true, [=, this](Database& db, AfterCommit&) -> Result<Wcc> {
+      if (changes.size && *changes.size > kMaxFileSize) {
+        return error(Errc::file_too_large, "size beyond the maximum file size");
+      }
+      TP_ASSIGN_OR_RETURN(Attributes before, load(db, inode));
+      if (guard && *guard != before.ctime_ns) {
+        return error(Errc::precondition_failed, "ctime guard does not match");
+      }
+      TP_RETURN_IF_ERROR(check_setattr(before, changes, caller));
+      Attributes after = before;
+      std::int64_t now = now_ns();
+      if (changes.mode) after.mode = *changes.mode & 07777;
+      if (changes.uid) after.uid = *changes.uid;
+      if (changes.gid) after.gid = *changes.gid;
+      if ((changes.uid && *changes.uid != before.uid) || (changes.gid && *changes.gid != before.gid)) {
+        if (after.type != FileType::directory && caller.uid != 0) after.mode &= ~06000u;
+      }
+      if (changes.size && *changes.size != before.size) {
+        TP_RETURN_IF_ERROR(data_.truncate(inode, *changes.size));
+        after.size = *changes.size;
+        after.used = after.size;
+        after.mtime_ns = now;
+      }
+      if (changes.atime != SetTime::keep) {
+        after.atime_ns = changes.atime == SetTime::server_time ? now : changes.atime_ns;
+      }
+      if (changes.mtime != SetTime::keep) {
+        after.mtime_ns = changes.mtime == SetTime::server_time ? now : changes.mtime_ns;
+      }
+      after.ctime_ns = now;
+      TP_RETURN_IF_ERROR(save(db, after));
+      return wcc_of(before, after);
+    });
+  }
+
+  awaitable<Result<LookupResult>> lookup(InodeId directory, std::string name,
+                                         Caller caller) override {
+    return shard_.run<LookupResult>(
+        false, [=, this](Database& db, AfterCommit&) -> Result<LookupResult> {
+          TP_ASSIGN_OR_RETURN(Attributes dir, load_directory(db, directory));
+          if (!permits(dir, caller, kMayExecute)) {
+            return error(Errc::access_denied, "no search permission on the directory");
+          }
+          if (name.size() > kMaxNameBytes) return error(Errc::name_too_long, "name too long");
+          InodeId child;
+          if (name == ".") {
+            child = directory;
+          } else if (name == "..") {
+            TP_ASSIGN_OR_RETURN(child, parent_of(db, directory));
+          } else {
+            auto found = find_entry(db, directory, name);
+            if (!found) return error(Errc::not_found, "no entry '" + name + "'");
+            child = *found;
+          }
+          TP_ASSIGN_OR_RETURN(Attributes object, load(db, child));
+          return LookupResult{object, dir};
+        });
+  }
+
+  awaitable<Result<AccessResult>> check_access(InodeId inode, Caller caller,
+                                               std::uint32_t requested) override {
+    return shard_.run<AccessResult>(
+        false, [=, this](Database& db, AfterCommit&) -> Result<AccessResult> {
+          TP_ASSIGN_OR_RETURN(Attributes a, load(db, inode));
+          return AccessResult{granted_access(a, caller, requested), a};
+        });
+  }
+
+  awaitable<Result<ReadlinkResult>> readlink(InodeId inode) override {
+    return shard_.run<ReadlinkResult>(
+        false, [=, this](Database& db, AfterCommit&) -> Result<ReadlinkResult> {
+          TP_ASSIGN_OR_RETURN(Attributes a, load(db, inode));
+          if (a.type != FileType::symlink) return error(Errc::invalid_argument, "not a symlink");
+          auto row = db.prepare("SELECT symlink_target FROM inodes WHERE ino = ?");
+          row.bind(1, inode);
+          if (!row.next_row()) return error(Errc::stale, "inode vanished");
+          return ReadlinkResult{row.blob(0), a};
+        });
+  }
+
+  awaitable<Result<ReadResult>> read(InodeId inode, std::uint64_t offset,
+                                     std::span<std::uint8_t> into, Caller caller) override {
+    auto checked = co_await shard_.run<Attributes>(
+        false, [this, inode, caller](Database& db, AfterCommit&) -> Result<Attributes> {
+          TP_ASSIGN_OR_RETURN(Attributes a, load(db, inode));
+          TP_RETURN_IF_ERROR(check_data_access(a, caller, kMayRead));
+          note_access(a);
+          return a;
+        });
+    if (!checked.ok()) co_return checked.status();
+    const Attributes& a = *checked;
+    std::uint64_t available = offset < a.size ? a.size - offset : 0;
+    auto count = static_cast<std::uint32_t>(std::min<std::uint64_t>(available, into.size()));
+    if (count > 0) {
+      TP_CO_RETURN_IF_ERROR(co_await offload(
+          [this, inode, offset, buf = into.first(count)] { return data_.read(inode, offset, buf); }));
+    }
+    co_return ReadResult{count, offset + count >= a.size, a};
+  }
+
+  awaitable<Result<WriteResult>> write(InodeId inode, std::uint64_t offset,
+                                       std::span<const std::uint8_t> data, Stability stability,
+                                       Caller caller) override {
+    if (offset > kMaxFileSize || data.size() > kMaxFileSize - offset) {
+      co_return error(Errc::file_too_large, "write beyond the maximum file size");
+    }
+    auto checked = co_await shard_.run<Attributes>(
+        false, [this, inode, caller](Database& db, AfterCommit&) -> Result<Attributes> {
+          TP_ASSIGN_OR_RETURN(Attributes a, load(db, inode));
+          TP_RETURN_IF_ERROR(check_data_access(a, caller, kMayWrite));
+          return a;
+        });
+    if (!checked.ok()) co_return checked.status();
+    TP_CO_RETURN_IF_ERROR(co_await offload([this, inode, offset, data]() -> Status {
+      TP_RETURN_IF_ERROR(data_.write(inode, offset, data));
+      return Status{};
+    }));
+    bool durable = stability != Stability::unstable;
+    if (durable) {
+      TP_CO_RETURN_IF_ERROR(co_await offload([this, inode] { return data_.sync(inode); }));
+    }
+    std::uint64_t end = offset + data.size();
+    auto count = static_cast<std::uint32_t>(data.size());
+    const PreAttributes before = pre_of(*checked);
+    co_return co_await shard_.run<WriteResult>(
+        durable, [this, inode, end, count, durable, before, uid = caller.uid](
+                     Database& db, AfterCommit&) -> Result<WriteResult> {
+          TP_ASSIGN_OR_RETURN(Attributes current, load(db, inode));
+          Attributes after = current;
+          after.size = std::max(before.size, end);
+          after.used = after.size;
+          after.mtime_ns = after.ctime_ns = now_ns();
+          // A writer that is not the owner loses setuid/setgid, as a local write would.
+          if (uid != 0 && uid != after.uid) after.mode &= ~06000u;
+          if (durable || after.mode != current.mode) {
+            TP_RETURN_IF_ERROR(save(db, after));
+          } else {
+            dirty_[inode] = {after.size, after.mtime_ns, after.ctime_ns};
+          }
+          return WriteResult{count, durable ? Stability::file_sync : Stability::unstable,
+                             Wcc{before, after}};
+        });
+  }
+
+  awaitable<Result<NewObject>> create(InodeId directory, std::string name, CreateMode mode,
+                                      AttributeChanges initial, CreateVerifier verifier,
+                                      Caller caller) override {
+    return shard_.run<NewObject>(
+        true, [=, this](Database& db, AfterCommit&) -> Result<NewObject> {
+          TP_ASSIGN_OR_RETURN(Attributes dir, load_directory(db, directory));
+          TP_RETURN_IF_ERROR(validate_new_name(name));
+          if (auto existing = find_entry(db, directory, name)) {
+            return create_existing(db, dir, *existing, mode, initial, verifier, caller);
+          }
+          TP_RETURN_IF_ERROR(check_may_add(dir, caller));
+          Attributes object = new_attributes(dir, FileType::regular, caller, initial,
+                                             kDefaultFileMode);
+          std::optional<CreateVerifier> stored;
+          if (mode == CreateMode::exclusive) stored = verifier;
+          return add_object(db, dir, name, object, {}, stored);
+        });
+  }
+
+  awaitable<Result<NewObject>> mkdir(InodeId directory, std::string name,
+                                     AttributeChanges initial, Caller caller) override {
+    return shard_.run<NewObject>(
+        true, [=, this](Database& db, AfterCommit&) -> Result<NewObject> {
+          TP_ASSIGN_OR_RETURN(Attributes dir, load_directory(db, directory));
+          TP_RETURN_IF_ERROR(validate_new_name(name));
+          if (find_entry(db, directory, name)) return error(Errc::already_exists, name);
+          TP_RETURN_IF_ERROR(check_may_add(dir, caller));
+          if (dir.nlink >= kMaxLinks) return error(Errc::too_many_links, "too many subdirectories");
+          Attributes object = new_attributes(dir, FileType::directory, caller, initial,
+                                             kDefaultDirectoryMode);
+          object.nlink = 2;
+          if (dir.mode & kSetgid) object.mode |= kSetgid;
+          return add_object(db, dir, name, object, {}, std::nullopt);
+        });
+  }
+
+  awaitable<Result<NewObject>> symlink(InodeId directory, std::string name, std::string target,
+                                       AttributeChanges initial, Caller caller) override {
+    return shard_.run<NewObject>(
+        true, [=, this](Database& db, AfterCommit&) -> Result<NewObject> {
+          if (target.size() > kMaxSymlinkBytes) return error(Errc::name_too_long, "target too long");
+          TP_ASSIGN_OR_RETURN(Attributes dir, load_directory(db, directory));
+          TP_RETURN_IF_ERROR(validate_new_name(name));
+          if (find_entry(db, directory, name)) return error(Errc::already_exists, name);
+          TP_RETURN_IF_ERROR(check_may_add(dir, caller));
+          AttributeChanges with_mode = initial;
+          with_mode.mode = 0777;
+          Attributes object = new_attributes(dir, FileType::symlink, caller, with_mode, 0777);
+          object.size = object.used = target.size();
+          return add_object(db, dir, name, object, target, std::nullopt);
+        });
+  }
+
+  awaitable<Result<NewObject>> mknod(InodeId directory, std::string name, FileType type,
+                                     std::uint32_t rdev_major, std::uint32_t rdev_minor,
+                                     AttributeChanges initial, Caller caller) override {
+    return shard_.run<NewObject>(
+        true, [=, this](Database& db, AfterCommit&) -> Result<NewObject> {
+          if (type == FileType::regular || type == FileType::directory ||
+              type == FileType::symlink) {
+            return error(Errc::not_supported, "mknod makes devices, sockets and FIFOs only");
+          }
+          TP_ASSIGN_OR_RETURN(Attributes dir, load_directory(db, directory));
+          TP_RETURN_IF_ERROR(validate_new_name(name));
+          if (find_entry(db, directory, name)) return error(Errc::already_exists, name);
+          TP_RETURN_IF_ERROR(check_may_add(dir, caller));
+          bool device = type == FileType::block_device || type == FileType::char_device;
+          if (device && caller.uid != 0) {
+            return error(Errc::not_permitted, "only root makes device nodes");
+          }
+          Attributes object = new_attributes(dir, type, caller, initial, kDefaultFileMode);
+          if (device) {
+            object.rdev_major = rdev_major;
+            object.rdev_minor = rdev_minor;
+          }
+          return add_object(db, dir, name, object, {}, std::nullopt);
+        });
+  }
+
+  awaitable<Result<Wcc>> remove(InodeId directory, std::string name, Caller caller) override {
+    return shard_.run<Wcc>(
+        true, [=, this](Database& db, AfterCommit& after) -> Result<Wcc> {
+          TP_ASSIGN_OR_RETURN(Attributes dir, load_directory(db, directory));
+          if (is_dot_or_dotdot(name)) return error(Errc::is_a_directory, name);
+          if (name.size() > kMaxNameBytes) return error(Errc::name_too_long, "name too long");
+          auto found = find_entry(db, directory, name);
+          if (!found) return error(Errc::not_found, "no entry '" + name + "'");
+          TP_ASSIGN_OR_RETURN(Attributes victim, load(db, *found));
+          if (victim.type == FileType::directory) return error(Errc::is_a_directory, name);
+          TP_RETURN_IF_ERROR(check_may_delete(dir, victim, caller));
+          Attributes dir_after = dir;
+          TP_RETURN_IF_ERROR(unlink_entry(db, dir_after, name, victim, after));
+          return wcc_of(dir, dir_after);
+        });
+  }
+
+  awaitable<Result<Wcc>> rmdir(InodeId directory, std::string name, Caller caller) override {
+    return shard_.run<Wcc>(
+        true, [=, this](Database& db, AfterCommit& after) -> Result<Wcc> {
+          TP_ASSIGN_OR_RETURN(Attributes dir, load_directory(db, directory));
+          if (name == ".") return error(Errc::invalid_argument, "cannot remove '.'");
+          if (name == "..") return error(Errc::not_empty, "cannot remove '..'");
+          if (name.size() > kMaxNameBytes) return error(Errc::name_too_long, "name too long");
+          auto found = find_entry(db, directory, name);
+          if (!found) return error(Errc::not_found, "no entry '" + name + "'");
+          TP_ASSIGN_OR_RETURN(Attributes victim, load(db, *found));
+          if (victim.type != FileType::directory) return error(Errc::not_a_directory, name);
+          TP_RETURN_IF_ERROR(check_may_delete(dir, victim, caller));
+          if (has_entries(db, victim.inode)) return error(Errc::not_empty, name);
+          Attributes dir_after = dir;
+          TP_RETURN_IF_ERROR(unlink_entry(db, dir_after, name, victim, after));
+          return wcc_of(dir, dir_after);
+        });
+  }
+
+  awaitable<Result<RenameResult>> rename(InodeId from_directory, std::string from_name,
+                                         InodeId to_directory, std::string to_name,
+                                         Caller caller) override {
+    return shard_.run<RenameResult>(
+        true, [=, this](Database& db, AfterCommit& after) {
+          return rename_in(db, after, from_directory, from_name, to_directory, to_name, caller);
+        });
+  }
+
+  awaitable<Result<LinkResult>> link(InodeId file, InodeId directory, std::string name,
+                                     Caller caller) override {
+    return shard_.run<LinkResult>(
+        true, [=, this](Database& db, AfterCommit&) -> Result<LinkResult> {
+          TP_ASSIGN_OR_RETURN(Attributes target, load(db, file));
+          TP_ASSIGN_OR_RETURN(Attributes dir, load_directory(db, directory));
+          if (target.type == FileType::directory) {
+            return error(Errc::is_a_directory, "cannot hard-link a directory");
+          }
+          TP_RETURN_IF_ERROR(validate_new_name(name));
+          if (find_entry(db, directory, name)) return error(Errc::already_exists, name);
+          TP_RETURN_IF_ERROR(check_may_add(dir, caller));
+          if (target.nlink >= kMaxLinks) return error(Errc::too_many_links, "too many links");
+          TP_RETURN_IF_ERROR(add_entry(db, directory, name, file));
+          std::int64_t now = now_ns();
+          Attributes target_after = target;
+          ++target_after.nlink;
+          target_after.ctime_ns = now;
+          TP_RETURN_IF_ERROR(save(db, target_after));
+          Attributes dir_after = dir;
+          dir_after.mtime_ns = dir_after.ctime_ns = now;
+          TP_RETURN_IF_ERROR(save(db, dir_after));
+          return LinkResult{target_after, wcc_of(dir, dir_after)};
+        });
+  }
+
+  awaitable<Result<DirectoryPage>> readdir(InodeId directory, std::uint64_t cookie,
+                                           std::uint64_t verifier, std::uint32_t max_entries,
+                                           bool with_attributes, Caller caller) override {
+    return shard_.run<DirectoryPage>(
+        false, [=, this](Database& db, AfterCommit&) -> Result<DirectoryPage> {
+          TP_ASSIGN_OR_RETURN(Attributes dir, load_directory(db, directory));
+          if (!permits(dir, caller, kMayRead)) {
+            return error(Errc::access_denied, "no read permission on the directory");
+          }
+          return list_directory(db, dir, cookie, verifier, max_entries, with_attributes);
+        });
+  }
+
+  awaitable<Result<FsStatistics>> fsstat() override {
+    struct statvfs vfs{};
+    if (::statvfs(options_.data_dir.c_str(), &vfs) != 0) {
+      co_return error(Errc::io_error, "statvfs of the data directory failed");
+    }
+    FsStatistics s;
+    s.total_bytes = static_cast<std::uint64_t>(vfs.f_blocks) * vfs.f_frsize;
+    s.free_bytes = static_cast<std::uint64_t>(vfs.f_bfree) * vfs.f_frsize;
+    s.available_bytes = static_cast<std::uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+    s.total_files = vfs.f_files;
+    s.free_files = vfs.f_ffree;
+    s.available_files = vfs.f_favail;
+    co_return s;
+  }
+
+  awaitable<Result<Wcc>> commit(InodeId inode) override {
+    auto before = co_await getattr(inode);
+    if (!before.ok()) co_return before.status();
+    if (before->type == FileType::regular) {
+      TP_CO_RETURN_IF_ERROR(co_await offload([this, inode] { return data_.sync(inode); }));
+    }
+    co_return co_await shard_.run<Wcc>(
+        true, [this, inode, pre = pre_of(*before)](Database& db, AfterCommit&) -> Result<Wcc> {
+      TP_ASSIGN_OR_RETURN(Attributes now, load(db, inode));
+      if (dirty_.count(inode)) TP_RETURN_IF_ERROR(save(db, now));
+      return Wcc{pre, now};
+    });
+  }
+
+ private:
+  template <typename F>
+  awaitable<Status> offload(F f) {
+    co_return co_await asio::co_spawn(
+        pool_, [f = std::move(f)]() -> awaitable<Status> { co_return f(); }, asio::use_awaitable);
+  }
+
+  std::int64_t now_ns() const {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(clock_.now().time_since_epoch())
+        .count();
+  }
+
+  // --- everything below runs on the shard thread ---
+
+  Result<Attributes> load(Database& db, InodeId inode) {
+    auto row = db.prepare(
+        "SELECT ino, generation, type, mode, nlink, uid, gid, size, rdev_major, rdev_minor, "
+        "atime, mtime, ctime, birth FROM inodes WHERE ino = ?");
+    row.bind(1, inode);
+    if (!row.next_row()) {
+      TP_RETURN_IF_ERROR(row.status());
+      return error(Errc::stale, "no inode " + std::to_string(inode));
+    }
+    Attributes a = attributes_from_row(row);
+    if (auto it = dirty_.find(inode); it != dirty_.end()) {
+      a.size = a.used = it->second.size;
+      a.mtime_ns = it->second.mtime_ns;
+      a.ctime_ns = it->second.ctime_ns;
+    }
+    if (auto it = pending_atimes_.find(inode); it != pending_atimes_.end()) {
+      a.atime_ns = it->second;
+    }
+    return a;
+  }
+
+  Result<Attributes> load_directory(Database& db, InodeId inode) {
+    TP_ASSIGN_OR_RETURN(Attributes a, load(db, inode));
+    if (a.type != FileType::directory) return error(Errc::not_a_directory, "not a directory");
+    return a;
+  }
+
+  Status save(Database& db, const Attributes& a) {
+    auto stmt = db.prepare(
+        "UPDATE inodes SET mode = ?, nlink = ?, uid = ?, gid = ?, size = ?, atime = ?, "
+        "mtime = ?, ctime = ? WHERE ino = ?");
+    stmt.bind(1, a.mode).bind(2, a.nlink).bind(3, a.uid).bind(4, a.gid).bind(5, a.size);
+    stmt.bind(6, a.atime_ns).bind(7, a.mtime_ns).bind(8, a.ctime_ns).bind(9, a.inode);
+    TP_RETURN_IF_ERROR(stmt.run());
+    dirty_.erase(a.inode);
+    pending_atimes_.erase(a.inode);
+    return {};
+  }
+
+  // Persists what UNSTABLE writes and reads left in memory; bounded staleness, not durability.
+  void flush_memory_state(Database& db) {
+    if (dirty_.empty() && pending_atimes_.empty()) return;
+    std::vector<InodeId> inodes;
+    for (auto& [inode, d] : dirty_) inodes.push_back(inode);
+    for (auto& [inode, t] : pending_atimes_) inodes.push_back(inode);
+    if (!db.exec("BEGIN IMMEDIATE").ok()) return;
+    for (InodeId inode : inodes) {
+      auto a = load(db, inode);
+      if (a.ok()) {
+        (void)save(db, *a);
+      } else {
+        dirty_.erase(inode);
+        pending_atimes_.erase(inode);
+      }
+    }
+    if (!db.exec("COMMIT").ok()) (void)db.exec("ROLLBACK");
+  }
+
+  // A read moves atime only when it is older than the grace period, so reads do not become
+  // metadata writes; the new atime is persisted with the next flush.
+  void note_access(const Attributes& a) {
+    if (!options_.atime_enabled) return;
+    std::int64_t now = now_ns();
+    auto grace = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.atime_grace_period);
+    if (now - a.atime_ns >= grace.count()) pending_atimes_[a.inode] = now;
+  }
+
+  std::optional<InodeId> find_entry(Database& db, InodeId directory, std::string_view name) {
+    auto row = db.prepare("SELECT ino FROM dirents WHERE dir = ? AND name = ?");
+    row.bind(1, directory).bind(2, name);
+    if (!row.next_row()) return std::nullopt;
+    return static_cast<InodeId>(row.int64(0));
+  }
+
+  bool has_entries(Database& db, InodeId directory) {
+    auto row = db.prepare("SELECT 1 FROM dirents WHERE dir = ? LIMIT 1");
+    row.bind(1, directory);
+    return row.next_row();
+  }
+
+  Result<InodeId> parent_of(Database& db, InodeId directory) {
+    if (directory == kRootInode) return kRootInode;
+    auto row = db.prepare("SELECT dir FROM dirents WHERE ino = ? LIMIT 1");
+    row.bind(1, directory);
+    if (!row.next_row()) return error(Errc::stale, "directory has no parent entry");
+    return static_cast<InodeId>(row.int64(0));
+  }
+
+  Status add_entry(Database& db, InodeId directory, std::string_view name, InodeId inode) {
+    auto stmt = db.prepare("INSERT INTO dirents(dir, name, ino) VALUES(?, ?, ?)");
+    stmt.bind(1, directory).bind(2, name).bind(3, inode);
+    return stmt.run();
+  }
+
+  Status remove_entry(Database& db, InodeId directory, std::string_view name) {
+    auto stmt = db.prepare("DELETE FROM dirents WHERE dir = ? AND name = ?");
+    stmt.bind(1, directory).bind(2, name);
+    return stmt.run();
+  }
+
+  Status check_may_add(const Attributes& dir, const Caller& caller) {
+    if (!permits(dir, caller, kMayWrite | kMayExecute)) {
+      return error(Errc::access_denied, "no write permission on the directory");
+    }
+    return {};
+  }
+
+  Status check_may_delete(const Attributes& dir, const Attributes& victim, const Caller& caller) {
+    TP_RETURN_IF_ERROR(check_may_add(dir, caller));
+    if ((dir.mode & kSticky) && caller.uid != 0 && caller.uid != dir.uid &&
+        caller.uid != victim.uid) {
+      return error(Errc::access_denied, "sticky directory: only the owner may remove");
+    }
+    return {};
+  }
+
+  // Regular files only; the owner may read and write whatever the mode bits, as a local
+  // process that opened the file before changing its mode could (knfsd does the same).
+  Status check_data_access(const Attributes& a, const Caller& caller, std::uint32_t want) {
+    if (a.type == FileType::directory) return error(Errc::is_a_directory, "is a directory");
+    if (a.type != FileType::regular) return error(Errc::invalid_argument, "not a regular file");
+    if (caller.uid != a.uid && !permits(a, caller, want)) {
+      return error(Errc::access_denied, "permission denied");
+    }
+    return {};
+  }
+
+  Status check_setattr(const Attributes& a, const AttributeChanges& c, const Caller& caller) {
+    bool root = caller.uid == 0;
+    bool owner = caller.uid == a.uid;
+    if (c.mode && !root && !owner) return error(Errc::not_permitted, "only the owner may chmod");
+    if (c.uid && *c.uid != a.uid && !root) return error(Errc::not_permitted, "only root may chown");
+    if (c.gid && *c.gid != a.gid && !root && !(owner && in_group(caller, *c.gid))) {
+      return error(Errc::not_permitted, "only the owner may change the group to one of theirs");
+    }
+    if (c.size) {
+      if (a.type == FileType::directory) return error(Errc::is_a_directory, "is a directory");
+      if (a.type != FileType::regular) return error(Errc::invalid_argument, "not a regular file");
+      if (!owner && !permits(a, caller, kMayWrite)) {
+        return error(Errc::access_denied, "no write permission");
+      }
+    }
+    bool explicit_time = c.atime == SetTime::client_time || c.mtime == SetTime::client_time;
+    bool any_time = c.atime != SetTime::keep || c.mtime != SetTime::keep;
+    if (explicit_time && !root && !owner) {
+      return error(Errc::not_permitted, "only the owner may set times");
+    }
+    if (any_time && !root && !owner && !permits(a, caller, kMayWrite)) {
+      return error(Errc::access_denied, "no write permission");
+    }
+    return {};
+  }
+
+  Attributes new_attributes(const Attributes& dir, FileType type, const Caller& caller,
+                            const AttributeChanges& initial, std::uint32_t default_mode) {
+    Attributes a;
+    a.inode = next_inode_++;
+    a.generation = static_cast<std::uint32_t>(random_());
+    a.type = type;
+    a.mode = initial.mode.value_or(default_mode) & 07777;
+    a.nlink = 1;
+    a.uid = caller.uid == 0 && initial.uid ? *initial.uid : caller.uid;
+    a.gid = (dir.mode & kSetgid) ? dir.gid : caller.gid;
+    if (caller.uid == 0 && initial.gid) a.gid = *initial.gid;
+    std::int64_t now = now_ns();
+    a.atime_ns = initial.atime == SetTime::client_time ? initial.atime_ns : now;
+    a.mtime_ns = initial.mtime == SetTime::client_time ? initial.mtime_ns : now;
+    a.ctime_ns = a.birth_ns = now;
+    if (type == FileType::regular && initial.size) a.size = a.used = *initial.size;
+    return a;
+  }
+
+  Result<NewObject> add_object(Database& db, const Attributes& dir, const std::string& name,
+                               const Attributes& object, std::string_view symlink_target,
+                               const std::optional<CreateVerifier>& verifier) {
+    auto insert = db.prepare(
+        "INSERT INTO inodes(ino, generation, type, mode, nlink, uid, gid, size, rdev_major, "
+        "rdev_minor, atime, mtime, ctime, birth, symlink_target, create_verifier) "
+        "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    insert.bind(1, object.inode).bind(2, object.generation);
+    insert.bind(3, static_cast<std::uint32_t>(object.type)).bind(4, object.mode);
+    insert.bind(5, object.nlink).bind(6, object.uid).bind(7, object.gid).bind(8, object.size);
+    insert.bind(9, object.rdev_major).bind(10, object.rdev_minor).bind(11, object.atime_ns);
+    insert.bind(12, object.mtime_ns).bind(13, object.ctime_ns).bind(14, object.birth_ns);
+    if (object.type == FileType::symlink) {
+      insert.bind(15, symlink_target);
+    } else {
+      insert.bind_null(15);
+    }
+    if (verifier) {
+      insert.bind(16, std::span<const std::uint8_t>(*verifier));
+    } else {
+      insert.bind_null(16);
+    }
+    TP_RETURN_IF_ERROR(insert.run());
+    if (object.type == FileType::regular) {
+      auto layout = db.prepare(
+          "INSERT INTO layouts(ino, pool, stripe_unit, protection) VALUES(?, 'default', ?, 1)");
+      layout.bind(1, object.inode).bind(2, options_.stripe_unit_bytes);
+      TP_RETURN_IF_ERROR(layout.run());
+    }
+    TP_RETURN_IF_ERROR(add_entry(db, dir.inode, name, object.inode));
+    auto sequence = db.prepare("UPDATE meta SET value = ? WHERE key = 'next_inode'");
+    sequence.bind(1, next_inode_);
+    TP_RETURN_IF_ERROR(sequence.run());
+    Attributes dir_after = dir;
+    dir_after.mtime_ns = dir_after.ctime_ns = object.ctime_ns;
+    if (object.type == FileType::directory) ++dir_after.nlink;
+    TP_RETURN_IF_ERROR(save(db, dir_after));
+    return NewObject{object, wcc_of(dir, dir_after)};
+  }
+
+  Result<NewObject> create_existing(Database& db, const Attributes& dir, InodeId existing,
+                                    CreateMode mode, const AttributeChanges& initial,
+                                    const CreateVerifier& verifier, const Caller& caller) {
+    TP_ASSIGN_OR_RETURN(Attributes object, load(db, existing));
+    if (mode == CreateMode::guarded) return error(Errc::already_exists, "file exists");
+    if (mode == CreateMode::exclusive) {
+      auto row = db.prepare("SELECT create_verifier FROM inodes WHERE ino = ?");
+      row.bind(1, existing);
+      if (row.next_row() && !row.is_null(0) &&
+          row.blob(0) == std::string(verifier.begin(), verifier.end())) {
+        return NewObject{object, wcc_of(dir, dir)};  // a retransmitted exclusive create
+      }
+      return error(Errc::already_exists, "file exists");
+    }
+    if (object.type != FileType::regular) return error(Errc::already_exists, "exists");
+    if (initial.size && *initial.size != object.size) {
+      TP_RETURN_IF_ERROR(check_data_access(object, caller, kMayWrite));
+      TP_RETURN_IF_ERROR(data_.truncate(existing, *initial.size));
+      Attributes after = object;
+      after.size = after.used = *initial.size;
+      after.mtime_ns = after.ctime_ns = now_ns();
+      TP_RETURN_IF_ERROR(save(db, after));
+      object = after;
+    }
+    return NewObject{object, wcc_of(dir, dir)};
+  }
+
+  // Removes name -> victim from dir (updating dir in place) and frees the victim when its last
+  // link goes; its data file is deleted only after the transaction is durable.
+  Status unlink_entry(Database& db, Attributes& dir, const std::string& name,
+                      const Attributes& victim, AfterCommit& after) {
+    TP_RETURN_IF_ERROR(remove_entry(db, dir.inode, name));
+    std::int64_t now = now_ns();
+    dir.mtime_ns = dir.ctime_ns = now;
+    bool is_directory = victim.type == FileType::directory;
+    if (is_directory) --dir.nlink;
+    TP_RETURN_IF_ERROR(save(db, dir));
+    std::uint32_t links = is_directory ? 0 : victim.nlink - 1;
+    if (links > 0) {
+      Attributes v = victim;
+      v.nlink = links;
+      v.ctime_ns = now;
+      return save(db, v);
+    }
+    for (const char* sql : {"DELETE FROM inodes WHERE ino = ?", "DELETE FROM layouts WHERE ino = ?"}) {
+      auto stmt = db.prepare(sql);
+      stmt.bind(1, victim.inode);
+      TP_RETURN_IF_ERROR(stmt.run());
+    }
+    InodeId inode = victim.inode;
+    dirty_.erase(inode);
+    pending_atimes_.erase(inode);
+    if (victim.type == FileType::regular) after.push_back([this, inode] { data_.remove(inode); });
+    return {};
+  }
+
+  Result<RenameResult> rename_in(Database& db, AfterCommit& after, InodeId from_directory,
+                                 const std::string& from_name, InodeId to_directory,
+                                 const std::string& to_name, const Caller& caller) {
+    TP_ASSIGN_OR_RETURN(Attributes from_dir, load_directory(db, from_directory));
+    TP_ASSIGN_OR_RETURN(Attributes to_dir, load_directory(db, to_directory));
+    if (is_dot_or_dotdot(from_name) || is_dot_or_dotdot(to_name)) {
+      return error(Errc::invalid_argument, "cannot rename '.' or '..'");
+    }
+    if (from_name.size() > kMaxNameBytes) return error(Errc::name_too_long, "name too long");
+    TP_RETURN_IF_ERROR(validate_new_name(to_name));
+    auto source_inode = find_entry(db, from_directory, from_name);
+    if (!source_inode) return error(Errc::not_found, "no entry '" + from_name + "'");
+    TP_ASSIGN_OR_RETURN(Attributes source, load(db, *source_inode));
+    TP_RETURN_IF_ERROR(check_may_delete(from_dir, source, caller));
+    TP_RETURN_IF_ERROR(check_may_add(to_dir, caller));
+    bool moving_directory = source.type == FileType::directory;
+    if (moving_directory && from_directory != to_directory) {
+      // Its ".." changes, so it must be writable, and it must not move into its own subtree.
+      if (!permits(source, caller, kMayWrite)) {
+        return error(Errc::access_denied, "no write permission on the moved directory");
+      }
+      for (InodeId up = to_directory;; ) {
+        if (up == source.inode) {
+          return error(Errc::invalid_argument, "cannot move a directory into itself");
+        }
+        if (up == kRootInode) break;
+        TP_ASSIGN_OR_RETURN(up, parent_of(db, up));
+      }
+    }
+    std::optional<Attributes> replaced;
+    if (auto target_inode = find_entry(db, to_directory, to_name)) {
+      if (*target_inode == source.inode) {
+        return RenameResult{wcc_of(from_dir, from_dir), wcc_of(to_dir, to_dir)};
+      }
+      TP_ASSIGN_OR_RETURN(Attributes target, load(db, *target_inode));
+      bool target_is_directory = target.type == FileType::directory;
+      if (moving_directory && !target_is_directory) {
+        return error(Errc::not_a_directory, "cannot replace a file with a directory");
+      }
+      if (!moving_directory && target_is_directory) {
+        return error(Errc::is_a_directory, "cannot replace a directory with a file");
+      }
+      if (target_is_directory && has_entries(db, target.inode)) {
+        return error(Errc::not_empty, "target directory is not empty");
+      }
+      TP_RETURN_IF_ERROR(check_may_delete(to_dir, target, caller));
+      replaced = target;
+    }
+    std::int64_t now = now_ns();
+    Attributes to_after = to_dir;
+    if (replaced) TP_RETURN_IF_ERROR(unlink_entry(db, to_after, to_name, *replaced, after));
+    auto move = db.prepare("UPDATE dirents SET dir = ?, name = ? WHERE dir = ? AND name = ?");
+    move.bind(1, to_directory).bind(2, std::string_view(to_name));
+    move.bind(3, from_directory).bind(4, std::string_view(from_name));
+    TP_RETURN_IF_ERROR(move.run());
+    // The same directory on both sides: one set of attributes, updated once.
+    Attributes from_after = from_directory == to_directory ? to_after : from_dir;
+    from_after.mtime_ns = from_after.ctime_ns = now;
+    if (moving_directory && from_directory != to_directory) {
+      --from_after.nlink;
+      ++to_after.nlink;
+    }
+    to_after.mtime_ns = to_after.ctime_ns = now;
+    if (from_directory == to_directory) {
+      TP_RETURN_IF_ERROR(save(db, from_after));
+      to_after = from_after;
+    } else {
+      TP_RETURN_IF_ERROR(save(db, from_after));
+      TP_RETURN_IF_ERROR(save(db, to_after));
+    }
+    Attributes moved = source;
+    moved.ctime_ns = now;
+    TP_RETURN_IF_ERROR(save(db, moved));
+    return RenameResult{wcc_of(from_dir, from_after), wcc_of(to_dir, to_after)};
+  }
+
+  Result<DirectoryPage> list_directory(Database& db, const Attributes& dir, std::uint64_t cookie,
+                                       std::uint64_t verifier, std::uint32_t max_entries,
+                                       bool with_attributes) {
+    DirectoryPage page;
+    page.directory = dir;
+    page.cookie_verifier = static_cast<std::uint64_t>(dir.birth_ns);
+    if (cookie != 0 && verifier != 0 && verifier != page.cookie_verifier) {
+      return error(Errc::bad_cookie, "cookie verifier does not match");
+    }
+    auto add = [&](InodeId inode, std::string name, std::uint64_t entry_cookie) -> Status {
+      DirectoryEntry e{inode, std::move(name), entry_cookie, std::nullopt};
+      if (with_attributes) {
+        TP_ASSIGN_OR_RETURN(e.attributes, load(db, inode));
+      }
+      page.entries.push_back(std::move(e));
+      return {};
+    };
+    if (cookie == 0 && max_entries > 0) TP_RETURN_IF_ERROR(add(dir.inode, ".", 1));
+    if (cookie <= 1 && page.entries.size() < max_entries) {
+      TP_ASSIGN_OR_RETURN(InodeId parent, parent_of(db, dir.inode));
+      TP_RETURN_IF_ERROR(add(parent, "..", 2));
+    }
+    std::uint64_t after_row = cookie >= kFirstEntryCookie ? cookie - 2 : 0;
+    auto rows = db.prepare(
+        "SELECT cookie, name, ino FROM dirents WHERE dir = ? AND cookie > ? ORDER BY cookie "
+        "LIMIT ?");
+    std::uint32_t room = max_entries - static_cast<std::uint32_t>(page.entries.size());
+    rows.bind(1, dir.inode).bind(2, after_row).bind(3, room + 1);
+    std::uint32_t seen = 0;
+    while (rows.next_row()) {
+      if (seen++ == room) break;
+      auto row_cookie = static_cast<std::uint64_t>(rows.int64(0));
+      TP_RETURN_IF_ERROR(add(static_cast<InodeId>(rows.int64(2)), rows.blob(1), row_cookie + 2));
+    }
+    TP_RETURN_IF_ERROR(rows.status());
+    page.eof = seen <= room;
+    return page;
+  }
+
+  StoreOptions options_;
+  const Clock& clock_;
+  internal::DataFiles data_;
+  asio::thread_pool pool_;
+  std::uint64_t write_verifier_ = 0;
+  bool closed_ = false;
+
+  // Owned by the shard thread once the store is open.
+  std::mt19937_64 random_;
+  InodeId next_inode_ = kRootInode + 1;
+  std::unordered_map<InodeId, DirtyAttributes> dirty_;
+  std::unordered_map<InodeId, std::int64_t> pending_atimes_;
+
+  internal::ShardExecutor shard_;  // last: its thread stops before the state above goes
+};
+
+Status StoreImpl::initialize(Database& db) {
+  TP_RETURN_IF_ERROR(data_.prepare());
+  TP_RETURN_IF_ERROR(db.exec(internal::kShardSchema));
+  TP_RETURN_IF_ERROR(db.exec("BEGIN IMMEDIATE"));
+  TP_RETURN_IF_ERROR(
+      db.exec("INSERT OR IGNORE INTO meta(key, value) VALUES('next_inode', 2), ('boots', 0)"));
+  TP_RETURN_IF_ERROR(db.exec("UPDATE meta SET value = value + 1 WHERE key = 'boots'"));
+  {
+    auto row = db.prepare("SELECT key, value FROM meta");
+    std::uint64_t boots = 0;
+    while (row.next_row()) {
+      std::string key = row.blob(0);
+      if (key == "next_inode") next_inode_ = static_cast<InodeId>(row.int64(1));
+      if (key == "boots") boots = static_cast<std::uint64_t>(row.int64(1));
+    }
+    TP_RETURN_IF_ERROR(row.status());
+    write_verifier_ = (boots << 32) ^ (random_() & 0xffffffffu);
+  }
+  std::int64_t now = now_ns();
+  auto root = db.prepare(
+      "INSERT OR IGNORE INTO inodes(ino, generation, type, mode, nlink, uid, gid, size, "
+      "rdev_major, rdev_minor, atime, mtime, ctime, birth) "
+      "VALUES(?, 1, ?, ?, 2, 0, 0, 0, 0, 0, ?, ?, ?, ?)");
+  // /ifs is open to everyone, as OneFS ships it; administrators narrow it with exports.
+  root.bind(1, kRootInode).bind(2, static_cast<std::uint32_t>(FileType::directory));
+  root.bind(3, std::uint32_t{0777}).bind(4, now).bind(5, now).bind(6, now).bind(7, now);
+  TP_RETURN_IF_ERROR(root.run());
+  return db.exec("COMMIT");
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> Store::open(const StoreOptions& options) {
+  std::error_code ec;
+  std::filesystem::create_directories(options.data_dir + "/shards", ec);
+  if (ec) {
+    return error(Errc::io_error, "cannot create data directory " + options.data_dir + ": " +
+                                     ec.message());
+  }
+  if (::access(options.data_dir.c_str(), W_OK) != 0) {
+    return error(Errc::access_denied, "data directory " + options.data_dir + " is not writable");
+  }
+  TP_ASSIGN_OR_RETURN(auto db, Database::open(options.data_dir + "/shards/0000.db"));
+  Database& raw = *db;
+  auto store = std::make_unique<StoreImpl>(options, std::move(db));
+  TP_RETURN_IF_ERROR(store->initialize(raw));
+  store->start();
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+}  // namespace tidepool::store

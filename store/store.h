@@ -1,0 +1,247 @@
+// The store: the namespace (inodes, directory entries, layouts) and file data.
+//
+// Callers name inodes, never files or databases, so where a shard lives can change without
+// changing this API. Every operation is a coroutine that completes on the caller's executor;
+// blocking work (SQLite, pread/pwrite, fsync) runs on the store's own threads.
+//
+// Durability: a metadata change is durable before its operation completes (concurrent changes
+// share one transaction: group commit). UNSTABLE writes may stay volatile until commit();
+// DATA_SYNC/FILE_SYNC writes are durable on completion. write_verifier() changes on every open.
+#pragma once
+
+#include <array>
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+
+namespace tidepool::store {
+
+using boost::asio::awaitable;
+
+// 64-bit inode numbers: the shard id in the top 16 bits, a per-shard sequence below.
+using InodeId = std::uint64_t;
+inline constexpr int kShardShift = 48;
+inline constexpr InodeId kRootInode = 1;  // shard 0, sequence 1
+
+inline constexpr std::size_t kMaxNameBytes = 255;
+inline constexpr std::size_t kMaxSymlinkBytes = 4096;
+inline constexpr std::uint64_t kMaxFileSize = std::uint64_t{1} << 43;  // 8 TiB
+inline constexpr std::uint32_t kMaxLinks = 65000;
+
+// Values match NFSv3's ftype3 so the protocol layer can pass them through.
+enum class FileType : std::uint8_t {
+  regular = 1,
+  directory = 2,
+  block_device = 3,
+  char_device = 4,
+  symlink = 5,
+  socket = 6,
+  fifo = 7,
+};
+
+struct Attributes {
+  InodeId inode = 0;
+  std::uint32_t generation = 0;
+  FileType type = FileType::regular;
+  std::uint32_t mode = 0;  // permission bits and setuid/setgid/sticky (07777)
+  std::uint32_t nlink = 0;
+  std::uint32_t uid = 0;
+  std::uint32_t gid = 0;
+  std::uint64_t size = 0;
+  std::uint64_t used = 0;  // bytes allocated on disk
+  std::uint32_t rdev_major = 0;
+  std::uint32_t rdev_minor = 0;
+  std::int64_t atime_ns = 0;
+  std::int64_t mtime_ns = 0;
+  std::int64_t ctime_ns = 0;
+  std::int64_t birth_ns = 0;
+};
+
+// The attributes NFSv3 reports before an operation (wcc_attr).
+struct PreAttributes {
+  std::uint64_t size = 0;
+  std::int64_t mtime_ns = 0;
+  std::int64_t ctime_ns = 0;
+};
+
+struct Wcc {
+  std::optional<PreAttributes> before;
+  std::optional<Attributes> after;
+};
+
+// Who is asking, after the export's squashing rules were applied.
+struct Caller {
+  std::uint32_t uid = 65534;
+  std::uint32_t gid = 65534;
+  std::vector<std::uint32_t> groups;
+};
+
+enum class SetTime : std::uint8_t { keep, server_time, client_time };
+
+struct AttributeChanges {
+  std::optional<std::uint32_t> mode;
+  std::optional<std::uint32_t> uid;
+  std::optional<std::uint32_t> gid;
+  std::optional<std::uint64_t> size;
+  SetTime atime = SetTime::keep;
+  std::int64_t atime_ns = 0;
+  SetTime mtime = SetTime::keep;
+  std::int64_t mtime_ns = 0;
+};
+
+// Access bits, as NFSv3's ACCESS3_*.
+namespace access {
+inline constexpr std::uint32_t read = 0x01;
+inline constexpr std::uint32_t lookup = 0x02;
+inline constexpr std::uint32_t modify = 0x04;
+inline constexpr std::uint32_t extend = 0x08;
+inline constexpr std::uint32_t erase = 0x10;
+inline constexpr std::uint32_t execute = 0x20;
+}  // namespace access
+
+enum class CreateMode : std::uint8_t { unchecked, guarded, exclusive };
+using CreateVerifier = std::array<std::uint8_t, 8>;
+
+enum class Stability : std::uint8_t { unstable = 0, data_sync = 1, file_sync = 2 };
+
+struct LookupResult {
+  Attributes object;
+  Attributes directory;
+};
+
+struct AccessResult {
+  std::uint32_t granted = 0;
+  Attributes attributes;
+};
+
+struct ReadlinkResult {
+  std::string target;
+  Attributes attributes;
+};
+
+struct ReadResult {
+  std::uint32_t count = 0;
+  bool eof = false;
+  Attributes attributes;
+};
+
+struct WriteResult {
+  std::uint32_t count = 0;
+  Stability committed = Stability::unstable;
+  Wcc file;
+};
+
+struct NewObject {
+  Attributes attributes;
+  Wcc directory;
+};
+
+struct RenameResult {
+  Wcc from_directory;
+  Wcc to_directory;
+};
+
+struct LinkResult {
+  Attributes file;
+  Wcc directory;
+};
+
+struct DirectoryEntry {
+  InodeId inode = 0;
+  std::string name;
+  std::uint64_t cookie = 0;
+  std::optional<Attributes> attributes;  // filled when asked for (READDIRPLUS)
+};
+
+struct DirectoryPage {
+  std::vector<DirectoryEntry> entries;
+  bool eof = false;
+  std::uint64_t cookie_verifier = 0;
+  Attributes directory;
+};
+
+struct FsStatistics {
+  std::uint64_t total_bytes = 0;
+  std::uint64_t free_bytes = 0;
+  std::uint64_t available_bytes = 0;
+  std::uint64_t total_files = 0;
+  std::uint64_t free_files = 0;
+  std::uint64_t available_files = 0;
+};
+
+struct StoreOptions {
+  std::string data_dir;
+  std::uint32_t threads = 4;
+  std::uint32_t stripe_unit_bytes = 128u << 10;
+  bool atime_enabled = true;
+  std::chrono::seconds atime_grace_period{24 * 3600};
+  Clock* clock = nullptr;  // null: the real clock
+};
+
+class Store {
+ public:
+  // Opens (or creates) the store under options.data_dir. Fails with a reason when the directory
+  // cannot be created or written, or the database is unusable.
+  static Result<std::unique_ptr<Store>> open(const StoreOptions& options);
+  virtual ~Store() = default;
+
+  // Changes on every open; a client that sees it change resends uncommitted writes.
+  virtual std::uint64_t write_verifier() const = 0;
+  // Makes everything durable and stops the store's threads. Idempotent.
+  virtual void close() = 0;
+
+  virtual awaitable<Result<Attributes>> getattr(InodeId inode) = 0;
+  // With guard_ctime_ns, fails with precondition_failed unless the ctime still matches.
+  virtual awaitable<Result<Wcc>> setattr(InodeId inode, AttributeChanges changes, Caller caller,
+                                         std::optional<std::int64_t> guard_ctime_ns) = 0;
+  virtual awaitable<Result<LookupResult>> lookup(InodeId directory, std::string name,
+                                                 Caller caller) = 0;
+  virtual awaitable<Result<AccessResult>> check_access(InodeId inode, Caller caller,
+                                                       std::uint32_t requested) = 0;
+  virtual awaitable<Result<ReadlinkResult>> readlink(InodeId inode) = 0;
+  // Reads up to into.size() bytes at offset into the caller's buffer.
+  virtual awaitable<Result<ReadResult>> read(InodeId inode, std::uint64_t offset,
+                                             std::span<std::uint8_t> into, Caller caller) = 0;
+  virtual awaitable<Result<WriteResult>> write(InodeId inode, std::uint64_t offset,
+                                               std::span<const std::uint8_t> data,
+                                               Stability stability, Caller caller) = 0;
+  virtual awaitable<Result<NewObject>> create(InodeId directory, std::string name,
+                                              CreateMode mode, AttributeChanges initial,
+                                              CreateVerifier verifier, Caller caller) = 0;
+  virtual awaitable<Result<NewObject>> mkdir(InodeId directory, std::string name,
+                                             AttributeChanges initial, Caller caller) = 0;
+  virtual awaitable<Result<NewObject>> symlink(InodeId directory, std::string name,
+                                               std::string target, AttributeChanges initial,
+                                               Caller caller) = 0;
+  // Devices, sockets and FIFOs exist as attributes only.
+  virtual awaitable<Result<NewObject>> mknod(InodeId directory, std::string name, FileType type,
+                                             std::uint32_t rdev_major, std::uint32_t rdev_minor,
+                                             AttributeChanges initial, Caller caller) = 0;
+  virtual awaitable<Result<Wcc>> remove(InodeId directory, std::string name, Caller caller) = 0;
+  virtual awaitable<Result<Wcc>> rmdir(InodeId directory, std::string name, Caller caller) = 0;
+  virtual awaitable<Result<RenameResult>> rename(InodeId from_directory, std::string from_name,
+                                                 InodeId to_directory, std::string to_name,
+                                                 Caller caller) = 0;
+  virtual awaitable<Result<LinkResult>> link(InodeId file, InodeId directory, std::string name,
+                                             Caller caller) = 0;
+  // Entries after `cookie` (0: from the start), at most max_entries. Cookies stay valid while
+  // entries are added and removed; a non-zero cookie with another verifier is bad_cookie.
+  virtual awaitable<Result<DirectoryPage>> readdir(InodeId directory, std::uint64_t cookie,
+                                                   std::uint64_t cookie_verifier,
+                                                   std::uint32_t max_entries, bool with_attributes,
+                                                   Caller caller) = 0;
+  virtual awaitable<Result<FsStatistics>> fsstat() = 0;
+  // Makes the file's data and attributes durable.
+  virtual awaitable<Result<Wcc>> commit(InodeId inode) = 0;
+};
+
+}  // namespace tidepool::store

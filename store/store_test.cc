@@ -1,0 +1,263 @@
+#include "store/store.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+#include <filesystem>
+#include <random>
+
+namespace tidepool::store {
+namespace {
+
+namespace asio = boost::asio;
+
+const Caller kRoot{0, 0, {}};
+const Caller kAlice{1000, 1000, {}};
+const Caller kBob{1001, 1001, {2000}};
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("tidepool-store-test-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    reopen();
+  }
+  void TearDown() override {
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  void reopen() {
+    store_.reset();
+    StoreOptions options;
+    options.data_dir = dir_.string();
+    options.threads = 2;
+    options.clock = &clock_;
+    auto opened = Store::open(options);
+    ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+    store_ = std::move(opened).value();
+  }
+
+  // Runs one store coroutine to completion on a private io_context.
+  template <typename T>
+  T run(asio::awaitable<T> op) {
+    asio::io_context io;
+    auto future = asio::co_spawn(io, std::move(op), asio::use_future);
+    io.run();
+    return future.get();
+  }
+
+  InodeId make_file(InodeId dir, const std::string& name, const Caller& who = kAlice,
+                    std::uint32_t mode = 0644) {
+    AttributeChanges initial;
+    initial.mode = mode;
+    auto r = run(store_->create(dir, name, CreateMode::guarded, initial, {}, who));
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    return r.ok() ? r->attributes.inode : 0;
+  }
+
+  InodeId make_dir(InodeId dir, const std::string& name, const Caller& who = kAlice) {
+    AttributeChanges initial;
+    initial.mode = 0755;
+    auto r = run(store_->mkdir(dir, name, initial, who));
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    return r.ok() ? r->attributes.inode : 0;
+  }
+
+  std::filesystem::path dir_;
+  FakeClock clock_{std::chrono::system_clock::time_point(std::chrono::hours(24 * 365 * 50))};
+  std::unique_ptr<Store> store_;
+};
+
+TEST_F(StoreTest, CreatedFileIsFoundByLookupWithItsAttributes) {
+  InodeId file = make_file(kRootInode, "a.txt");
+  auto found = run(store_->lookup(kRootInode, "a.txt", kAlice));
+  ASSERT_TRUE(found.ok());
+  EXPECT_EQ(found->object.inode, file);
+  EXPECT_EQ(found->object.type, FileType::regular);
+  EXPECT_EQ(found->object.uid, 1000u);
+  EXPECT_EQ(found->object.mode, 0644u);
+}
+
+TEST_F(StoreTest, GuardedCreateOfAnExistingNameFails) {
+  make_file(kRootInode, "a");
+  auto again = run(store_->create(kRootInode, "a", CreateMode::guarded, {}, {}, kAlice));
+  EXPECT_EQ(again.code(), Errc::already_exists);
+}
+
+TEST_F(StoreTest, ExclusiveCreateIsIdempotentForTheSameVerifierOnly) {
+  CreateVerifier v{1, 2, 3, 4, 5, 6, 7, 8};
+  auto first = run(store_->create(kRootInode, "x", CreateMode::exclusive, {}, v, kAlice));
+  ASSERT_TRUE(first.ok());
+  auto retry = run(store_->create(kRootInode, "x", CreateMode::exclusive, {}, v, kAlice));
+  ASSERT_TRUE(retry.ok());
+  EXPECT_EQ(retry->attributes.inode, first->attributes.inode);
+  CreateVerifier other{9};
+  EXPECT_EQ(run(store_->create(kRootInode, "x", CreateMode::exclusive, {}, other, kAlice)).code(),
+            Errc::already_exists);
+}
+
+TEST_F(StoreTest, WrittenDataReadsBackAtOddOffsetsAndSparseGapsReadAsZeros) {
+  InodeId file = make_file(kRootInode, "data");
+  std::mt19937 rng(7);
+  std::vector<std::uint8_t> expect(300000, 0);
+  for (std::uint64_t offset : {1u, 70001u, 250003u}) {
+    std::vector<std::uint8_t> piece(12345);
+    for (auto& b : piece) b = static_cast<std::uint8_t>(rng());
+    std::copy(piece.begin(), piece.end(), expect.begin() + static_cast<long>(offset));
+    auto w = run(store_->write(file, offset, piece, Stability::unstable, kAlice));
+    ASSERT_TRUE(w.ok()) << w.status().to_string();
+    EXPECT_EQ(w->count, piece.size());
+  }
+  expect.resize(250003 + 12345);
+  std::vector<std::uint8_t> got(expect.size() + 100);
+  auto r = run(store_->read(file, 0, got, kAlice));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->count, expect.size());
+  EXPECT_TRUE(r->eof);
+  got.resize(r->count);
+  EXPECT_EQ(got, expect);
+}
+
+TEST_F(StoreTest, CommittedSizeSurvivesReopenAndTheVerifierChanges) {
+  InodeId file = make_file(kRootInode, "f");
+  std::vector<std::uint8_t> data(5000, 0xab);
+  ASSERT_TRUE(run(store_->write(file, 100, data, Stability::unstable, kAlice)).ok());
+  ASSERT_TRUE(run(store_->commit(file)).ok());
+  std::uint64_t verifier = store_->write_verifier();
+  reopen();
+  EXPECT_NE(store_->write_verifier(), verifier);
+  auto a = run(store_->getattr(file));
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->size, 5100u);
+}
+
+TEST_F(StoreTest, RemoveOfTheLastLinkMakesTheInodeStale) {
+  InodeId file = make_file(kRootInode, "gone");
+  ASSERT_TRUE(run(store_->remove(kRootInode, "gone", kAlice)).ok());
+  EXPECT_EQ(run(store_->getattr(file)).code(), Errc::stale);
+  EXPECT_EQ(run(store_->lookup(kRootInode, "gone", kAlice)).code(), Errc::not_found);
+}
+
+TEST_F(StoreTest, HardLinkKeepsTheFileUntilTheLastNameGoes) {
+  InodeId file = make_file(kRootInode, "one");
+  auto linked = run(store_->link(file, kRootInode, "two", kAlice));
+  ASSERT_TRUE(linked.ok());
+  EXPECT_EQ(linked->file.nlink, 2u);
+  ASSERT_TRUE(run(store_->remove(kRootInode, "one", kAlice)).ok());
+  auto a = run(store_->getattr(file));
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->nlink, 1u);
+}
+
+TEST_F(StoreTest, RmdirRefusesNonEmptyAndFiles) {
+  InodeId d = make_dir(kRootInode, "d");
+  make_file(d, "f");
+  EXPECT_EQ(run(store_->rmdir(kRootInode, "d", kAlice)).code(), Errc::not_empty);
+  EXPECT_EQ(run(store_->rmdir(d, "f", kAlice)).code(), Errc::not_a_directory);
+  EXPECT_EQ(run(store_->remove(kRootInode, "d", kAlice)).code(), Errc::is_a_directory);
+  ASSERT_TRUE(run(store_->remove(d, "f", kAlice)).ok());
+  EXPECT_TRUE(run(store_->rmdir(kRootInode, "d", kAlice)).ok());
+}
+
+TEST_F(StoreTest, RenameReplacesAtomicallyAndRefusesADirectoryIntoItsOwnSubtree) {
+  InodeId a = make_file(kRootInode, "a");
+  make_file(kRootInode, "b");
+  ASSERT_TRUE(run(store_->rename(kRootInode, "a", kRootInode, "b", kAlice)).ok());
+  auto b = run(store_->lookup(kRootInode, "b", kAlice));
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->object.inode, a);
+  EXPECT_EQ(run(store_->lookup(kRootInode, "a", kAlice)).code(), Errc::not_found);
+
+  InodeId top = make_dir(kRootInode, "top");
+  InodeId sub = make_dir(top, "sub");
+  EXPECT_EQ(run(store_->rename(kRootInode, "top", sub, "loop", kAlice)).code(),
+            Errc::invalid_argument);
+}
+
+TEST_F(StoreTest, ReaddirCookiesStayValidWhileEntriesChange) {
+  InodeId d = make_dir(kRootInode, "list");
+  for (int i = 0; i < 10; ++i) make_file(d, "f" + std::to_string(i));
+  auto first = run(store_->readdir(d, 0, 0, 5, false, kAlice));
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(first->entries.size(), 5u);  // ".", "..", f0, f1, f2
+  EXPECT_FALSE(first->eof);
+  std::uint64_t cookie = first->entries.back().cookie;
+  ASSERT_TRUE(run(store_->remove(d, "f1", kAlice)).ok());
+  ASSERT_TRUE(run(store_->remove(d, "f2", kAlice)).ok());
+  make_file(d, "late");
+  std::vector<std::string> rest;
+  for (int pages = 0; pages < 10; ++pages) {
+    auto page = run(store_->readdir(d, cookie, first->cookie_verifier, 4, false, kAlice));
+    ASSERT_TRUE(page.ok()) << page.status().to_string();
+    for (auto& e : page->entries) rest.push_back(e.name);
+    if (page->eof) break;
+    cookie = page->entries.back().cookie;
+  }
+  std::vector<std::string> expect{"f3", "f4", "f5", "f6", "f7", "f8", "f9", "late"};
+  EXPECT_EQ(rest, expect);
+  EXPECT_EQ(run(store_->readdir(d, cookie, first->cookie_verifier + 1, 4, false, kAlice)).code(),
+            Errc::bad_cookie);
+}
+
+TEST_F(StoreTest, PermissionBitsApplyToOtherUsersIncludingSupplementaryGroups) {
+  InodeId d = make_dir(kRootInode, "private");
+  AttributeChanges mode;
+  mode.mode = 0750;
+  ASSERT_TRUE(run(store_->setattr(d, mode, kAlice, std::nullopt)).ok());
+  EXPECT_EQ(run(store_->lookup(d, "x", kBob)).code(), Errc::access_denied);
+  AttributeChanges group;
+  group.gid = 2000;
+  EXPECT_EQ(run(store_->setattr(d, group, kBob, std::nullopt)).code(), Errc::not_permitted);
+  ASSERT_TRUE(run(store_->setattr(d, group, kRoot, std::nullopt)).ok());
+  EXPECT_EQ(run(store_->lookup(d, "x", kBob)).code(), Errc::not_found);  // may search now
+  EXPECT_EQ(run(store_->create(d, "y", CreateMode::guarded, {}, {}, kBob)).code(),
+            Errc::access_denied);
+}
+
+TEST_F(StoreTest, SetattrGuardMismatchFails) {
+  InodeId f = make_file(kRootInode, "g");
+  auto a = run(store_->getattr(f));
+  ASSERT_TRUE(a.ok());
+  AttributeChanges c;
+  c.mode = 0600;
+  EXPECT_EQ(run(store_->setattr(f, c, kAlice, a->ctime_ns + 1)).code(), Errc::precondition_failed);
+  EXPECT_TRUE(run(store_->setattr(f, c, kAlice, a->ctime_ns)).ok());
+}
+
+TEST_F(StoreTest, TruncateShrinksAndExtendsWithZeros) {
+  InodeId f = make_file(kRootInode, "t");
+  std::vector<std::uint8_t> data(1000, 0x5a);
+  ASSERT_TRUE(run(store_->write(f, 0, data, Stability::file_sync, kAlice)).ok());
+  AttributeChanges shrink;
+  shrink.size = 10;
+  ASSERT_TRUE(run(store_->setattr(f, shrink, kAlice, std::nullopt)).ok());
+  AttributeChanges grow;
+  grow.size = std::uint64_t{5} << 30;  // past 4 GiB
+  ASSERT_TRUE(run(store_->setattr(f, grow, kAlice, std::nullopt)).ok());
+  std::vector<std::uint8_t> got(20);
+  auto r = run(store_->read(f, 0, got, kAlice));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(got[9], 0x5a);
+  EXPECT_EQ(got[10], 0);
+  EXPECT_EQ(run(store_->getattr(f))->size, std::uint64_t{5} << 30);
+}
+
+TEST_F(StoreTest, ReadMovesAtimeOnlyPastTheGracePeriod) {
+  InodeId f = make_file(kRootInode, "at");
+  std::int64_t created = run(store_->getattr(f))->atime_ns;
+  std::vector<std::uint8_t> buf(10);
+  clock_.advance(std::chrono::hours(1));
+  ASSERT_TRUE(run(store_->read(f, 0, buf, kAlice)).ok());
+  EXPECT_EQ(run(store_->getattr(f))->atime_ns, created);
+  clock_.advance(std::chrono::hours(24));
+  ASSERT_TRUE(run(store_->read(f, 0, buf, kAlice)).ok());
+  EXPECT_GT(run(store_->getattr(f))->atime_ns, created);
+}
+
+}  // namespace
+}  // namespace tidepool::store
