@@ -1,0 +1,164 @@
+// tided: one Tidepool node. Reads its configuration, opens the store and serves NFS until
+// SIGTERM or SIGINT.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <spdlog/spdlog.h>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/config.h"
+#include "common/log.h"
+#include "nfsd/server.h"
+#include "store/store.h"
+
+namespace {
+
+using namespace tidepool;
+
+struct Options {
+  std::string config_path;
+  std::string pid_file;
+  std::string log_file;
+  bool daemonize = false;
+};
+
+constexpr const char* kUsage =
+    "usage: tided --config FILE [--daemonize] [--pid-file FILE] [--log-file FILE]\n"
+    "       tided --print-default-config\n";
+
+[[noreturn]] void refuse(const std::string& reason) {
+  std::fprintf(stderr, "tided: %s\n", reason.c_str());
+  std::exit(1);
+}
+
+Options parse_arguments(int argc, char** argv) {
+  Options o;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= args.size()) refuse(a + " needs a value\n" + kUsage);
+      return args[++i];
+    };
+    if (a == "--config") {
+      o.config_path = value();
+    } else if (a == "--pid-file") {
+      o.pid_file = value();
+    } else if (a == "--log-file") {
+      o.log_file = value();
+    } else if (a == "--daemonize") {
+      o.daemonize = true;
+    } else if (a == "--print-default-config") {
+      std::cout << config_reference();
+      std::exit(0);
+    } else if (a == "--help" || a == "-h") {
+      std::cout << kUsage;
+      std::exit(0);
+    } else {
+      refuse("unknown argument '" + a + "'\n" + kUsage);
+    }
+  }
+  if (o.config_path.empty()) refuse(std::string("--config is required\n") + kUsage);
+  return o;
+}
+
+// Runs the node until a stop signal. `report` is called once: with an empty string when the
+// node serves, or with the reason it could not start.
+int serve(const NodeConfig& config, const std::function<void(const std::string&)>& report) {
+  store::StoreOptions store_options;
+  store_options.data_dir = config.data_dir;
+  store_options.threads = config.store_threads;
+  store_options.stripe_unit_bytes = config.stripe_unit_bytes;
+  store_options.atime_enabled = config.atime_enabled;
+  store_options.atime_grace_period = config.atime_grace_period;
+  auto store = store::Store::open(store_options);
+  if (!store.ok()) {
+    report(store.status().message());
+    return 1;
+  }
+  boost::asio::io_context io(static_cast<int>(config.io_threads));
+  auto server = nfsd::NfsServer::start(io, config, **store);
+  if (!server.ok()) {
+    report(server.status().message());
+    return 1;
+  }
+  boost::asio::signal_set signals(io, SIGTERM, SIGINT);
+  signals.async_wait([&](const boost::system::error_code& ec, int signal) {
+    if (ec) return;
+    spdlog::info("signal {}: stopping", signal);
+    (*server)->stop();
+    io.stop();
+  });
+  spdlog::info("node {} serving NFSv3 on {} (nfs {}, mount {}, portmap {})", config.node_id,
+               config.frontend_address, config.nfs_port, config.mount_port, config.portmap_port);
+  report("");
+  std::vector<std::thread> threads;
+  for (std::uint32_t i = 1; i < config.io_threads; ++i) threads.emplace_back([&io] { io.run(); });
+  io.run();
+  for (auto& t : threads) t.join();
+  server->reset();
+  (*store)->close();
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options = parse_arguments(argc, argv);
+  auto config = load_config_file(options.config_path);
+  if (!config.ok()) refuse(config.status().message());
+  if (!options.log_file.empty()) config->log_file = options.log_file;
+  if (Status s = init_logging(config->log_level, config->log_file); !s.ok()) refuse(s.message());
+
+  auto write_pid_file = [&]() {
+    if (options.pid_file.empty()) return;
+    std::ofstream(options.pid_file) << ::getpid() << "\n";
+  };
+
+  if (!options.daemonize) {
+    return serve(*config, [&](const std::string& reason) {
+      if (!reason.empty()) refuse(reason);
+      write_pid_file();
+    });
+  }
+
+  // The parent waits for the child to start serving (or to fail) so the caller sees the reason
+  // and the exit status; threads start only in the child.
+  int ready[2];
+  if (::pipe(ready) != 0) refuse("pipe() failed");
+  pid_t child = ::fork();
+  if (child < 0) refuse("fork() failed");
+  if (child > 0) {
+    ::close(ready[1]);
+    std::string message;
+    char buffer[512];
+    ssize_t n;
+    while ((n = ::read(ready[0], buffer, sizeof buffer)) > 0) message.append(buffer, n);
+    if (message == "ok") return 0;
+    refuse(message.empty() ? "the daemon exited during start-up" : message);
+  }
+  ::close(ready[0]);
+  ::setsid();
+  int null = ::open("/dev/null", O_RDWR);
+  if (null >= 0) {
+    ::dup2(null, STDIN_FILENO);
+    ::dup2(null, STDOUT_FILENO);
+    if (!config->log_file.empty()) ::dup2(null, STDERR_FILENO);
+  }
+  return serve(*config, [&](const std::string& reason) {
+    if (reason.empty()) write_pid_file();
+    std::string message = reason.empty() ? "ok" : reason;
+    (void)!::write(ready[1], message.data(), message.size());
+    ::close(ready[1]);
+  });
+}

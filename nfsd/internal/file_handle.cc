@@ -1,0 +1,83 @@
+#include "nfsd/internal/file_handle.h"
+
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <unistd.h>
+
+#include <boost/endian/conversion.hpp>
+#include <cerrno>
+#include <cstring>
+
+namespace tidepool::nfsd {
+namespace {
+
+constexpr std::uint8_t kVersion = 1;
+constexpr std::size_t kBodyBytes = 20;  // version, 3 reserved, export id, inode, generation
+
+}  // namespace
+
+Result<HandleSealer> HandleSealer::load_or_create(const std::string& data_dir) {
+  std::string path = data_dir + "/handle.key";
+  std::array<std::uint8_t, 32> key{};
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t n = ::read(fd, key.data(), key.size());
+    ::close(fd);
+    if (n != static_cast<ssize_t>(key.size())) {
+      return error(Errc::corrupt, path + " is not a 32-byte key");
+    }
+    return HandleSealer(key);
+  }
+  if (errno != ENOENT) return error(Errc::io_error, "cannot read " + path + ": " + std::strerror(errno));
+  if (RAND_bytes(key.data(), static_cast<int>(key.size())) != 1) {
+    return error(Errc::internal, "no randomness for the handle key");
+  }
+  fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return error(Errc::io_error, "cannot create " + path + ": " + std::strerror(errno));
+  bool ok = ::write(fd, key.data(), key.size()) == static_cast<ssize_t>(key.size()) &&
+            ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok) return error(Errc::io_error, "cannot write " + path);
+  return HandleSealer(key);
+}
+
+std::array<std::uint8_t, 16> HandleSealer::mac(std::span<const std::uint8_t> body) const {
+  std::uint8_t full[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  HMAC(EVP_sha256(), key_.data(), static_cast<int>(key_.size()), body.data(), body.size(), full,
+       &length);
+  std::array<std::uint8_t, 16> truncated;
+  std::memcpy(truncated.data(), full, truncated.size());
+  return truncated;
+}
+
+FileHandle HandleSealer::seal(const HandleContents& c) const {
+  FileHandle h{};
+  h[0] = kVersion;
+  boost::endian::store_big_u32(h.data() + 4, c.export_id);
+  boost::endian::store_big_u64(h.data() + 8, c.inode);
+  boost::endian::store_big_u32(h.data() + 16, c.generation);
+  auto m = mac({h.data(), kBodyBytes});
+  std::memcpy(h.data() + kBodyBytes, m.data(), m.size());
+  return h;
+}
+
+Result<HandleContents> HandleSealer::unseal(std::span<const std::uint8_t> h) const {
+  if (h.size() != kFileHandleBytes || h[0] != kVersion) {
+    return error(Errc::bad_handle, "not a Tidepool file handle");
+  }
+  auto m = mac(h.first(kBodyBytes));
+  if (CRYPTO_memcmp(m.data(), h.data() + kBodyBytes, m.size()) != 0) {
+    return error(Errc::bad_handle, "file handle seal does not match");
+  }
+  HandleContents c;
+  c.export_id = boost::endian::load_big_u32(h.data() + 4);
+  c.inode = boost::endian::load_big_u64(h.data() + 8);
+  c.generation = boost::endian::load_big_u32(h.data() + 16);
+  return c;
+}
+
+}  // namespace tidepool::nfsd

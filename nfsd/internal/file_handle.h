@@ -1,0 +1,41 @@
+// NFS file handles: export id, inode and generation, sealed with a truncated HMAC-SHA256 under
+// a secret kept in the node's data directory, so a client cannot forge a handle that escapes
+// its export.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "common/status.h"
+#include "store/store.h"
+
+namespace tidepool::nfsd {
+
+struct HandleContents {
+  std::uint32_t export_id = 0;
+  store::InodeId inode = 0;
+  std::uint32_t generation = 0;
+};
+
+inline constexpr std::size_t kFileHandleBytes = 36;
+using FileHandle = std::array<std::uint8_t, kFileHandleBytes>;
+
+class HandleSealer {
+ public:
+  // Reads data_dir/handle.key, creating it (mode 0600, 32 random bytes) on first start.
+  static Result<HandleSealer> load_or_create(const std::string& data_dir);
+
+  FileHandle seal(const HandleContents& contents) const;
+  // bad_handle when the size, version or MAC is wrong.
+  Result<HandleContents> unseal(std::span<const std::uint8_t> handle) const;
+
+ private:
+  explicit HandleSealer(std::array<std::uint8_t, 32> key) : key_(key) {}
+  std::array<std::uint8_t, 16> mac(std::span<const std::uint8_t> body) const;
+
+  std::array<std::uint8_t, 32> key_;
+};
+
+}  // namespace tidepool::nfsd

@@ -1,0 +1,102 @@
+#include "nfsd/internal/mount_program.h"
+
+#include <spdlog/spdlog.h>
+
+#include "nfsd/internal/status_map.h"
+
+namespace tidepool::nfsd {
+namespace {
+
+constexpr std::size_t kMaxMountPath = 1024;
+constexpr std::uint32_t kProcNull = 0;
+constexpr std::uint32_t kProcMnt = 1;
+constexpr std::uint32_t kProcDump = 2;
+constexpr std::uint32_t kProcUmnt = 3;
+constexpr std::uint32_t kProcUmntAll = 4;
+constexpr std::uint32_t kProcExport = 5;
+
+}  // namespace
+
+awaitable<std::optional<AcceptStatus>> MountProgram::call(const CallContext& context,
+                                                          xdr::Decoder& in, xdr::Encoder& out) {
+  switch (context.procedure) {
+    case kProcNull: co_return AcceptStatus::success;
+    case kProcMnt: co_return co_await mnt(context, in, out);
+    case kProcDump: co_return dump(out);
+    case kProcUmnt: {
+      std::string path(in.string(kMaxMountPath));
+      if (!in.ok()) co_return AcceptStatus::garbage_args;
+      std::lock_guard lock(mutex_);
+      mounts_.erase({context.client.to_string(), path});
+      co_return AcceptStatus::success;
+    }
+    case kProcUmntAll: {
+      std::lock_guard lock(mutex_);
+      std::erase_if(mounts_, [&](const auto& m) { return m.first == context.client.to_string(); });
+      co_return AcceptStatus::success;
+    }
+    case kProcExport: co_return export_list(out);
+    default: co_return AcceptStatus::proc_unavail;
+  }
+}
+
+awaitable<AcceptStatus> MountProgram::mnt(const CallContext& context, xdr::Decoder& in,
+                                          xdr::Encoder& out) {
+  auto raw = in.opaque(kMaxMountPath + 1);
+  if (!in.ok()) co_return AcceptStatus::garbage_args;
+  std::string path(reinterpret_cast<const char*>(raw.data()), raw.size());
+  auto refuse = [&out](Mount3Status status) {
+    out.u32(status);
+    return AcceptStatus::success;
+  };
+  if (path.size() > kMaxMountPath) co_return refuse(MNT3ERR_NAMETOOLONG);
+  std::vector<std::string> below;
+  const Export* exported = service_.exports.containing(path, below);
+  if (!exported) co_return refuse(MNT3ERR_NOENT);
+  if (!exported->allows(context.client)) {
+    spdlog::info("mount of {} refused to {}", path, context.client.to_string());
+    co_return refuse(MNT3ERR_ACCES);
+  }
+  auto root = co_await service_.export_root(*exported);
+  if (!root.ok()) co_return refuse(mount3_status(root.code()));
+  auto target = co_await service_.resolve(*root, below);
+  if (!target.ok()) co_return refuse(mount3_status(target.code()));
+  auto a = co_await service_.store.getattr(*target);
+  if (!a.ok()) co_return refuse(mount3_status(a.code()));
+  {
+    std::lock_guard lock(mutex_);
+    mounts_.insert({context.client.to_string(), path});
+  }
+  out.u32(MNT3_OK);
+  out.opaque(service_.sealer.seal({exported->id(), a->inode, a->generation}));
+  out.u32(1);  // auth flavours: AUTH_SYS
+  out.u32(static_cast<std::uint32_t>(AuthFlavor::sys));
+  co_return AcceptStatus::success;
+}
+
+AcceptStatus MountProgram::dump(xdr::Encoder& out) {
+  std::lock_guard lock(mutex_);
+  for (const auto& [client, path] : mounts_) {
+    out.boolean(true);
+    out.string(client);
+    out.string(path);
+  }
+  out.boolean(false);
+  return AcceptStatus::success;
+}
+
+AcceptStatus MountProgram::export_list(xdr::Encoder& out) {
+  for (const Export& e : service_.exports.all()) {
+    out.boolean(true);
+    out.string(e.path());
+    for (const std::string& client : e.config().clients) {
+      out.boolean(true);
+      out.string(client);
+    }
+    out.boolean(false);
+  }
+  out.boolean(false);
+  return AcceptStatus::success;
+}
+
+}  // namespace tidepool::nfsd

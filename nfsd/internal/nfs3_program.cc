@@ -1,0 +1,583 @@
+#include "nfsd/internal/nfs3_program.h"
+
+#include <boost/endian/conversion.hpp>
+#include <cstring>
+
+#include "nfsd/internal/nfs3_xdr.h"
+#include "nfsd/internal/status_map.h"
+
+namespace tidepool::nfsd {
+
+using namespace nfs3;  // NOLINT: the XDR helpers of this protocol
+using store::Attributes;
+
+struct Nfs3Program::Call {
+  const CallContext& context;
+  xdr::Decoder& in;
+  xdr::Encoder& out;
+  std::uint64_t fsid;
+};
+
+struct Nfs3Program::Target {
+  const Export* exported;
+  store::InodeId inode;
+  store::Caller caller;
+};
+
+namespace {
+
+constexpr std::uint32_t kFsfLink = 0x1;
+constexpr std::uint32_t kFsfSymlink = 0x2;
+constexpr std::uint32_t kFsfHomogeneous = 0x8;
+constexpr std::uint32_t kFsfCanSetTime = 0x10;
+constexpr std::uint32_t kModifyingAccess =
+    store::access::modify | store::access::extend | store::access::erase;
+// Bytes one READDIR entry costs in the reply besides its name (value_follows, fileid, name
+// length, cookie), and what READDIRPLUS adds (post_op_attr, post_op_fh3).
+constexpr std::size_t kEntryOverhead = 4 + 8 + 4 + 8;
+constexpr std::size_t kPlusOverhead = 4 + kFattrBytes + 4 + 4 + kFileHandleBytes;
+constexpr std::uint32_t kMaxEntriesPerPage = 4096;
+
+void put_status(xdr::Encoder& out, Errc code) { out.u32(nfs3_status(code)); }
+
+void put_verifier(xdr::Encoder& out, std::uint64_t v) {
+  std::uint8_t bytes[8];
+  boost::endian::store_big_u64(bytes, v);
+  out.fixed_opaque(bytes);
+}
+
+std::uint64_t get_verifier(xdr::Decoder& in) {
+  auto bytes = in.fixed_opaque(8);
+  return bytes.size() == 8 ? boost::endian::load_big_u64(bytes.data()) : 0;
+}
+
+// Failure replies whose body is a post_op_attr, or a wcc_data, that we leave empty.
+AcceptStatus fail_attr(xdr::Encoder& out, Errc code) {
+  put_status(out, code);
+  out.boolean(false);
+  return AcceptStatus::success;
+}
+
+AcceptStatus fail_wcc(xdr::Encoder& out, Errc code) {
+  put_status(out, code);
+  put_empty_wcc(out);
+  return AcceptStatus::success;
+}
+
+}  // namespace
+
+const Nfs3Program::Procedure Nfs3Program::kProcedures[22] = {
+    {&Nfs3Program::null, false},     {&Nfs3Program::getattr, false},
+    {&Nfs3Program::setattr, true},   {&Nfs3Program::lookup, false},
+    {&Nfs3Program::access, false},   {&Nfs3Program::readlink, false},
+    {&Nfs3Program::read, false},     {&Nfs3Program::write, true},
+    {&Nfs3Program::create, true},    {&Nfs3Program::mkdir, true},
+    {&Nfs3Program::symlink, true},   {&Nfs3Program::mknod, true},
+    {&Nfs3Program::remove, true},    {&Nfs3Program::rmdir, true},
+    {&Nfs3Program::rename, true},    {&Nfs3Program::link, true},
+    {&Nfs3Program::readdir, false},  {&Nfs3Program::readdirplus, false},
+    {&Nfs3Program::fsstat, false},   {&Nfs3Program::fsinfo, false},
+    {&Nfs3Program::pathconf, false}, {&Nfs3Program::commit, false},
+};
+
+awaitable<std::optional<AcceptStatus>> Nfs3Program::call(const CallContext& context,
+                                                         xdr::Decoder& arguments,
+                                                         xdr::Encoder& results) {
+  if (context.procedure >= std::size(kProcedures)) co_return AcceptStatus::proc_unavail;
+  const Procedure& procedure = kProcedures[context.procedure];
+  Call call{context, arguments, results, service_.fsid};
+  if (!procedure.replay_from_cache) co_return co_await (this->*procedure.handler)(call);
+
+  RequestKey key{context.client.to_uint(), context.xid, context.procedure};
+  std::vector<std::uint8_t> earlier;
+  switch (service_.replies.begin(key, earlier)) {
+    case DuplicateRequestCache::Outcome::in_progress: co_return std::nullopt;
+    case DuplicateRequestCache::Outcome::replay:
+      results.buffer().insert(results.buffer().end(), earlier.begin(), earlier.end());
+      co_return AcceptStatus::success;
+    case DuplicateRequestCache::Outcome::run: break;
+  }
+  std::size_t start = results.size();
+  AcceptStatus status = co_await (this->*procedure.handler)(call);
+  if (status == AcceptStatus::success) {
+    service_.replies.finish(key, {results.buffer().begin() + static_cast<long>(start),
+                                  results.buffer().end()});
+  } else {
+    service_.replies.abandon(key);
+  }
+  co_return status;
+}
+
+Result<Nfs3Program::Target> Nfs3Program::target(const Call& call,
+                                                std::span<const std::uint8_t> handle) const {
+  TP_ASSIGN_OR_RETURN(HandleContents contents, service_.sealer.unseal(handle));
+  const Export* exported = service_.exports.by_id(contents.export_id);
+  if (!exported) return error(Errc::stale, "the export of this handle is gone");
+  if (!exported->allows(call.context.client)) {
+    return error(Errc::access_denied, "client not allowed by the export");
+  }
+  return Target{exported, contents.inode, exported->caller_for(call.context.identity)};
+}
+
+FileHandle Nfs3Program::handle_for(const Target& parent, const Attributes& a) const {
+  return service_.sealer.seal({parent.exported->id(), a.inode, a.generation});
+}
+
+awaitable<AcceptStatus> Nfs3Program::null(Call&) { co_return AcceptStatus::success; }
+
+awaitable<AcceptStatus> Nfs3Program::getattr(Call& call) {
+  auto fh = call.in.opaque(kMaxHandleBytes);
+  if (!call.in.ok()) co_return AcceptStatus::garbage_args;
+  auto t = target(call, fh);
+  if (!t.ok()) {
+    put_status(call.out, t.code());
+    co_return AcceptStatus::success;
+  }
+  auto a = co_await service_.store.getattr(t->inode);
+  put_status(call.out, a.code());
+  if (a.ok()) put_fattr(call.out, *a, call.fsid);
+  co_return AcceptStatus::success;
+}
+
+awaitable<AcceptStatus> Nfs3Program::setattr(Call& call) {
+  auto fh = call.in.opaque(kMaxHandleBytes);
+  store::AttributeChanges changes = get_sattr(call.in);
+  std::optional<std::int64_t> guard;
+  if (call.in.boolean()) guard = get_time(call.in);
+  if (!call.in.ok()) co_return AcceptStatus::garbage_args;
+  auto t = target(call, fh);
+  if (!t.ok()) co_return fail_wcc(call.out, t.code());
+  if (t->exported->read_only()) co_return fail_wcc(call.out, Errc::read_only);
+  auto r = co_await service_.store.setattr(t->inode, changes, t->caller, guard);
+  if (!r.ok()) co_return fail_wcc(call.out, r.code());
+  put_status(call.out, Errc::ok);
+  put_wcc(call.out, *r, call.fsid);
+  co_return AcceptStatus::success;
+}
+
+awaitable<AcceptStatus> Nfs3Program::lookup(Call& call) {
+  auto fh = call.in.opaque(kMaxHandleBytes);
+  std::string name(call.in.string(kMaxDecodedName));
+  if (!call.in.ok()) co_return AcceptStatus::garbage_args;
+  auto t = target(call, fh);
+  if (!t.ok()) co_return fail_attr(call.out, t.code());
+  // ".." of an export's root is the root itself: a client never climbs out of its export.
+  if (name == "..") {
+    auto root = co_await service_.export_root(*t->exported);
+    if (root.ok() && *root == t->inode) name = ".";
+  }
+  auto r = co_await service_.store.lookup(t->inode, name, t->caller);
+  if (!r.ok()) co_return fail_attr(call.out, r.code());
+  put_status(call.out, Errc::ok);
+  put_handle(call.out, handle_for(*t, r->object));
+  put_post_op_attr(call.out, r->object, call.fsid);
+  put_post_op_attr(call.out, r->directory, call.fsid);
+  co_return AcceptStatus::success;
+}
+
+awaitable<AcceptStatus> Nfs3Program::access(Call& call) {
+  auto fh = call.in.opaque(kMaxHandleBytes);
+  std::uint32_t requested = call.in.u32();
+  if (!call.in.ok()) co_return AcceptStatus::garbage_args;
+  auto t = target(call, fh);
+  if (!t.ok()) co_return fail_attr(call.out, t.code());
+  auto r = co_await service_.store.check_access(t->inode, t->caller, requested);
+  if (!r.ok()) co_return fail_attr(call.out, r.code());
+  std::uint32_t granted = r->granted;
+  if (t->exported->read_only()) granted &= ~kModifyingAccess;
+  put_status(call.out, Errc::ok);
+  put_post_op_attr(call.out, r->attributes, call.fsid);
+  call.out.u32(granted);
+  co_return AcceptStatus::success;
+}
+
+awaitable<AcceptStatus> Nfs3Program::readlink(Call& call) {
+  auto fh = call.in.opaque(kMaxHandleBytes);
+  if (!call.in.ok()) co_return AcceptStatus::garbage_args;
+  auto t = target(call, fh);
+  if (!t.ok()) co_return fail_attr(call.out, t.code());
+  auto r = co_await service_.store.readlink(t->inode);
+  if (!r.ok()) co_return fail_attr(call.out, r.code());
+  put_status(call.out, Errc::ok);
+  put_post_op_attr(call.out, r->attributes, call.fsid);
+  call.out.string(r->target);
+  co_return AcceptStatus::success;
+}
+
+awaitable<AcceptStatus> Nfs3Program::read(Call& call) {
+  auto fh = call.in.opaque(kMaxHandleBytes);
+  std::uint64_t offset = call.in.u64();
+  std::uint32_t count = call.in.u32();
+  if (!call.in.ok()) co_return AcceptStatus::garbage_args;
+  auto t = target(call, fh);
+  if (!t.ok()) co_return fail_attr(call.out, t.code());
+  count = std::min(count, service_.config.read_size_max);
+
+  // The reply is laid out before the read so the data lands in it directly; the attributes,
+  // known only after the read, are patched into their fixed-size slot.
+  auto& buffer = call.out.buffer();
+  const std::size_t start = buffer.size();
+  put_status(call.out, Errc::ok);
+  call.out.boolean(true);
+  const std::size_t attributes_at = buffer.size();
+  buffer.resize(attributes_at + kFattrBytes);
+  const std::size_t count_at = buffer.size();
+  call.out.u32(0);
+  call.out.boolean(false);
+  auto room = call.out.begin_opaque(count);
+  auto r = co_await service_.store.read(t->inode, offset, room, t->caller);
+  if (!r.ok()) {
+    buffer.resize(start);
+    co_return fail_attr(call.out, r.code());
+  }
+  call.out.finish_opaque(r->count);
+  std::vector<std::uint8_t> attributes;
+  xdr::Encoder attr_out(attributes);
+  put_fattr(attr_out, r->attributes, call.fsid);
+  std::memcpy(buffer.data() + attributes_at, attributes.data(), kFattrBytes);
+  boost::endian::store_big_u32(buffer.data() + count_at, r->count);
+  boost::endian::store_big_u32(buffer.data() + count_at + 4, r->eof ? 1 : 0);
+  co_return AcceptStatus::success;
+}
+
+awaitable<AcceptStatus> Nfs3Program::write(Call& call) {
+  auto fh = call.in.opaque(kMaxHandleBytes);
+  std::uint64_t offset = call.in.u64();
+  std::uint32_t count = call.in.u32();
+  std::uint32_t stable = call.in.u32();
+  auto data = call.in.opaque(service_.config.write_size_max);
+  if (!call.in.ok() || stable > 2) co_return AcceptStatus::garbage_args;
+  auto t = target(call, fh);
+  if (!t.ok()) co_return fail_wcc(call.out, t.code());
+  if (t->exported->read_only()) co_return fail_wcc(call.out, Errc::read_only);
+  if (count != data.size()) co_return fail_wcc(call.out, Errc::invalid_argument);
+  auto r = co_await service_.store.write(t->inode, offset, data,
+                                         static_cast<store::Stability>(stable), t->caller);
+  if (!r.ok()) co_return fail_wcc(call.out, r.code());
+  put_status(call.out, Errc::ok);
+  put_wcc(call.out, r->file, call.fsid);
+  call.out.u32(r->count);
+  call.out.u32(static_cast<std::uint32_t>(r->committed));
+  put_verifier(call.out, service_.store.write_verifier());
+  co_return AcceptStatus::success;
+}
+
+awaitable<AcceptStatus> Nfs3Program::new_object(Call& call, const Target& dir,
+                                                Result<store::NewObject> made) {
+  if (!made.ok()) co_return fail_wcc(call.out, made.code());
+  put_status(call.out, Errc::ok);
+  put_post_op_handle(call.out, handle_for(dir, made->attributes));
+  put_post_op_attr(call.out, made->attributes, call.fsid);
+  put_wcc(call.out, made->directory, call.fsid);
+  co_return AcceptStatus::success;
+}
+
+awaitable<AcceptStatus> Nfs3Program::create(Call& call) {
+  auto fh = call.in.opaque(kMaxHandleBytes);
+  std::string name(call.in.string(kMaxDecodedName));
+  std::uint32_t how = call.in.u32();
+  store::AttributeChanges initial;
+  store::CreateVerifier verifier{};
+  if (how == 0 || how == 1) {
+    initial = get_sattr(call.in);
+  } else if (how == 2) {
+    auto v = call.in.fixed_opaque(verifier.size());
+    if (v.size() == verifier.size()) std::copy(v.begin(), v.end(), verifier.begin());
+  } else {
+    call.in.fail();
+  }
+  if (!call.in.ok()) co_return AcceptStatus::garbage_args;
+  auto t = target(call, fh);
+  if (!t.ok()) co_return fail_wcc(call.out, t.code());
+  if (t->exported->read_only()) co_return fail_wcc(call.out, Errc::read_only);
+  auto made = co_await service_.store.create(t->inode, name, static_cast<store::CreateMode>(how),
+                                             initial, verifier, t->caller);
+  co_return co_await new_object(call, *t, std::move(made));
+}
+
+awaitable<AcceptStatus> Nfs3Program::mkdir(Call& call) {
+  auto fh = call.in.opaque(kMaxHandleBytes);
+  std::string name(call.in.string(kMaxDecodedName));
+  store::AttributeChanges initial = get_sattr(call.in);
+  if (!call.in.ok()) co_return AcceptStatus::garbage_args;
+  auto t = target(call, fh);
+  if (!t.ok()) co_return fail_wcc(call.out, t.code());
+  if (t->exported->read_only()) co_return fail_wcc(call.out, Errc::read_only);
+  auto made = co_await service_.store.mkdir(t->inode, name, initial, t->caller);
+  co_return co_await new_object(call, *t, std::move(made));
+}
+
+awaitable<AcceptStatus> Nfs3Program::symlink(Call& call) {
+  auto fh = call.in.opaque(kMaxHandleBytes);
+  std::string name(call.in.string(kMaxDecodedName));
+  store::AttributeChanges initial = get_sattr(call.in);
+  std::string path(call.in.string(kMaxPath));
+  if (!call.in.ok()) co_return AcceptStatus::garbage_args;
+  auto t = target(call, fh);
+  if (!t.ok()) co_return fail_wcc(call.out, t.code());
+  if (t->exported->read_only()) co_return fail_wcc(call.out, Errc::read_only);
+  auto made = co_await service_.store.symlink(t->inode, name, path, initial, t->caller);
+  co_return co_await new_object(call, *t, std::move(made));
+}
+
+awaitable<AcceptStatus> Nfs3Program::mknod(Call& call) {
+  auto fh = call.in.opaque(kMaxHandleBytes);
+  std::string name(call.in.string(kMaxDecodedName));
+  auto type = static_cast<store::FileType>(call.in.u32());
+  store::AttributeChanges initial;
+  std::uint32_t major = 0;
+  std::uint32_t minor = 0;
+  bool makeable = true;
+  switch (type) {
+    case store::FileType::char_device:
+    case store::FileType::block_device:
+      initial = get_sattr(call.in);
+      major = call.in.u32();
+      minor = call.in.u32();
+      break;
+    case store::FileType::socket:
+    case store::FileType::fifo: initial = get_sattr(call.in); break;
+    default: makeable = false;
+  }
+  if (!call.in.ok()) co_return AcceptStatus::garbage_args;
+  if (!makeable) {
+    call.out.u32(NFS3ERR_BADTYPE);  // a protocol-level refusal: the store never sees it
+    put_empty_wcc(call.out);
+    co_return AcceptStatus::success;
+  }
+  auto t = target(call, fh);
+  if (!t.ok()) co_return fail_wcc(call.out, t.code());
+  if (t->exported->read_only()) co_return fail_wcc(call.out, Errc::read_only);
+  auto made =
+      co_await service_.store.mknod(t->inode, name, type, major, minor, initial, t->caller);
+  co_return co_await new_object(call, *t, std::move(made));
+}
+
+awaitable<AcceptStatus> Nfs3Program::remove(Call& call) {
+  auto fh = call.in.opaque(kMaxHandleBytes);
+  std::string name(call.in.string(kMaxDecodedName));
+  if (!call.in.ok()) co_return AcceptStatus::garbage_args;
+  auto t = target(call, fh);
+  if (!t.ok()) co_return fail_wcc(call.out, t.code());
+  if (t->exported->read_only()) co_return fail_wcc(call.out, Errc::read_only);
+  auto r = co_await service_.store.remove(t->inode, name, t->caller);
+  if (!r.ok()) co_return fail_wcc(call.out, r.code());
+  put_status(call.out, Errc::ok);
+  put_wcc(call.out, *r, call.fsid);
+  co_return AcceptStatus::success;
+}
+
+awaitable<AcceptStatus> Nfs3Program::rmdir(Call& call) {
+  auto fh = call.in.opaque(kMaxHandleBytes);
+  std::string name(call.in.string(kMaxDecodedName));
+  if (!call.in.ok()) co_return AcceptStatus::garbage_args;
+  auto t = target(call, fh);
+  if (!t.ok()) co_return fail_wcc(call.out, t.code());
+  if (t->exported->read_only()) co_return fail_wcc(call.out, Errc::read_only);
+  auto r = co_await service_.store.rmdir(t->inode, name, t->caller);
+  if (!r.ok()) co_return fail_wcc(call.out, r.code());
+  put_status(call.out, Errc::ok);
+  put_wcc(call.out, *r, call.fsid);
+  co_return AcceptStatus::success;
+}
+
+awaitable<AcceptStatus> Nfs3Program::rename(Call& call) {
+  auto from_fh = call.in.opaque(kMaxHandleBytes);
+  std::string from_name(call.in.string(kMaxDecodedName));
+  auto to_fh = call.in.opaque(kMaxHandleBytes);
+  std::string to_name(call.in.string(kMaxDecodedName));
+  if (!call.in.ok()) co_return AcceptStatus::garbage_args;
+  auto fail = [&call](Errc code) {
+    put_status(call.out, code);
+    put_empty_wcc(call.out);
+    put_empty_wcc(call.out);
+    return AcceptStatus::success;
+  };
+  auto from = target(call, from_fh);
+  if (!from.ok()) co_return fail(from.code());
+  auto to = target(call, to_fh);
+  if (!to.ok()) co_return fail(to.code());
+  if (from->exported != to->exported) co_return fail(Errc::cross_device);
+  if (from->exported->read_only()) co_return fail(Errc::read_only);
+  auto r = co_await service_.store.rename(from->inode, from_name, to->inode, to_name,
+                                          from->caller);
+  if (!r.ok()) co_return fail(r.code());
+  put_status(call.out, Errc::ok);
+  put_wcc(call.out, r->from_directory, call.fsid);
+  put_wcc(call.out, r->to_directory, call.fsid);
+  co_return AcceptStatus::success;
+}
+
+awaitable<AcceptStatus> Nfs3Program::link(Call& call) {
+  auto file_fh = call.in.opaque(kMaxHandleBytes);
+  auto dir_fh = call.in.opaque(kMaxHandleBytes);
+  std::string name(call.in.string(kMaxDecodedName));
+  if (!call.in.ok()) co_return AcceptStatus::garbage_args;
+  auto fail = [&call](Errc code) {
+    put_status(call.out, code);
+    call.out.boolean(false);
+    put_empty_wcc(call.out);
+    return AcceptStatus::success;
+  };
+  auto file = target(call, file_fh);
+  if (!file.ok()) co_return fail(file.code());
+  auto dir = target(call, dir_fh);
+  if (!dir.ok()) co_return fail(dir.code());
+  if (file->exported != dir->exported) co_return fail(Errc::cross_device);
+  if (dir->exported->read_only()) co_return fail(Errc::read_only);
+  auto r = co_await service_.store.link(file->inode, dir->inode, name, dir->caller);
+  if (!r.ok()) co_return fail(r.code());
+  put_status(call.out, Errc::ok);
+  put_post_op_attr(call.out, r->file, call.fsid);
+  put_wcc(call.out, r->directory, call.fsid);
+  co_return AcceptStatus::success;
+}
+
+awaitable<AcceptStatus> Nfs3Program::readdir(Call& call) {
+  co_return co_await list_directory(call, false);
+}
+
+awaitable<AcceptStatus> Nfs3Program::readdirplus(Call& call) {
+  co_return co_await list_directory(call, true);
+}
+
+awaitable<AcceptStatus> Nfs3Program::list_directory(Call& call, bool plus) {
+  auto fh = call.in.opaque(kMaxHandleBytes);
+  std::uint64_t cookie = call.in.u64();
+  std::uint64_t verifier = get_verifier(call.in);
+  std::uint32_t budget = call.in.u32();  // READDIR: count; READDIRPLUS: dircount
+  if (plus) budget = call.in.u32();      // maxcount bounds the whole reply
+  if (!call.in.ok()) co_return AcceptStatus::garbage_args;
+  auto t = target(call, fh);
+  if (!t.ok()) co_return fail_attr(call.out, t.code());
+
+  budget = std::min(budget, service_.config.read_size_max);
+  const std::size_t per_entry = kEntryOverhead + 8 + (plus ? kPlusOverhead : 0);
+  auto max_entries = static_cast<std::uint32_t>(
+      std::clamp<std::size_t>(budget / per_entry + 1, 1, kMaxEntriesPerPage));
+  auto page = co_await service_.store.readdir(t->inode, cookie, verifier, max_entries, plus,
+                                              t->caller);
+  if (!page.ok()) co_return fail_attr(call.out, page.code());
+
+  auto root = co_await service_.export_root(*t->exported);
+  auto& buffer = call.out.buffer();
+  const std::size_t start = buffer.size();
+  put_status(call.out, Errc::ok);
+  put_post_op_attr(call.out, page->directory, call.fsid);
+  put_verifier(call.out, page->cookie_verifier);
+  // What the reply may hold besides the header above: the entry list and its two booleans.
+  const std::size_t limit = buffer.size() + (budget > 8 ? budget - 8 : 0);
+  std::size_t written = 0;
+  for (const auto& e : page->entries) {
+    const std::size_t before = buffer.size();
+    call.out.boolean(true);
+    call.out.u64(e.inode);
+    call.out.string(e.name);
+    call.out.u64(e.cookie);
+    if (plus) {
+      // ".." at the export root names the root itself, as LOOKUP answers.
+      std::optional<Attributes> a = e.attributes;
+      if (e.name == ".." && root.ok() && *root == t->inode) a = page->directory;
+      put_post_op_attr(call.out, a, call.fsid);
+      if (a) {
+        put_post_op_handle(call.out, handle_for(*t, *a));
+      } else {
+        call.out.boolean(false);
+      }
+    }
+    if (buffer.size() > limit) {
+      buffer.resize(before);
+      break;
+    }
+    ++written;
+  }
+  if (written == 0 && !page->entries.empty()) {
+    buffer.resize(start);
+    call.out.u32(NFS3ERR_TOOSMALL);
+    call.out.boolean(false);
+    co_return AcceptStatus::success;
+  }
+  call.out.boolean(false);  // no more entries in this reply
+  call.out.boolean(page->eof && written == page->entries.size());
+  co_return AcceptStatus::success;
+}
+
+awaitable<AcceptStatus> Nfs3Program::fsstat(Call& call) {
+  auto fh = call.in.opaque(kMaxHandleBytes);
+  if (!call.in.ok()) co_return AcceptStatus::garbage_args;
+  auto t = target(call, fh);
+  if (!t.ok()) co_return fail_attr(call.out, t.code());
+  auto a = co_await service_.store.getattr(t->inode);
+  if (!a.ok()) co_return fail_attr(call.out, a.code());
+  auto s = co_await service_.store.fsstat();
+  if (!s.ok()) co_return fail_attr(call.out, s.code());
+  put_status(call.out, Errc::ok);
+  put_post_op_attr(call.out, *a, call.fsid);
+  call.out.u64(s->total_bytes);
+  call.out.u64(s->free_bytes);
+  call.out.u64(s->available_bytes);
+  call.out.u64(s->total_files);
+  call.out.u64(s->free_files);
+  call.out.u64(s->available_files);
+  call.out.u32(0);  // invarsec: the figures change at any time
+  co_return AcceptStatus::success;
+}
+
+awaitable<AcceptStatus> Nfs3Program::fsinfo(Call& call) {
+  auto fh = call.in.opaque(kMaxHandleBytes);
+  if (!call.in.ok()) co_return AcceptStatus::garbage_args;
+  auto t = target(call, fh);
+  if (!t.ok()) co_return fail_attr(call.out, t.code());
+  auto a = co_await service_.store.getattr(t->inode);
+  if (!a.ok()) co_return fail_attr(call.out, a.code());
+  const NodeConfig& c = service_.config;
+  put_status(call.out, Errc::ok);
+  put_post_op_attr(call.out, *a, call.fsid);
+  call.out.u32(c.read_size_max);
+  call.out.u32(c.read_size_preferred);
+  call.out.u32(4096);  // rtmult
+  call.out.u32(c.write_size_max);
+  call.out.u32(c.write_size_preferred);
+  call.out.u32(4096);  // wtmult
+  call.out.u32(c.read_size_preferred);  // dtpref
+  call.out.u64(store::kMaxFileSize);
+  call.out.u32(0);  // time_delta: nanosecond timestamps
+  call.out.u32(1);
+  call.out.u32(kFsfLink | kFsfSymlink | kFsfHomogeneous | kFsfCanSetTime);
+  co_return AcceptStatus::success;
+}
+
+awaitable<AcceptStatus> Nfs3Program::pathconf(Call& call) {
+  auto fh = call.in.opaque(kMaxHandleBytes);
+  if (!call.in.ok()) co_return AcceptStatus::garbage_args;
+  auto t = target(call, fh);
+  if (!t.ok()) co_return fail_attr(call.out, t.code());
+  auto a = co_await service_.store.getattr(t->inode);
+  if (!a.ok()) co_return fail_attr(call.out, a.code());
+  put_status(call.out, Errc::ok);
+  put_post_op_attr(call.out, *a, call.fsid);
+  call.out.u32(store::kMaxLinks);
+  call.out.u32(store::kMaxNameBytes);
+  call.out.boolean(true);   // no_trunc: long names are refused, not cut
+  call.out.boolean(true);   // chown_restricted
+  call.out.boolean(false);  // case_insensitive
+  call.out.boolean(true);   // case_preserving
+  co_return AcceptStatus::success;
+}
+
+awaitable<AcceptStatus> Nfs3Program::commit(Call& call) {
+  auto fh = call.in.opaque(kMaxHandleBytes);
+  call.in.u64();  // offset and count: the whole file is committed
+  call.in.u32();
+  if (!call.in.ok()) co_return AcceptStatus::garbage_args;
+  auto t = target(call, fh);
+  if (!t.ok()) co_return fail_wcc(call.out, t.code());
+  auto r = co_await service_.store.commit(t->inode);
+  if (!r.ok()) co_return fail_wcc(call.out, r.code());
+  put_status(call.out, Errc::ok);
+  put_wcc(call.out, *r, call.fsid);
+  put_verifier(call.out, service_.store.write_verifier());
+  co_return AcceptStatus::success;
+}
+
+}  // namespace tidepool::nfsd

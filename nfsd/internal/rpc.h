@@ -1,0 +1,88 @@
+// ONC RPC (RFC 5531) messages: the call header, credentials, and reply headers.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/address_v4.hpp>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "common/xdr.h"
+
+namespace tidepool::nfsd {
+
+using boost::asio::awaitable;
+
+inline constexpr std::uint32_t kRpcVersion = 2;
+inline constexpr std::size_t kMaxAuthBytes = 400;
+inline constexpr std::size_t kMaxAuthSysGroups = 16;
+
+enum class AuthFlavor : std::uint32_t { none = 0, sys = 1 };
+
+enum class AcceptStatus : std::uint32_t {
+  success = 0,
+  prog_unavail = 1,
+  prog_mismatch = 2,
+  proc_unavail = 3,
+  garbage_args = 4,
+  system_err = 5,
+};
+
+enum class AuthStatus : std::uint32_t {
+  ok = 0,
+  badcred = 1,
+  rejectedcred = 2,
+  badverf = 3,
+  rejectedverf = 4,
+  tooweak = 5,
+};
+
+// Who sent a call: the AUTH_SYS credential (or AUTH_NONE) and where it came from.
+struct CallerIdentity {
+  AuthFlavor flavor = AuthFlavor::none;
+  std::uint32_t uid = 65534;
+  std::uint32_t gid = 65534;
+  std::vector<std::uint32_t> groups;
+};
+
+struct CallContext {
+  std::uint32_t xid = 0;
+  std::uint32_t program = 0;
+  std::uint32_t version = 0;
+  std::uint32_t procedure = 0;
+  CallerIdentity identity;
+  boost::asio::ip::address_v4 client;
+  std::uint16_t client_port = 0;
+};
+
+// One RPC program (NFS, MOUNT, PMAP...). Thread-safe: calls run concurrently.
+class RpcProgram {
+ public:
+  virtual ~RpcProgram() = default;
+  virtual std::uint32_t number() const = 0;
+  virtual std::uint32_t min_version() const = 0;
+  virtual std::uint32_t max_version() const = 0;
+  // Decodes the arguments, runs the procedure and appends its results. Any status but success
+  // makes the server discard what was appended and send that status instead. An empty optional
+  // means: send no reply at all (a retransmission of a call still in progress).
+  virtual awaitable<std::optional<AcceptStatus>> call(const CallContext& context,
+                                                      xdr::Decoder& arguments,
+                                                      xdr::Encoder& results) = 0;
+};
+
+// Handles one call message and produces the reply message (without record marking) in `reply`.
+// Returns false when no reply must be sent.
+class RpcDispatcher {
+ public:
+  void add(RpcProgram* program) { programs_.push_back(program); }
+  awaitable<bool> dispatch(std::span<const std::uint8_t> message,
+                           boost::asio::ip::address_v4 client, std::uint16_t client_port,
+                           std::vector<std::uint8_t>& reply) const;
+
+ private:
+  RpcProgram* find(std::uint32_t number) const;
+  std::vector<RpcProgram*> programs_;
+};
+
+}  // namespace tidepool::nfsd

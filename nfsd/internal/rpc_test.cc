@@ -1,0 +1,149 @@
+#include "nfsd/internal/rpc.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+
+namespace tidepool::nfsd {
+namespace {
+
+// A program that echoes one u32 argument, for exercising the dispatcher.
+class EchoProgram final : public RpcProgram {
+ public:
+  std::uint32_t number() const override { return 400000; }
+  std::uint32_t min_version() const override { return 1; }
+  std::uint32_t max_version() const override { return 2; }
+  awaitable<std::optional<AcceptStatus>> call(const CallContext& c, xdr::Decoder& in,
+                                              xdr::Encoder& out) override {
+    if (c.procedure != 1) co_return AcceptStatus::proc_unavail;
+    std::uint32_t v = in.u32();
+    if (!in.ok()) co_return AcceptStatus::garbage_args;
+    out.u32(v);
+    out.u32(c.identity.uid);
+    co_return AcceptStatus::success;
+  }
+};
+
+std::vector<std::uint8_t> make_call(std::uint32_t program, std::uint32_t version,
+                                    std::uint32_t procedure, std::uint32_t flavor,
+                                    std::vector<std::uint8_t> cred,
+                                    std::vector<std::uint8_t> args) {
+  std::vector<std::uint8_t> m;
+  xdr::Encoder e(m);
+  e.u32(42);
+  e.u32(0);
+  e.u32(2);
+  e.u32(program);
+  e.u32(version);
+  e.u32(procedure);
+  e.u32(flavor);
+  e.opaque(cred);
+  e.u32(0);
+  e.u32(0);
+  m.insert(m.end(), args.begin(), args.end());
+  return m;
+}
+
+std::vector<std::uint8_t> auth_sys(std::uint32_t uid) {
+  std::vector<std::uint8_t> b;
+  xdr::Encoder e(b);
+  e.u32(0);
+  e.string("host");
+  e.u32(uid);
+  e.u32(100);
+  e.u32(1);
+  e.u32(7);
+  return b;
+}
+
+std::vector<std::uint8_t> u32_bytes(std::uint32_t v) {
+  std::vector<std::uint8_t> b;
+  xdr::Encoder(b).u32(v);
+  return b;
+}
+
+class DispatcherTest : public ::testing::Test {
+ protected:
+  DispatcherTest() { dispatcher_.add(&echo_); }
+
+  // Returns the reply words, or nothing when no reply is sent.
+  std::optional<std::vector<std::uint32_t>> dispatch(const std::vector<std::uint8_t>& call) {
+    boost::asio::io_context io;
+    std::vector<std::uint8_t> reply;
+    auto f = boost::asio::co_spawn(
+        io, dispatcher_.dispatch(call, boost::asio::ip::address_v4::loopback(), 1000, reply),
+        boost::asio::use_future);
+    io.run();
+    if (!f.get()) return std::nullopt;
+    std::vector<std::uint32_t> words;
+    xdr::Decoder d(reply);
+    while (d.remaining() >= 4) words.push_back(d.u32());
+    return words;
+  }
+
+  EchoProgram echo_;
+  RpcDispatcher dispatcher_;
+};
+
+TEST_F(DispatcherTest, SuccessfulCallCarriesResultsAfterTheAcceptedHeader) {
+  auto r = dispatch(make_call(400000, 1, 1, 1, auth_sys(1234), u32_bytes(9)));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(*r, (std::vector<std::uint32_t>{42, 1, 0, 0, 0, 0, 9, 1234}));
+}
+
+TEST_F(DispatcherTest, UnknownProgramIsProgUnavail) {
+  auto r = dispatch(make_call(123, 1, 1, 0, {}, {}));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(*r, (std::vector<std::uint32_t>{42, 1, 0, 0, 0, 1}));
+}
+
+TEST_F(DispatcherTest, WrongVersionIsProgMismatchWithTheRange) {
+  auto r = dispatch(make_call(400000, 9, 1, 0, {}, {}));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(*r, (std::vector<std::uint32_t>{42, 1, 0, 0, 0, 2, 1, 2}));
+}
+
+TEST_F(DispatcherTest, UnknownProcedureIsProcUnavail) {
+  auto r = dispatch(make_call(400000, 1, 7, 0, {}, {}));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->back(), 3u);
+  EXPECT_EQ(r->size(), 6u);
+}
+
+TEST_F(DispatcherTest, ShortArgumentsAreGarbageArgs) {
+  auto r = dispatch(make_call(400000, 1, 1, 0, {}, {}));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(*r, (std::vector<std::uint32_t>{42, 1, 0, 0, 0, 4}));
+}
+
+TEST_F(DispatcherTest, UnsupportedAuthFlavourIsAnAuthError) {
+  auto r = dispatch(make_call(400000, 1, 1, 6, {1, 2, 3, 4}, u32_bytes(1)));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(*r, (std::vector<std::uint32_t>{42, 1, 1, 1, 1}));
+}
+
+TEST_F(DispatcherTest, MalformedAuthSysIsBadCred) {
+  auto r = dispatch(make_call(400000, 1, 1, 1, {0, 0, 0, 1}, u32_bytes(1)));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(*r, (std::vector<std::uint32_t>{42, 1, 1, 1, 1}));
+}
+
+TEST_F(DispatcherTest, WrongRpcVersionIsRpcMismatch) {
+  auto call = make_call(400000, 1, 1, 0, {}, u32_bytes(1));
+  call[11] = 3;
+  auto r = dispatch(call);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(*r, (std::vector<std::uint32_t>{42, 1, 1, 0, 2, 2}));
+}
+
+TEST_F(DispatcherTest, RepliesAndTruncatedCallsGetNoAnswer) {
+  EXPECT_FALSE(dispatch({0, 0, 0, 1}));
+  auto reply_message = make_call(400000, 1, 1, 0, {}, {});
+  reply_message[7] = 1;
+  EXPECT_FALSE(dispatch(reply_message));
+}
+
+}  // namespace
+}  // namespace tidepool::nfsd

@@ -1,0 +1,286 @@
+#include "nfsd/internal/rpc_transport.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/endian/conversion.hpp>
+#include <deque>
+
+namespace tidepool::nfsd {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using asio::ip::udp;
+
+namespace {
+
+constexpr auto kUseTuple = asio::as_tuple(asio::use_awaitable);
+constexpr std::uint32_t kLastFragment = 0x80000000u;
+constexpr std::size_t kRecordMarkBytes = 4;
+constexpr std::size_t kMaxDatagram = 65536;
+
+boost::asio::ip::address_v4 v4_of(const asio::ip::address& a) {
+  return a.is_v4() ? a.to_v4() : asio::ip::address_v4();
+}
+
+}  // namespace
+
+class RpcTransport::Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(tcp::socket socket, RpcTransport& transport)
+      : transport_(transport),
+        strand_(asio::make_strand(transport.io_)),
+        socket_(std::move(socket)),
+        slot_free_(strand_),
+        watchdog_(strand_) {
+    boost::system::error_code ec;
+    auto peer = socket_.remote_endpoint(ec);
+    if (!ec) {
+      client_ = v4_of(peer.address());
+      client_port_ = peer.port();
+    }
+    socket_.set_option(tcp::no_delay(true), ec);
+  }
+
+  void start() {
+    auto self = shared_from_this();
+    asio::co_spawn(strand_, [self]() { return self->read_loop(); }, asio::detached);
+    asio::co_spawn(strand_, [self]() { return self->watch_deadline(); }, asio::detached);
+  }
+
+  // Safe from any thread.
+  void close() {
+    asio::post(strand_, [self = shared_from_this()] { self->close_on_strand(); });
+  }
+
+ private:
+  void close_on_strand() {
+    if (closed_) return;
+    closed_ = true;
+    boost::system::error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+    slot_free_.cancel();
+    watchdog_.cancel();
+  }
+
+  void arm_deadline(std::chrono::seconds timeout) {
+    deadline_ = std::chrono::steady_clock::now() + timeout;
+  }
+
+  awaitable<void> watch_deadline() {
+    while (!closed_) {
+      watchdog_.expires_at(deadline_);
+      co_await watchdog_.async_wait(kUseTuple);
+      if (!closed_ && std::chrono::steady_clock::now() >= deadline_) {
+        spdlog::debug("closing idle or stalled connection from {}", client_.to_string());
+        close_on_strand();
+      }
+    }
+  }
+
+  // Reads one whole record (all its fragments). False ends the connection.
+  awaitable<bool> read_record(std::vector<std::uint8_t>& record) {
+    record.clear();
+    const auto& limits = transport_.limits_;
+    for (bool first = true;; first = false) {
+      arm_deadline(first ? limits.idle_timeout : limits.record_timeout);
+      std::uint8_t mark[kRecordMarkBytes];
+      auto [ec, n] = co_await asio::async_read(socket_, asio::buffer(mark), kUseTuple);
+      if (ec) co_return false;
+      std::uint32_t header = boost::endian::load_big_u32(mark);
+      std::size_t length = header & ~kLastFragment;
+      if (length > limits.max_record_bytes - record.size()) {
+        spdlog::warn("closing connection from {}: record larger than {} bytes",
+                     client_.to_string(), limits.max_record_bytes);
+        co_return false;
+      }
+      std::size_t at = record.size();
+      record.resize(at + length);
+      arm_deadline(limits.record_timeout);
+      auto [ec2, n2] = co_await asio::async_read(
+          socket_, asio::buffer(record.data() + at, length), kUseTuple);
+      if (ec2) co_return false;
+      if (header & kLastFragment) co_return true;
+    }
+  }
+
+  awaitable<void> read_loop() {
+    auto self = shared_from_this();
+    std::vector<std::uint8_t> record;
+    while (!closed_ && co_await read_record(record)) {
+      while (in_flight_ >= transport_.limits_.max_calls_in_flight && !closed_) {
+        slot_free_.expires_at(std::chrono::steady_clock::time_point::max());
+        co_await slot_free_.async_wait(kUseTuple);
+      }
+      if (closed_) break;
+      ++in_flight_;
+      asio::co_spawn(transport_.io_, handle(self, std::move(record)), asio::detached);
+      record = {};
+    }
+    close_on_strand();
+    transport_.forget(self);
+  }
+
+  // Runs on the io_context, concurrently with the connection's other calls.
+  static awaitable<void> handle(std::shared_ptr<Connection> self,
+                                std::vector<std::uint8_t> record) {
+    std::vector<std::uint8_t> reply(kRecordMarkBytes);
+    bool send = co_await self->transport_.dispatcher_.dispatch(record, self->client_,
+                                                               self->client_port_, reply);
+    if (send) {
+      auto length = static_cast<std::uint32_t>(reply.size() - kRecordMarkBytes);
+      boost::endian::store_big_u32(reply.data(), kLastFragment | length);
+    } else {
+      reply.clear();
+    }
+    asio::post(self->strand_, [self, reply = std::move(reply)]() mutable {
+      --self->in_flight_;
+      self->slot_free_.cancel();
+      if (!reply.empty()) self->send(std::move(reply));
+    });
+  }
+
+  void send(std::vector<std::uint8_t> reply) {
+    if (closed_) return;
+    outbox_.push_back(std::move(reply));
+    if (!writing_) {
+      writing_ = true;
+      asio::co_spawn(strand_, write_loop(shared_from_this()), asio::detached);
+    }
+  }
+
+  static awaitable<void> write_loop(std::shared_ptr<Connection> self) {
+    std::vector<std::vector<std::uint8_t>> batch;
+    std::vector<asio::const_buffer> buffers;
+    while (!self->outbox_.empty() && !self->closed_) {
+      batch.clear();
+      buffers.clear();
+      while (!self->outbox_.empty()) {
+        batch.push_back(std::move(self->outbox_.front()));
+        self->outbox_.pop_front();
+      }
+      for (auto& b : batch) buffers.emplace_back(asio::buffer(b));
+      auto [ec, n] = co_await asio::async_write(self->socket_, buffers, kUseTuple);
+      if (ec) {
+        self->close_on_strand();
+        break;
+      }
+    }
+    self->writing_ = false;
+  }
+
+  RpcTransport& transport_;
+  asio::strand<asio::any_io_executor> strand_;
+  tcp::socket socket_;
+  asio::ip::address_v4 client_;
+  std::uint16_t client_port_ = 0;
+  // Everything below is touched on strand_ only.
+  asio::steady_timer slot_free_;  // cancelled when a call finishes
+  asio::steady_timer watchdog_;
+  std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
+  std::uint32_t in_flight_ = 0;
+  std::deque<std::vector<std::uint8_t>> outbox_;
+  bool writing_ = false;
+  bool closed_ = false;
+};
+
+RpcTransport::RpcTransport(asio::io_context& io, const RpcDispatcher& dispatcher,
+                           TransportLimits limits)
+    : io_(io), dispatcher_(dispatcher), limits_(limits) {}
+
+RpcTransport::~RpcTransport() { stop(); }
+
+Status RpcTransport::listen_tcp(const tcp::endpoint& endpoint) {
+  auto acceptor = std::make_unique<tcp::acceptor>(io_);
+  boost::system::error_code ec;
+  std::string where = endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
+  acceptor->open(endpoint.protocol(), ec);
+  if (!ec) acceptor->set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acceptor->bind(endpoint, ec);
+  if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    Errc code = ec == asio::error::address_in_use ? Errc::already_exists : Errc::unavailable;
+    return error(code, "cannot listen on tcp " + where + ": " + ec.message());
+  }
+  auto& ref = *acceptor;
+  acceptors_.push_back(std::move(acceptor));
+  asio::co_spawn(io_, accept_loop(ref), asio::detached);
+  return {};
+}
+
+Status RpcTransport::listen_udp(const udp::endpoint& endpoint) {
+  auto socket = std::make_unique<udp::socket>(io_);
+  boost::system::error_code ec;
+  std::string where = endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
+  socket->open(endpoint.protocol(), ec);
+  if (!ec) socket->bind(endpoint, ec);
+  if (ec) {
+    Errc code = ec == asio::error::address_in_use ? Errc::already_exists : Errc::unavailable;
+    return error(code, "cannot bind udp " + where + ": " + ec.message());
+  }
+  auto& ref = *socket;
+  udp_sockets_.push_back(std::move(socket));
+  asio::co_spawn(io_, udp_loop(ref), asio::detached);
+  return {};
+}
+
+void RpcTransport::stop() {
+  boost::system::error_code ignored;
+  for (auto& a : acceptors_) a->close(ignored);
+  for (auto& s : udp_sockets_) s->close(ignored);
+  std::set<std::shared_ptr<Connection>> open;
+  {
+    std::lock_guard lock(mutex_);
+    open.swap(connections_);
+  }
+  for (auto& c : open) c->close();
+}
+
+void RpcTransport::forget(const std::shared_ptr<Connection>& connection) {
+  std::lock_guard lock(mutex_);
+  connections_.erase(connection);
+}
+
+awaitable<void> RpcTransport::accept_loop(tcp::acceptor& acceptor) {
+  for (;;) {
+    auto [ec, socket] = co_await acceptor.async_accept(kUseTuple);
+    if (ec) {
+      if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
+      spdlog::warn("accept failed: {}", ec.message());
+      continue;
+    }
+    auto connection = std::make_shared<Connection>(std::move(socket), *this);
+    {
+      std::lock_guard lock(mutex_);
+      connections_.insert(connection);
+    }
+    connection->start();
+  }
+}
+
+awaitable<void> RpcTransport::udp_loop(udp::socket& socket) {
+  std::vector<std::uint8_t> datagram(kMaxDatagram);
+  std::vector<std::uint8_t> reply;
+  for (;;) {
+    udp::endpoint peer;
+    auto [ec, n] = co_await socket.async_receive_from(asio::buffer(datagram), peer, kUseTuple);
+    if (ec) {
+      if (ec == asio::error::operation_aborted || !socket.is_open()) co_return;
+      continue;
+    }
+    reply.clear();
+    bool send = co_await dispatcher_.dispatch({datagram.data(), n}, v4_of(peer.address()),
+                                              peer.port(), reply);
+    if (send) co_await socket.async_send_to(asio::buffer(reply), peer, kUseTuple);
+  }
+}
+
+}  // namespace tidepool::nfsd

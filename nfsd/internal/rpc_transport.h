@@ -1,0 +1,58 @@
+// ONC RPC over TCP (record marking, RFC 5531 section 11) and UDP.
+//
+// One coroutine reads each TCP connection; every complete record becomes a call that runs
+// concurrently with the others on the io_context, and replies are written in the order they
+// finish. A connection has at most max_calls_in_flight calls running (then it stops reading),
+// a record larger than max_record_bytes closes it, and every read has a deadline.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ip/udp.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+
+#include "common/status.h"
+#include "nfsd/internal/rpc.h"
+
+namespace tidepool::nfsd {
+
+struct TransportLimits {
+  std::uint32_t max_record_bytes = 2u << 20;
+  std::uint32_t max_calls_in_flight = 64;
+  std::chrono::seconds idle_timeout{15 * 60};
+  std::chrono::seconds record_timeout{60};
+};
+
+class RpcTransport {
+ public:
+  RpcTransport(boost::asio::io_context& io, const RpcDispatcher& dispatcher,
+               TransportLimits limits);
+  ~RpcTransport();
+
+  // Binds and listens; the error names the address and port.
+  Status listen_tcp(const boost::asio::ip::tcp::endpoint& endpoint);
+  Status listen_udp(const boost::asio::ip::udp::endpoint& endpoint);
+  // Stops accepting and closes every connection; calls in flight finish on their own.
+  void stop();
+
+  class Connection;
+
+ private:
+  awaitable<void> accept_loop(boost::asio::ip::tcp::acceptor& acceptor);
+  awaitable<void> udp_loop(boost::asio::ip::udp::socket& socket);
+  void forget(const std::shared_ptr<Connection>& connection);
+
+  boost::asio::io_context& io_;
+  const RpcDispatcher& dispatcher_;
+  TransportLimits limits_;
+  std::vector<std::unique_ptr<boost::asio::ip::tcp::acceptor>> acceptors_;
+  std::vector<std::unique_ptr<boost::asio::ip::udp::socket>> udp_sockets_;
+  std::mutex mutex_;
+  std::set<std::shared_ptr<Connection>> connections_;  // guarded by mutex_
+};
+
+}  // namespace tidepool::nfsd

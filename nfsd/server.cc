@@ -1,0 +1,109 @@
+#include "nfsd/server.h"
+
+#include <spdlog/spdlog.h>
+
+#include "nfsd/internal/mount_program.h"
+#include "nfsd/internal/nfs3_program.h"
+#include "nfsd/internal/portmap_program.h"
+#include "nfsd/internal/rpc_transport.h"
+
+namespace tidepool::nfsd {
+namespace {
+
+namespace asio = boost::asio;
+
+class NfsServerImpl final : public NfsServer {
+ public:
+  NfsServerImpl(asio::io_context& io, const NodeConfig& config, store::Store& store,
+                HandleSealer sealer)
+      : config_(config),
+        service_(store, config_, sealer),
+        nfs_(service_),
+        mount_(service_),
+        portmap_(mappings()),
+        transport_(io, dispatcher_,
+                   TransportLimits{config.max_record_bytes, config.max_calls_per_connection}) {
+    dispatcher_.add(&nfs_);
+    dispatcher_.add(&mount_);
+    dispatcher_.add(&portmap_);
+  }
+
+  ~NfsServerImpl() override { stop(); }
+
+  Status listen() {
+    boost::system::error_code ec;
+    auto address = asio::ip::make_address_v4(config_.frontend_address, ec);
+    if (ec) return error(Errc::invalid_argument, "bad front-end address " + config_.frontend_address);
+    TP_RETURN_IF_ERROR(transport_.listen_tcp({address, config_.nfs_port}));
+    if (config_.mount_port != config_.nfs_port) {
+      TP_RETURN_IF_ERROR(transport_.listen_tcp({address, config_.mount_port}));
+    }
+    TP_RETURN_IF_ERROR(transport_.listen_udp({address, config_.mount_port}));
+    if (config_.portmap_port == 0) return register_elsewhere();
+    Status tcp = transport_.listen_tcp({address, config_.portmap_port});
+    Status udp = tcp.ok() ? transport_.listen_udp({address, config_.portmap_port}) : tcp;
+    if (tcp.ok() && udp.ok()) return {};
+    if (tcp.code() != Errc::already_exists && udp.code() != Errc::already_exists) {
+      return tcp.ok() ? udp : tcp;
+    }
+    spdlog::info("portmapper port {} is taken (rpcbind?): not serving PMAP ourselves",
+                 config_.portmap_port);
+    return register_elsewhere();
+  }
+
+  void stop() override {
+    if (stopped_) return;
+    stopped_ = true;
+    transport_.stop();
+    if (registered_) (void)register_with_rpcbind(mappings(), true);
+  }
+
+ private:
+  std::vector<PortMapping> mappings() const {
+    std::vector<PortMapping> m{
+        {Nfs3Program::kProgram, 3, kProtocolTcp, config_.nfs_port},
+        {MountProgram::kProgram, 3, kProtocolTcp, config_.mount_port},
+        {MountProgram::kProgram, 3, kProtocolUdp, config_.mount_port},
+    };
+    if (config_.portmap_port != 0) {
+      m.push_back({PortmapProgram::kProgram, 2, kProtocolTcp, config_.portmap_port});
+      m.push_back({PortmapProgram::kProgram, 2, kProtocolUdp, config_.portmap_port});
+    }
+    return m;
+  }
+
+  Status register_elsewhere() {
+    if (!config_.register_with_rpcbind) return {};
+    std::vector<PortMapping> ours = mappings();
+    std::erase_if(ours, [](const PortMapping& m) { return m.program == PortmapProgram::kProgram; });
+    if (Status s = register_with_rpcbind(ours, false); !s.ok()) {
+      spdlog::warn("not registered with rpcbind: {}", s.message());
+      return {};
+    }
+    registered_ = true;
+    spdlog::info("registered NFS and MOUNT with rpcbind");
+    return {};
+  }
+
+  NodeConfig config_;
+  Service service_;
+  Nfs3Program nfs_;
+  MountProgram mount_;
+  PortmapProgram portmap_;
+  RpcDispatcher dispatcher_;
+  RpcTransport transport_;
+  bool registered_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<NfsServer>> NfsServer::start(asio::io_context& io, const NodeConfig& config,
+                                                    store::Store& store) {
+  TP_ASSIGN_OR_RETURN(HandleSealer sealer, HandleSealer::load_or_create(config.data_dir));
+  auto server = std::make_unique<NfsServerImpl>(io, config, store, sealer);
+  TP_RETURN_IF_ERROR(server->listen());
+  return std::unique_ptr<NfsServer>(std::move(server));
+}
+
+}  // namespace tidepool::nfsd
