@@ -43,6 +43,10 @@ class Decoder {
   std::uint32_t array_count(std::size_t max_count, std::size_t min_element_size = 4);
   // Everything not read yet (used for the body of a call handed to the next layer).
   std::span<const std::uint8_t> rest();
+  // The same, without consuming it.
+  std::span<const std::uint8_t> peek_rest() const {
+    return failed_ ? std::span<const std::uint8_t>{} : buffer_.subspan(position_);
+  }
 
  private:
   const std::uint8_t* take(std::size_t n);

@@ -471,15 +471,20 @@ class StoreImpl final : public Store {
       return error(Errc::stale, "no inode " + std::to_string(inode));
     }
     Attributes a = attributes_from_row(row);
-    if (auto it = dirty_.find(inode); it != dirty_.end()) {
+    overlay_memory_state(a);
+    return a;
+  }
+
+  // Applies what UNSTABLE writes and reads changed but the database does not hold yet.
+  void overlay_memory_state(Attributes& a) const {
+    if (auto it = dirty_.find(a.inode); it != dirty_.end()) {
       a.size = a.used = it->second.size;
       a.mtime_ns = it->second.mtime_ns;
       a.ctime_ns = it->second.ctime_ns;
     }
-    if (auto it = pending_atimes_.find(inode); it != pending_atimes_.end()) {
+    if (auto it = pending_atimes_.find(a.inode); it != pending_atimes_.end()) {
       a.atime_ns = it->second;
     }
-    return a;
   }
 
   Result<Attributes> load_directory(Database& db, InodeId inode) {
@@ -828,16 +833,23 @@ class StoreImpl final : public Store {
       TP_RETURN_IF_ERROR(add(parent, "..", 2));
     }
     std::uint64_t after_row = cookie >= kFirstEntryCookie ? cookie - 2 : 0;
+    // One query returns the entries with their inodes' attributes (READDIRPLUS) in order.
     auto rows = db.prepare(
-        "SELECT cookie, name, ino FROM dirents WHERE dir = ? AND cookie > ? ORDER BY cookie "
-        "LIMIT ?");
+        "SELECT i.ino, i.generation, i.type, i.mode, i.nlink, i.uid, i.gid, i.size, "
+        "i.rdev_major, i.rdev_minor, i.atime, i.mtime, i.ctime, i.birth, d.cookie, d.name "
+        "FROM dirents d JOIN inodes i ON i.ino = d.ino WHERE d.dir = ? AND d.cookie > ? "
+        "ORDER BY d.cookie LIMIT ?");
     std::uint32_t room = max_entries - static_cast<std::uint32_t>(page.entries.size());
     rows.bind(1, dir.inode).bind(2, after_row).bind(3, room + 1);
     std::uint32_t seen = 0;
     while (rows.next_row()) {
       if (seen++ == room) break;
-      auto row_cookie = static_cast<std::uint64_t>(rows.int64(0));
-      TP_RETURN_IF_ERROR(add(static_cast<InodeId>(rows.int64(2)), rows.blob(1), row_cookie + 2));
+      Attributes a = attributes_from_row(rows);
+      overlay_memory_state(a);
+      DirectoryEntry e{a.inode, rows.blob(15), static_cast<std::uint64_t>(rows.int64(14)) + 2,
+                       std::nullopt};
+      if (with_attributes) e.attributes = a;
+      page.entries.push_back(std::move(e));
     }
     TP_RETURN_IF_ERROR(rows.status());
     page.eof = seen <= room;

@@ -1,5 +1,7 @@
-// Replies to non-idempotent calls, kept so that a retransmission (same client, xid and
-// procedure) gets the original reply instead of running the call twice. Bounded (LRU).
+// Replies to non-idempotent calls, kept so that a retransmission gets the original reply
+// instead of running the call twice. Bounded (LRU). A retransmission is the same client address
+// and port, xid, procedure and arguments: clients on one host (or several connections of one
+// client) reuse xids, so the xid alone would replay one caller's reply to another.
 // Thread-safe.
 #pragma once
 
@@ -14,8 +16,10 @@ namespace tidepool::nfsd {
 
 struct RequestKey {
   std::uint32_t client = 0;
+  std::uint16_t port = 0;
   std::uint32_t xid = 0;
   std::uint32_t procedure = 0;
+  std::uint32_t arguments_crc = 0;
   bool operator==(const RequestKey&) const = default;
 };
 
@@ -35,7 +39,7 @@ class DuplicateRequestCache {
   struct KeyHash {
     std::size_t operator()(const RequestKey& k) const {
       return (std::size_t{k.client} * 0x9e3779b97f4a7c15ull) ^ (std::size_t{k.xid} << 8) ^
-             k.procedure;
+             (std::size_t{k.port} << 40) ^ k.procedure ^ (std::size_t{k.arguments_crc} << 20);
     }
   };
   struct Entry {

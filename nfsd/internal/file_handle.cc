@@ -3,7 +3,7 @@
 #include <fcntl.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <openssl/core_names.h>
 #include <openssl/rand.h>
 #include <unistd.h>
 
@@ -17,6 +17,20 @@ namespace {
 constexpr std::uint8_t kVersion = 1;
 constexpr std::size_t kBodyBytes = 20;  // version, 3 reserved, export id, inode, generation
 
+Result<std::shared_ptr<EVP_MAC_CTX>> keyed_context(const std::array<std::uint8_t, 32>& key) {
+  EVP_MAC* hmac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+  if (!hmac) return error(Errc::internal, "OpenSSL has no HMAC");
+  std::shared_ptr<EVP_MAC_CTX> context(EVP_MAC_CTX_new(hmac), EVP_MAC_CTX_free);
+  EVP_MAC_free(hmac);
+  char digest[] = "SHA256";
+  OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+                         OSSL_PARAM_construct_end()};
+  if (!context || EVP_MAC_init(context.get(), key.data(), key.size(), params) != 1) {
+    return error(Errc::internal, "cannot set up HMAC-SHA256");
+  }
+  return context;
+}
+
 }  // namespace
 
 Result<HandleSealer> HandleSealer::load_or_create(const std::string& data_dir) {
@@ -29,7 +43,8 @@ Result<HandleSealer> HandleSealer::load_or_create(const std::string& data_dir) {
     if (n != static_cast<ssize_t>(key.size())) {
       return error(Errc::corrupt, path + " is not a 32-byte key");
     }
-    return HandleSealer(key);
+    TP_ASSIGN_OR_RETURN(auto keyed, keyed_context(key));
+    return HandleSealer(std::move(keyed));
   }
   if (errno != ENOENT) return error(Errc::io_error, "cannot read " + path + ": " + std::strerror(errno));
   if (RAND_bytes(key.data(), static_cast<int>(key.size())) != 1) {
@@ -41,14 +56,20 @@ Result<HandleSealer> HandleSealer::load_or_create(const std::string& data_dir) {
             ::fsync(fd) == 0;
   ::close(fd);
   if (!ok) return error(Errc::io_error, "cannot write " + path);
-  return HandleSealer(key);
+  TP_ASSIGN_OR_RETURN(auto keyed, keyed_context(key));
+  return HandleSealer(std::move(keyed));
 }
 
 std::array<std::uint8_t, 16> HandleSealer::mac(std::span<const std::uint8_t> body) const {
   std::uint8_t full[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  HMAC(EVP_sha256(), key_.data(), static_cast<int>(key_.size()), body.data(), body.size(), full,
-       &length);
+  std::size_t length = 0;
+  std::unique_ptr<EVP_MAC_CTX, decltype(&EVP_MAC_CTX_free)> context(
+      EVP_MAC_CTX_dup(keyed_.get()), EVP_MAC_CTX_free);
+  // Only allocation can fail here; like operator new, that ends the process.
+  if (!context || EVP_MAC_update(context.get(), body.data(), body.size()) != 1 ||
+      EVP_MAC_final(context.get(), full, &length, sizeof full) != 1) {
+    std::abort();
+  }
   std::array<std::uint8_t, 16> truncated;
   std::memcpy(truncated.data(), full, truncated.size());
   return truncated;

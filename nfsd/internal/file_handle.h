@@ -5,11 +5,14 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 
 #include "common/status.h"
 #include "store/store.h"
+
+struct evp_mac_ctx_st;
 
 namespace tidepool::nfsd {
 
@@ -32,10 +35,12 @@ class HandleSealer {
   Result<HandleContents> unseal(std::span<const std::uint8_t> handle) const;
 
  private:
-  explicit HandleSealer(std::array<std::uint8_t, 32> key) : key_(key) {}
+  explicit HandleSealer(std::shared_ptr<evp_mac_ctx_st> keyed) : keyed_(std::move(keyed)) {}
   std::array<std::uint8_t, 16> mac(std::span<const std::uint8_t> body) const;
 
-  std::array<std::uint8_t, 32> key_;
+  // An HMAC-SHA256 context with the key already absorbed: each seal duplicates it rather than
+  // fetching the algorithm and hashing the key again. Never used directly, only duplicated.
+  std::shared_ptr<evp_mac_ctx_st> keyed_;
 };
 
 }  // namespace tidepool::nfsd

@@ -3,6 +3,7 @@
 #include <boost/endian/conversion.hpp>
 #include <cstring>
 
+#include "common/crc32c.h"
 #include "nfsd/internal/nfs3_xdr.h"
 #include "nfsd/internal/status_map.h"
 
@@ -88,7 +89,8 @@ awaitable<std::optional<AcceptStatus>> Nfs3Program::call(const CallContext& cont
   Call call{context, arguments, results, service_.fsid};
   if (!procedure.replay_from_cache) co_return co_await (this->*procedure.handler)(call);
 
-  RequestKey key{context.client.to_uint(), context.xid, context.procedure};
+  RequestKey key{context.client.to_uint(), context.client_port, context.xid, context.procedure,
+                 crc32c(arguments.peek_rest())};
   std::vector<std::uint8_t> earlier;
   switch (service_.replies.begin(key, earlier)) {
     case DuplicateRequestCache::Outcome::in_progress: co_return std::nullopt;
