@@ -191,22 +191,26 @@ class StoreImpl final : public Store {
         });
   }
 
+  // GCC 12 destroys lambda temporaries of a co_await full-expression twice, so coroutines here
+  // build each awaitable as a named local before awaiting it.
   awaitable<Result<ReadResult>> read(InodeId inode, std::uint64_t offset,
                                      std::span<std::uint8_t> into, Caller caller) override {
-    auto checked = co_await shard_.run<Attributes>(
+    auto check = shard_.run<Attributes>(
         false, [this, inode, caller](Database& db, AfterCommit&) -> Result<Attributes> {
           TP_ASSIGN_OR_RETURN(Attributes a, load(db, inode));
           TP_RETURN_IF_ERROR(check_data_access(a, caller, kMayRead));
           note_access(a);
           return a;
         });
+    auto checked = co_await std::move(check);
     if (!checked.ok()) co_return checked.status();
     const Attributes& a = *checked;
     std::uint64_t available = offset < a.size ? a.size - offset : 0;
     auto count = static_cast<std::uint32_t>(std::min<std::uint64_t>(available, into.size()));
     if (count > 0) {
-      TP_CO_RETURN_IF_ERROR(co_await offload(
-          [this, inode, offset, buf = into.first(count)] { return data_.read(inode, offset, buf); }));
+      auto fill = offload(
+          [this, inode, offset, buf = into.first(count)] { return data_.read(inode, offset, buf); });
+      TP_CO_RETURN_IF_ERROR(co_await std::move(fill));
     }
     co_return ReadResult{count, offset + count >= a.size, a};
   }
@@ -217,30 +221,33 @@ class StoreImpl final : public Store {
     if (offset > kMaxFileSize || data.size() > kMaxFileSize - offset) {
       co_return error(Errc::file_too_large, "write beyond the maximum file size");
     }
-    auto checked = co_await shard_.run<Attributes>(
+    auto check = shard_.run<Attributes>(
         false, [this, inode, caller](Database& db, AfterCommit&) -> Result<Attributes> {
           TP_ASSIGN_OR_RETURN(Attributes a, load(db, inode));
           TP_RETURN_IF_ERROR(check_data_access(a, caller, kMayWrite));
           return a;
         });
+    auto checked = co_await std::move(check);
     if (!checked.ok()) co_return checked.status();
-    TP_CO_RETURN_IF_ERROR(co_await offload([this, inode, offset, data]() -> Status {
-      TP_RETURN_IF_ERROR(data_.write(inode, offset, data));
-      return Status{};
-    }));
+    const PreAttributes before = pre_of(*checked);
+    // A write of nothing succeeds and changes nothing (RFC 1813, WRITE).
+    if (data.empty()) co_return WriteResult{0, Stability::file_sync, Wcc{before, *checked}};
+    auto store_data = offload([this, inode, offset, data] { return data_.write(inode, offset, data); });
+    TP_CO_RETURN_IF_ERROR(co_await std::move(store_data));
     bool durable = stability != Stability::unstable;
     if (durable) {
-      TP_CO_RETURN_IF_ERROR(co_await offload([this, inode] { return data_.sync(inode); }));
+      auto sync = offload([this, inode] { return data_.sync(inode); });
+      TP_CO_RETURN_IF_ERROR(co_await std::move(sync));
     }
     std::uint64_t end = offset + data.size();
     auto count = static_cast<std::uint32_t>(data.size());
-    const PreAttributes before = pre_of(*checked);
-    co_return co_await shard_.run<WriteResult>(
+    auto update = shard_.run<WriteResult>(
         durable, [this, inode, end, count, durable, before, uid = caller.uid](
                      Database& db, AfterCommit&) -> Result<WriteResult> {
+          // The size read before the data went out may be stale: concurrent writes extend it.
           TP_ASSIGN_OR_RETURN(Attributes current, load(db, inode));
           Attributes after = current;
-          after.size = std::max(before.size, end);
+          after.size = std::max(current.size, end);
           after.used = after.size;
           after.mtime_ns = after.ctime_ns = now_ns();
           // A writer that is not the owner loses setuid/setgid, as a local write would.
@@ -253,6 +260,7 @@ class StoreImpl final : public Store {
           return WriteResult{count, durable ? Stability::file_sync : Stability::unstable,
                              Wcc{before, after}};
         });
+    co_return co_await std::move(update);
   }
 
   awaitable<Result<NewObject>> create(InodeId directory, std::string name, CreateMode mode,
@@ -437,20 +445,23 @@ class StoreImpl final : public Store {
     auto before = co_await getattr(inode);
     if (!before.ok()) co_return before.status();
     if (before->type == FileType::regular) {
-      TP_CO_RETURN_IF_ERROR(co_await offload([this, inode] { return data_.sync(inode); }));
+      auto sync = offload([this, inode] { return data_.sync(inode); });
+      TP_CO_RETURN_IF_ERROR(co_await std::move(sync));
     }
-    co_return co_await shard_.run<Wcc>(
+    auto persist = shard_.run<Wcc>(
         true, [this, inode, pre = pre_of(*before)](Database& db, AfterCommit&) -> Result<Wcc> {
-      TP_ASSIGN_OR_RETURN(Attributes now, load(db, inode));
-      if (dirty_.count(inode)) TP_RETURN_IF_ERROR(save(db, now));
-      return Wcc{pre, now};
-    });
+          TP_ASSIGN_OR_RETURN(Attributes now, load(db, inode));
+          if (dirty_.count(inode)) TP_RETURN_IF_ERROR(save(db, now));
+          return Wcc{pre, now};
+        });
+    co_return co_await std::move(persist);
   }
 
  private:
+  // Runs blocking file I/O on the pool; the caller resumes on its own executor.
   template <typename F>
   awaitable<Status> offload(F f) {
-    co_return co_await asio::co_spawn(
+    return asio::co_spawn(
         pool_, [f = std::move(f)]() -> awaitable<Status> { co_return f(); }, asio::use_awaitable);
   }
 

@@ -261,3 +261,51 @@ TEST_F(StoreTest, ReadMovesAtimeOnlyPastTheGracePeriod) {
 
 }  // namespace
 }  // namespace tidepool::store
+
+namespace tidepool::store {
+namespace {
+
+TEST_F(StoreTest, CallersWithSupplementaryGroupsReadAndWrite) {
+  InodeId f = make_file(kRootInode, "groups", kBob, 0664);
+  std::vector<std::uint8_t> data(100, 1);
+  std::vector<std::uint8_t> back(100);
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(run(store_->write(f, i, data, Stability::unstable, kBob)).ok());
+    ASSERT_TRUE(run(store_->read(f, 0, back, kBob)).ok());
+  }
+}
+
+}  // namespace
+}  // namespace tidepool::store
+
+namespace tidepool::store {
+namespace {
+
+TEST_F(StoreTest, ConcurrentWritesNeverShrinkTheSize) {
+  InodeId f = make_file(kRootInode, "parallel");
+  asio::io_context io;
+  std::vector<std::uint8_t> piece(1000, 7);
+  int done = 0;
+  for (int i = 0; i < 32; ++i) {
+    asio::co_spawn(io, store_->write(f, static_cast<std::uint64_t>(i) * 1000, piece,
+                                     Stability::unstable, kAlice),
+                   [&done](std::exception_ptr, Result<WriteResult> r) {
+                     EXPECT_TRUE(r.ok());
+                     ++done;
+                   });
+  }
+  io.run();
+  EXPECT_EQ(done, 32);
+  EXPECT_EQ(run(store_->getattr(f))->size, 32000u);
+}
+
+TEST_F(StoreTest, ZeroByteWriteChangesNothing) {
+  InodeId f = make_file(kRootInode, "zero");
+  std::vector<std::uint8_t> three(3, 1);
+  ASSERT_TRUE(run(store_->write(f, 0, three, Stability::file_sync, kAlice)).ok());
+  ASSERT_TRUE(run(store_->write(f, 10, {}, Stability::unstable, kAlice)).ok());
+  EXPECT_EQ(run(store_->getattr(f))->size, 3u);
+}
+
+}  // namespace
+}  // namespace tidepool::store

@@ -35,7 +35,7 @@ awaitable<std::optional<AcceptStatus>> MountProgram::call(const CallContext& con
       std::erase_if(mounts_, [&](const auto& m) { return m.first == context.client.to_string(); });
       co_return AcceptStatus::success;
     }
-    case kProcExport: co_return export_list(out);
+    case kProcExport: co_return export_list(context, out);
     default: co_return AcceptStatus::proc_unavail;
   }
 }
@@ -85,8 +85,11 @@ AcceptStatus MountProgram::dump(xdr::Encoder& out) {
   return AcceptStatus::success;
 }
 
-AcceptStatus MountProgram::export_list(xdr::Encoder& out) {
+AcceptStatus MountProgram::export_list(const CallContext& context, xdr::Encoder& out) {
+  // Only what this client may mount: clients such as libnfs mount every listed export below
+  // the one asked for and give up when one refuses them.
   for (const Export& e : service_.exports.all()) {
+    if (!e.allows(context.client)) continue;
     out.boolean(true);
     out.string(e.path());
     for (const std::string& client : e.config().clients) {

@@ -1,0 +1,112 @@
+// Real `tided` processes for the process tests.
+//
+// A TidedNode owns one tided child process, its own loopback address taken
+// out of 127.0.0.0/8 (so test processes run in parallel, and next to a
+// `./dev up`, on the standard ports 2049/20048/111 without clashing), a fresh
+// temporary directory for its data and config, and the process's log. The
+// destructor stops the process by PID (SIGTERM, then SIGKILL after a bound)
+// even when the test failed, and the child dies with the test process
+// (PR_SET_PDEATHSIG). kill() + start() restarts on the same data directory
+// and address.
+//
+// Not thread-safe: drive a node from one thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tests/process/nfs_client.h"
+
+namespace tidepool::test {
+
+struct ExportSpec {
+  std::string path;
+  std::vector<std::string> clients = {"127.0.0.0/8"};
+  bool read_only = false;
+  std::optional<bool> root_squash;  // server default: true
+  std::optional<uint32_t> map_all_uid;
+  std::optional<uint32_t> map_all_gid;
+  std::optional<uint32_t> anon_uid;
+  std::optional<uint32_t> anon_gid;
+};
+
+struct NodeOptions {
+  uint32_t node_id = 1;
+  std::vector<ExportSpec> exports;
+  // Appended verbatim to the generated config file.
+  std::string extra_toml;
+  std::chrono::milliseconds start_timeout = std::chrono::seconds(10);
+  std::chrono::milliseconds stop_timeout = std::chrono::seconds(5);
+};
+
+// The path of the tided binary this test binary was built with ("" if the
+// build has no tided target).
+std::string tided_path();
+
+class TidedNode {
+ public:
+  // Picks a free loopback address and makes the temporary directory and the
+  // config file; does not start the process.
+  explicit TidedNode(NodeOptions options);
+  ~TidedNode();
+  TidedNode(const TidedNode&) = delete;
+  TidedNode& operator=(const TidedNode&) = delete;
+
+  // Starts tided and waits (bounded) until its NFS, MOUNT and PMAP ports
+  // accept connections. False with *error (including the log's tail) if it
+  // exits or does not listen in time.
+  bool start(std::string* error);
+  // SIGTERM, then SIGKILL after options.stop_timeout; reaps the child.
+  void stop();
+  // SIGKILL now; reaps the child.
+  void kill();
+  // True while the child has not exited.
+  bool running();
+  // How the last child exited ("exit 1", "signal 11"), or "" if it has not.
+  const std::string& exit_description() const { return exit_description_; }
+
+  pid_t pid() const { return pid_; }
+  const Endpoint& endpoint() const { return endpoint_; }
+  const std::string& root_dir() const { return root_dir_; }
+  const std::string& data_dir() const { return data_dir_; }
+  const std::string& config_path() const { return config_path_; }
+  const std::string& log_path() const { return log_path_; }
+  // The last `max_bytes` of the process's stdout/stderr.
+  std::string log_tail(size_t max_bytes = 4000) const;
+
+ private:
+  void write_config();
+  // Reaps the child if it exited; true if it did.
+  bool reap(bool block);
+
+  NodeOptions options_;
+  Endpoint endpoint_;
+  std::string root_dir_;
+  std::string data_dir_;
+  std::string config_path_;
+  std::string log_path_;
+  pid_t pid_ = -1;
+  std::string exit_description_;
+};
+
+// The port a node answers PMAP on when 111 is held on every loopback address
+// (by a system rpcbind listening on 0.0.0.0).
+inline constexpr uint16_t kFallbackPortmapPort = 10111;
+
+// A free loopback address 127.a.b.c with a >= 1 (so never 127.0.0.1,
+// 127.0.0.100, 127.0.0.200 or 127.0.0.201): a and b derived from the PID, c
+// from a per-process counter; probed by binding the three front-end ports.
+// If only the portmapper port is taken, switches `ports.portmap_port` to
+// kFallbackPortmapPort.
+std::string pick_loopback_address(Endpoint& ports);
+
+// True once address:port accepts a TCP connection (polled until timeout).
+bool wait_for_port(const std::string& address, uint16_t port,
+                   std::chrono::milliseconds timeout);
+
+}  // namespace tidepool::test
