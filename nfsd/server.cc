@@ -21,11 +21,13 @@ class NfsServerImpl final : public NfsServer {
         nfs_(service_),
         mount_(service_),
         portmap_(mappings()),
-        transport_(io, dispatcher_,
+        transport_(io, dispatcher_, udp_dispatcher_,
                    TransportLimits{config.max_record_bytes, config.max_calls_per_connection}) {
     dispatcher_.add(&nfs_);
     dispatcher_.add(&mount_);
     dispatcher_.add(&portmap_);
+    udp_dispatcher_.add(&mount_);
+    udp_dispatcher_.add(&portmap_);
   }
 
   ~NfsServerImpl() override { stop(); }
@@ -91,6 +93,7 @@ class NfsServerImpl final : public NfsServer {
   MountProgram mount_;
   PortmapProgram portmap_;
   RpcDispatcher dispatcher_;
+  RpcDispatcher udp_dispatcher_;
   RpcTransport transport_;
   bool registered_ = false;
   bool stopped_ = false;

@@ -4,12 +4,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <unordered_map>
+
+#include <spdlog/spdlog.h>
 
 #include "store/internal/data_files.h"
 #include "store/internal/database.h"
@@ -87,7 +90,9 @@ class StoreImpl final : public Store {
         data_(options.data_dir + "/data"),
         pool_(options.threads),
         random_(std::random_device{}()),
-        shard_(std::move(db), [this](Database& db) { flush_memory_state(db); }) {}
+        shard_(
+            std::move(db), [this](Database& db) { flush_memory_state(db); },
+            [this] { lost_uncommitted_state(); }) {}
 
   ~StoreImpl() override { close(); }
 
@@ -95,7 +100,7 @@ class StoreImpl final : public Store {
   Status initialize(Database& db);
   void start() { shard_.start(); }
 
-  std::uint64_t write_verifier() const override { return write_verifier_; }
+  std::uint64_t write_verifier() const override { return write_verifier_.load(); }
 
   void close() override {
     if (closed_) return;
@@ -123,8 +128,9 @@ class StoreImpl final : public Store {
       Attributes after = before;
       std::int64_t now = now_ns();
       if (changes.mode) after.mode = *changes.mode & 07777;
-      if (changes.uid) after.uid = *changes.uid;
       if (changes.gid) after.gid = *changes.gid;
+      clear_foreign_setgid(after, caller);
+      if (changes.uid) after.uid = *changes.uid;
       if ((changes.uid && *changes.uid != before.uid) || (changes.gid && *changes.gid != before.gid)) {
         if (after.type != FileType::directory && caller.uid != 0) after.mode &= ~06000u;
       }
@@ -245,7 +251,13 @@ class StoreImpl final : public Store {
         durable, [this, inode, end, count, durable, before, uid = caller.uid](
                      Database& db, AfterCommit&) -> Result<WriteResult> {
           // The size read before the data went out may be stale: concurrent writes extend it.
-          TP_ASSIGN_OR_RETURN(Attributes current, load(db, inode));
+          auto loaded = load(db, inode);
+          if (!loaded.ok()) {
+            // Removed while the data was being written: that write re-created its file.
+            if (loaded.code() == Errc::stale) data_.remove(inode);
+            return loaded.status();
+          }
+          Attributes current = *loaded;
           Attributes after = current;
           after.size = std::max(current.size, end);
           after.used = after.size;
@@ -532,7 +544,17 @@ class StoreImpl final : public Store {
         pending_atimes_.erase(inode);
       }
     }
-    if (!db.exec("COMMIT").ok()) (void)db.exec("ROLLBACK");
+    if (!db.exec("COMMIT").ok()) {
+      (void)db.exec("ROLLBACK");
+      lost_uncommitted_state();
+    }
+  }
+
+  // A failed commit may have dropped sizes UNSTABLE writes left in memory: a new verifier makes
+  // clients resend everything they have not committed, as after a restart.
+  void lost_uncommitted_state() {
+    spdlog::error("a shard commit failed: changing the write verifier");
+    write_verifier_ = write_verifier_.load() + (std::uint64_t{1} << 32);
   }
 
   // A read moves atime only when it is older than the grace period, so reads do not become
@@ -646,7 +668,15 @@ class StoreImpl final : public Store {
     a.mtime_ns = initial.mtime == SetTime::client_time ? initial.mtime_ns : now;
     a.ctime_ns = a.birth_ns = now;
     if (type == FileType::regular && initial.size) a.size = a.used = *initial.size;
+    clear_foreign_setgid(a, caller);
     return a;
+  }
+
+  // Only root or a member of the file's group may make it setgid to that group.
+  static void clear_foreign_setgid(Attributes& a, const Caller& caller) {
+    if (a.type == FileType::regular && caller.uid != 0 && !in_group(caller, a.gid)) {
+      a.mode &= ~kSetgid;
+    }
   }
 
   Result<NewObject> add_object(Database& db, const Attributes& dir, const std::string& name,
@@ -692,6 +722,9 @@ class StoreImpl final : public Store {
   Result<NewObject> create_existing(Database& db, const Attributes& dir, InodeId existing,
                                     CreateMode mode, const AttributeChanges& initial,
                                     const CreateVerifier& verifier, const Caller& caller) {
+    if (!permits(dir, caller, kMayExecute)) {
+      return error(Errc::access_denied, "no search permission on the directory");
+    }
     TP_ASSIGN_OR_RETURN(Attributes object, load(db, existing));
     if (mode == CreateMode::guarded) return error(Errc::already_exists, "file exists");
     if (mode == CreateMode::exclusive) {
@@ -871,7 +904,7 @@ class StoreImpl final : public Store {
   const Clock& clock_;
   internal::DataFiles data_;
   asio::thread_pool pool_;
-  std::uint64_t write_verifier_ = 0;
+  std::atomic<std::uint64_t> write_verifier_ = 0;
   bool closed_ = false;
 
   // Owned by the shard thread once the store is open.

@@ -309,3 +309,32 @@ TEST_F(StoreTest, ZeroByteWriteChangesNothing) {
 
 }  // namespace
 }  // namespace tidepool::store
+
+namespace tidepool::store {
+namespace {
+
+TEST_F(StoreTest, CreateOfAnExistingNameNeedsSearchPermissionOnTheDirectory) {
+  InodeId d = make_dir(kRootInode, "closed");
+  make_file(d, "secret");
+  AttributeChanges closed;
+  closed.mode = 0700;
+  ASSERT_TRUE(run(store_->setattr(d, closed, kAlice, std::nullopt)).ok());
+  EXPECT_EQ(run(store_->create(d, "secret", CreateMode::unchecked, {}, {}, kBob)).code(),
+            Errc::access_denied);
+}
+
+TEST_F(StoreTest, OnlyGroupMembersMayMakeAFileSetgidToItsGroup) {
+  InodeId f = make_file(kRootInode, "sg");
+  AttributeChanges group;
+  group.gid = 2000;
+  ASSERT_TRUE(run(store_->setattr(f, group, kRoot, std::nullopt)).ok());
+  AttributeChanges setgid;
+  setgid.mode = 02755;
+  ASSERT_TRUE(run(store_->setattr(f, setgid, kAlice, std::nullopt)).ok());
+  EXPECT_EQ(run(store_->getattr(f))->mode, 0755u);
+  ASSERT_TRUE(run(store_->setattr(f, setgid, kRoot, std::nullopt)).ok());
+  EXPECT_EQ(run(store_->getattr(f))->mode, 02755u);
+}
+
+}  // namespace
+}  // namespace tidepool::store

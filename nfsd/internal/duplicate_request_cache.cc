@@ -10,9 +10,14 @@ DuplicateRequestCache::Outcome DuplicateRequestCache::begin(const RequestKey& ke
     results = *it->second.results;
     return Outcome::replay;
   }
-  while (entries_.size() >= capacity_ && !ages_.empty()) {
-    entries_.erase(ages_.back());
-    ages_.pop_back();
+  // Evict the oldest finished replies; a call still in progress stays, or its retransmission
+  // would run it a second time. In-progress entries are bounded by the calls in flight.
+  for (auto it = ages_.end(); entries_.size() >= capacity_ && it != ages_.begin();) {
+    --it;
+    auto entry = entries_.find(*it);
+    if (!entry->second.results) continue;
+    entries_.erase(entry);
+    it = ages_.erase(it);
   }
   ages_.push_front(key);
   entries_.emplace(key, Entry{std::nullopt, ages_.begin()});

@@ -2,12 +2,16 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "nfsd/internal/status_map.h"
 
 namespace tidepool::nfsd {
 namespace {
 
 constexpr std::size_t kMaxMountPath = 1024;
+// DUMP is informational: past this many (client, path) pairs new mounts are not recorded.
+constexpr std::size_t kMaxRecordedMounts = 10000;
 constexpr std::uint32_t kProcNull = 0;
 constexpr std::uint32_t kProcMnt = 1;
 constexpr std::uint32_t kProcDump = 2;
@@ -26,8 +30,10 @@ awaitable<std::optional<AcceptStatus>> MountProgram::call(const CallContext& con
     case kProcUmnt: {
       std::string path(in.string(kMaxMountPath));
       if (!in.ok()) co_return AcceptStatus::garbage_args;
+      std::string canonical;
+      for (const auto& c : split_path(path)) canonical += "/" + c;
       std::lock_guard lock(mutex_);
-      mounts_.erase({context.client.to_string(), path});
+      mounts_.erase({context.client.to_string(), canonical});
       co_return AcceptStatus::success;
     }
     case kProcUmntAll: {
@@ -50,6 +56,11 @@ awaitable<AcceptStatus> MountProgram::mnt(const CallContext& context, xdr::Decod
     return AcceptStatus::success;
   };
   if (path.size() > kMaxMountPath) co_return refuse(MNT3ERR_NAMETOOLONG);
+  // ".." would climb out of the export the path is matched against.
+  std::vector<std::string> components = split_path(path);
+  if (std::find(components.begin(), components.end(), "..") != components.end()) {
+    co_return refuse(MNT3ERR_ACCES);
+  }
   std::vector<std::string> below;
   const Export* exported = service_.exports.containing(path, below);
   if (!exported) co_return refuse(MNT3ERR_NOENT);
@@ -64,8 +75,10 @@ awaitable<AcceptStatus> MountProgram::mnt(const CallContext& context, xdr::Decod
   auto a = co_await service_.store.getattr(*target);
   if (!a.ok()) co_return refuse(mount3_status(a.code()));
   {
+    std::string canonical;
+    for (const auto& c : components) canonical += "/" + c;
     std::lock_guard lock(mutex_);
-    mounts_.insert({context.client.to_string(), path});
+    if (mounts_.size() < kMaxRecordedMounts) mounts_.insert({context.client.to_string(), canonical});
   }
   out.u32(MNT3_OK);
   out.opaque(service_.sealer.seal({exported->id(), a->inode, a->generation}));

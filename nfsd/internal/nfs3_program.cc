@@ -247,12 +247,15 @@ awaitable<AcceptStatus> Nfs3Program::write(Call& call) {
   std::uint64_t offset = call.in.u64();
   std::uint32_t count = call.in.u32();
   std::uint32_t stable = call.in.u32();
-  auto data = call.in.opaque(service_.config.write_size_max);
+  // Anything the record bound let through decodes; beyond wtmax the write is short, as RFC 1813
+  // allows, and the client sends the rest again.
+  auto data = call.in.opaque(service_.config.max_record_bytes);
   if (!call.in.ok() || stable > 2) co_return AcceptStatus::garbage_args;
   auto t = target(call, fh);
   if (!t.ok()) co_return fail_wcc(call.out, t.code());
   if (t->exported->read_only()) co_return fail_wcc(call.out, Errc::read_only);
   if (count != data.size()) co_return fail_wcc(call.out, Errc::invalid_argument);
+  data = data.first(std::min<std::size_t>(data.size(), service_.config.write_size_max));
   auto r = co_await service_.store.write(t->inode, offset, data,
                                          static_cast<store::Stability>(stable), t->caller);
   if (!r.ok()) co_return fail_wcc(call.out, r.code());
@@ -467,19 +470,20 @@ awaitable<AcceptStatus> Nfs3Program::list_directory(Call& call, bool plus) {
   put_status(call.out, Errc::ok);
   put_post_op_attr(call.out, page->directory, call.fsid);
   put_verifier(call.out, page->cookie_verifier);
-  // What the reply may hold besides the header above: the entry list and its two booleans.
-  const std::size_t limit = buffer.size() + (budget > 8 ? budget - 8 : 0);
+  // The whole READDIR3res, from its status on, fits in the client's count (maxcount), the two
+  // closing booleans included.
+  const std::size_t limit = start + (budget > 8 ? budget - 8 : 0);
   std::size_t written = 0;
   for (const auto& e : page->entries) {
     const std::size_t before = buffer.size();
+    // ".." at the export root names the root itself, as LOOKUP answers.
+    bool root_parent = e.name == ".." && root.ok() && *root == t->inode;
     call.out.boolean(true);
-    call.out.u64(e.inode);
+    call.out.u64(root_parent ? t->inode : e.inode);
     call.out.string(e.name);
     call.out.u64(e.cookie);
     if (plus) {
-      // ".." at the export root names the root itself, as LOOKUP answers.
-      std::optional<Attributes> a = e.attributes;
-      if (e.name == ".." && root.ok() && *root == t->inode) a = page->directory;
+      std::optional<Attributes> a = root_parent ? page->directory : e.attributes;
       put_post_op_attr(call.out, a, call.fsid);
       if (a) {
         put_post_op_handle(call.out, handle_for(*t, *a));

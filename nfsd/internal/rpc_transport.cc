@@ -25,6 +25,9 @@ constexpr auto kUseTuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::uint32_t kLastFragment = 0x80000000u;
 constexpr std::size_t kRecordMarkBytes = 4;
 constexpr std::size_t kMaxDatagram = 65536;
+constexpr std::size_t kMaxDatagramReply = 65507;  // the most one UDP/IPv4 datagram carries
+constexpr std::size_t kReadChunk = 64 * 1024;
+constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
 
 boost::asio::ip::address_v4 v4_of(const asio::ip::address& a) {
   return a.is_v4() ? a.to_v4() : asio::ip::address_v4();
@@ -71,15 +74,27 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
     watchdog_.cancel();
   }
 
-  void arm_deadline(std::chrono::seconds timeout) {
-    deadline_ = std::chrono::steady_clock::now() + timeout;
+  using TimePoint = std::chrono::steady_clock::time_point;
+  static constexpr TimePoint kNever = TimePoint::max();
+
+  TimePoint next_deadline() const { return std::min(read_deadline_, write_deadline_); }
+
+  // Moves a deadline; the watchdog sleeps until the earliest one, so it is woken to re-arm
+  // when that moves earlier.
+  void set_deadline(TimePoint& deadline, TimePoint when) {
+    bool earlier = when < next_deadline();
+    deadline = when;
+    if (earlier) watchdog_.cancel();
+  }
+  void arm_read_deadline(std::chrono::seconds timeout) {
+    set_deadline(read_deadline_, std::chrono::steady_clock::now() + timeout);
   }
 
   awaitable<void> watch_deadline() {
     while (!closed_) {
-      watchdog_.expires_at(deadline_);
+      watchdog_.expires_at(next_deadline());
       co_await watchdog_.async_wait(kUseTuple);
-      if (!closed_ && std::chrono::steady_clock::now() >= deadline_) {
+      if (!closed_ && std::chrono::steady_clock::now() >= next_deadline()) {
         spdlog::debug("closing idle or stalled connection from {}", client_.to_string());
         close_on_strand();
       }
@@ -91,7 +106,7 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
     record.clear();
     const auto& limits = transport_.limits_;
     for (bool first = true;; first = false) {
-      arm_deadline(first ? limits.idle_timeout : limits.record_timeout);
+      arm_read_deadline(first ? limits.idle_timeout : limits.record_timeout);
       std::uint8_t mark[kRecordMarkBytes];
       auto [ec, n] = co_await asio::async_read(socket_, asio::buffer(mark), kUseTuple);
       if (ec) co_return false;
@@ -102,12 +117,17 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
                      client_.to_string(), limits.max_record_bytes);
         co_return false;
       }
-      std::size_t at = record.size();
-      record.resize(at + length);
-      arm_deadline(limits.record_timeout);
-      auto [ec2, n2] = co_await asio::async_read(
-          socket_, asio::buffer(record.data() + at, length), kUseTuple);
-      if (ec2) co_return false;
+      arm_read_deadline(limits.record_timeout);
+      // The buffer grows with the bytes that arrive, not with the length the client claims.
+      while (length > 0) {
+        std::size_t chunk = std::min(length, kReadChunk);
+        std::size_t at = record.size();
+        record.resize(at + chunk);
+        auto [ec2, n2] = co_await asio::async_read(
+            socket_, asio::buffer(record.data() + at, chunk), kUseTuple);
+        if (ec2) co_return false;
+        length -= chunk;
+      }
       if (header & kLastFragment) co_return true;
     }
   }
@@ -116,8 +136,11 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
     auto self = shared_from_this();
     std::vector<std::uint8_t> record;
     while (!closed_ && co_await read_record(record)) {
+      // A slot is held from the call's arrival until its reply is written, so a client that
+      // does not read its replies stops being read instead of piling them up here.
       while (in_flight_ >= transport_.limits_.max_calls_in_flight && !closed_) {
-        slot_free_.expires_at(std::chrono::steady_clock::time_point::max());
+        set_deadline(read_deadline_, kNever);
+        slot_free_.expires_at(kNever);
         co_await slot_free_.async_wait(kUseTuple);
       }
       if (closed_) break;
@@ -142,14 +165,24 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
       reply.clear();
     }
     asio::post(self->strand_, [self, reply = std::move(reply)]() mutable {
-      --self->in_flight_;
-      self->slot_free_.cancel();
-      if (!reply.empty()) self->send(std::move(reply));
+      if (reply.empty()) {
+        self->release_slots(1);
+      } else {
+        self->send(std::move(reply));
+      }
     });
   }
 
+  void release_slots(std::uint32_t n) {
+    in_flight_ -= n;
+    slot_free_.cancel();
+  }
+
   void send(std::vector<std::uint8_t> reply) {
-    if (closed_) return;
+    if (closed_) {
+      release_slots(1);
+      return;
+    }
     outbox_.push_back(std::move(reply));
     if (!writing_) {
       writing_ = true;
@@ -168,12 +201,15 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
         self->outbox_.pop_front();
       }
       for (auto& b : batch) buffers.emplace_back(asio::buffer(b));
+      self->set_deadline(self->write_deadline_, std::chrono::steady_clock::now() +
+                                                    self->transport_.limits_.record_timeout);
       auto [ec, n] = co_await asio::async_write(self->socket_, buffers, kUseTuple);
-      if (ec) {
-        self->close_on_strand();
-        break;
-      }
+      self->write_deadline_ = kNever;
+      self->release_slots(static_cast<std::uint32_t>(batch.size()));
+      if (ec) self->close_on_strand();
     }
+    self->release_slots(static_cast<std::uint32_t>(self->outbox_.size()));
+    self->outbox_.clear();
     self->writing_ = false;
   }
 
@@ -185,7 +221,8 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
   // Everything below is touched on strand_ only.
   asio::steady_timer slot_free_;  // cancelled when a call finishes
   asio::steady_timer watchdog_;
-  std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
+  TimePoint read_deadline_ = kNever;
+  TimePoint write_deadline_ = kNever;
   std::uint32_t in_flight_ = 0;
   std::deque<std::vector<std::uint8_t>> outbox_;
   bool writing_ = false;
@@ -193,8 +230,8 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
 };
 
 RpcTransport::RpcTransport(asio::io_context& io, const RpcDispatcher& dispatcher,
-                           TransportLimits limits)
-    : io_(io), dispatcher_(dispatcher), limits_(limits) {}
+                           const RpcDispatcher& udp_dispatcher, TransportLimits limits)
+    : io_(io), dispatcher_(dispatcher), udp_dispatcher_(udp_dispatcher), limits_(limits) {}
 
 RpcTransport::~RpcTransport() { stop(); }
 
@@ -254,12 +291,19 @@ awaitable<void> RpcTransport::accept_loop(tcp::acceptor& acceptor) {
     auto [ec, socket] = co_await acceptor.async_accept(kUseTuple);
     if (ec) {
       if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
+      // Out of descriptors or memory: the listener stays readable, so pause instead of spinning.
       spdlog::warn("accept failed: {}", ec.message());
+      asio::steady_timer pause(io_, kAcceptBackoff);
+      co_await pause.async_wait(kUseTuple);
       continue;
     }
     auto connection = std::make_shared<Connection>(std::move(socket), *this);
     {
       std::lock_guard lock(mutex_);
+      if (connections_.size() >= limits_.max_connections) {
+        spdlog::warn("refusing a connection: {} open already", connections_.size());
+        continue;  // the socket closes as it goes out of scope
+      }
       connections_.insert(connection);
     }
     connection->start();
@@ -277,9 +321,11 @@ awaitable<void> RpcTransport::udp_loop(udp::socket& socket) {
       continue;
     }
     reply.clear();
-    bool send = co_await dispatcher_.dispatch({datagram.data(), n}, v4_of(peer.address()),
-                                              peer.port(), reply);
-    if (send) co_await socket.async_send_to(asio::buffer(reply), peer, kUseTuple);
+    bool send = co_await udp_dispatcher_.dispatch({datagram.data(), n}, v4_of(peer.address()),
+                                                  peer.port(), reply);
+    if (send && reply.size() <= kMaxDatagramReply) {
+      co_await socket.async_send_to(asio::buffer(reply), peer, kUseTuple);
+    }
   }
 }
 

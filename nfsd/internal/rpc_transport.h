@@ -2,8 +2,9 @@
 //
 // One coroutine reads each TCP connection; every complete record becomes a call that runs
 // concurrently with the others on the io_context, and replies are written in the order they
-// finish. A connection has at most max_calls_in_flight calls running (then it stops reading),
-// a record larger than max_record_bytes closes it, and every read has a deadline.
+// finish. A connection has at most max_calls_in_flight calls whose replies are not written yet
+// (then it stops reading), a record larger than max_record_bytes closes it, every read and
+// write has a deadline, and at most max_connections are open.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -23,14 +24,16 @@ namespace tidepool::nfsd {
 struct TransportLimits {
   std::uint32_t max_record_bytes = 2u << 20;
   std::uint32_t max_calls_in_flight = 64;
+  std::size_t max_connections = 4096;
   std::chrono::seconds idle_timeout{15 * 60};
   std::chrono::seconds record_timeout{60};
 };
 
 class RpcTransport {
  public:
+  // UDP datagrams go to udp_dispatcher (MOUNT and PMAP only: NFS is served over TCP).
   RpcTransport(boost::asio::io_context& io, const RpcDispatcher& dispatcher,
-               TransportLimits limits);
+               const RpcDispatcher& udp_dispatcher, TransportLimits limits);
   ~RpcTransport();
 
   // Binds and listens; the error names the address and port.
@@ -48,6 +51,7 @@ class RpcTransport {
 
   boost::asio::io_context& io_;
   const RpcDispatcher& dispatcher_;
+  const RpcDispatcher& udp_dispatcher_;
   TransportLimits limits_;
   std::vector<std::unique_ptr<boost::asio::ip::tcp::acceptor>> acceptors_;
   std::vector<std::unique_ptr<boost::asio::ip::udp::socket>> udp_sockets_;

@@ -11,8 +11,9 @@ constexpr auto kPeriod = std::chrono::seconds(1);
 }
 
 ShardExecutor::ShardExecutor(std::unique_ptr<Database> db,
-                             std::function<void(Database&)> periodic)
-    : db_(std::move(db)), periodic_(std::move(periodic)) {}
+                             std::function<void(Database&)> periodic,
+                             std::function<void()> commit_failed)
+    : db_(std::move(db)), periodic_(std::move(periodic)), commit_failed_(std::move(commit_failed)) {}
 
 void ShardExecutor::start() { thread_ = std::thread([this] { loop(); }); }
 
@@ -91,6 +92,7 @@ void ShardExecutor::run_batch(std::vector<std::unique_ptr<OperationBase>>& batch
         (void)db_->exec("ROLLBACK");
         after.clear();
         for (auto& op : batch) op->fail(error(Errc::io_error, "commit failed"));
+        if (commit_failed_) commit_failed_();
       }
     }
   }

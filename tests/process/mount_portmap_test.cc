@@ -96,6 +96,12 @@ TEST_F(Mount, MntOfAnExportForOtherClientsIsAcces) {
   EXPECT_EQ(m.mnt(server().denied_export_path).status, MNT3ERR_ACCES);
 }
 
+TEST_F(Mount, MntOfAPathThatClimbsOutOfItsExportIsRefused) {
+  MountClient m(endpoint());
+  EXPECT_EQ(m.mnt(server().ro_export_path + "/..").status, MNT3ERR_ACCES);
+  EXPECT_EQ(m.mnt(server().ro_export_path + "/../ro").status, MNT3ERR_ACCES);
+}
+
 TEST_F(Mount, MntOfAPathLongerThanMntpathlenIsRefused) {
   // dirpath is string<1024>: a longer one is either not decodable
   // (GARBAGE_ARGS) or refused with NAMETOOLONG.
