@@ -121,6 +121,27 @@ Result<Nfs3Program::Target> Nfs3Program::target(const Call& call,
   return Target{exported, contents.inode, exported->caller_for(call.context.identity)};
 }
 
+std::optional<Nfs3Program::Target> Nfs3Program::changeable(
+    Call& call, std::span<const std::uint8_t> handle) const {
+  auto t = target(call, handle);
+  if (!t.ok()) {
+    fail_wcc(call.out, t.code());
+    return std::nullopt;
+  }
+  if (t->exported->read_only()) {
+    fail_wcc(call.out, Errc::read_only);
+    return std::nullopt;
+  }
+  return *t;
+}
+
+AcceptStatus Nfs3Program::reply_wcc(Call& call, const Result<store::Wcc>& r) const {
+  if (!r.ok()) return fail_wcc(call.out, r.code());
+  put_status(call.out, Errc::ok);
+  put_wcc(call.out, *r, call.fsid);
+  return AcceptStatus::success;
+}
+
 FileHandle Nfs3Program::handle_for(const Target& parent, const Attributes& a) const {
   return service_.sealer.seal({parent.exported->id(), a.inode, a.generation});
 }
@@ -147,14 +168,10 @@ awaitable<AcceptStatus> Nfs3Program::setattr(Call& call) {
   std::optional<std::int64_t> guard;
   if (call.in.boolean()) guard = get_time(call.in);
   if (!call.in.ok()) co_return AcceptStatus::garbage_args;
-  auto t = target(call, fh);
-  if (!t.ok()) co_return fail_wcc(call.out, t.code());
-  if (t->exported->read_only()) co_return fail_wcc(call.out, Errc::read_only);
+  auto t = changeable(call, fh);
+  if (!t) co_return AcceptStatus::success;
   auto r = co_await service_.store.setattr(t->inode, changes, t->caller, guard);
-  if (!r.ok()) co_return fail_wcc(call.out, r.code());
-  put_status(call.out, Errc::ok);
-  put_wcc(call.out, *r, call.fsid);
-  co_return AcceptStatus::success;
+  co_return reply_wcc(call, r);
 }
 
 awaitable<AcceptStatus> Nfs3Program::lookup(Call& call) {
@@ -251,9 +268,8 @@ awaitable<AcceptStatus> Nfs3Program::write(Call& call) {
   // allows, and the client sends the rest again.
   auto data = call.in.opaque(service_.config.max_record_bytes);
   if (!call.in.ok() || stable > 2) co_return AcceptStatus::garbage_args;
-  auto t = target(call, fh);
-  if (!t.ok()) co_return fail_wcc(call.out, t.code());
-  if (t->exported->read_only()) co_return fail_wcc(call.out, Errc::read_only);
+  auto t = changeable(call, fh);
+  if (!t) co_return AcceptStatus::success;
   if (count != data.size()) co_return fail_wcc(call.out, Errc::invalid_argument);
   data = data.first(std::min<std::size_t>(data.size(), service_.config.write_size_max));
   auto r = co_await service_.store.write(t->inode, offset, data,
@@ -292,9 +308,8 @@ awaitable<AcceptStatus> Nfs3Program::create(Call& call) {
     call.in.fail();
   }
   if (!call.in.ok()) co_return AcceptStatus::garbage_args;
-  auto t = target(call, fh);
-  if (!t.ok()) co_return fail_wcc(call.out, t.code());
-  if (t->exported->read_only()) co_return fail_wcc(call.out, Errc::read_only);
+  auto t = changeable(call, fh);
+  if (!t) co_return AcceptStatus::success;
   auto made = co_await service_.store.create(t->inode, name, static_cast<store::CreateMode>(how),
                                              initial, verifier, t->caller);
   co_return co_await new_object(call, *t, std::move(made));
@@ -305,9 +320,8 @@ awaitable<AcceptStatus> Nfs3Program::mkdir(Call& call) {
   std::string name(call.in.string(kMaxDecodedName));
   store::AttributeChanges initial = get_sattr(call.in);
   if (!call.in.ok()) co_return AcceptStatus::garbage_args;
-  auto t = target(call, fh);
-  if (!t.ok()) co_return fail_wcc(call.out, t.code());
-  if (t->exported->read_only()) co_return fail_wcc(call.out, Errc::read_only);
+  auto t = changeable(call, fh);
+  if (!t) co_return AcceptStatus::success;
   auto made = co_await service_.store.mkdir(t->inode, name, initial, t->caller);
   co_return co_await new_object(call, *t, std::move(made));
 }
@@ -318,9 +332,8 @@ awaitable<AcceptStatus> Nfs3Program::symlink(Call& call) {
   store::AttributeChanges initial = get_sattr(call.in);
   std::string path(call.in.string(kMaxPath));
   if (!call.in.ok()) co_return AcceptStatus::garbage_args;
-  auto t = target(call, fh);
-  if (!t.ok()) co_return fail_wcc(call.out, t.code());
-  if (t->exported->read_only()) co_return fail_wcc(call.out, Errc::read_only);
+  auto t = changeable(call, fh);
+  if (!t) co_return AcceptStatus::success;
   auto made = co_await service_.store.symlink(t->inode, name, path, initial, t->caller);
   co_return co_await new_object(call, *t, std::move(made));
 }
@@ -350,40 +363,33 @@ awaitable<AcceptStatus> Nfs3Program::mknod(Call& call) {
     put_empty_wcc(call.out);
     co_return AcceptStatus::success;
   }
-  auto t = target(call, fh);
-  if (!t.ok()) co_return fail_wcc(call.out, t.code());
-  if (t->exported->read_only()) co_return fail_wcc(call.out, Errc::read_only);
+  auto t = changeable(call, fh);
+  if (!t) co_return AcceptStatus::success;
   auto made =
       co_await service_.store.mknod(t->inode, name, type, major, minor, initial, t->caller);
   co_return co_await new_object(call, *t, std::move(made));
 }
 
 awaitable<AcceptStatus> Nfs3Program::remove(Call& call) {
-  auto fh = call.in.opaque(kMaxHandleBytes);
-  std::string name(call.in.string(kMaxDecodedName));
-  if (!call.in.ok()) co_return AcceptStatus::garbage_args;
-  auto t = target(call, fh);
-  if (!t.ok()) co_return fail_wcc(call.out, t.code());
-  if (t->exported->read_only()) co_return fail_wcc(call.out, Errc::read_only);
-  auto r = co_await service_.store.remove(t->inode, name, t->caller);
-  if (!r.ok()) co_return fail_wcc(call.out, r.code());
-  put_status(call.out, Errc::ok);
-  put_wcc(call.out, *r, call.fsid);
-  co_return AcceptStatus::success;
+  co_return co_await remove_entry(call, false);
 }
 
 awaitable<AcceptStatus> Nfs3Program::rmdir(Call& call) {
+  co_return co_await remove_entry(call, true);
+}
+
+awaitable<AcceptStatus> Nfs3Program::remove_entry(Call& call, bool directory) {
   auto fh = call.in.opaque(kMaxHandleBytes);
   std::string name(call.in.string(kMaxDecodedName));
   if (!call.in.ok()) co_return AcceptStatus::garbage_args;
-  auto t = target(call, fh);
-  if (!t.ok()) co_return fail_wcc(call.out, t.code());
-  if (t->exported->read_only()) co_return fail_wcc(call.out, Errc::read_only);
-  auto r = co_await service_.store.rmdir(t->inode, name, t->caller);
-  if (!r.ok()) co_return fail_wcc(call.out, r.code());
-  put_status(call.out, Errc::ok);
-  put_wcc(call.out, *r, call.fsid);
-  co_return AcceptStatus::success;
+  auto t = changeable(call, fh);
+  if (!t) co_return AcceptStatus::success;
+  if (directory) {
+    auto r = co_await service_.store.rmdir(t->inode, name, t->caller);
+    co_return reply_wcc(call, r);
+  }
+  auto r = co_await service_.store.remove(t->inode, name, t->caller);
+  co_return reply_wcc(call, r);
 }
 
 awaitable<AcceptStatus> Nfs3Program::rename(Call& call) {

@@ -52,6 +52,12 @@ class Nfs3Program final : public RpcProgram {
   static const Procedure kProcedures[22];
 
   Result<Target> target(const Call& call, std::span<const std::uint8_t> handle) const;
+  // The target of a call that changes something; when there is none, the failure (with an
+  // empty wcc_data) is already in the reply.
+  std::optional<Target> changeable(Call& call, std::span<const std::uint8_t> handle) const;
+  // NFS3_OK and the wcc_data, or the failure.
+  AcceptStatus reply_wcc(Call& call, const Result<store::Wcc>& r) const;
+  awaitable<AcceptStatus> remove_entry(Call& call, bool directory);
   FileHandle handle_for(const Target& parent, const store::Attributes& a) const;
   awaitable<AcceptStatus> new_object(Call& call, const Target& dir,
                                      Result<store::NewObject> made);
