@@ -14,6 +14,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "store/internal/attribute_cache.h"
 #include "store/internal/data_files.h"
 #include "store/internal/database.h"
 #include "store/internal/schema.h"
@@ -38,6 +39,7 @@ constexpr std::uint32_t kDefaultDirectoryMode = 0755;
 constexpr std::uint32_t kSetgid = 02000;
 constexpr std::uint32_t kSticky = 01000;
 constexpr std::uint64_t kFirstEntryCookie = 3;  // 1 and 2 are "." and ".."
+constexpr std::size_t kCachedInodes = 128 * 1024;
 
 bool is_dot_or_dotdot(std::string_view name) { return name == "." || name == ".."; }
 
@@ -92,7 +94,7 @@ class StoreImpl final : public Store {
         random_(std::random_device{}()),
         shard_(
             std::move(db), [this](Database& db) { flush_memory_state(db); },
-            [this] { lost_uncommitted_state(); }) {}
+            [this](bool committed) { batch_done(committed); }) {}
 
   ~StoreImpl() override { close(); }
 
@@ -110,8 +112,11 @@ class StoreImpl final : public Store {
   }
 
   awaitable<Result<Attributes>> getattr(InodeId inode) override {
-    return shard_.run<Attributes>(
-        false, [this, inode](Database& db, AfterCommit&) { return load(db, inode); });
+    if (auto cached = cache_.find(inode)) co_return *cached;
+    auto op = shard_.run<Attributes>(false, [this, inode](Database& db, AfterCommit&) {
+      return load_and_remember(db, inode);
+    });
+    co_return co_await std::move(op);
   }
 
   awaitable<Result<Wcc>> setattr(InodeId inode, AttributeChanges changes, Caller caller,
@@ -171,18 +176,17 @@ class StoreImpl final : public Store {
             if (!found) return error(Errc::not_found, "no entry '" + name + "'");
             child = *found;
           }
-          TP_ASSIGN_OR_RETURN(Attributes object, load(db, child));
+          TP_ASSIGN_OR_RETURN(Attributes object, load_and_remember(db, child));
+          remember(dir);
           return LookupResult{object, dir};
         });
   }
 
   awaitable<Result<AccessResult>> check_access(InodeId inode, Caller caller,
                                                std::uint32_t requested) override {
-    return shard_.run<AccessResult>(
-        false, [=, this](Database& db, AfterCommit&) -> Result<AccessResult> {
-          TP_ASSIGN_OR_RETURN(Attributes a, load(db, inode));
-          return AccessResult{granted_access(a, caller, requested), a};
-        });
+    auto a = co_await getattr(inode);
+    if (!a.ok()) co_return a.status();
+    co_return AccessResult{granted_access(*a, caller, requested), *a};
   }
 
   awaitable<Result<ReadlinkResult>> readlink(InodeId inode) override {
@@ -201,22 +205,35 @@ class StoreImpl final : public Store {
   // build each awaitable as a named local before awaiting it.
   awaitable<Result<ReadResult>> read(InodeId inode, std::uint64_t offset,
                                      std::span<std::uint8_t> into, Caller caller) override {
-    auto check = shard_.run<Attributes>(
-        false, [this, inode, caller](Database& db, AfterCommit&) -> Result<Attributes> {
-          TP_ASSIGN_OR_RETURN(Attributes a, load(db, inode));
-          TP_RETURN_IF_ERROR(check_data_access(a, caller, kMayRead));
-          note_access(a);
-          return a;
-        });
-    auto checked = co_await std::move(check);
-    if (!checked.ok()) co_return checked.status();
-    const Attributes& a = *checked;
+    // The cached attributes answer unless the read must move atime, which the shard records.
+    std::optional<Attributes> cached = cache_.find(inode);
+    if (cached && atime_due(*cached)) cached.reset();
+    if (!cached) {
+      auto check = shard_.run<Attributes>(
+          false, [this, inode](Database& db, AfterCommit&) -> Result<Attributes> {
+            TP_ASSIGN_OR_RETURN(Attributes a, load_and_remember(db, inode));
+            if (a.type == FileType::regular) note_access(a);
+            return a;
+          });
+      auto checked = co_await std::move(check);
+      if (!checked.ok()) co_return checked.status();
+      cached = *checked;
+    }
+    const Attributes& a = *cached;
+    TP_CO_RETURN_IF_ERROR(check_data_access(a, caller, kMayRead));
     std::uint64_t available = offset < a.size ? a.size - offset : 0;
     auto count = static_cast<std::uint32_t>(std::min<std::uint64_t>(available, into.size()));
     if (count > 0) {
-      auto fill = offload(
-          [this, inode, offset, buf = into.first(count)] { return data_.read(inode, offset, buf); });
-      TP_CO_RETURN_IF_ERROR(co_await std::move(fill));
+      // What the page cache holds is copied here without blocking; the rest is read on the pool.
+      auto buf = into.first(count);
+      auto filled = data_.read_cached(inode, offset, buf);
+      if (!filled.ok()) co_return filled.status();
+      if (*filled < count) {
+        auto fill = offload([this, inode, at = offset + *filled, rest = buf.subspan(*filled)] {
+          return data_.read(inode, at, rest);
+        });
+        TP_CO_RETURN_IF_ERROR(co_await std::move(fill));
+      }
     }
     co_return ReadResult{count, offset + count >= a.size, a};
   }
@@ -227,14 +244,9 @@ class StoreImpl final : public Store {
     if (offset > kMaxFileSize || data.size() > kMaxFileSize - offset) {
       co_return error(Errc::file_too_large, "write beyond the maximum file size");
     }
-    auto check = shard_.run<Attributes>(
-        false, [this, inode, caller](Database& db, AfterCommit&) -> Result<Attributes> {
-          TP_ASSIGN_OR_RETURN(Attributes a, load(db, inode));
-          TP_RETURN_IF_ERROR(check_data_access(a, caller, kMayWrite));
-          return a;
-        });
-    auto checked = co_await std::move(check);
+    auto checked = co_await getattr(inode);
     if (!checked.ok()) co_return checked.status();
+    TP_CO_RETURN_IF_ERROR(check_data_access(*checked, caller, kMayWrite));
     const PreAttributes before = pre_of(*checked);
     // A write of nothing succeeds and changes nothing (RFC 1813, WRITE).
     if (data.empty()) co_return WriteResult{0, Stability::file_sync, Wcc{before, *checked}};
@@ -268,6 +280,7 @@ class StoreImpl final : public Store {
             TP_RETURN_IF_ERROR(save(db, after));
           } else {
             dirty_[inode] = {after.size, after.mtime_ns, after.ctime_ns};
+            forget(inode);
           }
           return WriteResult{count, durable ? Stability::file_sync : Stability::unstable,
                              Wcc{before, after}};
@@ -510,6 +523,12 @@ class StoreImpl final : public Store {
     }
   }
 
+  Result<Attributes> load_and_remember(Database& db, InodeId inode) {
+    auto a = load(db, inode);
+    if (a.ok()) remember(*a);
+    return a;
+  }
+
   Result<Attributes> load_directory(Database& db, InodeId inode) {
     TP_ASSIGN_OR_RETURN(Attributes a, load(db, inode));
     if (a.type != FileType::directory) return error(Errc::not_a_directory, "not a directory");
@@ -525,6 +544,7 @@ class StoreImpl final : public Store {
     TP_RETURN_IF_ERROR(stmt.run());
     dirty_.erase(a.inode);
     pending_atimes_.erase(a.inode);
+    forget(a.inode);
     return {};
   }
 
@@ -542,28 +562,49 @@ class StoreImpl final : public Store {
       } else {
         dirty_.erase(inode);
         pending_atimes_.erase(inode);
+        forget(inode);
       }
     }
-    if (!db.exec("COMMIT").ok()) {
-      (void)db.exec("ROLLBACK");
-      lost_uncommitted_state();
-    }
+    bool committed = db.exec("COMMIT").ok();
+    if (!committed) (void)db.exec("ROLLBACK");
+    batch_done(committed);
   }
 
-  // A failed commit may have dropped sizes UNSTABLE writes left in memory: a new verifier makes
-  // clients resend everything they have not committed, as after a restart.
-  void lost_uncommitted_state() {
-    spdlog::error("a shard commit failed: changing the write verifier");
-    write_verifier_ = write_verifier_.load() + (std::uint64_t{1} << 32);
+  // After a durable batch the attribute cache learns what it read and changed. A failed commit
+  // may have dropped sizes UNSTABLE writes left in memory: a new verifier makes clients resend
+  // everything they have not committed, as after a restart, and the cache starts over.
+  void batch_done(bool committed) {
+    if (committed) {
+      for (auto& [inode, a] : cache_changes_) {
+        if (a) {
+          cache_.put(*a);
+        } else {
+          cache_.drop(inode);
+        }
+      }
+    } else {
+      spdlog::error("a shard commit failed: changing the write verifier");
+      write_verifier_ = write_verifier_.load() + (std::uint64_t{1} << 32);
+      cache_.clear();
+    }
+    cache_changes_.clear();
   }
+  void remember(const Attributes& a) { cache_changes_.emplace_back(a.inode, a); }
+  void forget(InodeId inode) { cache_changes_.emplace_back(inode, std::nullopt); }
 
   // A read moves atime only when it is older than the grace period, so reads do not become
   // metadata writes; the new atime is persisted with the next flush.
-  void note_access(const Attributes& a) {
-    if (!options_.atime_enabled) return;
-    std::int64_t now = now_ns();
+  bool atime_due(const Attributes& a) const {
     auto grace = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.atime_grace_period);
-    if (now - a.atime_ns >= grace.count()) pending_atimes_[a.inode] = now;
+    return options_.atime_enabled && now_ns() - a.atime_ns >= grace.count();
+  }
+
+  void note_access(const Attributes& a) {
+    if (atime_due(a)) {
+      std::int64_t now = now_ns();
+      pending_atimes_[a.inode] = now;
+      forget(a.inode);
+    }
   }
 
   std::optional<InodeId> find_entry(Database& db, InodeId directory, std::string_view name) {
@@ -774,6 +815,7 @@ class StoreImpl final : public Store {
     InodeId inode = victim.inode;
     dirty_.erase(inode);
     pending_atimes_.erase(inode);
+    forget(inode);
     if (victim.type == FileType::regular) after.push_back([this, inode] { data_.remove(inode); });
     return {};
   }
@@ -892,7 +934,10 @@ class StoreImpl final : public Store {
       overlay_memory_state(a);
       DirectoryEntry e{a.inode, rows.blob(15), static_cast<std::uint64_t>(rows.int64(14)) + 2,
                        std::nullopt};
-      if (with_attributes) e.attributes = a;
+      if (with_attributes) {
+        e.attributes = a;
+        remember(a);
+      }
       page.entries.push_back(std::move(e));
     }
     TP_RETURN_IF_ERROR(rows.status());
@@ -912,6 +957,10 @@ class StoreImpl final : public Store {
   InodeId next_inode_ = kRootInode + 1;
   std::unordered_map<InodeId, DirtyAttributes> dirty_;
   std::unordered_map<InodeId, std::int64_t> pending_atimes_;
+  // Changes for cache_, applied once the batch that made them is durable (empty: drop).
+  std::vector<std::pair<InodeId, std::optional<Attributes>>> cache_changes_;
+
+  internal::AttributeCache cache_{kCachedInodes};
 
   internal::ShardExecutor shard_;  // last: its thread stops before the state above goes
 };

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -86,6 +87,25 @@ Status DataFiles::read(std::uint64_t inode, std::uint64_t offset, std::span<std:
   }
   std::memset(into.data() + done, 0, into.size() - done);
   return {};
+}
+
+Result<std::size_t> DataFiles::read_cached(std::uint64_t inode, std::uint64_t offset,
+                                           std::span<std::uint8_t> into) {
+  TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, false));
+  std::size_t done = 0;
+  while (descriptor && done < into.size()) {
+    iovec v{into.data() + done, into.size() - done};
+    ssize_t n = ::preadv2(descriptor->fd, &v, 1, static_cast<off_t>(offset + done), RWF_NOWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EOPNOTSUPP) return done;
+      return errno_status("read data file", errno);
+    }
+    if (n == 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  std::memset(into.data() + done, 0, into.size() - done);
+  return into.size();
 }
 
 Status DataFiles::write(std::uint64_t inode, std::uint64_t offset,

@@ -22,6 +22,10 @@ class DataFiles {
 
   // Reads into `into`; bytes past the end of the local file read as zeros (sparse tail).
   Status read(std::uint64_t inode, std::uint64_t offset, std::span<std::uint8_t> into);
+  // Copies what the page cache holds, from the start of `into`, without blocking; returns how
+  // many bytes are filled (all of them when the rest lies past the end of the local file).
+  Result<std::size_t> read_cached(std::uint64_t inode, std::uint64_t offset,
+                                  std::span<std::uint8_t> into);
   Status write(std::uint64_t inode, std::uint64_t offset, std::span<const std::uint8_t> data);
   // Makes the file's data durable; also its directory entry the first time.
   Status sync(std::uint64_t inode);

@@ -12,8 +12,8 @@ constexpr auto kPeriod = std::chrono::seconds(1);
 
 ShardExecutor::ShardExecutor(std::unique_ptr<Database> db,
                              std::function<void(Database&)> periodic,
-                             std::function<void()> commit_failed)
-    : db_(std::move(db)), periodic_(std::move(periodic)), commit_failed_(std::move(commit_failed)) {}
+                             std::function<void(bool)> batch_done)
+    : db_(std::move(db)), periodic_(std::move(periodic)), batch_done_(std::move(batch_done)) {}
 
 void ShardExecutor::start() { thread_ = std::thread([this] { loop(); }); }
 
@@ -68,9 +68,11 @@ void ShardExecutor::run_batch(std::vector<std::unique_ptr<OperationBase>>& batch
   for (auto& op : batch) writes = writes || op->mutates;
 
   AfterCommit after;
+  bool committed = true;
   Status begun = writes ? db_->exec("BEGIN IMMEDIATE") : Status{};
   if (!begun.ok()) {
     for (auto& op : batch) op->fail(begun);
+    committed = false;
   } else {
     for (auto& op : batch) {
       if (!op->mutates) {
@@ -87,16 +89,17 @@ void ShardExecutor::run_batch(std::vector<std::unique_ptr<OperationBase>>& batch
       if (!s.ok()) op->fail(s);
     }
     if (writes) {
-      if (Status committed = db_->exec("COMMIT"); !committed.ok()) {
-        spdlog::error("shard commit failed: {}", committed.to_string());
+      if (Status commit = db_->exec("COMMIT"); !commit.ok()) {
+        spdlog::error("shard commit failed: {}", commit.to_string());
         (void)db_->exec("ROLLBACK");
         after.clear();
         for (auto& op : batch) op->fail(error(Errc::io_error, "commit failed"));
-        if (commit_failed_) commit_failed_();
+        committed = false;
       }
     }
   }
   for (auto& work : after) work();
+  if (batch_done_) batch_done_(committed);
   for (auto& op : batch) op->complete();
 }
 

@@ -30,9 +30,9 @@ using AfterCommit = std::vector<std::function<void()>>;
 class ShardExecutor {
  public:
   // `periodic` runs on the shard thread about once a second, between batches;
-  // `commit_failed` after a batch's transaction could not be committed.
+  // `batch_done(committed)` after each batch, before its operations complete.
   ShardExecutor(std::unique_ptr<Database> db, std::function<void(Database&)> periodic,
-                std::function<void()> commit_failed);
+                std::function<void(bool)> batch_done);
   ~ShardExecutor();  // stops the thread after the queued work ran
 
   // Until start(), the caller's thread may use the database directly.
@@ -94,7 +94,7 @@ class ShardExecutor {
 
   std::unique_ptr<Database> db_;
   std::function<void(Database&)> periodic_;
-  std::function<void()> commit_failed_;
+  std::function<void(bool)> batch_done_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::vector<std::unique_ptr<OperationBase>> queue_;  // guarded by mutex_
