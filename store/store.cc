@@ -159,8 +159,16 @@ class StoreImpl final : public Store {
 
   awaitable<Result<LookupResult>> lookup(InodeId directory, std::string name,
                                          Caller caller) override {
-    return shard_.run<LookupResult>(
-        false, [=, this](Database& db, AfterCommit&) -> Result<LookupResult> {
+    // Everything a LOOKUP needs may be cached; a miss or any refusal takes the shard's path,
+    // which gives the precise answer.
+    auto dir = cache_.find(directory);
+    if (dir && dir->type == FileType::directory && permits(*dir, caller, kMayExecute)) {
+      if (auto child = names_.find({directory, name})) {
+        if (auto object = cache_.find(*child)) co_return LookupResult{*object, *dir};
+      }
+    }
+    auto op = shard_.run<LookupResult>(
+        false, [this, directory, name, caller](Database& db, AfterCommit&) -> Result<LookupResult> {
           TP_ASSIGN_OR_RETURN(Attributes dir, load_directory(db, directory));
           if (!permits(dir, caller, kMayExecute)) {
             return error(Errc::access_denied, "no search permission on the directory");
@@ -175,11 +183,13 @@ class StoreImpl final : public Store {
             auto found = find_entry(db, directory, name);
             if (!found) return error(Errc::not_found, "no entry '" + name + "'");
             child = *found;
+            remember_entry(directory, name, child);
           }
           TP_ASSIGN_OR_RETURN(Attributes object, load_and_remember(db, child));
           remember(dir);
           return LookupResult{object, dir};
         });
+    co_return co_await std::move(op);
   }
 
   awaitable<Result<AccessResult>> check_access(InodeId inode, Caller caller,
@@ -577,20 +587,35 @@ class StoreImpl final : public Store {
     if (committed) {
       for (auto& [inode, a] : cache_changes_) {
         if (a) {
-          cache_.put(*a);
+          cache_.put(inode, *a);
         } else {
           cache_.drop(inode);
+        }
+      }
+      for (auto& [entry, inode] : name_changes_) {
+        if (inode) {
+          names_.put(entry, *inode);
+        } else {
+          names_.drop(entry);
         }
       }
     } else {
       spdlog::error("a shard commit failed: changing the write verifier");
       write_verifier_ = write_verifier_.load() + (std::uint64_t{1} << 32);
       cache_.clear();
+      names_.clear();
     }
     cache_changes_.clear();
+    name_changes_.clear();
   }
   void remember(const Attributes& a) { cache_changes_.emplace_back(a.inode, a); }
   void forget(InodeId inode) { cache_changes_.emplace_back(inode, std::nullopt); }
+  void remember_entry(InodeId directory, std::string_view name, InodeId inode) {
+    name_changes_.push_back({{directory, std::string(name)}, inode});
+  }
+  void forget_entry(InodeId directory, std::string_view name) {
+    name_changes_.push_back({{directory, std::string(name)}, std::nullopt});
+  }
 
   // A read moves atime only when it is older than the grace period, so reads do not become
   // metadata writes; the new atime is persisted with the next flush.
@@ -637,6 +662,7 @@ class StoreImpl final : public Store {
   Status remove_entry(Database& db, InodeId directory, std::string_view name) {
     auto stmt = db.prepare("DELETE FROM dirents WHERE dir = ? AND name = ?");
     stmt.bind(1, directory).bind(2, name);
+    forget_entry(directory, name);
     return stmt.run();
   }
 
@@ -875,6 +901,8 @@ class StoreImpl final : public Store {
     move.bind(1, to_directory).bind(2, std::string_view(to_name));
     move.bind(3, from_directory).bind(4, std::string_view(from_name));
     TP_RETURN_IF_ERROR(move.run());
+    forget_entry(from_directory, from_name);
+    forget_entry(to_directory, to_name);
     // The same directory on both sides: one set of attributes, updated once.
     Attributes from_after = from_directory == to_directory ? to_after : from_dir;
     from_after.mtime_ns = from_after.ctime_ns = now;
@@ -959,8 +987,10 @@ class StoreImpl final : public Store {
   std::unordered_map<InodeId, std::int64_t> pending_atimes_;
   // Changes for cache_, applied once the batch that made them is durable (empty: drop).
   std::vector<std::pair<InodeId, std::optional<Attributes>>> cache_changes_;
+  std::vector<std::pair<internal::EntryName, std::optional<InodeId>>> name_changes_;
 
   internal::AttributeCache cache_{kCachedInodes};
+  internal::NameCache names_{kCachedInodes};
 
   internal::ShardExecutor shard_;  // last: its thread stops before the state above goes
 };

@@ -35,12 +35,18 @@ class HandleSealer {
   Result<HandleContents> unseal(std::span<const std::uint8_t> handle) const;
 
  private:
-  explicit HandleSealer(std::shared_ptr<evp_mac_ctx_st> keyed) : keyed_(std::move(keyed)) {}
+  class Memo;
+  HandleSealer(std::shared_ptr<evp_mac_ctx_st> keyed, std::shared_ptr<Memo> memo)
+      : keyed_(std::move(keyed)), memo_(std::move(memo)) {}
+  static Result<HandleSealer> make(const std::array<std::uint8_t, 32>& key);
   std::array<std::uint8_t, 16> mac(std::span<const std::uint8_t> body) const;
 
   // An HMAC-SHA256 context with the key already absorbed: each seal duplicates it rather than
   // fetching the algorithm and hashing the key again. Never used directly, only duplicated.
   std::shared_ptr<evp_mac_ctx_st> keyed_;
+  // Recently sealed handles: READDIRPLUS seals a handle per entry and clients present the same
+  // handles again and again, so most seals and checks are a lookup, not an HMAC.
+  std::shared_ptr<Memo> memo_;
 };
 
 }  // namespace tidepool::nfsd

@@ -37,6 +37,15 @@ TEST_F(FileHandleTest, ForgedOrResizedHandlesAreBadHandles) {
   EXPECT_EQ(sealer->unseal(std::span(h).first(20)).code(), Errc::bad_handle);
 }
 
+TEST_F(FileHandleTest, AHandleWithTheRightContentsButAnotherSealIsBad) {
+  auto sealer = HandleSealer::load_or_create(dir_.string());
+  ASSERT_TRUE(sealer.ok());
+  auto h = sealer->seal({7, 1, 1});  // now remembered by the sealer
+  ASSERT_TRUE(sealer->unseal(h).ok());
+  h[kFileHandleBytes - 1] ^= 0x80;
+  EXPECT_EQ(sealer->unseal(h).code(), Errc::bad_handle);
+}
+
 TEST_F(FileHandleTest, TheKeySurvivesARestart) {
   auto first = HandleSealer::load_or_create(dir_.string());
   ASSERT_TRUE(first.ok());

@@ -1,5 +1,6 @@
-// Attributes of recently used inodes, readable from any thread so that GETATTR, ACCESS and the
-// checks before READ/WRITE need not wait for the shard thread.
+// Caches of what the shard thread knows (inode attributes, directory entries), readable from
+// any thread so that GETATTR, ACCESS, LOOKUP and the checks before READ/WRITE need not wait
+// for the shard thread.
 //
 // Only the shard thread changes it, after a batch's transaction is durable and in the order
 // the batch's operations ran: entries read by read-only operations are put, inodes changed
@@ -8,39 +9,42 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <unordered_map>
 
 #include "store/store.h"
 
 namespace tidepool::store::internal {
 
-class AttributeCache {
+template <typename Key, typename Value, typename Hash = std::hash<Key>>
+class ShardedCache {
  public:
-  explicit AttributeCache(std::size_t capacity) : per_shard_(capacity / kShards + 1) {}
+  explicit ShardedCache(std::size_t capacity) : per_shard_(capacity / kShards + 1) {}
 
-  std::optional<Attributes> find(InodeId inode) const {
-    const Shard& s = shard(inode);
+  std::optional<Value> find(const Key& key) const {
+    const Shard& s = shard(key);
     std::lock_guard lock(s.mutex);
-    auto it = s.entries.find(inode);
+    auto it = s.entries.find(key);
     if (it == s.entries.end()) return std::nullopt;
     return it->second;
   }
 
-  void put(const Attributes& a) {
-    Shard& s = shard(a.inode);
+  void put(const Key& key, const Value& value) {
+    Shard& s = shard(key);
     std::lock_guard lock(s.mutex);
-    if (s.entries.size() >= per_shard_ && !s.entries.count(a.inode)) {
+    if (s.entries.size() >= per_shard_ && !s.entries.count(key)) {
       s.entries.erase(s.entries.begin());  // any victim will do: a miss only costs a load
     }
-    s.entries[a.inode] = a;
+    s.entries[key] = value;
   }
 
-  void drop(InodeId inode) {
-    Shard& s = shard(inode);
+  void drop(const Key& key) {
+    Shard& s = shard(key);
     std::lock_guard lock(s.mutex);
-    s.entries.erase(inode);
+    s.entries.erase(key);
   }
 
   void clear() {
@@ -54,13 +58,29 @@ class AttributeCache {
   static constexpr std::size_t kShards = 16;
   struct Shard {
     mutable std::mutex mutex;
-    std::unordered_map<InodeId, Attributes> entries;  // guarded by mutex
+    std::unordered_map<Key, Value, Hash> entries;  // guarded by mutex
   };
-  Shard& shard(InodeId inode) { return shards_[inode % kShards]; }
-  const Shard& shard(InodeId inode) const { return shards_[inode % kShards]; }
+  Shard& shard(const Key& key) { return shards_[Hash{}(key) % kShards]; }
+  const Shard& shard(const Key& key) const { return shards_[Hash{}(key) % kShards]; }
 
   std::size_t per_shard_;
   std::array<Shard, kShards> shards_;
 };
+
+// A directory entry, as the name cache keys it.
+struct EntryName {
+  InodeId directory;
+  std::string name;
+  bool operator==(const EntryName&) const = default;
+};
+struct EntryNameHash {
+  std::size_t operator()(const EntryName& e) const {
+    return std::hash<std::string>{}(e.name) ^ (e.directory * 0x9e3779b97f4a7c15ull);
+  }
+};
+
+using AttributeCache = ShardedCache<InodeId, Attributes>;
+// (directory, name) -> inode, for LOOKUP; kept like the attribute cache.
+using NameCache = ShardedCache<EntryName, InodeId, EntryNameHash>;
 
 }  // namespace tidepool::store::internal
