@@ -83,7 +83,8 @@ void Encoder::u64(std::uint64_t v) {
 
 void Encoder::fixed_opaque(std::span<const std::uint8_t> bytes) {
   std::size_t at = out_.size();
-  out_.resize(at + padded(bytes.size()), 0);
+  out_.resize(at + padded(bytes.size()));
+  std::memset(out_.data() + at + bytes.size(), 0, padded(bytes.size()) - bytes.size());
   if (!bytes.empty()) std::memcpy(out_.data() + at, bytes.data(), bytes.size());
 }
 

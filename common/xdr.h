@@ -12,11 +12,38 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <memory>
+#include <utility>
 #include <vector>
 
 namespace tidepool::xdr {
 
 inline constexpr std::size_t padded(std::size_t n) { return (n + 3) & ~std::size_t{3}; }
+
+// Leaves bytes added by resize() uninitialised: message buffers are resized to their final
+// size and then filled (a READ reply by pread, a record by recv), so zeroing them first would
+// only cost a pass over every byte.
+template <typename T>
+struct UninitializedAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  UninitializedAllocator() = default;
+  template <typename U>
+  UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}  // NOLINT
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+
+// The byte buffer RPC messages are read into and encoded in.
+using Buffer = std::vector<std::uint8_t, UninitializedAllocator<std::uint8_t>>;
 
 class Decoder {
  public:
@@ -56,10 +83,10 @@ class Decoder {
   bool failed_ = false;
 };
 
-// Appends XDR to a byte vector the encoder does not own.
+// Appends XDR to a buffer the encoder does not own.
 class Encoder {
  public:
-  explicit Encoder(std::vector<std::uint8_t>& out) : out_(out) {}
+  explicit Encoder(Buffer& out) : out_(out) {}
 
   void u32(std::uint32_t v);
   void i32(std::int32_t v) { u32(static_cast<std::uint32_t>(v)); }
@@ -78,10 +105,10 @@ class Encoder {
   void finish_opaque(std::size_t actual_length);
 
   std::size_t size() const { return out_.size(); }
-  std::vector<std::uint8_t>& buffer() { return out_; }
+  Buffer& buffer() { return out_; }
 
  private:
-  std::vector<std::uint8_t>& out_;
+  Buffer& out_;
   std::size_t pending_opaque_at_ = 0;
 };
 

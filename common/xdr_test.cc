@@ -5,14 +5,14 @@
 namespace tidepool::xdr {
 namespace {
 
-std::vector<std::uint8_t> bytes(std::initializer_list<int> values) {
-  std::vector<std::uint8_t> out;
+xdr::Buffer bytes(std::initializer_list<int> values) {
+  xdr::Buffer out;
   for (int v : values) out.push_back(static_cast<std::uint8_t>(v));
   return out;
 }
 
 TEST(Xdr, RoundTripsScalarsStringsAndOpaques) {
-  std::vector<std::uint8_t> buf;
+  xdr::Buffer buf;
   Encoder enc(buf);
   enc.u32(0xdeadbeef);
   enc.i64(-2);
@@ -27,13 +27,13 @@ TEST(Xdr, RoundTripsScalarsStringsAndOpaques) {
   EXPECT_TRUE(dec.boolean());
   EXPECT_EQ(dec.string(16), "abcde");
   auto o = dec.opaque(16);
-  EXPECT_EQ(std::vector<std::uint8_t>(o.begin(), o.end()), bytes({1, 2, 3}));
+  EXPECT_EQ(xdr::Buffer(o.begin(), o.end()), bytes({1, 2, 3}));
   EXPECT_TRUE(dec.ok());
   EXPECT_EQ(dec.remaining(), 0u);
 }
 
 TEST(Xdr, StringsArePaddedWithZeros) {
-  std::vector<std::uint8_t> buf;
+  xdr::Buffer buf;
   Encoder(buf).string("ab");
   EXPECT_EQ(buf, bytes({0, 0, 0, 2, 'a', 'b', 0, 0}));
 }
@@ -82,7 +82,7 @@ TEST(Xdr, ArrayCountIsBoundedByWhatIsLeft) {
 }
 
 TEST(Xdr, ReservedOpaqueIsTrimmedToWhatWasFilled) {
-  std::vector<std::uint8_t> buf;
+  xdr::Buffer buf;
   Encoder enc(buf);
   auto room = enc.begin_opaque(10);
   room[0] = 'x';

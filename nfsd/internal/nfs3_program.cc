@@ -250,7 +250,7 @@ awaitable<AcceptStatus> Nfs3Program::read(Call& call) {
     co_return fail_attr(call.out, r.code());
   }
   call.out.finish_opaque(r->count);
-  std::vector<std::uint8_t> attributes;
+  xdr::Buffer attributes;
   xdr::Encoder attr_out(attributes);
   put_fattr(attr_out, r->attributes, call.fsid);
   std::memcpy(buffer.data() + attributes_at, attributes.data(), kFattrBytes);

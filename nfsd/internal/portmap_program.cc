@@ -59,7 +59,7 @@ awaitable<std::optional<AcceptStatus>> PortmapProgram::call(const CallContext& c
 Status register_with_rpcbind(const std::vector<PortMapping>& mappings, bool unset) {
   for (std::size_t i = 0; i < mappings.size(); ++i) {
     const PortMapping& m = mappings[i];
-    std::vector<std::uint8_t> message(4);
+    xdr::Buffer message(4);
     xdr::Encoder out(message);
     out.u32(0x74696400u + static_cast<std::uint32_t>(i));  // xid
     out.u32(0);                                           // CALL

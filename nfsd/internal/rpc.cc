@@ -56,7 +56,7 @@ RpcProgram* RpcDispatcher::find(std::uint32_t number) const {
 awaitable<bool> RpcDispatcher::dispatch(std::span<const std::uint8_t> message,
                                         boost::asio::ip::address_v4 client,
                                         std::uint16_t client_port,
-                                        std::vector<std::uint8_t>& reply) const {
+                                        xdr::Buffer& reply) const {
   xdr::Decoder in(message);
   xdr::Encoder out(reply);
   const std::size_t start = reply.size();

@@ -78,7 +78,7 @@ class RpcDispatcher {
   void add(RpcProgram* program) { programs_.push_back(program); }
   awaitable<bool> dispatch(std::span<const std::uint8_t> message,
                            boost::asio::ip::address_v4 client, std::uint16_t client_port,
-                           std::vector<std::uint8_t>& reply) const;
+                           xdr::Buffer& reply) const;
 
  private:
   RpcProgram* find(std::uint32_t number) const;

@@ -26,11 +26,11 @@ class EchoProgram final : public RpcProgram {
   }
 };
 
-std::vector<std::uint8_t> make_call(std::uint32_t program, std::uint32_t version,
+xdr::Buffer make_call(std::uint32_t program, std::uint32_t version,
                                     std::uint32_t procedure, std::uint32_t flavor,
-                                    std::vector<std::uint8_t> cred,
-                                    std::vector<std::uint8_t> args) {
-  std::vector<std::uint8_t> m;
+                                    xdr::Buffer cred,
+                                    xdr::Buffer args) {
+  xdr::Buffer m;
   xdr::Encoder e(m);
   e.u32(42);
   e.u32(0);
@@ -46,8 +46,8 @@ std::vector<std::uint8_t> make_call(std::uint32_t program, std::uint32_t version
   return m;
 }
 
-std::vector<std::uint8_t> auth_sys(std::uint32_t uid) {
-  std::vector<std::uint8_t> b;
+xdr::Buffer auth_sys(std::uint32_t uid) {
+  xdr::Buffer b;
   xdr::Encoder e(b);
   e.u32(0);
   e.string("host");
@@ -58,8 +58,8 @@ std::vector<std::uint8_t> auth_sys(std::uint32_t uid) {
   return b;
 }
 
-std::vector<std::uint8_t> u32_bytes(std::uint32_t v) {
-  std::vector<std::uint8_t> b;
+xdr::Buffer u32_bytes(std::uint32_t v) {
+  xdr::Buffer b;
   xdr::Encoder(b).u32(v);
   return b;
 }
@@ -69,9 +69,9 @@ class DispatcherTest : public ::testing::Test {
   DispatcherTest() { dispatcher_.add(&echo_); }
 
   // Returns the reply words, or nothing when no reply is sent.
-  std::optional<std::vector<std::uint32_t>> dispatch(const std::vector<std::uint8_t>& call) {
+  std::optional<std::vector<std::uint32_t>> dispatch(const xdr::Buffer& call) {
     boost::asio::io_context io;
-    std::vector<std::uint8_t> reply;
+    xdr::Buffer reply;
     auto f = boost::asio::co_spawn(
         io, dispatcher_.dispatch(call, boost::asio::ip::address_v4::loopback(), 1000, reply),
         boost::asio::use_future);

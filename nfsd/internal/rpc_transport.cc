@@ -26,7 +26,6 @@ constexpr std::uint32_t kLastFragment = 0x80000000u;
 constexpr std::size_t kRecordMarkBytes = 4;
 constexpr std::size_t kMaxDatagram = 65536;
 constexpr std::size_t kMaxDatagramReply = 65507;  // the most one UDP/IPv4 datagram carries
-constexpr std::size_t kReadChunk = 64 * 1024;
 constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
 
 boost::asio::ip::address_v4 v4_of(const asio::ip::address& a) {
@@ -102,7 +101,7 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
   }
 
   // Reads one whole record (all its fragments). False ends the connection.
-  awaitable<bool> read_record(std::vector<std::uint8_t>& record) {
+  awaitable<bool> read_record(xdr::Buffer& record) {
     record.clear();
     const auto& limits = transport_.limits_;
     for (bool first = true;; first = false) {
@@ -118,23 +117,20 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
         co_return false;
       }
       arm_read_deadline(limits.record_timeout);
-      // The buffer grows with the bytes that arrive, not with the length the client claims.
-      while (length > 0) {
-        std::size_t chunk = std::min(length, kReadChunk);
-        std::size_t at = record.size();
-        record.resize(at + chunk);
-        auto [ec2, n2] = co_await asio::async_read(
-            socket_, asio::buffer(record.data() + at, chunk), kUseTuple);
-        if (ec2) co_return false;
-        length -= chunk;
-      }
+      // Buffers do not zero what resize() adds, so a length the client claims but never sends
+      // costs address space, not memory: pages are backed only as the bytes arrive.
+      std::size_t at = record.size();
+      record.resize(at + length);
+      auto [ec2, n2] = co_await asio::async_read(
+          socket_, asio::buffer(record.data() + at, length), kUseTuple);
+      if (ec2) co_return false;
       if (header & kLastFragment) co_return true;
     }
   }
 
   awaitable<void> read_loop() {
     auto self = shared_from_this();
-    std::vector<std::uint8_t> record;
+    xdr::Buffer record;
     while (!closed_ && co_await read_record(record)) {
       // A slot is held from the call's arrival until its reply is written, so a client that
       // does not read its replies stops being read instead of piling them up here.
@@ -154,8 +150,8 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
 
   // Runs on the io_context, concurrently with the connection's other calls.
   static awaitable<void> handle(std::shared_ptr<Connection> self,
-                                std::vector<std::uint8_t> record) {
-    std::vector<std::uint8_t> reply(kRecordMarkBytes);
+                                xdr::Buffer record) {
+    xdr::Buffer reply(kRecordMarkBytes);
     bool send = co_await self->transport_.dispatcher_.dispatch(record, self->client_,
                                                                self->client_port_, reply);
     if (send) {
@@ -178,7 +174,7 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
     slot_free_.cancel();
   }
 
-  void send(std::vector<std::uint8_t> reply) {
+  void send(xdr::Buffer reply) {
     if (closed_) {
       release_slots(1);
       return;
@@ -191,7 +187,7 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
   }
 
   static awaitable<void> write_loop(std::shared_ptr<Connection> self) {
-    std::vector<std::vector<std::uint8_t>> batch;
+    std::vector<xdr::Buffer> batch;
     std::vector<asio::const_buffer> buffers;
     while (!self->outbox_.empty() && !self->closed_) {
       batch.clear();
@@ -224,7 +220,7 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
   TimePoint read_deadline_ = kNever;
   TimePoint write_deadline_ = kNever;
   std::uint32_t in_flight_ = 0;
-  std::deque<std::vector<std::uint8_t>> outbox_;
+  std::deque<xdr::Buffer> outbox_;
   bool writing_ = false;
   bool closed_ = false;
 };
@@ -311,8 +307,8 @@ awaitable<void> RpcTransport::accept_loop(tcp::acceptor& acceptor) {
 }
 
 awaitable<void> RpcTransport::udp_loop(udp::socket& socket) {
-  std::vector<std::uint8_t> datagram(kMaxDatagram);
-  std::vector<std::uint8_t> reply;
+  xdr::Buffer datagram(kMaxDatagram);
+  xdr::Buffer reply;
   for (;;) {
     udp::endpoint peer;
     auto [ec, n] = co_await socket.async_receive_from(asio::buffer(datagram), peer, kUseTuple);

@@ -36,8 +36,8 @@ FuzzNode::FuzzNode(const std::string& data_dir) {
 
 FuzzNode::~FuzzNode() { store_->close(); }
 
-std::vector<std::uint8_t> FuzzNode::dispatch(std::span<const std::uint8_t> message) {
-  std::vector<std::uint8_t> reply;
+tidepool::xdr::Buffer FuzzNode::dispatch(std::span<const std::uint8_t> message) {
+  tidepool::xdr::Buffer reply;
   bool send = false;
   boost::asio::co_spawn(
       io_,

@@ -21,7 +21,7 @@ class FuzzNode {
   ~FuzzNode();
 
   // Dispatches one RPC message; returns the reply (empty when none is sent).
-  std::vector<std::uint8_t> dispatch(std::span<const std::uint8_t> message);
+  tidepool::xdr::Buffer dispatch(std::span<const std::uint8_t> message);
   // The sealed handle of the export root.
   nfsd::FileHandle root_handle() const;
 

@@ -15,9 +15,9 @@ namespace {
 
 using tidepool::xdr::Encoder;
 
-std::vector<std::uint8_t> call(std::uint32_t program, std::uint32_t version, std::uint32_t proc,
+tidepool::xdr::Buffer call(std::uint32_t program, std::uint32_t version, std::uint32_t proc,
                                const std::function<void(Encoder&)>& args) {
-  std::vector<std::uint8_t> m;
+  tidepool::xdr::Buffer m;
   Encoder e(m);
   e.u32(0x1000 + proc);
   e.u32(0);
@@ -25,7 +25,7 @@ std::vector<std::uint8_t> call(std::uint32_t program, std::uint32_t version, std
   e.u32(program);
   e.u32(version);
   e.u32(proc);
-  std::vector<std::uint8_t> cred;
+  tidepool::xdr::Buffer cred;
   Encoder c(cred);
   c.u32(0);
   c.string("seed");
@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
     fh(e);
     e.string(name);
   };
-  std::vector<std::pair<std::string, std::vector<std::uint8_t>>> seeds{
+  std::vector<std::pair<std::string, tidepool::xdr::Buffer>> seeds{
       {"nfs-null", call(100003, 3, 0, [](Encoder&) {})},
       {"nfs-getattr", call(100003, 3, 1, fh)},
       {"nfs-setattr", call(100003, 3, 2, [&](Encoder& e) { fh(e); sattr(e); e.boolean(false); })},
