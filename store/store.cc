@@ -40,6 +40,7 @@ constexpr std::uint32_t kSetgid = 02000;
 constexpr std::uint32_t kSticky = 01000;
 constexpr std::uint64_t kFirstEntryCookie = 3;  // 1 and 2 are "." and ".."
 constexpr std::size_t kCachedInodes = 128 * 1024;
+constexpr std::size_t kCachedListings = 4096;
 
 bool is_dot_or_dotdot(std::string_view name) { return name == "." || name == ".."; }
 
@@ -451,14 +452,23 @@ class StoreImpl final : public Store {
   awaitable<Result<DirectoryPage>> readdir(InodeId directory, std::uint64_t cookie,
                                            std::uint64_t verifier, std::uint32_t max_entries,
                                            bool with_attributes, Caller caller) override {
-    return shard_.run<DirectoryPage>(
+    auto dir = cache_.find(directory);
+    if (dir && dir->type == FileType::directory && permits(*dir, caller, kMayRead)) {
+      if (auto listing = listings_.find(directory)) {
+        auto page = page_from_cache(*dir, **listing, cookie, verifier, max_entries, with_attributes);
+        if (page) co_return std::move(*page);
+      }
+    }
+    auto op = shard_.run<DirectoryPage>(
         false, [=, this](Database& db, AfterCommit&) -> Result<DirectoryPage> {
-          TP_ASSIGN_OR_RETURN(Attributes dir, load_directory(db, directory));
+          TP_ASSIGN_OR_RETURN(Attributes dir, load_and_remember(db, directory));
+          if (dir.type != FileType::directory) return error(Errc::not_a_directory, "not a directory");
           if (!permits(dir, caller, kMayRead)) {
             return error(Errc::access_denied, "no read permission on the directory");
           }
           return list_directory(db, dir, cookie, verifier, max_entries, with_attributes);
         });
+    co_return co_await std::move(op);
   }
 
   awaitable<Result<FsStatistics>> fsstat() override {
@@ -599,14 +609,23 @@ class StoreImpl final : public Store {
           names_.drop(entry);
         }
       }
+      for (auto& [directory, listing] : listing_changes_) {
+        if (listing) {
+          listings_.put(directory, listing);
+        } else {
+          listings_.drop(directory);
+        }
+      }
     } else {
       spdlog::error("a shard commit failed: changing the write verifier");
       write_verifier_ = write_verifier_.load() + (std::uint64_t{1} << 32);
       cache_.clear();
       names_.clear();
+      listings_.clear();
     }
     cache_changes_.clear();
     name_changes_.clear();
+    listing_changes_.clear();
   }
   void remember(const Attributes& a) { cache_changes_.emplace_back(a.inode, a); }
   void forget(InodeId inode) { cache_changes_.emplace_back(inode, std::nullopt); }
@@ -615,6 +634,7 @@ class StoreImpl final : public Store {
   }
   void forget_entry(InodeId directory, std::string_view name) {
     name_changes_.push_back({{directory, std::string(name)}, std::nullopt});
+    listing_changes_.emplace_back(directory, nullptr);
   }
 
   // A read moves atime only when it is older than the grace period, so reads do not become
@@ -656,6 +676,7 @@ class StoreImpl final : public Store {
   Status add_entry(Database& db, InodeId directory, std::string_view name, InodeId inode) {
     auto stmt = db.prepare("INSERT INTO dirents(dir, name, ino) VALUES(?, ?, ?)");
     stmt.bind(1, directory).bind(2, name).bind(3, inode);
+    listing_changes_.emplace_back(directory, nullptr);
     return stmt.run();
   }
 
@@ -903,6 +924,7 @@ class StoreImpl final : public Store {
     TP_RETURN_IF_ERROR(move.run());
     forget_entry(from_directory, from_name);
     forget_entry(to_directory, to_name);
+    if (moving_directory) listing_changes_.emplace_back(source.inode, nullptr);  // its ".." 
     // The same directory on both sides: one set of attributes, updated once.
     Attributes from_after = from_directory == to_directory ? to_after : from_dir;
     from_after.mtime_ns = from_after.ctime_ns = now;
@@ -970,7 +992,52 @@ class StoreImpl final : public Store {
     }
     TP_RETURN_IF_ERROR(rows.status());
     page.eof = seen <= room;
+    if (cookie == 0 && page.eof && page.entries.size() >= 2) {
+      auto listing = std::make_shared<internal::Listing>();
+      listing->parent = page.entries[1].inode;
+      for (std::size_t i = 2; i < page.entries.size(); ++i) {
+        const auto& e = page.entries[i];
+        listing->entries.push_back({e.inode, e.name, e.cookie});
+      }
+      listing_changes_.emplace_back(dir.inode, std::move(listing));
+    }
     return page;
+  }
+
+  // The page list_directory would return, built from a cached listing and cached attributes;
+  // nothing when an attribute it needs is not cached.
+  std::optional<Result<DirectoryPage>> page_from_cache(const Attributes& dir,
+                                                       const internal::Listing& listing,
+                                                       std::uint64_t cookie,
+                                                       std::uint64_t verifier,
+                                                       std::uint32_t max_entries,
+                                                       bool with_attributes) const {
+    DirectoryPage page;
+    page.directory = dir;
+    page.cookie_verifier = static_cast<std::uint64_t>(dir.birth_ns);
+    if (cookie != 0 && verifier != 0 && verifier != page.cookie_verifier) {
+      return Result<DirectoryPage>(error(Errc::bad_cookie, "cookie verifier does not match"));
+    }
+    auto add = [&](InodeId inode, std::string_view name, std::uint64_t entry_cookie) {
+      DirectoryEntry e{inode, std::string(name), entry_cookie, std::nullopt};
+      if (with_attributes) {
+        e.attributes = cache_.find(inode);
+        if (!e.attributes) return false;
+      }
+      page.entries.push_back(std::move(e));
+      return true;
+    };
+    if (cookie == 0 && max_entries > 0 && !add(dir.inode, ".", 1)) return std::nullopt;
+    if (cookie <= 1 && page.entries.size() < max_entries && !add(listing.parent, "..", 2)) {
+      return std::nullopt;
+    }
+    auto it = std::upper_bound(listing.entries.begin(), listing.entries.end(), cookie,
+                               [](std::uint64_t c, const auto& e) { return c < e.cookie; });
+    for (; it != listing.entries.end() && page.entries.size() < max_entries; ++it) {
+      if (!add(it->inode, it->name, it->cookie)) return std::nullopt;
+    }
+    page.eof = it == listing.entries.end();
+    return Result<DirectoryPage>(std::move(page));
   }
 
   StoreOptions options_;
@@ -988,9 +1055,11 @@ class StoreImpl final : public Store {
   // Changes for cache_, applied once the batch that made them is durable (empty: drop).
   std::vector<std::pair<InodeId, std::optional<Attributes>>> cache_changes_;
   std::vector<std::pair<internal::EntryName, std::optional<InodeId>>> name_changes_;
+  std::vector<std::pair<InodeId, std::shared_ptr<const internal::Listing>>> listing_changes_;
 
   internal::AttributeCache cache_{kCachedInodes};
   internal::NameCache names_{kCachedInodes};
+  internal::ListingCache listings_{kCachedListings};
 
   internal::ShardExecutor shard_;  // last: its thread stops before the state above goes
 };

@@ -338,3 +338,44 @@ TEST_F(StoreTest, OnlyGroupMembersMayMakeAFileSetgidToItsGroup) {
 
 }  // namespace
 }  // namespace tidepool::store
+
+namespace tidepool::store {
+namespace {
+
+std::vector<std::string> names_of(const DirectoryPage& page) {
+  std::vector<std::string> names;
+  for (const auto& e : page.entries) names.push_back(e.name);
+  return names;
+}
+
+TEST_F(StoreTest, ListingsSeeEveryChangeOfTheirDirectory) {
+  InodeId a = make_dir(kRootInode, "a");
+  InodeId b = make_dir(kRootInode, "b");
+  make_file(a, "one");
+  auto list = [&](InodeId d) {
+    auto page = run(store_->readdir(d, 0, 0, 100, true, kAlice));
+    EXPECT_TRUE(page.ok());
+    return page.ok() ? names_of(*page) : std::vector<std::string>{};
+  };
+  using Names = std::vector<std::string>;
+  EXPECT_EQ(list(a), (Names{".", "..", "one"}));
+  EXPECT_EQ(list(a), (Names{".", "..", "one"}));  // now from the cached listing
+  make_file(a, "two");
+  EXPECT_EQ(list(a), (Names{".", "..", "one", "two"}));
+  EXPECT_EQ(list(b), (Names{".", ".."}));
+  ASSERT_TRUE(run(store_->rename(a, "one", b, "moved", kAlice)).ok());
+  EXPECT_EQ(list(a), (Names{".", "..", "two"}));
+  EXPECT_EQ(list(b), (Names{".", "..", "moved"}));
+  ASSERT_TRUE(run(store_->remove(a, "two", kAlice)).ok());
+  EXPECT_EQ(list(a), (Names{".", ".."}));
+  AttributeChanges resize;
+  resize.size = 77;
+  InodeId moved = run(store_->lookup(b, "moved", kAlice))->object.inode;
+  ASSERT_TRUE(run(store_->setattr(moved, resize, kAlice, std::nullopt)).ok());
+  auto page = run(store_->readdir(b, 0, 0, 100, true, kAlice));
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(page->entries.back().attributes->size, 77u);
+}
+
+}  // namespace
+}  // namespace tidepool::store

@@ -9,6 +9,8 @@
 #pragma once
 
 #include <array>
+#include <memory>
+#include <vector>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -79,7 +81,20 @@ struct EntryNameHash {
   }
 };
 
+// A whole (small) directory as READDIR lists it after "." and "..".
+struct Listing {
+  struct Entry {
+    InodeId inode;
+    std::string name;
+    std::uint64_t cookie;
+  };
+  InodeId parent;
+  std::vector<Entry> entries;  // in cookie order
+};
+
 using AttributeCache = ShardedCache<InodeId, Attributes>;
+// directory -> its listing, for READDIR/READDIRPLUS; dropped whenever an entry of it changes.
+using ListingCache = ShardedCache<InodeId, std::shared_ptr<const Listing>>;
 // (directory, name) -> inode, for LOOKUP; kept like the attribute cache.
 using NameCache = ShardedCache<EntryName, InodeId, EntryNameHash>;
 
