@@ -44,8 +44,9 @@ Status init_logging(std::string_view level, const std::string& file_path) {
     auto logger = std::make_shared<spdlog::logger>("tidepool", std::move(sink));
     logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ [%t] %v");
     logger->set_level(*threshold);
-    // Warnings and worse reach the file even if the process dies right after.
-    logger->flush_on(spdlog::level::warn);
+    // Info and worse are rare (start, stop, refusals) and reach the file at once, even if the
+    // process dies right after; a periodic flusher thread would not survive --daemonize's fork.
+    logger->flush_on(spdlog::level::info);
     spdlog::set_default_logger(std::move(logger));
   } catch (const std::exception& e) {  // spdlog throws when it cannot open the file
     return error(Errc::io_error, "cannot log to '" + file_path + "': " + e.what());
