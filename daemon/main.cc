@@ -1,6 +1,7 @@
 // tided: one Tidepool node. Reads its configuration, opens the store and serves NFS until
 // SIGTERM or SIGINT.
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -114,6 +115,11 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
 }  // namespace
 
 int main(int argc, char** argv) {
+  // READ replies and WRITE records are up to 1 MiB each. Left to glibc's defaults they are
+  // mmapped and unmapped per call, and every page faults in again; kept on the heap they are
+  // reused (measured: warm sequential reads spent a tenth of their time in page faults).
+  mallopt(M_MMAP_THRESHOLD, 8 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
   Options options = parse_arguments(argc, argv);
   auto config = load_config_file(options.config_path);
   if (!config.ok()) refuse(config.status().message());
