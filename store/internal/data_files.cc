@@ -21,22 +21,31 @@ Status errno_status(const char* what, int err) {
   return error(code, std::string(what) + ": " + std::strerror(err));
 }
 
-constexpr unsigned kFanout = 256;
-
 }  // namespace
 
 DataFiles::Descriptor::~Descriptor() { ::close(fd); }
 
 DataFiles::DataFiles(std::string root, std::size_t max_open)
-    : root_(std::move(root)), max_open_(max_open) {}
+    : root_(std::move(root)), max_open_(max_open) {
+  directories_.fill(-1);
+}
+
+DataFiles::~DataFiles() {
+  for (int fd : directories_) {
+    if (fd >= 0) ::close(fd);
+  }
+}
 
 Status DataFiles::prepare() {
   std::error_code ec;
   for (unsigned i = 0; i < kFanout; ++i) {
     char name[8];
     std::snprintf(name, sizeof name, "%02x", i);
-    std::filesystem::create_directories(root_ + "/" + name, ec);
-    if (ec) return error(Errc::io_error, "cannot create " + root_ + "/" + name + ": " + ec.message());
+    std::string path = root_ + "/" + name;
+    std::filesystem::create_directories(path, ec);
+    if (ec) return error(Errc::io_error, "cannot create " + path + ": " + ec.message());
+    directories_[i] = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (directories_[i] < 0) return errno_status("open data directory", errno);
   }
   return {};
 }
@@ -129,12 +138,9 @@ Status DataFiles::sync(std::uint64_t inode) {
   if (!descriptor) return {};
   if (::fdatasync(descriptor->fd) != 0) return errno_status("sync data file", errno);
   if (!descriptor->entry_synced) {
-    int dir = ::open(directory_of(inode).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir < 0) return errno_status("open data directory", errno);
-    int rc = ::fsync(dir);
-    int err = errno;
-    ::close(dir);
-    if (rc != 0) return errno_status("sync data directory", err);
+    if (::fsync(directories_[inode % kFanout]) != 0) {
+      return errno_status("sync data directory", errno);
+    }
     descriptor->entry_synced = true;
   }
   return {};

@@ -3,6 +3,7 @@
 // Thread-safe.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -17,6 +18,9 @@ namespace tidepool::store::internal {
 class DataFiles {
  public:
   explicit DataFiles(std::string root, std::size_t max_open = 1024);
+  ~DataFiles();
+  DataFiles(const DataFiles&) = delete;
+  DataFiles& operator=(const DataFiles&) = delete;
 
   Status prepare();  // creates the directory tree
 
@@ -48,6 +52,11 @@ class DataFiles {
 
   std::string root_;
   std::size_t max_open_;
+  // Data files are spread over this many directories so none grows huge.
+  static constexpr unsigned kFanout = 256;
+  // One descriptor per fan-out directory, kept open for the fsync that makes a new file's
+  // directory entry durable. Filled by prepare(); -1 until then.
+  std::array<int, kFanout> directories_;
   std::mutex mutex_;
   std::unordered_map<std::uint64_t, std::shared_ptr<Descriptor>> open_;  // guarded by mutex_
 };
