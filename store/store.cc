@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -41,6 +42,8 @@ constexpr std::uint32_t kSticky = 01000;
 constexpr std::uint64_t kFirstEntryCookie = 3;  // 1 and 2 are "." and ".."
 constexpr std::size_t kCachedInodes = 128 * 1024;
 constexpr std::size_t kCachedListings = 4096;
+constexpr int kWriteAttempts = 3;
+constexpr std::size_t kTruncationSlots = 1024;
 
 bool is_dot_or_dotdot(std::string_view name) { return name == "." || name == ".."; }
 
@@ -141,7 +144,7 @@ class StoreImpl final : public Store {
         if (after.type != FileType::directory && caller.uid != 0) after.mode &= ~06000u;
       }
       if (changes.size && *changes.size != before.size) {
-        TP_RETURN_IF_ERROR(data_.truncate(inode, *changes.size));
+        TP_RETURN_IF_ERROR(truncate_data(inode, *changes.size));
         after.size = *changes.size;
         after.used = after.size;
         after.mtime_ns = now;
@@ -217,36 +220,41 @@ class StoreImpl final : public Store {
   awaitable<Result<ReadResult>> read(InodeId inode, std::uint64_t offset,
                                      std::span<std::uint8_t> into, Caller caller) override {
     // The cached attributes answer unless the read must move atime, which the shard records.
-    std::optional<Attributes> cached = cache_.find(inode);
-    if (cached && atime_due(*cached)) cached.reset();
-    if (!cached) {
-      auto check = shard_.run<Attributes>(
-          false, [this, inode](Database& db, AfterCommit&) -> Result<Attributes> {
-            TP_ASSIGN_OR_RETURN(Attributes a, load_and_remember(db, inode));
-            if (a.type == FileType::regular) note_access(a);
-            return a;
-          });
-      auto checked = co_await std::move(check);
-      if (!checked.ok()) co_return checked.status();
-      cached = *checked;
-    }
-    const Attributes& a = *cached;
-    TP_CO_RETURN_IF_ERROR(check_data_access(a, caller, kMayRead));
-    std::uint64_t available = offset < a.size ? a.size - offset : 0;
-    auto count = static_cast<std::uint32_t>(std::min<std::uint64_t>(available, into.size()));
-    if (count > 0) {
-      // What the page cache holds is copied here without blocking; the rest is read on the pool.
-      auto buf = into.first(count);
-      auto filled = data_.read_cached(inode, offset, buf);
-      if (!filled.ok()) co_return filled.status();
-      if (*filled < count) {
-        auto fill = offload([this, inode, at = offset + *filled, rest = buf.subspan(*filled)] {
-          return data_.read(inode, at, rest);
-        });
-        TP_CO_RETURN_IF_ERROR(co_await std::move(fill));
+    // If they vanish from the cache while the data is read (a REMOVE or a truncation landed),
+    // the read is done again from the shard's answer.
+    for (bool use_cache = true;; use_cache = false) {
+      std::optional<Attributes> cached = use_cache ? cache_.find(inode) : std::nullopt;
+      bool from_cache = cached && !atime_due(*cached);
+      if (!from_cache) {
+        auto check = shard_.run<Attributes>(
+            false, [this, inode](Database& db, AfterCommit&) -> Result<Attributes> {
+              TP_ASSIGN_OR_RETURN(Attributes a, load_and_remember(db, inode));
+              if (a.type == FileType::regular) note_access(a);
+              return a;
+            });
+        auto checked = co_await std::move(check);
+        if (!checked.ok()) co_return checked.status();
+        cached = *checked;
       }
+      const Attributes& a = *cached;
+      TP_CO_RETURN_IF_ERROR(check_data_access(a, caller, kMayRead));
+      std::uint64_t available = offset < a.size ? a.size - offset : 0;
+      auto count = static_cast<std::uint32_t>(std::min<std::uint64_t>(available, into.size()));
+      if (count > 0) {
+        // What the page cache holds is copied here without blocking; the rest is read on the pool.
+        auto buf = into.first(count);
+        auto filled = data_.read_cached(inode, offset, buf);
+        if (!filled.ok()) co_return filled.status();
+        if (*filled < count) {
+          auto fill = offload([this, inode, at = offset + *filled, rest = buf.subspan(*filled)] {
+            return data_.read(inode, at, rest);
+          });
+          TP_CO_RETURN_IF_ERROR(co_await std::move(fill));
+        }
+      }
+      if (from_cache && !cache_.find(inode)) continue;
+      co_return ReadResult{count, offset + count >= a.size, a};
     }
-    co_return ReadResult{count, offset + count >= a.size, a};
   }
 
   awaitable<Result<WriteResult>> write(InodeId inode, std::uint64_t offset,
@@ -261,42 +269,54 @@ class StoreImpl final : public Store {
     const PreAttributes before = pre_of(*checked);
     // A write of nothing succeeds and changes nothing (RFC 1813, WRITE).
     if (data.empty()) co_return WriteResult{0, Stability::file_sync, Wcc{before, *checked}};
-    auto store_data = offload([this, inode, offset, data] { return data_.write(inode, offset, data); });
-    TP_CO_RETURN_IF_ERROR(co_await std::move(store_data));
-    bool durable = stability != Stability::unstable;
-    if (durable) {
-      auto sync = offload([this, inode] { return data_.sync(inode); });
-      TP_CO_RETURN_IF_ERROR(co_await std::move(sync));
-    }
-    std::uint64_t end = offset + data.size();
-    auto count = static_cast<std::uint32_t>(data.size());
-    auto update = shard_.run<WriteResult>(
-        durable, [this, inode, end, count, durable, before, uid = caller.uid](
-                     Database& db, AfterCommit&) -> Result<WriteResult> {
-          // The size read before the data went out may be stale: concurrent writes extend it.
-          auto loaded = load(db, inode);
-          if (!loaded.ok()) {
-            // Removed while the data was being written: that write re-created its file.
-            if (loaded.code() == Errc::stale) data_.remove(inode);
-            return loaded.status();
-          }
-          Attributes current = *loaded;
-          Attributes after = current;
-          after.size = std::max(current.size, end);
-          after.used = after.size;
-          after.mtime_ns = after.ctime_ns = now_ns();
-          // A writer that is not the owner loses setuid/setgid, as a local write would.
-          if (uid != 0 && uid != after.uid) after.mode &= ~06000u;
-          if (durable || after.mode != current.mode) {
-            TP_RETURN_IF_ERROR(save(db, after));
-          } else {
-            dirty_[inode] = {after.size, after.mtime_ns, after.ctime_ns};
-            forget(inode);
-          }
-          return WriteResult{count, durable ? Stability::file_sync : Stability::unstable,
-                             Wcc{before, after}};
+    // A truncation between the data going out and the size update would cut the data but not
+    // the size: the update then asks for the data to be written again.
+    for (int attempt = 0; attempt < kWriteAttempts; ++attempt) {
+      std::uint64_t truncations = truncation_count(inode);
+      auto store_data = offload([this, inode, offset, data] { return data_.write(inode, offset, data); });
+      TP_CO_RETURN_IF_ERROR(co_await std::move(store_data));
+      bool durable = stability != Stability::unstable;
+      if (durable) {
+        auto sync = offload([this, inode] { return data_.sync(inode); });
+        TP_CO_RETURN_IF_ERROR(co_await std::move(sync));
+      }
+      auto update = shard_.run<WriteResult>(
+          durable,
+          [this, inode, end = offset + data.size(), count = static_cast<std::uint32_t>(data.size()),
+           durable, before, truncations,
+           uid = caller.uid](Database& db, AfterCommit&) -> Result<WriteResult> {
+            if (truncation_count(inode) != truncations) {
+              return error(Errc::unavailable, "truncated while being written");
+            }
+            // The size read before the data went out may be stale: concurrent writes extend it.
+            TP_ASSIGN_OR_RETURN(Attributes current, load(db, inode));
+            Attributes after = current;
+            after.size = std::max(current.size, end);
+            after.used = after.size;
+            after.mtime_ns = after.ctime_ns = now_ns();
+            // A writer that is not the owner loses setuid/setgid, as a local write would.
+            if (uid != 0 && uid != after.uid) after.mode &= ~06000u;
+            if (durable || after.mode != current.mode) {
+              TP_RETURN_IF_ERROR(save(db, after));
+            } else {
+              dirty_[inode] = {after.size, after.mtime_ns, after.ctime_ns};
+              forget(inode);
+            }
+            return WriteResult{count, durable ? Stability::file_sync : Stability::unstable,
+                               Wcc{before, after}};
+          });
+      auto written = co_await std::move(update);
+      if (written.code() == Errc::stale) {
+        // Removed while its data was being written, which re-created its data file.
+        auto cleanup = shard_.run<bool>(false, [this, inode](Database& db, AfterCommit&) -> Result<bool> {
+          if (load(db, inode).code() == Errc::stale) data_.remove(inode);
+          return true;
         });
-    co_return co_await std::move(update);
+        (void)co_await std::move(cleanup);
+      }
+      if (written.code() != Errc::unavailable) co_return written;
+    }
+    co_return error(Errc::unavailable, "truncated while being written, repeatedly");
   }
 
   awaitable<Result<NewObject>> create(InodeId directory, std::string name, CreateMode mode,
@@ -579,7 +599,7 @@ class StoreImpl final : public Store {
       auto a = load(db, inode);
       if (a.ok()) {
         (void)save(db, *a);
-      } else {
+      } else if (a.code() == Errc::stale) {
         dirty_.erase(inode);
         pending_atimes_.erase(inode);
         forget(inode);
@@ -639,6 +659,14 @@ class StoreImpl final : public Store {
 
   // A read moves atime only when it is older than the grace period, so reads do not become
   // metadata writes; the new atime is persisted with the next flush.
+  std::uint64_t truncation_count(InodeId inode) const {
+    return truncations_[inode % kTruncationSlots].load();
+  }
+  Status truncate_data(InodeId inode, std::uint64_t size) {
+    truncations_[inode % kTruncationSlots].fetch_add(1);
+    return data_.truncate(inode, size);
+  }
+
   bool atime_due(const Attributes& a) const {
     auto grace = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.atime_grace_period);
     return options_.atime_enabled && now_ns() - a.atime_ns >= grace.count();
@@ -827,7 +855,7 @@ class StoreImpl final : public Store {
     if (object.type != FileType::regular) return error(Errc::already_exists, "exists");
     if (initial.size && *initial.size != object.size) {
       TP_RETURN_IF_ERROR(check_data_access(object, caller, kMayWrite));
-      TP_RETURN_IF_ERROR(data_.truncate(existing, *initial.size));
+      TP_RETURN_IF_ERROR(truncate_data(existing, *initial.size));
       Attributes after = object;
       after.size = after.used = *initial.size;
       after.mtime_ns = after.ctime_ns = now_ns();
@@ -991,7 +1019,8 @@ class StoreImpl final : public Store {
       page.entries.push_back(std::move(e));
     }
     TP_RETURN_IF_ERROR(rows.status());
-    page.eof = seen <= room;
+    // The end is reached only once "." and ".." went out too.
+    page.eof = seen <= room && (cookie >= 2 || page.entries.size() >= 2 - cookie);
     if (cookie == 0 && page.eof && page.entries.size() >= 2) {
       auto listing = std::make_shared<internal::Listing>();
       listing->parent = page.entries[1].inode;
@@ -1036,7 +1065,7 @@ class StoreImpl final : public Store {
     for (; it != listing.entries.end() && page.entries.size() < max_entries; ++it) {
       if (!add(it->inode, it->name, it->cookie)) return std::nullopt;
     }
-    page.eof = it == listing.entries.end();
+    page.eof = it == listing.entries.end() && (cookie >= 2 || page.entries.size() >= 2 - cookie);
     return Result<DirectoryPage>(std::move(page));
   }
 
@@ -1056,6 +1085,11 @@ class StoreImpl final : public Store {
   std::vector<std::pair<InodeId, std::optional<Attributes>>> cache_changes_;
   std::vector<std::pair<internal::EntryName, std::optional<InodeId>>> name_changes_;
   std::vector<std::pair<InodeId, std::shared_ptr<const internal::Listing>>> listing_changes_;
+
+  // Bumped (by the shard thread) whenever a file in the slot is truncated; writes compare it
+  // before and after their data goes out. Slots are shared by inodes: a collision only costs a
+  // write its retry.
+  std::array<std::atomic<std::uint64_t>, kTruncationSlots> truncations_{};
 
   internal::AttributeCache cache_{kCachedInodes};
   internal::NameCache names_{kCachedInodes};

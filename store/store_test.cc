@@ -379,3 +379,25 @@ TEST_F(StoreTest, ListingsSeeEveryChangeOfTheirDirectory) {
 
 }  // namespace
 }  // namespace tidepool::store
+
+namespace tidepool::store {
+namespace {
+
+TEST_F(StoreTest, AnEmptyDirectoryEndsOnlyAfterDotDot) {
+  InodeId d = make_dir(kRootInode, "empty");
+  for (int pass = 0; pass < 2; ++pass) {  // the second pass reads the cached listing
+    auto first = run(store_->readdir(d, 0, 0, 1, false, kAlice));
+    ASSERT_TRUE(first.ok());
+    ASSERT_EQ(first->entries.size(), 1u);
+    EXPECT_FALSE(first->eof);
+    auto second = run(store_->readdir(d, 1, first->cookie_verifier, 1, false, kAlice));
+    ASSERT_TRUE(second.ok());
+    ASSERT_EQ(second->entries.size(), 1u);
+    EXPECT_EQ(second->entries[0].name, "..");
+    EXPECT_TRUE(second->eof);
+    ASSERT_TRUE(run(store_->readdir(d, 0, 0, 100, false, kAlice)).ok());
+  }
+}
+
+}  // namespace
+}  // namespace tidepool::store

@@ -98,8 +98,10 @@ void ShardExecutor::run_batch(std::vector<std::unique_ptr<OperationBase>>& batch
       }
     }
   }
-  for (auto& work : after) work();
+  // Caches forget a removed inode before its data file goes, so a reader that still finds it
+  // cached finds its data too (or sees the entry gone when it checks again).
   if (batch_done_) batch_done_(committed);
+  for (auto& work : after) work();
   for (auto& op : batch) op->complete();
 }
 
