@@ -12,6 +12,7 @@
 #include <fstream>
 #include <random>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <spdlog/spdlog.h>
 
@@ -615,27 +616,15 @@ class StoreImpl final : public Store {
   // everything they have not committed, as after a restart, and the cache starts over.
   void batch_done(bool committed) {
     if (committed) {
-      for (auto& [inode, a] : cache_changes_) {
-        if (a) {
-          cache_.put(inode, *a);
-        } else {
-          cache_.drop(inode);
-        }
-      }
-      for (auto& [entry, inode] : name_changes_) {
-        if (inode) {
-          names_.put(entry, *inode);
-        } else {
-          names_.drop(entry);
-        }
-      }
-      for (auto& [directory, listing] : listing_changes_) {
-        if (listing) {
-          listings_.put(directory, listing);
-        } else {
-          listings_.drop(directory);
-        }
-      }
+      // Two phases, so no reader pairs one cache's new state with another's old one (a new
+      // directory mtime beside its old listing): first everything the batch touched leaves
+      // all three caches, then each key gets its last change if that was a put.
+      drop_touched(cache_, cache_changes_);
+      drop_touched(names_, name_changes_);
+      drop_touched(listings_, listing_changes_);
+      put_last(cache_, cache_changes_);
+      put_last(names_, name_changes_);
+      put_last(listings_, listing_changes_);
     } else {
       spdlog::error("a shard commit failed: changing the write verifier");
       write_verifier_ = write_verifier_.load() + (std::uint64_t{1} << 32);
@@ -646,6 +635,26 @@ class StoreImpl final : public Store {
     cache_changes_.clear();
     name_changes_.clear();
     listing_changes_.clear();
+  }
+
+  template <typename Cache, typename Changes>
+  static void drop_touched(Cache& cache, const Changes& changes) {
+    for (const auto& change : changes) cache.drop(change.first);
+  }
+
+  // Changes hold an optional value, or a shared_ptr (null: drop), per key in batch order.
+  template <typename Cache, typename Changes>
+  static void put_last(Cache& cache, const Changes& changes) {
+    std::unordered_set<typename Cache::key_type, typename Cache::hasher> seen;
+    for (auto it = changes.rbegin(); it != changes.rend(); ++it) {
+      const auto& [key, value] = *it;
+      if (!seen.insert(key).second || !value) continue;
+      if constexpr (requires { value.get(); }) {
+        cache.put(key, value);
+      } else {
+        cache.put(key, *value);
+      }
+    }
   }
   void remember(const Attributes& a) { cache_changes_.emplace_back(a.inode, a); }
   void forget(InodeId inode) { cache_changes_.emplace_back(inode, std::nullopt); }

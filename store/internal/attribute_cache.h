@@ -24,6 +24,9 @@ namespace tidepool::store::internal {
 template <typename Key, typename Value, typename Hash = std::hash<Key>>
 class ShardedCache {
  public:
+  using key_type = Key;
+  using hasher = Hash;
+
   explicit ShardedCache(std::size_t capacity) : per_shard_(capacity / kShards + 1) {}
 
   std::optional<Value> find(const Key& key) const {
