@@ -617,7 +617,7 @@ class StoreImpl final : public Store {
   void batch_done(bool committed) {
     if (committed) {
       // Two phases, so no reader pairs one cache's new state with another's old one (a new
-      // directory mtime beside its old listing): first everything the batch touched leaves
+      // directory mtime beside its old listing): first everything the batch changed leaves
       // all three caches, then each key gets its last change if that was a put.
       drop_touched(cache_, cache_changes_);
       drop_touched(names_, name_changes_);
@@ -637,9 +637,12 @@ class StoreImpl final : public Store {
     listing_changes_.clear();
   }
 
+  // Drops what the batch changed; what it only read keeps its entry until the puts refresh it.
   template <typename Cache, typename Changes>
   static void drop_touched(Cache& cache, const Changes& changes) {
-    for (const auto& change : changes) cache.drop(change.first);
+    for (const auto& [key, value] : changes) {
+      if (!value) cache.drop(key);
+    }
   }
 
   // Changes hold an optional value, or a shared_ptr (null: drop), per key in batch order.
