@@ -645,6 +645,11 @@ class StoreImpl final : public Store {
     }
   }
 
+  template <typename T>
+  static const T& value_to_put(const std::optional<T>& value) { return *value; }
+  template <typename T>
+  static const std::shared_ptr<T>& value_to_put(const std::shared_ptr<T>& value) { return value; }
+
   // Changes hold an optional value, or a shared_ptr (null: drop), per key in batch order.
   template <typename Cache, typename Changes>
   static void put_last(Cache& cache, const Changes& changes) {
@@ -652,11 +657,7 @@ class StoreImpl final : public Store {
     for (auto it = changes.rbegin(); it != changes.rend(); ++it) {
       const auto& [key, value] = *it;
       if (!seen.insert(key).second || !value) continue;
-      if constexpr (requires { value.get(); }) {
-        cache.put(key, value);
-      } else {
-        cache.put(key, *value);
-      }
+      cache.put(key, value_to_put(value));
     }
   }
   void remember(const Attributes& a) { cache_changes_.emplace_back(a.inode, a); }
