@@ -19,6 +19,13 @@ constexpr std::uint32_t kProcUmnt = 3;
 constexpr std::uint32_t kProcUmntAll = 4;
 constexpr std::uint32_t kProcExport = 5;
 
+// "/ifs//a/./b/" and "/ifs/a/b" name the same mount: DUMP records the latter.
+std::string canonical_path(const std::vector<std::string>& components) {
+  std::string path;
+  for (const auto& c : components) path += "/" + c;
+  return path;
+}
+
 }  // namespace
 
 awaitable<std::optional<AcceptStatus>> MountProgram::call(const CallContext& context,
@@ -30,10 +37,8 @@ awaitable<std::optional<AcceptStatus>> MountProgram::call(const CallContext& con
     case kProcUmnt: {
       std::string path(in.string(kMaxMountPath));
       if (!in.ok()) co_return AcceptStatus::garbage_args;
-      std::string canonical;
-      for (const auto& c : split_path(path)) canonical += "/" + c;
       std::lock_guard lock(mutex_);
-      mounts_.erase({context.client.to_string(), canonical});
+      mounts_.erase({context.client.to_string(), canonical_path(split_path(path))});
       co_return AcceptStatus::success;
     }
     case kProcUmntAll: {
@@ -70,15 +75,13 @@ awaitable<AcceptStatus> MountProgram::mnt(const CallContext& context, xdr::Decod
   }
   auto root = co_await service_.export_root(*exported);
   if (!root.ok()) co_return refuse(mount3_status(root.code()));
-  auto target = co_await service_.resolve(*root, below);
-  if (!target.ok()) co_return refuse(mount3_status(target.code()));
-  auto a = co_await service_.store.getattr(*target);
+  auto a = co_await service_.resolve(*root, below);
   if (!a.ok()) co_return refuse(mount3_status(a.code()));
   {
-    std::string canonical;
-    for (const auto& c : components) canonical += "/" + c;
     std::lock_guard lock(mutex_);
-    if (mounts_.size() < kMaxRecordedMounts) mounts_.insert({context.client.to_string(), canonical});
+    if (mounts_.size() < kMaxRecordedMounts) {
+      mounts_.insert({context.client.to_string(), canonical_path(components)});
+    }
   }
   out.u32(MNT3_OK);
   out.opaque(service_.sealer.seal({exported->id(), a->inode, a->generation}));

@@ -135,6 +135,21 @@ std::optional<Nfs3Program::Target> Nfs3Program::changeable(
   return *t;
 }
 
+awaitable<std::optional<Attributes>> Nfs3Program::attributes_or_fail(
+    Call& call, std::span<const std::uint8_t> handle) {
+  auto t = target(call, handle);
+  if (!t.ok()) {
+    fail_attr(call.out, t.code());
+    co_return std::nullopt;
+  }
+  auto a = co_await service_.store.getattr(t->inode);
+  if (!a.ok()) {
+    fail_attr(call.out, a.code());
+    co_return std::nullopt;
+  }
+  co_return *a;
+}
+
 AcceptStatus Nfs3Program::reply_wcc(Call& call, const Result<store::Wcc>& r) const {
   if (!r.ok()) return fail_wcc(call.out, r.code());
   put_status(call.out, Errc::ok);
@@ -517,10 +532,8 @@ awaitable<AcceptStatus> Nfs3Program::list_directory(Call& call, bool plus) {
 awaitable<AcceptStatus> Nfs3Program::fsstat(Call& call) {
   auto fh = call.in.opaque(kMaxHandleBytes);
   if (!call.in.ok()) co_return AcceptStatus::garbage_args;
-  auto t = target(call, fh);
-  if (!t.ok()) co_return fail_attr(call.out, t.code());
-  auto a = co_await service_.store.getattr(t->inode);
-  if (!a.ok()) co_return fail_attr(call.out, a.code());
+  auto a = co_await attributes_or_fail(call, fh);
+  if (!a) co_return AcceptStatus::success;
   auto s = co_await service_.store.fsstat();
   if (!s.ok()) co_return fail_attr(call.out, s.code());
   put_status(call.out, Errc::ok);
@@ -538,10 +551,8 @@ awaitable<AcceptStatus> Nfs3Program::fsstat(Call& call) {
 awaitable<AcceptStatus> Nfs3Program::fsinfo(Call& call) {
   auto fh = call.in.opaque(kMaxHandleBytes);
   if (!call.in.ok()) co_return AcceptStatus::garbage_args;
-  auto t = target(call, fh);
-  if (!t.ok()) co_return fail_attr(call.out, t.code());
-  auto a = co_await service_.store.getattr(t->inode);
-  if (!a.ok()) co_return fail_attr(call.out, a.code());
+  auto a = co_await attributes_or_fail(call, fh);
+  if (!a) co_return AcceptStatus::success;
   const NodeConfig& c = service_.config;
   put_status(call.out, Errc::ok);
   put_post_op_attr(call.out, *a, call.fsid);
@@ -562,10 +573,8 @@ awaitable<AcceptStatus> Nfs3Program::fsinfo(Call& call) {
 awaitable<AcceptStatus> Nfs3Program::pathconf(Call& call) {
   auto fh = call.in.opaque(kMaxHandleBytes);
   if (!call.in.ok()) co_return AcceptStatus::garbage_args;
-  auto t = target(call, fh);
-  if (!t.ok()) co_return fail_attr(call.out, t.code());
-  auto a = co_await service_.store.getattr(t->inode);
-  if (!a.ok()) co_return fail_attr(call.out, a.code());
+  auto a = co_await attributes_or_fail(call, fh);
+  if (!a) co_return AcceptStatus::success;
   put_status(call.out, Errc::ok);
   put_post_op_attr(call.out, *a, call.fsid);
   call.out.u32(store::kMaxLinks);

@@ -55,6 +55,10 @@ class Nfs3Program final : public RpcProgram {
   // The target of a call that changes something; when there is none, the failure (with an
   // empty wcc_data) is already in the reply.
   std::optional<Target> changeable(Call& call, std::span<const std::uint8_t> handle) const;
+  // The attributes of what the handle names (FSSTAT, FSINFO and PATHCONF open their replies
+  // with them); when there are none, the failure is already in the reply.
+  awaitable<std::optional<store::Attributes>> attributes_or_fail(
+      Call& call, std::span<const std::uint8_t> handle);
   // NFS3_OK and the wcc_data, or the failure.
   AcceptStatus reply_wcc(Call& call, const Result<store::Wcc>& r) const;
   awaitable<AcceptStatus> remove_entry(Call& call, bool directory);

@@ -30,9 +30,9 @@ struct Service {
   DuplicateRequestCache replies;
   std::uint64_t fsid;
 
-  // Walks `components` from `from` as root (as knfsd does for MOUNT); fails on anything that
-  // is not a directory along the way.
-  awaitable<Result<store::InodeId>> resolve(store::InodeId from,
+  // Walks `components` from `from` as root (as knfsd does for MOUNT) to a directory's
+  // attributes; fails on anything that is not a directory along the way.
+  awaitable<Result<store::Attributes>> resolve(store::InodeId from,
                                             std::vector<std::string> components);
   // The export's root directory inode, resolved once and remembered.
   awaitable<Result<store::InodeId>> export_root(const Export& e);
