@@ -18,7 +18,7 @@
 
 #include "store/internal/attribute_cache.h"
 #include "store/internal/data_files.h"
-#include "store/internal/database.h"
+#include "common/sqlite.h"
 #include "store/internal/schema.h"
 #include "store/internal/shard_executor.h"
 #include "store/internal/permissions.h"
@@ -28,7 +28,7 @@ namespace {
 
 namespace asio = boost::asio;
 using internal::AfterCommit;
-using internal::Database;
+using sqlite::Database;
 using internal::granted_access;
 using internal::in_group;
 using internal::kMayExecute;
@@ -62,7 +62,7 @@ PreAttributes pre_of(const Attributes& a) { return {a.size, a.mtime_ns, a.ctime_
 
 Wcc wcc_of(const Attributes& before, const Attributes& after) { return {pre_of(before), after}; }
 
-Attributes attributes_from_row(const internal::Statement& row) {
+Attributes attributes_from_row(const sqlite::Statement& row) {
   Attributes a;
   a.inode = static_cast<InodeId>(row.int64(0));
   a.generation = static_cast<std::uint32_t>(row.int64(1));

@@ -20,9 +20,11 @@
 #include <vector>
 
 #include "common/status.h"
-#include "store/internal/database.h"
+#include "common/sqlite.h"
 
 namespace tidepool::store::internal {
+
+using sqlite::Database;
 
 // Work an operation wants done once its transaction is durable (e.g. deleting a data file).
 using AfterCommit = std::vector<std::function<void()>>;

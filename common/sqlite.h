@@ -1,5 +1,6 @@
 // A thin RAII layer over one SQLite connection with a cache of prepared statements.
-// Not thread-safe: a Database belongs to the one thread that runs its shard.
+// Not thread-safe: a Database belongs to the one thread that uses it (a store shard, the
+// group view's Raft log).
 #pragma once
 
 #include <sqlite3.h>
@@ -13,7 +14,7 @@
 
 #include "common/status.h"
 
-namespace tidepool::store::internal {
+namespace tidepool::sqlite {
 
 class Statement {
  public:
@@ -28,6 +29,9 @@ class Statement {
   }
   Statement& bind(int index, std::uint64_t v) { return bind(index, static_cast<std::int64_t>(v)); }
   Statement& bind(int index, std::uint32_t v) { return bind(index, static_cast<std::int64_t>(v)); }
+  Statement& bind(int index, unsigned long long v) {  // NOLINT(google-runtime-int): Raft's types
+    return bind(index, static_cast<std::int64_t>(v));
+  }
   Statement& bind(int index, std::string_view text) {
     sqlite3_bind_blob(stmt_, index, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
     return *this;
@@ -58,8 +62,16 @@ class Statement {
 
 class Database {
  public:
-  // Opens or creates the database file in WAL mode with full synchronous commits.
-  static Result<std::unique_ptr<Database>> open(const std::string& path);
+  enum class Durability {
+    // Each commit is on disk when it returns (WAL, synchronous=FULL).
+    full,
+    // Commits may be lost in a crash: for data rebuilt from a durable source at start.
+    rebuildable,
+  };
+  // Opens or creates the database file (":memory:" for one that lives in this process only).
+  // The connection holds the file lock for as long as it is open.
+  static Result<std::unique_ptr<Database>> open(const std::string& path,
+                                                Durability durability = Durability::full);
   ~Database();
 
   Status exec(std::string_view sql);
@@ -67,6 +79,7 @@ class Database {
   Statement prepare(const char* sql);
   std::int64_t changes() const { return sqlite3_changes64(db_); }
   std::string last_error() const { return sqlite3_errmsg(db_); }
+  sqlite3* handle() { return db_; }
 
  private:
   explicit Database(sqlite3* db) : db_(db) {}
@@ -75,4 +88,4 @@ class Database {
   std::unordered_map<const char*, sqlite3_stmt*> statements_;
 };
 
-}  // namespace tidepool::store::internal
+}  // namespace tidepool::sqlite

@@ -1,8 +1,8 @@
-#include "store/internal/database.h"
+#include "common/sqlite.h"
 
 #include <cstdlib>
 
-namespace tidepool::store::internal {
+namespace tidepool::sqlite {
 
 bool Statement::next_row() {
   int rc = sqlite3_step(stmt_);
@@ -30,7 +30,8 @@ std::string Statement::blob(int column) const {
               : std::string();
 }
 
-Result<std::unique_ptr<Database>> Database::open(const std::string& path) {
+Result<std::unique_ptr<Database>> Database::open(const std::string& path,
+                                                  Durability durability) {
   sqlite3* raw = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &raw,
                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
@@ -41,11 +42,13 @@ Result<std::unique_ptr<Database>> Database::open(const std::string& path) {
     return error(Errc::io_error, "cannot open database " + path + ": " + reason);
   }
   std::unique_ptr<Database> db(new Database(raw));
-  // FULL makes each commit durable on return. The shard is this connection's alone, so it
+  // FULL makes each commit durable on return. The file is this connection's alone, so it
   // holds the file lock for good (no fcntl lock/unlock per transaction: ten system calls per
   // created file) and WAL keeps its index in memory.
+  const char* synchronous =
+      durability == Durability::full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=OFF";
   for (const char* pragma : {"PRAGMA locking_mode=EXCLUSIVE", "PRAGMA journal_mode=WAL",
-                             "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=OFF",
+                             synchronous, "PRAGMA foreign_keys=OFF",
                              "PRAGMA cache_size=-16384"}) {
     if (Status s = db->exec(pragma); !s.ok()) {
       return error(Errc::io_error, "cannot set up database " + path + ": " + s.message());
@@ -81,4 +84,4 @@ Statement Database::prepare(const char* sql) {
   return Statement(it->second);
 }
 
-}  // namespace tidepool::store::internal
+}  // namespace tidepool::sqlite

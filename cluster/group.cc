@@ -1,0 +1,484 @@
+#include "cluster/group.h"
+
+#include "cluster/internal/raft_c.h"
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "cluster/internal/config_db.h"
+#include "cluster/internal/raft_io.h"
+#include "cluster/internal/raft_log.h"
+
+namespace tidepool::cluster {
+
+const NodeInfo* GroupView::node(NodeId id) const {
+  auto it = std::lower_bound(nodes.begin(), nodes.end(), id,
+                             [](const NodeInfo& n, NodeId wanted) { return n.id < wanted; });
+  return it != nodes.end() && it->id == id ? &*it : nullptr;
+}
+
+std::vector<NodeId> GroupView::up_nodes() const {
+  std::vector<NodeId> ids;
+  for (const auto& n : nodes) {
+    if (n.up) ids.push_back(n.id);
+  }
+  return ids;
+}
+
+std::vector<NodeId> GroupView::up_nodes_in_pool(std::string_view pool) const {
+  std::vector<NodeId> ids;
+  for (const auto& n : nodes) {
+    if (n.up && n.pool == pool) ids.push_back(n.id);
+  }
+  return ids;
+}
+
+const ConfigObject* GroupView::object(std::string_view kind, std::string_view name) const {
+  for (const auto& o : objects) {
+    if (o.kind == kind && o.name == name) return &o;
+  }
+  return nullptr;
+}
+
+std::vector<ConfigObject> GroupView::objects_of(std::string_view kind) const {
+  std::vector<ConfigObject> found;
+  for (const auto& o : objects) {
+    if (o.kind == kind) found.push_back(o);
+  }
+  return found;
+}
+
+Change Change::add_node(NodeInfo node) {
+  Change c;
+  c.kind = Kind::add_node;
+  c.node = std::move(node);
+  c.node.up = true;
+  return c;
+}
+
+Change Change::remove_node(NodeId id) {
+  Change c;
+  c.kind = Kind::remove_node;
+  c.node.id = id;
+  return c;
+}
+
+Change Change::set_node_state(NodeId id, bool up) {
+  Change c;
+  c.kind = Kind::set_node_state;
+  c.node.id = id;
+  c.node.up = up;
+  return c;
+}
+
+Change Change::create_object(std::string kind, std::string name, std::string body) {
+  Change c;
+  c.kind = Kind::create_object;
+  c.object = ConfigObject{std::move(kind), std::move(name), std::move(body), 0};
+  return c;
+}
+
+Change Change::update_object(std::string kind, std::string name, std::string body) {
+  Change c = create_object(std::move(kind), std::move(name), std::move(body));
+  c.kind = Kind::update_object;
+  return c;
+}
+
+Change Change::delete_object(std::string kind, std::string name) {
+  Change c = create_object(std::move(kind), std::move(name), {});
+  c.kind = Kind::delete_object;
+  return c;
+}
+
+namespace {
+
+Status from_raft(int rc, std::string_view what) {
+  switch (rc) {
+    case 0:
+      return {};
+    case RAFT_NOTLEADER:
+      return error(Errc::unavailable, std::string(what) + ": this node does not lead the group");
+    case RAFT_LEADERSHIPLOST:
+      return error(Errc::unavailable,
+                   std::string(what) + ": leadership was lost; the change may or may not apply");
+    case RAFT_SHUTDOWN:
+    case RAFT_CANCELED:
+      return error(Errc::unavailable, std::string(what) + ": the node is stopping");
+    case RAFT_CANTCHANGE:
+    case RAFT_BUSY:
+      return error(Errc::unavailable,
+                   std::string(what) + ": another membership change is in progress");
+    case RAFT_NOMEM:
+      return error(Errc::no_space, std::string(what) + ": out of memory");
+    case RAFT_IOERR:
+    case RAFT_NOSPACE:
+      return error(Errc::io_error, std::string(what) + ": " + raft_strerror(rc));
+    default:
+      return error(Errc::internal, std::string(what) + ": " + raft_strerror(rc));
+  }
+}
+
+// How many recent outcomes the leader keeps for the proposers' callbacks, which Raft runs
+// right after the state machine applied their entry.
+constexpr std::size_t kOutcomesKept = 256;
+
+}  // namespace
+
+class GroupMember::Impl {
+ public:
+  Impl(EventLoop& loop, Transport& transport, GroupOptions options,
+       std::unique_ptr<internal::RaftLog> log, std::unique_ptr<internal::ConfigDb> db)
+      : loop_(loop),
+        options_(std::move(options)),
+        log_(std::move(log)),
+        db_(std::move(db)),
+        io_(loop, transport, *log_) {
+    fsm_.version = 1;
+    fsm_.data = this;
+    fsm_.apply = &Impl::fsm_apply;
+    fsm_.snapshot = &Impl::fsm_snapshot;
+    fsm_.restore = &Impl::fsm_restore;
+  }
+
+  Status init() {
+    int rc = raft_init(&raft_, io_.io(), &fsm_, options_.id, options_.address.c_str());
+    if (rc != 0) return from_raft(rc, "raft init");
+    initialised_ = true;
+    raft_.data = this;
+    raft_set_heartbeat_timeout(&raft_, static_cast<unsigned>(options_.heartbeat.count()));
+    raft_set_election_timeout(&raft_, static_cast<unsigned>(options_.election_timeout.count()));
+    raft_set_snapshot_threshold(&raft_, options_.snapshot_threshold);
+    raft_set_snapshot_trailing(&raft_, options_.snapshot_trailing);
+    raft_set_pre_vote(&raft_, true);
+    return {};
+  }
+
+  ~Impl() {
+    if (watch_timer_) loop_.cancel(*watch_timer_);
+    // Finishes inside the call: our I/O completes every pending request at once, and pending
+    // proposals fail with `unavailable`.
+    if (initialised_) raft_close(&raft_, [](raft*) {});
+  }
+
+  Status bootstrap(const NodeInfo& self) {
+    raft_configuration conf;
+    raft_configuration_init(&conf);
+    int rc = raft_configuration_add(&conf, options_.id, options_.address.c_str(), RAFT_VOTER);
+    if (rc == 0) rc = raft_bootstrap(&raft_, &conf);
+    raft_configuration_close(&conf);
+    if (rc == RAFT_CANTBOOTSTRAP) {
+      return error(Errc::already_exists, "this node already belongs to a cluster");
+    }
+    if (rc != 0) return from_raft(rc, "bootstrap");
+    self_ = self;
+    return {};
+  }
+
+  Status start() {
+    int rc = raft_start(&raft_);
+    if (rc != 0) return from_raft(rc, std::string("start: ") + raft_errmsg(&raft_));
+    started_ = true;
+    schedule_watch();
+    return {};
+  }
+
+  void propose(const Change& change, Done done) {
+    xdr::Buffer encoded;
+    xdr::Encoder encoder(encoded);
+    internal::encode_change(change, encoder);
+    if (raft_state(&raft_) != RAFT_LEADER) {
+      fail_soon(std::move(done), not_leader_status());
+      return;
+    }
+    auto* proposal = new Proposal{{}, this, std::move(done)};
+    proposal->request.data = proposal;
+    raft_buffer buffer{raft_malloc(encoded.size()), encoded.size()};
+    if (buffer.base == nullptr) {
+      fail_soon(std::move(proposal->done), error(Errc::no_space, "out of memory"));
+      delete proposal;
+      return;
+    }
+    std::memcpy(buffer.base, encoded.data(), encoded.size());
+    int rc = raft_apply(&raft_, &proposal->request, &buffer, 1, &Impl::applied_cb);
+    if (rc != 0) {
+      raft_free(buffer.base);
+      fail_soon(std::move(proposal->done), from_raft(rc, "propose"));
+      delete proposal;
+    }
+  }
+
+  void add_node(const NodeInfo& node, Done done) {
+    propose(Change::add_node(node), [this, node, done = std::move(done)](Status s) mutable {
+      if (!s.ok()) return done(std::move(s));
+      change_membership(MembershipStep::add, node.id, node.backend_address,
+                        [this, id = node.id, done = std::move(done)](Status s) mutable {
+                          if (!s.ok()) return done(std::move(s));
+                          change_membership(MembershipStep::assign_voter, id, {}, std::move(done));
+                        });
+    });
+  }
+
+  void remove_node(NodeId node, Done done) {
+    if (node == options_.id) {
+      fail_soon(std::move(done), error(Errc::invalid_argument,
+                                       "a node cannot remove itself; ask another member"));
+      return;
+    }
+    change_membership(MembershipStep::remove, node, {},
+                      [this, node, done = std::move(done)](Status s) mutable {
+                        if (!s.ok()) return done(std::move(s));
+                        propose(Change::remove_node(node), [done = std::move(done)](Status s) {
+                          // Already gone from the view: the repeat of a removal succeeds.
+                          done(s.code() == Errc::not_found ? Status{} : std::move(s));
+                        });
+                      });
+  }
+
+  void on_applied(std::function<void(const AppliedChange&)> observer) {
+    observers_.push_back(std::move(observer));
+  }
+
+  NodeId id() const { return options_.id; }
+  bool is_leader() const { return raft_state(const_cast<raft*>(&raft_)) == RAFT_LEADER; }
+  NodeId leader() const {
+    raft_id id = 0;
+    const char* address = nullptr;
+    raft_leader(const_cast<raft*>(&raft_), &id, &address);
+    return id;
+  }
+  Epoch epoch() const { return db_->epoch(); }
+  std::uint64_t applied() const { return db_->applied(); }
+  std::uint64_t digest() const { return db_->digest(); }
+  const GroupView& view() { return db_->view(); }
+
+ private:
+  struct Proposal {
+    struct raft_apply request;
+    Impl* member;
+    Done done;
+  };
+  enum class MembershipStep { add, assign_voter, remove };
+  struct MembershipChange {
+    raft_change request;
+    Impl* member;
+    MembershipStep step;
+    Done done;
+  };
+
+  Status not_leader_status() const {
+    NodeId known = leader();
+    return error(Errc::unavailable,
+                 known != 0 ? "not the leader; node " + std::to_string(known) + " leads the group"
+                            : "not the leader, and no leader is known (no majority?)");
+  }
+
+  void fail_soon(Done done, Status status) {
+    loop_.post([done = std::move(done), status = std::move(status)] { done(status); });
+  }
+
+  static void applied_cb(struct raft_apply* request, int status, void* result) {
+    auto* proposal = static_cast<Proposal*>(request->data);
+    Impl& self = *proposal->member;
+    Status outcome = from_raft(status, "propose");
+    if (status == 0) {
+      auto position = reinterpret_cast<std::uintptr_t>(result);
+      auto it = self.outcomes_.find(position);
+      outcome = it != self.outcomes_.end() ? it->second : Status{};
+    }
+    Done done = std::move(proposal->done);
+    delete proposal;
+    done(std::move(outcome));
+  }
+
+  void change_membership(MembershipStep step, NodeId node, const std::string& address,
+                         Done done) {
+    if (raft_state(&raft_) != RAFT_LEADER) {
+      fail_soon(std::move(done), not_leader_status());
+      return;
+    }
+    auto* change = new MembershipChange{{}, this, step, std::move(done)};
+    change->request.data = change;
+    int rc = 0;
+    switch (step) {
+      case MembershipStep::add:
+        rc = raft_add(&raft_, &change->request, node, address.c_str(), &Impl::membership_cb);
+        break;
+      case MembershipStep::assign_voter:
+        rc = raft_assign(&raft_, &change->request, node, RAFT_VOTER, &Impl::membership_cb);
+        break;
+      case MembershipStep::remove:
+        rc = raft_remove(&raft_, &change->request, node, &Impl::membership_cb);
+        break;
+    }
+    // Repeats of a step that already happened succeed, so add and remove can be retried.
+    bool already = (step == MembershipStep::add && rc == RAFT_DUPLICATEID) ||
+                   (step == MembershipStep::assign_voter && rc == RAFT_BADROLE) ||
+                   (step == MembershipStep::remove && rc == RAFT_BADID);
+    if (rc != 0) {
+      fail_soon(std::move(change->done),
+                already ? Status{} : from_raft(rc, "membership change"));
+      delete change;
+    }
+  }
+
+  static void membership_cb(raft_change* request, int status) {
+    auto* change = static_cast<MembershipChange*>(request->data);
+    Done done = std::move(change->done);
+    delete change;
+    done(from_raft(status, "membership change"));
+  }
+
+  static int fsm_apply(raft_fsm* fsm, const raft_buffer* buffer, void** result) {
+    Impl& self = *static_cast<Impl*>(fsm->data);
+    std::span<const std::uint8_t> bytes(static_cast<const std::uint8_t*>(buffer->base),
+                                        buffer->len);
+    Change change;
+    Status outcome;
+    if (Status s = self.db_->apply(bytes, change, outcome); !s.ok()) {
+      // A node whose own database fails cannot follow the log any more; stopping is the
+      // only way to keep it from diverging. The others carry on without it.
+      spdlog::critical("group view: cannot apply change {}: {}; stopping",
+                       self.db_->applied() + 1, s.to_string());
+      std::abort();
+    }
+    std::uint64_t position = self.db_->applied();
+    self.outcomes_[position] = outcome;
+    if (self.outcomes_.size() > kOutcomesKept) self.outcomes_.erase(self.outcomes_.begin());
+    *result = reinterpret_cast<void*>(static_cast<std::uintptr_t>(position));
+    AppliedChange applied{change, outcome, self.db_->epoch(), position, self.db_->digest()};
+    for (const auto& observer : self.observers_) observer(applied);
+    return 0;
+  }
+
+  static int fsm_snapshot(raft_fsm* fsm, raft_buffer* bufs[], unsigned* n_bufs) {
+    Impl& self = *static_cast<Impl*>(fsm->data);
+    xdr::Buffer state = self.db_->snapshot();
+    auto* buffers = static_cast<raft_buffer*>(raft_malloc(sizeof(raft_buffer)));
+    void* base = raft_malloc(state.empty() ? 1 : state.size());
+    if (buffers == nullptr || base == nullptr) {
+      raft_free(buffers);
+      raft_free(base);
+      return RAFT_NOMEM;
+    }
+    std::memcpy(base, state.data(), state.size());
+    buffers[0] = raft_buffer{base, state.size()};
+    *bufs = buffers;
+    *n_bufs = 1;
+    return 0;
+  }
+
+  static int fsm_restore(raft_fsm* fsm, raft_buffer* buffer) {
+    Impl& self = *static_cast<Impl*>(fsm->data);
+    Status s = self.db_->restore({static_cast<const std::uint8_t*>(buffer->base), buffer->len});
+    if (!s.ok()) {
+      spdlog::error("group view: cannot restore a snapshot: {}", s.to_string());
+      return RAFT_CORRUPT;
+    }
+    // On success the buffer is ours to free.
+    raft_free(buffer->base);
+    return 0;
+  }
+
+  void schedule_watch() {
+    watch_timer_ = loop_.schedule(options_.heartbeat, [this] {
+      watch_timer_.reset();
+      watch();
+      schedule_watch();
+    });
+  }
+
+  // The leader's duties beyond Raft: register itself after bootstrap, and record nodes down
+  // when silent and up when heard from again.
+  void watch() {
+    if (!is_leader()) {
+      leading_since_.reset();
+      return;
+    }
+    std::uint64_t now = loop_.now_ms();
+    if (!leading_since_) leading_since_ = now;
+    const GroupView& current = view();
+    if (self_ && current.node(options_.id) == nullptr && !in_flight_.contains(options_.id)) {
+      in_flight_.insert(options_.id);
+      propose(Change::add_node(*self_), [this](Status) { in_flight_.erase(options_.id); });
+      return;
+    }
+    // Until it has led for a while the leader has not heard from everyone yet.
+    bool settled = now - *leading_since_ >= static_cast<std::uint64_t>(options_.down_after.count());
+    std::vector<std::pair<NodeId, bool>> flips;
+    for (const NodeInfo& node : current.nodes) {
+      bool heard;
+      if (node.id == options_.id) {
+        heard = true;
+      } else {
+        auto last = io_.last_heard(node.id);
+        heard = last && now - *last < static_cast<std::uint64_t>(options_.down_after.count());
+      }
+      if (heard != node.up && (heard || settled)) flips.emplace_back(node.id, heard);
+    }
+    for (auto [node, up] : flips) {
+      if (in_flight_.contains(node)) continue;
+      in_flight_.insert(node);
+      spdlog::info("group view: recording node {} {}", node, up ? "up" : "down");
+      propose(Change::set_node_state(node, up), [this, node](Status) { in_flight_.erase(node); });
+    }
+  }
+
+  EventLoop& loop_;
+  GroupOptions options_;
+  std::unique_ptr<internal::RaftLog> log_;
+  std::unique_ptr<internal::ConfigDb> db_;
+  internal::RaftIo io_;
+  raft raft_{};
+  raft_fsm fsm_{};
+  bool initialised_ = false;
+  bool started_ = false;
+  std::optional<NodeInfo> self_;  // set by bootstrap until the view has it
+  std::optional<EventLoop::TimerId> watch_timer_;
+  std::optional<std::uint64_t> leading_since_;
+  std::set<NodeId> in_flight_;  // nodes with a proposal about them under way
+  std::map<std::uint64_t, Status> outcomes_;
+  std::vector<std::function<void(const AppliedChange&)>> observers_;
+};
+
+Result<std::unique_ptr<GroupMember>> GroupMember::open(EventLoop& loop, Transport& transport,
+                                                       GroupOptions options) {
+  if (options.id == 0) return error(Errc::invalid_argument, "node id must not be 0");
+  if (options.heartbeat.count() <= 0 || options.election_timeout <= options.heartbeat) {
+    return error(Errc::invalid_argument, "the election timeout must exceed the heartbeat");
+  }
+  TP_ASSIGN_OR_RETURN(auto log, internal::RaftLog::open(options.raft_log_path));
+  TP_ASSIGN_OR_RETURN(auto db, internal::ConfigDb::open(options.config_db_path));
+  auto impl = std::make_unique<Impl>(loop, transport, std::move(options), std::move(log),
+                                     std::move(db));
+  TP_RETURN_IF_ERROR(impl->init());
+  return std::unique_ptr<GroupMember>(new GroupMember(std::move(impl)));
+}
+
+GroupMember::GroupMember(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GroupMember::~GroupMember() = default;
+
+Status GroupMember::bootstrap(const NodeInfo& self) { return impl_->bootstrap(self); }
+Status GroupMember::start() { return impl_->start(); }
+void GroupMember::propose(const Change& change, Done done) {
+  impl_->propose(change, std::move(done));
+}
+void GroupMember::add_node(const NodeInfo& node, Done done) {
+  impl_->add_node(node, std::move(done));
+}
+void GroupMember::remove_node(NodeId node, Done done) { impl_->remove_node(node, std::move(done)); }
+void GroupMember::on_applied(std::function<void(const AppliedChange&)> observer) {
+  impl_->on_applied(std::move(observer));
+}
+NodeId GroupMember::id() const { return impl_->id(); }
+bool GroupMember::is_leader() const { return impl_->is_leader(); }
+NodeId GroupMember::leader() const { return impl_->leader(); }
+Epoch GroupMember::epoch() const { return impl_->epoch(); }
+std::uint64_t GroupMember::applied() const { return impl_->applied(); }
+std::uint64_t GroupMember::digest() const { return impl_->digest(); }
+const GroupView& GroupMember::view() { return impl_->view(); }
+
+}  // namespace tidepool::cluster
