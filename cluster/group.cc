@@ -153,12 +153,18 @@ class GroupMember::Impl {
     raft_set_election_timeout(&raft_, static_cast<unsigned>(options_.election_timeout.count()));
     raft_set_snapshot_threshold(&raft_, options_.snapshot_threshold);
     raft_set_snapshot_trailing(&raft_, options_.snapshot_trailing);
+    // libraft waits this long for a lost snapshot install before it tries again; its default
+    // (30 s) would leave a restarted node serving an old view that long.
+    raft_set_install_snapshot_timeout(
+        &raft_, static_cast<unsigned>(options_.install_snapshot_timeout.count()));
     raft_set_pre_vote(&raft_, true);
     return {};
   }
 
   ~Impl() {
     if (watch_timer_) loop_.cancel(*watch_timer_);
+    closing_ = true;
+    alive_.reset();
     // Finishes inside the call: our I/O completes every pending request at once, and pending
     // proposals fail with `unavailable`.
     if (initialised_) raft_close(&raft_, [](raft*) {});
@@ -181,7 +187,6 @@ class GroupMember::Impl {
   Status start() {
     int rc = raft_start(&raft_);
     if (rc != 0) return from_raft(rc, std::string("start: ") + raft_errmsg(&raft_));
-    started_ = true;
     schedule_watch();
     return {};
   }
@@ -191,14 +196,14 @@ class GroupMember::Impl {
     xdr::Encoder encoder(encoded);
     internal::encode_change(change, encoder);
     if (raft_state(&raft_) != RAFT_LEADER) {
-      fail_soon(std::move(done), not_leader_status());
+      report_later(std::move(done), not_leader_status());
       return;
     }
     auto* proposal = new Proposal{{}, this, std::move(done)};
     proposal->request.data = proposal;
     raft_buffer buffer{raft_malloc(encoded.size()), encoded.size()};
     if (buffer.base == nullptr) {
-      fail_soon(std::move(proposal->done), error(Errc::no_space, "out of memory"));
+      report_later(std::move(proposal->done), error(Errc::no_space, "out of memory"));
       delete proposal;
       return;
     }
@@ -206,7 +211,7 @@ class GroupMember::Impl {
     int rc = raft_apply(&raft_, &proposal->request, &buffer, 1, &Impl::applied_cb);
     if (rc != 0) {
       raft_free(buffer.base);
-      fail_soon(std::move(proposal->done), from_raft(rc, "propose"));
+      report_later(std::move(proposal->done), from_raft(rc, "propose"));
       delete proposal;
     }
   }
@@ -224,7 +229,7 @@ class GroupMember::Impl {
 
   void remove_node(NodeId node, Done done) {
     if (node == options_.id) {
-      fail_soon(std::move(done), error(Errc::invalid_argument,
+      report_later(std::move(done), error(Errc::invalid_argument,
                                        "a node cannot remove itself; ask another member"));
       return;
     }
@@ -276,8 +281,26 @@ class GroupMember::Impl {
                             : "not the leader, and no leader is known (no majority?)");
   }
 
-  void fail_soon(Done done, Status status) {
-    loop_.post([done = std::move(done), status = std::move(status)] { done(status); });
+  // Reports a result from outside Raft's own call stack: Raft's callbacks run inside its
+  // message handling, where a continuation that calls back into Raft (add_node's next step)
+  // would change state Raft is still using. While closing, Raft only reports failures, which
+  // are reported at once, before the member is gone.
+  void finish(Done done, Status status) {
+    if (closing_) {
+      done(std::move(status));
+      return;
+    }
+    report_later(std::move(done), std::move(status));
+  }
+
+  // A result the caller sees on a later turn of the loop. If the member is destroyed first,
+  // the continuation learns it is stopping instead of touching it.
+  void report_later(Done done, Status status) {
+    loop_.post([alive = std::weak_ptr<bool>(alive_), done = std::move(done),
+                status = std::move(status)]() mutable {
+      if (alive.expired()) status = error(Errc::unavailable, "the node is stopping");
+      done(std::move(status));
+    });
   }
 
   static void applied_cb(struct raft_apply* request, int status, void* result) {
@@ -291,13 +314,13 @@ class GroupMember::Impl {
     }
     Done done = std::move(proposal->done);
     delete proposal;
-    done(std::move(outcome));
+    self.finish(std::move(done), std::move(outcome));
   }
 
   void change_membership(MembershipStep step, NodeId node, const std::string& address,
                          Done done) {
     if (raft_state(&raft_) != RAFT_LEADER) {
-      fail_soon(std::move(done), not_leader_status());
+      report_later(std::move(done), not_leader_status());
       return;
     }
     auto* change = new MembershipChange{{}, this, step, std::move(done)};
@@ -319,7 +342,7 @@ class GroupMember::Impl {
                    (step == MembershipStep::assign_voter && rc == RAFT_BADROLE) ||
                    (step == MembershipStep::remove && rc == RAFT_BADID);
     if (rc != 0) {
-      fail_soon(std::move(change->done),
+      report_later(std::move(change->done),
                 already ? Status{} : from_raft(rc, "membership change"));
       delete change;
     }
@@ -327,9 +350,10 @@ class GroupMember::Impl {
 
   static void membership_cb(raft_change* request, int status) {
     auto* change = static_cast<MembershipChange*>(request->data);
+    Impl& self = *change->member;
     Done done = std::move(change->done);
     delete change;
-    done(from_raft(status, "membership change"));
+    self.finish(std::move(done), from_raft(status, "membership change"));
   }
 
   static int fsm_apply(raft_fsm* fsm, const raft_buffer* buffer, void** result) {
@@ -435,7 +459,8 @@ class GroupMember::Impl {
   raft raft_{};
   raft_fsm fsm_{};
   bool initialised_ = false;
-  bool started_ = false;
+  bool closing_ = false;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   std::optional<NodeInfo> self_;  // set by bootstrap until the view has it
   std::optional<EventLoop::TimerId> watch_timer_;
   std::optional<std::uint64_t> leading_since_;

@@ -107,6 +107,8 @@ struct GroupOptions {
   std::chrono::milliseconds down_after{2000};
   unsigned snapshot_threshold = 1024;  // entries between snapshots of the config database
   unsigned snapshot_trailing = 128;    // entries kept behind a snapshot for slow followers
+  // How long the leader waits for a follower to take a snapshot before sending it again.
+  std::chrono::milliseconds install_snapshot_timeout{3000};
 };
 
 class GroupMember {

@@ -54,6 +54,20 @@ ConfigObject decode_object(xdr::Decoder& in) {
   return object;
 }
 
+Status insert_node(sqlite::Database& db, const NodeInfo& node) {
+  auto insert = db.prepare(
+      "INSERT INTO nodes(id, name, backend_address, frontend_address, admin_address, pool, up) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?)");
+  return insert.bind(1, node.id)
+      .bind(2, std::string_view(node.name))
+      .bind(3, std::string_view(node.backend_address))
+      .bind(4, std::string_view(node.frontend_address))
+      .bind(5, std::string_view(node.admin_address))
+      .bind(6, std::string_view(node.pool))
+      .bind(7, std::int64_t{node.up})
+      .run();
+}
+
 // FNV-1a over the previous digest and the change, then mixed: equal digests mean equal
 // histories (barring a 64-bit collision).
 std::uint64_t chain(std::uint64_t digest, std::span<const std::uint8_t> change) {
@@ -173,16 +187,9 @@ Status ConfigDb::apply_change(const Change& change, Status& outcome) {
         return same.status();
       }
       TP_RETURN_IF_ERROR(same.status());
-      auto insert = db_->prepare(
-          "INSERT INTO nodes(id, name, backend_address, frontend_address, admin_address, pool, "
-          "up) VALUES (?, ?, ?, ?, ?, ?, 1)");
-      return insert.bind(1, node.id)
-          .bind(2, std::string_view(node.name))
-          .bind(3, std::string_view(node.backend_address))
-          .bind(4, std::string_view(node.frontend_address))
-          .bind(5, std::string_view(node.admin_address))
-          .bind(6, std::string_view(node.pool))
-          .run();
+      NodeInfo registered = node;
+      registered.up = true;  // a node joins up; the leader records otherwise when it is silent
+      return insert_node(*db_, registered);
     }
     case Change::Kind::remove_node:
     case Change::Kind::set_node_state: {
@@ -290,17 +297,7 @@ Status ConfigDb::restore(std::span<const std::uint8_t> snapshot) {
   Status s = db_->exec("DELETE FROM nodes; DELETE FROM objects;");
   for (const auto& node : nodes) {
     if (!s.ok()) break;
-    auto insert = db_->prepare(
-        "INSERT INTO nodes(id, name, backend_address, frontend_address, admin_address, pool, "
-        "up) VALUES (?, ?, ?, ?, ?, ?, ?)");
-    s = insert.bind(1, node.id)
-            .bind(2, std::string_view(node.name))
-            .bind(3, std::string_view(node.backend_address))
-            .bind(4, std::string_view(node.frontend_address))
-            .bind(5, std::string_view(node.admin_address))
-            .bind(6, std::string_view(node.pool))
-            .bind(7, std::int64_t{node.up})
-            .run();
+    s = insert_node(*db_, node);
   }
   for (const auto& object : objects) {
     if (!s.ok()) break;

@@ -30,6 +30,7 @@ RaftIo::RaftIo(EventLoop& loop, Transport& transport, RaftLog& log)
 }
 
 RaftIo::~RaftIo() {
+  alive_.reset();
   if (tick_timer_) loop_.cancel(*tick_timer_);
   transport_.set_receiver(Channel::raft, nullptr);
 }
@@ -235,7 +236,8 @@ int RaftIo::random(raft_io* io, int min, int max) {
 void RaftIo::complete_later(std::function<void()> completion) {
   std::uint64_t id = next_pending_++;
   pending_.emplace(id, std::move(completion));
-  loop_.post([this, id] {
+  loop_.post([this, alive = std::weak_ptr<bool>(alive_), id] {
+    if (alive.expired()) return;
     auto it = pending_.find(id);
     if (it == pending_.end()) return;
     auto run = std::move(it->second);

@@ -64,6 +64,8 @@ class RaftIo {
   EventLoop& loop_;
   Transport& transport_;
   RaftLog& log_;
+  // Completions posted to the loop check it before touching this object.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   NodeId id_ = 0;
   std::string address_;
   unsigned tick_ms_ = 0;

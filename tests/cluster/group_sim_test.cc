@@ -366,6 +366,15 @@ TEST_P(GroupSim, ViewNeverDivergesMinorityNeverCommitsAndHealedNodesConverge) {
 
 INSTANTIATE_TEST_SUITE_P(Shards, GroupSim, ::testing::Range(0, 10));
 
+// Removes the scratch folder the runs' own folders lived in.
+class ScratchCleanup : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    if (std::getenv("TIDEPOOL_SIM_KEEP") == nullptr) fs::remove_all(scratch_root());
+  }
+};
+const auto* const kScratchCleanup = ::testing::AddGlobalTestEnvironment(new ScratchCleanup);
+
 TEST(GroupSimReplay, ReplayOneSeed) {
   std::uint64_t seed = env_number("TIDEPOOL_SIM_SEED", 0);
   if (seed == 0) GTEST_SKIP() << "set TIDEPOOL_SIM_SEED to replay one seed";

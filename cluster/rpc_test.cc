@@ -1,0 +1,143 @@
+#include "cluster/rpc.h"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+
+#include "cluster/sim.h"
+
+namespace tidepool::cluster {
+namespace {
+
+using namespace std::chrono_literals;
+
+xdr::Buffer text(const std::string& s) { return xdr::Buffer(s.begin(), s.end()); }
+std::string text_of(const xdr::Buffer& b) { return std::string(b.begin(), b.end()); }
+
+constexpr std::uint32_t kEcho = 1;
+constexpr std::uint32_t kHold = 2;
+
+class RpcTest : public ::testing::Test {
+ protected:
+  RpcTest()
+      : a_(world_.loop(1), world_.transport(1), [this] { return epoch_a_; }),
+        b_(world_.loop(2), world_.transport(2), [this] { return epoch_b_; }) {
+    b_.handle(kEcho, [](NodeId from, std::span<const std::uint8_t> request,
+                        RpcEndpoint::Reply reply) {
+      reply(text("from " + std::to_string(from) + ": " +
+                 std::string(request.begin(), request.end())));
+    });
+    b_.handle(kHold, [this](NodeId, std::span<const std::uint8_t> request,
+                            RpcEndpoint::Reply reply) {
+      held_.emplace_back(std::string(request.begin(), request.end()), std::move(reply));
+    });
+  }
+
+  std::optional<Result<xdr::Buffer>> call(std::uint32_t method, const std::string& body,
+                                          std::chrono::milliseconds deadline = 1000ms) {
+    std::optional<Result<xdr::Buffer>> result;
+    xdr::Buffer request = text(body);
+    a_.call(2, method, request, deadline, [&](Result<xdr::Buffer> r) { result = std::move(r); });
+    world_.run_until([&] { return result.has_value(); }, world_.now_ms() + 5000);
+    return result;
+  }
+
+  SimWorld world_{42};
+  Epoch epoch_a_ = 7;
+  Epoch epoch_b_ = 7;
+  RpcEndpoint a_;
+  RpcEndpoint b_;
+  std::vector<std::pair<std::string, RpcEndpoint::Reply>> held_;
+};
+
+TEST_F(RpcTest, ACallGetsItsReplyAndTheCalleeKnowsTheCaller) {
+  auto result = call(kEcho, "ping");
+  ASSERT_TRUE(result && result->ok());
+  EXPECT_EQ(text_of(**result), "from 1: ping");
+}
+
+TEST_F(RpcTest, ManyCallsInFlightGetTheirOwnRepliesInAnyOrder) {
+  std::map<int, std::string> replies;
+  for (int i = 0; i < 64; ++i) {
+    xdr::Buffer request = text(std::to_string(i));
+    a_.call(2, kHold, request, 5000ms, [&replies, i](Result<xdr::Buffer> r) {
+      replies[i] = r.ok() ? text_of(*r) : r.status().to_string();
+    });
+  }
+  ASSERT_TRUE(world_.run_until([&] { return held_.size() == 64; }, 5000));
+  for (auto it = held_.rbegin(); it != held_.rend(); ++it) it->second(text("re " + it->first));
+  ASSERT_TRUE(world_.run_until([&] { return replies.size() == 64; }, 10000));
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(replies[i], "re " + std::to_string(i));
+}
+
+TEST_F(RpcTest, ACallToAnUnreachableNodeTimesOutAtItsDeadline) {
+  world_.partition({{1}, {2}});
+  std::uint64_t start = world_.now_ms();
+  auto result = call(kEcho, "anyone?", 300ms);
+  ASSERT_TRUE(result.has_value());
+  EXPECT_EQ(result->code(), Errc::timed_out);
+  EXPECT_EQ(world_.now_ms() - start, 300u);
+}
+
+TEST_F(RpcTest, ARequestFromAnOlderEpochIsRefusedUnrun) {
+  epoch_b_ = 8;
+  int runs = 0;
+  b_.handle(kEcho, [&runs](NodeId, std::span<const std::uint8_t>, RpcEndpoint::Reply reply) {
+    runs++;
+    reply(xdr::Buffer{});
+  });
+  auto result = call(kEcho, "stale");
+  ASSERT_TRUE(result.has_value());
+  EXPECT_EQ(result->code(), Errc::precondition_failed);
+  EXPECT_NE(result->status().message().find("epoch 7"), std::string::npos);
+  EXPECT_EQ(runs, 0);
+  epoch_a_ = 9;  // a newer caller is served
+  result = call(kEcho, "fresh");
+  ASSERT_TRUE(result.has_value());
+  EXPECT_TRUE(result->ok());
+  EXPECT_EQ(runs, 1);
+}
+
+TEST_F(RpcTest, UnknownMethodsAndHandlerErrorsComeBackAsErrors) {
+  auto unknown = call(99, "?");
+  ASSERT_TRUE(unknown.has_value());
+  EXPECT_EQ(unknown->code(), Errc::not_supported);
+  b_.handle(kEcho, [](NodeId, std::span<const std::uint8_t>, RpcEndpoint::Reply reply) {
+    reply(error(Errc::not_found, "no such tier"));
+  });
+  auto failed = call(kEcho, "x");
+  ASSERT_TRUE(failed.has_value());
+  EXPECT_EQ(failed->code(), Errc::not_found);
+  EXPECT_EQ(failed->status().message(), "no such tier");
+}
+
+TEST_F(RpcTest, LostAndDuplicatedMessagesNeverAnswerACallTwice) {
+  SimFaults faults;
+  faults.loss = 0.2;
+  faults.duplicate = 0.5;
+  world_.set_faults(faults);
+  int answered = 0, ok = 0;
+  for (int i = 0; i < 200; ++i) {
+    xdr::Buffer request = text(std::to_string(i));
+    a_.call(2, kEcho, request, 500ms, [&](Result<xdr::Buffer> r) {
+      answered++;
+      if (r.ok()) ok++;
+    });
+  }
+  world_.run_until(world_.now_ms() + 2000);
+  EXPECT_EQ(answered, 200);
+  EXPECT_GT(ok, 100);
+  EXPECT_LT(ok, 200);
+}
+
+TEST_F(RpcTest, MalformedMessagesAreDropped) {
+  xdr::Buffer garbage{1, 2, 3};
+  world_.transport(1).send(2, Channel::rpc, garbage);
+  world_.run_until(world_.now_ms() + 100);
+  auto result = call(kEcho, "after garbage");
+  ASSERT_TRUE(result && result->ok());
+}
+
+}  // namespace
+}  // namespace tidepool::cluster

@@ -1,0 +1,460 @@
+#include "cluster/tcp_transport.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/endian/conversion.hpp>
+
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+
+namespace tidepool::cluster {
+
+namespace asio = boost::asio;
+namespace ssl = asio::ssl;
+using asio::awaitable;
+using asio::ip::tcp;
+using namespace asio::experimental::awaitable_operators;
+
+namespace {
+
+constexpr auto kUseTuple = asio::as_tuple(asio::use_awaitable);
+constexpr std::uint32_t kHelloMagic = 0x54504e31;  // "TPN1"
+constexpr std::uint32_t kProtocolVersion = 1;
+constexpr std::size_t kHelloBytes = 20;
+constexpr std::size_t kMaxAddressLength = 256;
+constexpr std::size_t kHeaderBytes = 8;
+constexpr std::size_t kMaxBatch = 64;  // messages gathered into one write
+constexpr auto kHandshakeTimeout = std::chrono::seconds(5);
+constexpr auto kWriteTimeout = std::chrono::seconds(30);
+
+bool known_channel(std::uint32_t channel) {
+  return channel == static_cast<std::uint32_t>(Channel::raft) ||
+         channel == static_cast<std::uint32_t>(Channel::rpc);
+}
+
+// Runs `operation` with a deadline; a timeout comes back as timed_out.
+template <typename Operation>
+awaitable<boost::system::error_code> with_timeout(Operation operation,
+                                                  std::chrono::steady_clock::duration timeout) {
+  asio::steady_timer timer(co_await asio::this_coro::executor, timeout);
+  auto waited = timer.async_wait(kUseTuple);
+  auto result = co_await (std::move(operation) || std::move(waited));
+  if (result.index() == 1) co_return asio::error::timed_out;
+  co_return std::get<0>(std::get<0>(result));
+}
+
+Result<std::shared_ptr<ssl::context>> make_tls_context(const TlsFiles& files, bool server) {
+  auto context = std::make_shared<ssl::context>(server ? ssl::context::tls_server
+                                                       : ssl::context::tls_client);
+  boost::system::error_code ec;
+  context->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                           ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
+                           ssl::context::no_tlsv1_1,
+                       ec);
+  if (!ec) context->load_verify_file(files.ca_certificate, ec);
+  if (!ec) context->use_certificate_chain_file(files.certificate, ec);
+  if (!ec) context->use_private_key_file(files.private_key, ssl::context::pem, ec);
+  if (!ec) {
+    context->set_verify_mode(ssl::verify_peer | ssl::verify_fail_if_no_peer_cert, ec);
+  }
+  if (ec) {
+    return error(Errc::invalid_argument, "cannot load the node's TLS identity (" +
+                                             files.certificate + ", " + files.private_key +
+                                             ", CA " + files.ca_certificate + "): " +
+                                             ec.message());
+  }
+  return context;
+}
+
+}  // namespace
+
+Result<std::pair<std::string, std::uint16_t>> split_host_port(const std::string& address) {
+  auto colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return error(Errc::invalid_argument, "'" + address + "' is not host:port");
+  }
+  std::string port = address.substr(colon + 1);
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoul(port) > 65535) {
+    return error(Errc::invalid_argument, "'" + address + "' has no valid port");
+  }
+  return std::pair{address.substr(0, colon), static_cast<std::uint16_t>(std::stoul(port))};
+}
+
+class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
+ public:
+  Impl(asio::any_io_executor executor, EventLoop& loop, TcpTransportOptions options)
+      : strand_(asio::make_strand(executor)),
+        loop_(loop),
+        options_(std::move(options)),
+        acceptor_(strand_) {}
+
+  Status open() {
+    if (options_.tls) {
+      TP_ASSIGN_OR_RETURN(server_tls_, make_tls_context(*options_.tls, true));
+      TP_ASSIGN_OR_RETURN(client_tls_, make_tls_context(*options_.tls, false));
+    }
+    TP_ASSIGN_OR_RETURN(auto host_port, split_host_port(options_.listen_address));
+    boost::system::error_code ec;
+    auto address = asio::ip::make_address(host_port.first, ec);
+    if (ec) return error(Errc::invalid_argument, "'" + host_port.first + "' is not an IP address");
+    tcp::endpoint endpoint(address, host_port.second);
+    acceptor_.open(endpoint.protocol(), ec);
+    if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(endpoint, ec);
+    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return error(Errc::unavailable,
+                   "cannot listen on " + options_.listen_address + ": " + ec.message());
+    }
+    local_ = acceptor_.local_endpoint(ec);
+    asio::co_spawn(strand_, accept_loop(shared_from_this()), asio::detached);
+    return {};
+  }
+
+  void stop() {
+    {
+      std::lock_guard lock(deliver_mutex_);
+      stopped_ = true;
+    }
+    asio::post(strand_, [self = shared_from_this()] {
+      boost::system::error_code ignored;
+      self->acceptor_.close(ignored);
+      for (tcp::socket* socket : self->open_sockets_) socket->close(ignored);
+      for (auto& [id, peer] : self->peers_) peer->wake.cancel();
+    });
+  }
+
+  void set_address(NodeId node, const std::string& address) {
+    asio::post(strand_, [self = shared_from_this(), node, address] {
+      self->learn_address(node, address, true);
+    });
+  }
+
+  void send(NodeId to, Channel channel, xdr::Buffer message) {
+    asio::post(strand_, [self = shared_from_this(), to, channel,
+                         message = std::move(message)]() mutable {
+      self->enqueue(to, channel, std::move(message));
+    });
+  }
+
+  void set_receiver(Channel channel, Receiver receiver) {
+    receivers_[channel] = std::move(receiver);
+  }
+
+  std::string local_address() const {
+    return local_.address().to_string() + ":" + std::to_string(local_.port());
+  }
+
+  Stats stats() const {
+    std::lock_guard lock(stats_mutex_);
+    return stats_;
+  }
+
+ private:
+  struct Outgoing {
+    std::array<std::uint8_t, kHeaderBytes> header;
+    xdr::Buffer payload;
+  };
+  struct Peer {
+    explicit Peer(asio::strand<asio::any_io_executor>& strand) : wake(strand) {}
+    NodeId id = 0;
+    std::string address;
+    std::deque<Outgoing> queue;
+    std::size_t queued_bytes = 0;
+    bool running = false;
+    asio::steady_timer wake;  // cancelled when the queue gets work
+  };
+
+  void count(std::uint64_t Stats::*field, std::uint64_t n = 1) {
+    std::lock_guard lock(stats_mutex_);
+    stats_.*field += n;
+  }
+
+  Peer& peer(NodeId node) {
+    auto& p = peers_[node];
+    if (!p) {
+      p = std::make_shared<Peer>(strand_);
+      p->id = node;
+    }
+    return *p;
+  }
+
+  // Messages waiting for an address go out once it is known.
+  void learn_address(NodeId node, const std::string& address, bool replace) {
+    Peer& p = peer(node);
+    if (p.address == address || (!replace && !p.address.empty())) return;
+    p.address = address;
+    p.wake.cancel();
+  }
+
+  void enqueue(NodeId to, Channel channel, xdr::Buffer message) {
+    if (stopped_ || message.size() > options_.max_message_bytes) {
+      count(&Stats::messages_dropped);
+      return;
+    }
+    Peer& p = peer(to);
+    Outgoing out;
+    boost::endian::store_big_u32(out.header.data(), static_cast<std::uint32_t>(message.size()));
+    boost::endian::store_big_u32(out.header.data() + 4, static_cast<std::uint32_t>(channel));
+    out.payload = std::move(message);
+    p.queued_bytes += out.payload.size();
+    p.queue.push_back(std::move(out));
+    while (p.queued_bytes > options_.max_queued_bytes && p.queue.size() > 1) {
+      p.queued_bytes -= p.queue.front().payload.size();
+      p.queue.pop_front();
+      count(&Stats::messages_dropped);
+    }
+    if (!p.running) {
+      p.running = true;
+      asio::co_spawn(strand_, run_peer(shared_from_this(), peers_[to]), asio::detached);
+    } else {
+      p.wake.cancel();
+    }
+  }
+
+  // Keeps one outgoing connection to a peer for as long as the transport runs.
+  static awaitable<void> run_peer(std::shared_ptr<Impl> self, std::shared_ptr<Peer> peer) {
+    auto backoff = self->options_.first_backoff;
+    while (!self->stopped_) {
+      if (peer->queue.empty() || peer->address.empty()) {
+        peer->wake.expires_after(std::chrono::hours(24));
+        co_await peer->wake.async_wait(kUseTuple);
+        continue;
+      }
+      bool delivered_any = co_await self->connect_and_write(*peer);
+      if (self->stopped_) break;
+      if (delivered_any) backoff = self->options_.first_backoff;
+      asio::steady_timer pause(self->strand_, backoff);
+      co_await pause.async_wait(kUseTuple);
+      backoff = std::min(backoff * 2, self->options_.max_backoff);
+    }
+  }
+
+  awaitable<bool> connect_and_write(Peer& peer) {
+    auto host_port = split_host_port(peer.address);
+    boost::system::error_code ec;
+    auto address = host_port.ok() ? asio::ip::make_address(host_port->first, ec)
+                                  : asio::ip::address();
+    if (!host_port.ok() || ec) {
+      spdlog::warn("backend: node {} has an invalid address '{}'", peer.id, peer.address);
+      co_return false;
+    }
+    tcp::endpoint endpoint(address, host_port->second);
+    tcp::socket socket(strand_);
+    Registered registered(*this, socket);
+    ec = co_await with_timeout(socket.async_connect(endpoint, kUseTuple),
+                               options_.connect_timeout);
+    if (ec) co_return false;
+    socket.set_option(tcp::no_delay(true), ec);
+    if (!client_tls_) co_return co_await write_loop(socket, peer);
+    ssl::stream<tcp::socket&> stream(socket, *client_tls_);
+    ec = co_await with_timeout(stream.async_handshake(ssl::stream_base::client, kUseTuple),
+                               kHandshakeTimeout);
+    if (ec) {
+      spdlog::warn("backend: TLS handshake with node {} at {} failed: {}", peer.id,
+                   peer.address, ec.message());
+      co_return false;
+    }
+    co_return co_await write_loop(stream, peer);
+  }
+
+  template <typename Stream>
+  awaitable<bool> write_loop(Stream& stream, Peer& peer) {
+    // The hello names the sender and where it listens, so that the receiver can answer a node
+    // it has not been told about yet.
+    std::string listening = local_address();
+    std::array<std::uint8_t, kHelloBytes> hello;
+    boost::endian::store_big_u32(hello.data(), kHelloMagic);
+    boost::endian::store_big_u32(hello.data() + 4, kProtocolVersion);
+    boost::endian::store_big_u64(hello.data() + 8, options_.self);
+    boost::endian::store_big_u32(hello.data() + 16, static_cast<std::uint32_t>(listening.size()));
+    std::array<asio::const_buffer, 2> hello_buffers{asio::buffer(hello), asio::buffer(listening)};
+    auto ec = co_await with_timeout(asio::async_write(stream, hello_buffers, kUseTuple),
+                                    kWriteTimeout);
+    if (ec) co_return false;
+    bool delivered_any = false;
+    std::vector<Outgoing> batch;
+    std::vector<asio::const_buffer> buffers;
+    while (!stopped_) {
+      if (peer.queue.empty()) {
+        peer.wake.expires_after(std::chrono::hours(24));
+        co_await peer.wake.async_wait(kUseTuple);
+        continue;
+      }
+      batch.clear();
+      buffers.clear();
+      while (!peer.queue.empty() && batch.size() < kMaxBatch) {
+        peer.queued_bytes -= peer.queue.front().payload.size();
+        batch.push_back(std::move(peer.queue.front()));
+        peer.queue.pop_front();
+      }
+      for (const auto& out : batch) {
+        buffers.emplace_back(asio::buffer(out.header));
+        buffers.emplace_back(asio::buffer(out.payload));
+      }
+      ec = co_await with_timeout(asio::async_write(stream, buffers, kUseTuple), kWriteTimeout);
+      if (ec) {
+        // What was in this write may or may not have arrived; like any lost message, the
+        // protocols on top cope.
+        count(&Stats::messages_dropped, batch.size());
+        co_return delivered_any;
+      }
+      delivered_any = true;
+      count(&Stats::messages_sent, batch.size());
+    }
+    co_return delivered_any;
+  }
+
+  static awaitable<void> accept_loop(std::shared_ptr<Impl> self) {
+    while (!self->stopped_) {
+      auto [ec, socket] = co_await self->acceptor_.async_accept(kUseTuple);
+      if (self->stopped_) break;
+      if (ec) {
+        asio::steady_timer pause(self->strand_, std::chrono::milliseconds(100));
+        co_await pause.async_wait(kUseTuple);
+        continue;
+      }
+      asio::co_spawn(self->strand_, serve_inbound(self, std::move(socket)), asio::detached);
+    }
+  }
+
+  // Keeps a socket in the set stop() closes, for as long as it is in use.
+  struct Registered {
+    Registered(Impl& impl, tcp::socket& socket) : impl(impl), socket(&socket) {
+      impl.open_sockets_.insert(this->socket);
+    }
+    ~Registered() { impl.open_sockets_.erase(socket); }
+    Impl& impl;
+    tcp::socket* socket;
+  };
+
+  static awaitable<void> serve_inbound(std::shared_ptr<Impl> self, tcp::socket socket) {
+    Registered registered(*self, socket);
+    boost::system::error_code ec;
+    socket.set_option(tcp::no_delay(true), ec);
+    if (!self->server_tls_) {
+      co_await self->read_loop(socket);
+      co_return;
+    }
+    ssl::stream<tcp::socket&> stream(socket, *self->server_tls_);
+    ec = co_await with_timeout(stream.async_handshake(ssl::stream_base::server, kUseTuple),
+                               kHandshakeTimeout);
+    if (ec) {
+      self->count(&Stats::connections_refused);
+      boost::system::error_code ignored;
+      auto peer = socket.remote_endpoint(ignored);
+      spdlog::warn("backend: refused a connection from {}: TLS handshake failed ({})",
+                   peer.address().to_string(), ec.message());
+      co_return;
+    }
+    co_await self->read_loop(stream);
+  }
+
+  template <typename Stream>
+  awaitable<void> read_loop(Stream& stream) {
+    std::array<std::uint8_t, kHelloBytes> hello;
+    auto ec = co_await with_timeout(asio::async_read(stream, asio::buffer(hello), kUseTuple),
+                                    kHandshakeTimeout);
+    NodeId from = boost::endian::load_big_u64(hello.data() + 8);
+    std::uint32_t address_length = boost::endian::load_big_u32(hello.data() + 16);
+    if (ec || boost::endian::load_big_u32(hello.data()) != kHelloMagic ||
+        boost::endian::load_big_u32(hello.data() + 4) != kProtocolVersion || from == 0 ||
+        address_length > kMaxAddressLength) {
+      if (!ec) {
+        count(&Stats::connections_refused);
+        spdlog::warn("backend: refused a connection with a malformed hello");
+      }
+      co_return;
+    }
+    std::string address(address_length, '\0');
+    ec = co_await with_timeout(asio::async_read(stream, asio::buffer(address), kUseTuple),
+                               kHandshakeTimeout);
+    if (ec) co_return;
+    learn_address(from, address, false);
+    std::array<std::uint8_t, kHeaderBytes> header;
+    while (!stopped_) {
+      auto [read_error, n] = co_await asio::async_read(stream, asio::buffer(header), kUseTuple);
+      if (read_error) co_return;
+      std::uint32_t length = boost::endian::load_big_u32(header.data());
+      std::uint32_t channel = boost::endian::load_big_u32(header.data() + 4);
+      if (length > options_.max_message_bytes || !known_channel(channel)) {
+        count(&Stats::connections_refused);
+        spdlog::warn("backend: closing the connection from node {}: {}", from,
+                     known_channel(channel) ? "message over the size bound" : "unknown channel");
+        co_return;
+      }
+      xdr::Buffer payload(length);
+      auto [payload_error, m] =
+          co_await asio::async_read(stream, asio::buffer(payload), kUseTuple);
+      if (payload_error) co_return;
+      count(&Stats::messages_received);
+      deliver(from, static_cast<Channel>(channel), std::move(payload));
+    }
+  }
+
+  void deliver(NodeId from, Channel channel, xdr::Buffer payload) {
+    std::lock_guard lock(deliver_mutex_);
+    if (stopped_) return;
+    loop_.post([self = shared_from_this(), from, channel, payload = std::move(payload)] {
+      if (self->stopped_) return;
+      auto it = self->receivers_.find(channel);
+      if (it != self->receivers_.end() && it->second) it->second(from, payload);
+    });
+  }
+
+  asio::strand<asio::any_io_executor> strand_;
+  EventLoop& loop_;
+  TcpTransportOptions options_;
+  std::shared_ptr<ssl::context> server_tls_;
+  std::shared_ptr<ssl::context> client_tls_;
+  tcp::acceptor acceptor_;
+  tcp::endpoint local_;
+  std::map<NodeId, std::shared_ptr<Peer>> peers_;  // on the strand
+  std::set<tcp::socket*> open_sockets_;            // on the strand
+  std::map<Channel, Receiver> receivers_;          // on the loop
+  std::mutex deliver_mutex_;
+  std::atomic<bool> stopped_ = false;  // set under deliver_mutex_
+  mutable std::mutex stats_mutex_;
+  Stats stats_;  // guarded by stats_mutex_
+};
+
+Result<std::unique_ptr<TcpTransport>> TcpTransport::start(asio::any_io_executor executor,
+                                                          EventLoop& loop,
+                                                          TcpTransportOptions options) {
+  if (options.self == 0) return error(Errc::invalid_argument, "node id must not be 0");
+  auto impl = std::make_shared<Impl>(std::move(executor), loop, std::move(options));
+  TP_RETURN_IF_ERROR(impl->open());
+  return std::unique_ptr<TcpTransport>(new TcpTransport(std::move(impl)));
+}
+
+TcpTransport::TcpTransport(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TcpTransport::~TcpTransport() { impl_->stop(); }
+
+void TcpTransport::set_address(NodeId node, const std::string& address) {
+  impl_->set_address(node, address);
+}
+void TcpTransport::send(NodeId to, Channel channel, xdr::Buffer message) {
+  impl_->send(to, channel, std::move(message));
+}
+void TcpTransport::set_receiver(Channel channel, Receiver receiver) {
+  impl_->set_receiver(channel, std::move(receiver));
+}
+std::string TcpTransport::local_address() const { return impl_->local_address(); }
+TcpTransport::Stats TcpTransport::stats() const { return impl_->stats(); }
+
+}  // namespace tidepool::cluster

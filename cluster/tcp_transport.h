@@ -1,0 +1,76 @@
+// The Transport between processes: TCP on the nodes' backend addresses, with mutual TLS under
+// the cluster CA unless switched off (benchmarks). Each node opens one connection to each peer
+// it sends to and accepts the peers' connections to it; a message is a length-prefixed frame
+// on that connection, so messages to one peer keep their order. Connections are made on first
+// use and again after failures with exponential backoff; messages queued for a peer that cannot
+// be reached wait, up to a bound, and then the oldest are dropped (the transport is
+// best-effort; the protocols on top retry).
+//
+// A peer that sends a malformed hello, a frame over the bound, or (with TLS) no certificate
+// from the cluster CA is disconnected; the node carries on.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "cluster/event_loop.h"
+#include "cluster/tls.h"
+#include "cluster/transport.h"
+#include "common/status.h"
+
+namespace tidepool::cluster {
+
+struct TcpTransportOptions {
+  NodeId self = 0;
+  std::string listen_address;      // "127.0.0.3:7100"; port 0 picks a free one
+  std::optional<TlsFiles> tls;     // none: plaintext
+  std::size_t max_message_bytes = 64 << 20;
+  std::size_t max_queued_bytes = 256 << 20;  // per peer, while it cannot be reached
+  std::chrono::milliseconds connect_timeout{2000};
+  std::chrono::milliseconds first_backoff{20};
+  std::chrono::milliseconds max_backoff{2000};
+};
+
+class TcpTransport final : public Transport {
+ public:
+  struct Stats {
+    std::uint64_t messages_sent = 0;
+    std::uint64_t messages_received = 0;
+    std::uint64_t messages_dropped = 0;      // queue over its bound, or over the size bound
+    std::uint64_t connections_refused = 0;   // bad hello, bad frame, failed TLS handshake
+  };
+
+  // Listens on options.listen_address and runs its connections on `executor` (any thread
+  // count); messages are delivered on `loop`. Fails if the address is taken or TLS files are
+  // missing or invalid.
+  static Result<std::unique_ptr<TcpTransport>> start(boost::asio::any_io_executor executor,
+                                                     EventLoop& loop,
+                                                     TcpTransportOptions options);
+  // Closes every connection; no receiver runs after it returns.
+  ~TcpTransport() override;
+
+  void set_address(NodeId node, const std::string& address) override;
+  void send(NodeId to, Channel channel, xdr::Buffer message) override;
+  void set_receiver(Channel channel, Receiver receiver) override;
+
+  // The address actually listened on.
+  std::string local_address() const;
+  Stats stats() const;
+
+  class Impl;
+
+ private:
+  explicit TcpTransport(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
+};
+
+// Parses "host:port" (IPv4 or a name that resolves to it is not supported: addresses are
+// literal) into its parts.
+Result<std::pair<std::string, std::uint16_t>> split_host_port(const std::string& address);
+
+}  // namespace tidepool::cluster

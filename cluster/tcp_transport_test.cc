@@ -1,0 +1,228 @@
+#include "cluster/tcp_transport.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/endian/conversion.hpp>
+
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+namespace tidepool::cluster {
+namespace {
+
+namespace asio = boost::asio;
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+// Collects what a transport delivers, for the test thread to wait on.
+class Inbox {
+ public:
+  void attach(Transport& transport, Channel channel = Channel::rpc) {
+    transport.set_receiver(channel, [this](NodeId from, std::span<const std::uint8_t> bytes) {
+      std::lock_guard lock(mutex_);
+      messages_.emplace_back(from, std::string(bytes.begin(), bytes.end()));
+      changed_.notify_all();
+    });
+  }
+  bool wait_for(std::size_t count, std::chrono::milliseconds timeout = 5s) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, timeout, [&] { return messages_.size() >= count; });
+  }
+  std::vector<std::pair<NodeId, std::string>> messages() {
+    std::lock_guard lock(mutex_);
+    return messages_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<std::pair<NodeId, std::string>> messages_;
+};
+
+xdr::Buffer bytes(const std::string& text) { return xdr::Buffer(text.begin(), text.end()); }
+
+class TcpTransportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("tidepool-tcp-" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  void TearDown() override {
+    transports_.clear();
+    work_.reset();
+    io_.stop();
+    thread_.join();
+    loops_.clear();
+    fs::remove_all(dir_);
+  }
+
+  // A node's TLS identity under `ca` (created on first use).
+  TlsFiles identity(const std::string& ca, const std::string& name) {
+    std::string ca_cert = (dir_ / (ca + ".crt")).string();
+    std::string ca_key = (dir_ / (ca + ".key")).string();
+    if (!fs::exists(ca_cert)) {
+      EXPECT_TRUE(create_certificate_authority(ca, ca_cert, ca_key).ok());
+    }
+    std::string cert = (dir_ / (ca + "-" + name + ".crt")).string();
+    std::string key = (dir_ / (ca + "-" + name + ".key")).string();
+    EXPECT_TRUE(issue_certificate(ca_cert, ca_key, name, cert, key).ok());
+    return {ca_cert, cert, key};
+  }
+
+  TcpTransport* start(NodeId id, std::optional<TlsFiles> tls, std::string address = "127.0.0.1:0") {
+    loops_.push_back(make_asio_event_loop(io_.get_executor()));
+    TcpTransportOptions options;
+    options.self = id;
+    options.listen_address = std::move(address);
+    options.tls = std::move(tls);
+    options.max_message_bytes = 1 << 20;
+    auto started = TcpTransport::start(io_.get_executor(), *loops_.back(), options);
+    EXPECT_TRUE(started.ok()) << started.status().to_string();
+    if (!started.ok()) return nullptr;
+    transports_.push_back(std::move(started).value());
+    return transports_.back().get();
+  }
+
+  // Sends raw bytes to `address` as an impostor would; returns once the server closed it.
+  bool server_closes_after(const std::string& address, const std::vector<std::uint8_t>& data) {
+    asio::io_context io;
+    asio::ip::tcp::socket socket(io);
+    auto host_port = split_host_port(address);
+    boost::system::error_code ec;
+    socket.connect({asio::ip::make_address(host_port->first), host_port->second}, ec);
+    if (ec) return false;
+    asio::write(socket, asio::buffer(data), ec);
+    char byte;
+    socket.non_blocking(false);
+    struct timeval tv = {5, 0};
+    ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    socket.read_some(asio::buffer(&byte, 1), ec);
+    return ec == asio::error::eof || ec == asio::error::connection_reset;
+  }
+
+  fs::path dir_;
+  asio::io_context io_;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_{
+      io_.get_executor()};
+  std::thread thread_;
+  std::vector<std::unique_ptr<EventLoop>> loops_;
+  std::vector<std::unique_ptr<TcpTransport>> transports_;
+};
+
+// B is never told where A is: it learns it from A's hello.
+TEST_F(TcpTransportTest, MessagesArriveInOrderBothWays) {
+  TcpTransport* a = start(1, std::nullopt);
+  TcpTransport* b = start(2, std::nullopt);
+  Inbox at_a, at_b;
+  at_a.attach(*a);
+  at_b.attach(*b);
+  a->set_address(2, b->local_address());
+  for (int i = 0; i < 1000; ++i) a->send(2, Channel::rpc, bytes("m" + std::to_string(i)));
+  b->send(1, Channel::rpc, bytes("hello"));
+  ASSERT_TRUE(at_b.wait_for(1000));
+  ASSERT_TRUE(at_a.wait_for(1));
+  auto got = at_b.messages();
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_EQ(got[i].first, 1u);
+    ASSERT_EQ(got[i].second, "m" + std::to_string(i));
+  }
+  EXPECT_EQ(at_a.messages()[0], std::make_pair(NodeId{2}, std::string("hello")));
+}
+
+TEST_F(TcpTransportTest, MutualTlsUnderTheClusterCaCarriesMessages) {
+  TcpTransport* a = start(1, identity("cluster", "node-1"));
+  TcpTransport* b = start(2, identity("cluster", "node-2"));
+  Inbox at_b;
+  at_b.attach(*b);
+  a->set_address(2, b->local_address());
+  a->send(2, Channel::rpc, bytes("secret"));
+  ASSERT_TRUE(at_b.wait_for(1));
+  EXPECT_EQ(at_b.messages()[0].second, "secret");
+}
+
+TEST_F(TcpTransportTest, APeerWithoutACertificateFromTheClusterCaIsRefused) {
+  TcpTransport* server = start(1, identity("cluster", "node-1"));
+  TcpTransport* impostor = start(2, identity("other", "node-2"));
+  TcpTransport* plain = start(3, std::nullopt);
+  TcpTransport* member = start(4, identity("cluster", "node-4"));
+  Inbox at_server;
+  at_server.attach(*server);
+  for (TcpTransport* t : {impostor, plain, member}) {
+    t->set_address(1, server->local_address());
+    t->send(1, Channel::rpc, bytes("from " + t->local_address()));
+  }
+  ASSERT_TRUE(at_server.wait_for(1));
+  std::this_thread::sleep_for(200ms);
+  auto got = at_server.messages();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].first, 4u);
+  EXPECT_GE(server->stats().connections_refused, 2u);
+}
+
+TEST_F(TcpTransportTest, ForgedOrOversizedFramesCloseTheConnectionAndTheNodeKeepsServing) {
+  TcpTransport* server = start(1, std::nullopt);
+  Inbox at_server;
+  at_server.attach(*server);
+  std::vector<std::uint8_t> bad_hello(20, 0xee);
+  EXPECT_TRUE(server_closes_after(server->local_address(), bad_hello));
+
+  std::vector<std::uint8_t> oversized(28);
+  boost::endian::store_big_u32(oversized.data(), 0x54504e31);
+  boost::endian::store_big_u32(oversized.data() + 4, 1);
+  boost::endian::store_big_u64(oversized.data() + 8, 9);
+  boost::endian::store_big_u32(oversized.data() + 16, 0);  // no listening address
+  boost::endian::store_big_u32(oversized.data() + 20, 0x7fffffff);
+  boost::endian::store_big_u32(oversized.data() + 24, static_cast<std::uint32_t>(Channel::rpc));
+  EXPECT_TRUE(server_closes_after(server->local_address(), oversized));
+  EXPECT_GE(server->stats().connections_refused, 2u);
+
+  TcpTransport* good = start(2, std::nullopt);
+  good->set_address(1, server->local_address());
+  good->send(1, Channel::rpc, bytes("still here"));
+  ASSERT_TRUE(at_server.wait_for(1));
+}
+
+TEST_F(TcpTransportTest, MessagesQueuedWhileAPeerIsDownArriveWhenItReturns) {
+  TcpTransport* a = start(1, std::nullopt);
+  // Take a free port, then close it: the peer is "down" at that address.
+  std::string address;
+  {
+    TcpTransport* probe = start(2, std::nullopt);
+    address = probe->local_address();
+    transports_.pop_back();
+  }
+  a->set_address(2, address);
+  a->send(2, Channel::rpc, bytes("while you were out"));
+  std::this_thread::sleep_for(300ms);
+  TcpTransport* b = start(2, std::nullopt, address);
+  ASSERT_NE(b, nullptr);
+  Inbox at_b;
+  at_b.attach(*b);
+  ASSERT_TRUE(at_b.wait_for(1, 10s));
+  EXPECT_EQ(at_b.messages()[0].second, "while you were out");
+}
+
+TEST_F(TcpTransportTest, AnAddressInUseIsAClearError) {
+  TcpTransport* a = start(1, std::nullopt);
+  loops_.push_back(make_asio_event_loop(io_.get_executor()));
+  TcpTransportOptions options;
+  options.self = 2;
+  options.listen_address = a->local_address();
+  auto second = TcpTransport::start(io_.get_executor(), *loops_.back(), options);
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find("cannot listen on"), std::string::npos);
+  options.listen_address = "not-an-address";
+  EXPECT_EQ(TcpTransport::start(io_.get_executor(), *loops_.back(), options).code(),
+            Errc::invalid_argument);
+}
+
+}  // namespace
+}  // namespace tidepool::cluster
