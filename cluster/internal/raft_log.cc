@@ -213,7 +213,18 @@ int RaftLog::load(raft_term* term, raft_id* voted_for, raft_snapshot** snapshot,
                     static_cast<unsigned short>(select.int64(2)), select.blob(3)});
     total += rows.back().data.size();
   }
-  if (!select.status().ok()) return RAFT_IOERR;
+  // On failure Raft owns nothing: the snapshot read above is released here.
+  auto fail = [snapshot](int rc) {
+    if (*snapshot != nullptr) {
+      raft_configuration_close(&(*snapshot)->configuration);
+      raft_free((*snapshot)->bufs[0].base);
+      raft_free((*snapshot)->bufs);
+      raft_free(*snapshot);
+      *snapshot = nullptr;
+    }
+    return rc;
+  };
+  if (!select.status().ok()) return fail(RAFT_IOERR);
   if (rows.empty()) return 0;
 
   *start_index = rows.front().index;
@@ -222,7 +233,7 @@ int RaftLog::load(raft_term* term, raft_id* voted_for, raft_snapshot** snapshot,
   if (loaded == nullptr || batch == nullptr) {
     raft_free(loaded);
     raft_free(batch);
-    return RAFT_NOMEM;
+    return fail(RAFT_NOMEM);
   }
   std::uint8_t* cursor = batch;
   for (std::size_t i = 0; i < rows.size(); ++i) {
