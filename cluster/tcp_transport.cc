@@ -16,6 +16,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/endian/conversion.hpp>
 
+#include <atomic>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -161,8 +162,8 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
   }
 
   Stats stats() const {
-    std::lock_guard lock(stats_mutex_);
-    return stats_;
+    return {counters_.messages_sent.load(), counters_.messages_received.load(),
+            counters_.messages_dropped.load(), counters_.connections_refused.load()};
   }
 
  private:
@@ -180,9 +181,15 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
     asio::steady_timer wake;  // cancelled when the queue gets work
   };
 
-  void count(std::uint64_t Stats::*field, std::uint64_t n = 1) {
-    std::lock_guard lock(stats_mutex_);
-    stats_.*field += n;
+  // Counted on the strand for every message, read by stats() from any thread.
+  struct Counters {
+    std::atomic<std::uint64_t> messages_sent = 0;
+    std::atomic<std::uint64_t> messages_received = 0;
+    std::atomic<std::uint64_t> messages_dropped = 0;
+    std::atomic<std::uint64_t> connections_refused = 0;
+  };
+  void count(std::atomic<std::uint64_t> Counters::*counter, std::uint64_t n = 1) {
+    (counters_.*counter).fetch_add(n, std::memory_order_relaxed);
   }
 
   Peer& peer(NodeId node) {
@@ -204,7 +211,7 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
 
   void enqueue(NodeId to, Channel channel, xdr::Buffer message) {
     if (stopped_ || message.size() > options_.max_message_bytes) {
-      count(&Stats::messages_dropped);
+      count(&Counters::messages_dropped);
       return;
     }
     Peer& p = peer(to);
@@ -217,7 +224,7 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
     while (p.queued_bytes > options_.max_queued_bytes && p.queue.size() > 1) {
       p.queued_bytes -= p.queue.front().payload.size();
       p.queue.pop_front();
-      count(&Stats::messages_dropped);
+      count(&Counters::messages_dropped);
     }
     if (!p.running) {
       p.running = true;
@@ -227,13 +234,18 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
     }
   }
 
+  // Sleeps until enqueue() or a new address cancels the peer's wake timer (or stop() does).
+  static awaitable<void> wait_for_work(Peer& peer) {
+    peer.wake.expires_after(std::chrono::hours(24));
+    co_await peer.wake.async_wait(kUseTuple);
+  }
+
   // Keeps one outgoing connection to a peer for as long as the transport runs.
   static awaitable<void> run_peer(std::shared_ptr<Impl> self, std::shared_ptr<Peer> peer) {
     auto backoff = self->options_.first_backoff;
     while (!self->stopped_) {
       if (peer->queue.empty() || peer->address.empty()) {
-        peer->wake.expires_after(std::chrono::hours(24));
-        co_await peer->wake.async_wait(kUseTuple);
+        co_await wait_for_work(*peer);
         continue;
       }
       bool delivered_any = co_await self->connect_and_write(*peer);
@@ -292,8 +304,7 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
     std::vector<asio::const_buffer> buffers;
     while (!stopped_) {
       if (peer.queue.empty()) {
-        peer.wake.expires_after(std::chrono::hours(24));
-        co_await peer.wake.async_wait(kUseTuple);
+        co_await wait_for_work(peer);
         continue;
       }
       batch.clear();
@@ -311,11 +322,11 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
       if (ec) {
         // What was in this write may or may not have arrived; like any lost message, the
         // protocols on top cope.
-        count(&Stats::messages_dropped, batch.size());
+        count(&Counters::messages_dropped, batch.size());
         co_return delivered_any;
       }
       delivered_any = true;
-      count(&Stats::messages_sent, batch.size());
+      count(&Counters::messages_sent, batch.size());
     }
     co_return delivered_any;
   }
@@ -355,7 +366,7 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
     ec = co_await with_timeout(stream.async_handshake(ssl::stream_base::server, kUseTuple),
                                kHandshakeTimeout);
     if (ec) {
-      self->count(&Stats::connections_refused);
+      self->count(&Counters::connections_refused);
       boost::system::error_code ignored;
       auto peer = socket.remote_endpoint(ignored);
       spdlog::warn("backend: refused a connection from {}: TLS handshake failed ({})",
@@ -376,7 +387,7 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
         boost::endian::load_big_u32(hello.data() + 4) != kProtocolVersion || from == 0 ||
         address_length > kMaxAddressLength) {
       if (!ec) {
-        count(&Stats::connections_refused);
+        count(&Counters::connections_refused);
         spdlog::warn("backend: refused a connection with a malformed hello");
       }
       co_return;
@@ -393,7 +404,7 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
       std::uint32_t length = boost::endian::load_big_u32(header.data());
       std::uint32_t channel = boost::endian::load_big_u32(header.data() + 4);
       if (length > options_.max_message_bytes || !known_channel(channel)) {
-        count(&Stats::connections_refused);
+        count(&Counters::connections_refused);
         spdlog::warn("backend: closing the connection from node {}: {}", from,
                      known_channel(channel) ? "message over the size bound" : "unknown channel");
         co_return;
@@ -402,7 +413,7 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
       auto [payload_error, m] =
           co_await asio::async_read(stream, asio::buffer(payload), kUseTuple);
       if (payload_error) co_return;
-      count(&Stats::messages_received);
+      count(&Counters::messages_received);
       deliver(from, static_cast<Channel>(channel), std::move(payload));
     }
   }
@@ -429,8 +440,7 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
   std::map<Channel, Receiver> receivers_;          // on the loop
   std::mutex deliver_mutex_;
   std::atomic<bool> stopped_ = false;  // set under deliver_mutex_
-  mutable std::mutex stats_mutex_;
-  Stats stats_;  // guarded by stats_mutex_
+  Counters counters_;
 };
 
 Result<std::unique_ptr<TcpTransport>> TcpTransport::start(asio::any_io_executor executor,

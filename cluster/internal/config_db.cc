@@ -115,17 +115,25 @@ Result<std::unique_ptr<ConfigDb>> ConfigDb::open(const std::string& path) {
 
 Status ConfigDb::clear() {
   TP_RETURN_IF_ERROR(db_->exec("DELETE FROM counters; DELETE FROM nodes; DELETE FROM objects;"));
-  epoch_ = applied_ = digest_ = 0;
+  counters_ = {};
   view_stale_ = true;
   return {};
 }
 
-Status ConfigDb::save_counters() {
-  for (auto [key, value] : {std::pair{"epoch", epoch_}, std::pair{"applied", applied_},
-                            std::pair{"digest", digest_}}) {
+Status ConfigDb::commit(const Counters& next, Status written) {
+  for (auto [key, value] : {std::pair{"epoch", next.epoch}, std::pair{"applied", next.applied},
+                            std::pair{"digest", next.digest}}) {
+    if (!written.ok()) break;
     auto put = db_->prepare("INSERT OR REPLACE INTO counters(key, value) VALUES (?, ?)");
-    TP_RETURN_IF_ERROR(put.bind(1, std::string_view(key)).bind(2, value).run());
+    written = put.bind(1, std::string_view(key)).bind(2, value).run();
   }
+  if (written.ok()) written = db_->exec("COMMIT");
+  if (!written.ok()) {
+    (void)db_->exec("ROLLBACK");
+    return written;
+  }
+  counters_ = next;
+  view_stale_ = true;
   return {};
 }
 
@@ -140,23 +148,11 @@ Status ConfigDb::apply(std::span<const std::uint8_t> encoded, Change& change, St
     change = Change{};
     outcome = decoded.status();
   }
-  Epoch epoch = epoch_;
-  std::uint64_t applied = applied_;
-  std::uint64_t digest = digest_;
-  applied_ += 1;
-  digest_ = chain(digest_, encoded);
-  if (outcome.ok()) epoch_ += 1;
-  if (written.ok()) written = save_counters();
-  if (written.ok()) written = db_->exec("COMMIT");
-  if (!written.ok()) {
-    (void)db_->exec("ROLLBACK");
-    epoch_ = epoch;
-    applied_ = applied;
-    digest_ = digest;
-    return written;
-  }
-  view_stale_ = true;
-  return {};
+  Counters next = counters_;
+  next.applied += 1;
+  next.digest = chain(next.digest, encoded);
+  if (outcome.ok()) next.epoch += 1;
+  return commit(next, written);
 }
 
 Status ConfigDb::apply_change(const Change& change, Status& outcome) {
@@ -164,7 +160,7 @@ Status ConfigDb::apply_change(const Change& change, Status& outcome) {
   const NodeInfo& node = change.node;
   const ConfigObject& object = change.object;
   // The epoch this change will carry if it succeeds.
-  const Epoch next_epoch = epoch_ + 1;
+  const Epoch next_epoch = counters_.epoch + 1;
   switch (change.kind) {
     case Change::Kind::add_node: {
       if (node.id == 0 || node.name.empty()) {
@@ -175,7 +171,7 @@ Status ConfigDb::apply_change(const Change& change, Status& outcome) {
           "SELECT id, name, backend_address, frontend_address, admin_address, pool FROM nodes "
           "WHERE id = ? OR name = ?");
       same.bind(1, node.id).bind(2, std::string_view(node.name));
-      while (same.next_row()) {
+      if (same.next_row()) {
         bool identical = static_cast<NodeId>(same.int64(0)) == node.id &&
                          same.blob(1) == node.name && same.blob(2) == node.backend_address &&
                          same.blob(3) == node.frontend_address &&
@@ -246,9 +242,9 @@ Status ConfigDb::apply_change(const Change& change, Status& outcome) {
 const GroupView& ConfigDb::view() {
   if (!view_stale_) return view_;
   GroupView view;
-  view.epoch = epoch_;
-  view.applied = applied_;
-  view.digest = digest_;
+  view.epoch = counters_.epoch;
+  view.applied = counters_.applied;
+  view.digest = counters_.digest;
   auto nodes = db_->prepare(
       "SELECT id, name, backend_address, frontend_address, admin_address, pool, up FROM nodes "
       "ORDER BY id");
@@ -309,23 +305,7 @@ Status ConfigDb::restore(std::span<const std::uint8_t> snapshot) {
             .bind(4, object.changed)
             .run();
   }
-  Epoch old_epoch = epoch_;
-  std::uint64_t old_applied = applied_;
-  std::uint64_t old_digest = digest_;
-  epoch_ = epoch;
-  applied_ = applied;
-  digest_ = digest;
-  if (s.ok()) s = save_counters();
-  if (s.ok()) s = db_->exec("COMMIT");
-  if (!s.ok()) {
-    (void)db_->exec("ROLLBACK");
-    epoch_ = old_epoch;
-    applied_ = old_applied;
-    digest_ = old_digest;
-    return s;
-  }
-  view_stale_ = true;
-  return {};
+  return commit(Counters{epoch, applied, digest}, s);
 }
 
 }  // namespace tidepool::cluster::internal

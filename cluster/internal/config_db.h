@@ -35,20 +35,25 @@ class ConfigDb {
   Status restore(std::span<const std::uint8_t> snapshot);
 
   const GroupView& view();
-  Epoch epoch() const { return epoch_; }
-  std::uint64_t applied() const { return applied_; }
-  std::uint64_t digest() const { return digest_; }
+  Epoch epoch() const { return counters_.epoch; }
+  std::uint64_t applied() const { return counters_.applied; }
+  std::uint64_t digest() const { return counters_.digest; }
 
  private:
   explicit ConfigDb(std::unique_ptr<sqlite::Database> db) : db_(std::move(db)) {}
   Status apply_change(const Change& change, Status& outcome);
-  Status save_counters();
+  struct Counters {
+    Epoch epoch = 0;
+    std::uint64_t applied = 0;
+    std::uint64_t digest = 0;
+  };
+  // Ends the open transaction: stores `next` and commits, then takes `next` as the counters;
+  // on any failure (`written` included) rolls back and leaves everything as it was.
+  Status commit(const Counters& next, Status written);
   Status clear();
 
   std::unique_ptr<sqlite::Database> db_;
-  Epoch epoch_ = 0;
-  std::uint64_t applied_ = 0;
-  std::uint64_t digest_ = 0;
+  Counters counters_;
   GroupView view_;
   bool view_stale_ = true;
 };

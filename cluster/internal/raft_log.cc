@@ -146,7 +146,7 @@ int RaftLog::put_snapshot(const raft_snapshot& snapshot, unsigned trailing) {
   return 0;
 }
 
-int RaftLog::read_snapshot(raft_snapshot** out) {
+int RaftLog::get_snapshot(raft_snapshot** out) {
   *out = nullptr;
   auto row = db_->prepare(
       "SELECT idx, term, configuration, configuration_index, data FROM raft_snapshot");
@@ -179,8 +179,6 @@ int RaftLog::read_snapshot(raft_snapshot** out) {
   return 0;
 }
 
-int RaftLog::get_snapshot(raft_snapshot** snapshot) { return read_snapshot(snapshot); }
-
 int RaftLog::load(raft_term* term, raft_id* voted_for, raft_snapshot** snapshot,
                   raft_index* start_index, raft_entry** entries, std::size_t* n_entries) {
   *term = 0;
@@ -195,7 +193,7 @@ int RaftLog::load(raft_term* term, raft_id* voted_for, raft_snapshot** snapshot,
     }
     if (!meta.status().ok()) return RAFT_IOERR;
   }
-  if (int rc = read_snapshot(snapshot); rc != 0) return rc;
+  if (int rc = get_snapshot(snapshot); rc != 0) return rc;
   *start_index = *snapshot != nullptr ? (*snapshot)->index + 1 : 1;
 
   struct Row {

@@ -37,6 +37,7 @@ class RaftLog {
   // Stores `snapshot` and deletes the entries it covers except the last `trailing`; with
   // trailing 0 (a snapshot installed from the leader) the whole log goes.
   int put_snapshot(const raft_snapshot& snapshot, unsigned trailing);
+  // The stored snapshot, or null when there is none.
   int get_snapshot(raft_snapshot** snapshot);
 
   raft_index last_index() const { return next_index_ - 1; }
@@ -47,7 +48,6 @@ class RaftLog {
  private:
   explicit RaftLog(std::unique_ptr<sqlite::Database> db) : db_(std::move(db)) {}
   int set_meta(int key, std::uint64_t value);
-  int read_snapshot(raft_snapshot** snapshot);
 
   std::unique_ptr<sqlite::Database> db_;
   raft_index next_index_ = 1;  // index the next appended entry gets
