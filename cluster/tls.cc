@@ -50,22 +50,6 @@ Result<File> create_file(const std::string& path, mode_t mode) {
   return File(file);
 }
 
-Status write_pair(const X509* certificate, EVP_PKEY* key, const std::string& certificate_path,
-                  const std::string& key_path) {
-  TP_ASSIGN_OR_RETURN(File key_file, create_file(key_path, 0600));
-  if (PEM_write_PrivateKey(key_file.get(), key, nullptr, nullptr, 0, nullptr, nullptr) != 1) {
-    return openssl_error("writing " + key_path);
-  }
-  TP_ASSIGN_OR_RETURN(File certificate_file, create_file(certificate_path, 0644));
-  if (PEM_write_X509(certificate_file.get(), certificate) != 1) {
-    return openssl_error("writing " + certificate_path);
-  }
-  if (std::fflush(key_file.get()) != 0 || std::fflush(certificate_file.get()) != 0) {
-    return error(Errc::io_error, "cannot write " + certificate_path);
-  }
-  return {};
-}
-
 Result<Certificate> new_certificate(EVP_PKEY* key, const std::string& common_name) {
   Certificate certificate(X509_new());
   if (!certificate) return openssl_error("X509_new");
@@ -101,27 +85,70 @@ Status add_extension(X509* certificate, X509* issuer, int nid, const char* value
   return {};
 }
 
-Result<Key> read_key(const std::string& path) {
-  File file(std::fopen(path.c_str(), "r"));
-  if (!file) return error(Errc::not_found, "cannot read " + path);
-  Key key(PEM_read_PrivateKey(file.get(), nullptr, nullptr, nullptr));
-  if (!key) return error(Errc::corrupt, path + " holds no private key");
+using Bio = std::unique_ptr<BIO, Deleter<BIO_free>>;
+
+Result<std::string> key_pem(EVP_PKEY* key) {
+  Bio bio(BIO_new(BIO_s_mem()));
+  if (!bio || PEM_write_bio_PrivateKey(bio.get(), key, nullptr, nullptr, 0, nullptr, nullptr) != 1) {
+    return openssl_error("encoding a key");
+  }
+  char* data = nullptr;
+  const long size = BIO_get_mem_data(bio.get(), &data);
+  return std::string(data, static_cast<std::size_t>(size));
+}
+
+Result<std::string> certificate_pem(X509* certificate) {
+  Bio bio(BIO_new(BIO_s_mem()));
+  if (!bio || PEM_write_bio_X509(bio.get(), certificate) != 1) {
+    return openssl_error("encoding a certificate");
+  }
+  char* data = nullptr;
+  const long size = BIO_get_mem_data(bio.get(), &data);
+  return std::string(data, static_cast<std::size_t>(size));
+}
+
+Result<Key> parse_key(const std::string& pem) {
+  Bio bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  Key key(bio ? PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr) : nullptr);
+  if (!key) return error(Errc::invalid_argument, "not a PEM private key");
   return key;
 }
 
-Result<Certificate> read_certificate(const std::string& path) {
+Result<Certificate> parse_certificate(const std::string& pem) {
+  Bio bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  Certificate certificate(bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr) : nullptr);
+  if (!certificate) return error(Errc::invalid_argument, "not a PEM certificate");
+  return certificate;
+}
+
+Result<std::string> read_whole_file(const std::string& path) {
   File file(std::fopen(path.c_str(), "r"));
   if (!file) return error(Errc::not_found, "cannot read " + path);
-  Certificate certificate(PEM_read_X509(file.get(), nullptr, nullptr, nullptr));
-  if (!certificate) return error(Errc::corrupt, path + " holds no certificate");
-  return certificate;
+  std::string text;
+  char buffer[4096];
+  std::size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, file.get())) > 0) text.append(buffer, n);
+  return text;
+}
+
+Status write_new_file(const std::string& path, const std::string& contents, mode_t mode) {
+  TP_ASSIGN_OR_RETURN(File file, create_file(path, mode));
+  if (std::fwrite(contents.data(), 1, contents.size(), file.get()) != contents.size() ||
+      std::fflush(file.get()) != 0) {
+    return error(Errc::io_error, "cannot write " + path);
+  }
+  return {};
+}
+
+Status write_pair(const PemPair& pair, const std::string& certificate_path,
+                  const std::string& key_path) {
+  TP_RETURN_IF_ERROR(write_new_file(key_path, pair.private_key, 0600));
+  return write_new_file(certificate_path, pair.certificate, 0644);
 }
 
 }  // namespace
 
-Status create_certificate_authority(const std::string& cluster_name,
-                                    const std::string& certificate_path,
-                                    const std::string& key_path) {
+Result<PemPair> create_certificate_authority(const std::string& cluster_name) {
   Key key(EVP_EC_gen("P-256"));
   if (!key) return openssl_error("generating the CA key");
   TP_ASSIGN_OR_RETURN(Certificate certificate,
@@ -136,28 +163,72 @@ Status create_certificate_authority(const std::string& cluster_name,
   if (X509_sign(certificate.get(), key.get(), EVP_sha256()) == 0) {
     return openssl_error("signing the CA");
   }
-  return write_pair(certificate.get(), key.get(), certificate_path, key_path);
+  PemPair pair;
+  TP_ASSIGN_OR_RETURN(pair.certificate, certificate_pem(certificate.get()));
+  TP_ASSIGN_OR_RETURN(pair.private_key, key_pem(key.get()));
+  return pair;
+}
+
+Result<PemPair> create_self_signed_certificate(const std::string& common_name) {
+  Key key(EVP_EC_gen("P-256"));
+  if (!key) return openssl_error("generating a key");
+  TP_ASSIGN_OR_RETURN(Certificate certificate, new_certificate(key.get(), common_name));
+  X509_set_issuer_name(certificate.get(), X509_get_subject_name(certificate.get()));
+  if (X509_sign(certificate.get(), key.get(), EVP_sha256()) == 0) {
+    return openssl_error("signing a certificate");
+  }
+  PemPair pair;
+  TP_ASSIGN_OR_RETURN(pair.certificate, certificate_pem(certificate.get()));
+  TP_ASSIGN_OR_RETURN(pair.private_key, key_pem(key.get()));
+  return pair;
+}
+
+Result<std::string> sign_certificate(const PemPair& ca, const std::string& common_name,
+                                     const std::string& subject_certificate) {
+  TP_ASSIGN_OR_RETURN(Certificate ca_certificate, parse_certificate(ca.certificate));
+  TP_ASSIGN_OR_RETURN(Key ca_key, parse_key(ca.private_key));
+  TP_ASSIGN_OR_RETURN(Certificate subject, parse_certificate(subject_certificate));
+  EVP_PKEY* subject_key = X509_get0_pubkey(subject.get());
+  if (subject_key == nullptr) return error(Errc::invalid_argument, "certificate without a key");
+  TP_ASSIGN_OR_RETURN(Certificate certificate, new_certificate(subject_key, common_name));
+  X509_set_issuer_name(certificate.get(), X509_get_subject_name(ca_certificate.get()));
+  TP_RETURN_IF_ERROR(add_extension(certificate.get(), ca_certificate.get(),
+                                   NID_basic_constraints, "critical,CA:FALSE"));
+  TP_RETURN_IF_ERROR(add_extension(certificate.get(), ca_certificate.get(), NID_ext_key_usage,
+                                   "serverAuth,clientAuth"));
+  TP_RETURN_IF_ERROR(add_extension(certificate.get(), ca_certificate.get(),
+                                   NID_authority_key_identifier, "keyid:always"));
+  if (X509_sign(certificate.get(), ca_key.get(), EVP_sha256()) == 0) {
+    return openssl_error("signing a certificate");
+  }
+  return certificate_pem(certificate.get());
+}
+
+Status check_key_matches(const std::string& certificate, const std::string& private_key) {
+  TP_ASSIGN_OR_RETURN(Certificate parsed, parse_certificate(certificate));
+  TP_ASSIGN_OR_RETURN(Key key, parse_key(private_key));
+  if (X509_check_private_key(parsed.get(), key.get()) != 1) {
+    return error(Errc::invalid_argument, "the certificate is not for this node's key");
+  }
+  return {};
+}
+
+Status create_certificate_authority(const std::string& cluster_name,
+                                    const std::string& certificate_path,
+                                    const std::string& key_path) {
+  TP_ASSIGN_OR_RETURN(PemPair ca, create_certificate_authority(cluster_name));
+  return write_pair(ca, certificate_path, key_path);
 }
 
 Status issue_certificate(const std::string& ca_certificate_path, const std::string& ca_key_path,
                          const std::string& common_name, const std::string& certificate_path,
                          const std::string& key_path) {
-  TP_ASSIGN_OR_RETURN(Certificate ca, read_certificate(ca_certificate_path));
-  TP_ASSIGN_OR_RETURN(Key ca_key, read_key(ca_key_path));
-  Key key(EVP_EC_gen("P-256"));
-  if (!key) return openssl_error("generating a key");
-  TP_ASSIGN_OR_RETURN(Certificate certificate, new_certificate(key.get(), common_name));
-  X509_set_issuer_name(certificate.get(), X509_get_subject_name(ca.get()));
-  TP_RETURN_IF_ERROR(
-      add_extension(certificate.get(), ca.get(), NID_basic_constraints, "critical,CA:FALSE"));
-  TP_RETURN_IF_ERROR(add_extension(certificate.get(), ca.get(), NID_ext_key_usage,
-                                   "serverAuth,clientAuth"));
-  TP_RETURN_IF_ERROR(
-      add_extension(certificate.get(), ca.get(), NID_authority_key_identifier, "keyid:always"));
-  if (X509_sign(certificate.get(), ca_key.get(), EVP_sha256()) == 0) {
-    return openssl_error("signing a certificate");
-  }
-  return write_pair(certificate.get(), key.get(), certificate_path, key_path);
+  PemPair ca;
+  TP_ASSIGN_OR_RETURN(ca.certificate, read_whole_file(ca_certificate_path));
+  TP_ASSIGN_OR_RETURN(ca.private_key, read_whole_file(ca_key_path));
+  TP_ASSIGN_OR_RETURN(PemPair node, create_self_signed_certificate(common_name));
+  TP_ASSIGN_OR_RETURN(node.certificate, sign_certificate(ca, common_name, node.certificate));
+  return write_pair(node, certificate_path, key_path);
 }
 
 }  // namespace tidepool::cluster

@@ -16,6 +16,28 @@ struct TlsFiles {
   std::string private_key;
 };
 
+// A certificate and its private key, PEM-encoded.
+struct PemPair {
+  std::string certificate;
+  std::string private_key;
+};
+
+// A new self-signed CA (EC P-256, ten years).
+Result<PemPair> create_certificate_authority(const std::string& cluster_name);
+
+// A new key with a self-signed certificate for `common_name`: what a node presents before it
+// belongs to a cluster, and the key the cluster's certificate for it will certify.
+Result<PemPair> create_self_signed_certificate(const std::string& common_name);
+
+// A certificate for `common_name` and the public key of `subject_certificate` (PEM), signed by
+// `ca`. The subject keeps its private key; only its public half travels.
+Result<std::string> sign_certificate(const PemPair& ca, const std::string& common_name,
+                                     const std::string& subject_certificate);
+
+// Fails with invalid_argument unless `certificate` (PEM) certifies the public half of
+// `private_key` (PEM).
+Status check_key_matches(const std::string& certificate, const std::string& private_key);
+
 // Writes a new self-signed CA (EC P-256, ten years) to `certificate_path` and `key_path`
 // (the key readable by its owner only). Refuses to overwrite.
 Status create_certificate_authority(const std::string& cluster_name,

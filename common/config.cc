@@ -87,6 +87,16 @@ bool is_export_path(std::string_view path) {
 
 bool is_not_empty(std::string_view text) { return !text.empty(); }
 
+
+bool is_ipv4_and_port(std::string_view text) {
+  const std::size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos || !is_ipv4(text.substr(0, colon))) return false;
+  const std::string_view port = text.substr(colon + 1);
+  unsigned number = 0;
+  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), number);
+  return ec == std::errc() && end == port.data() + port.size() && number >= 1 && number <= 65535;
+}
+
 // Reads a parsed TOML tree into a NodeConfig. Every error names the source, line and key.
 class ConfigReader {
  public:
@@ -108,6 +118,8 @@ class ConfigReader {
 
   std::optional<Status> node_key(std::string_view key, const toml::node& value,
                                  const std::string& name);
+  std::optional<Status> cluster_key(std::string_view key, const toml::node& value,
+                                    const std::string& name);
   std::optional<Status> frontend_key(std::string_view key, const toml::node& value,
                                      const std::string& name);
   std::optional<Status> nfs_key(std::string_view key, const toml::node& value,
@@ -149,7 +161,8 @@ class ConfigReader {
 
 Result<NodeConfig> ConfigReader::read(const toml::table& root) {
   static constexpr std::pair<std::string_view, KeyReader> kSections[] = {
-      {"node", &ConfigReader::node_key},     {"frontend", &ConfigReader::frontend_key},
+      {"node", &ConfigReader::node_key},     {"cluster", &ConfigReader::cluster_key},
+      {"frontend", &ConfigReader::frontend_key},
       {"nfs", &ConfigReader::nfs_key},       {"store", &ConfigReader::store_key},
       {"sysctl", &ConfigReader::sysctl_key}, {"log", &ConfigReader::log_key},
   };
@@ -177,6 +190,8 @@ Result<NodeConfig> ConfigReader::read(const toml::table& root) {
                 "'node.data_dir' is required");
   }
   if (!root.contains("exports")) config_.exports.push_back(ExportConfig{.path = "/ifs"});
+  if (config_.backend_address.empty()) config_.backend_address = config_.frontend_address + ":7100";
+  if (config_.admin_address.empty()) config_.admin_address = config_.frontend_address + ":8080";
   TP_RETURN_IF_ERROR(check_at_most(root, "nfs.read_size_preferred", config_.read_size_preferred,
                                    "nfs.read_size_max", config_.read_size_max, 0));
   TP_RETURN_IF_ERROR(check_at_most(root, "nfs.write_size_preferred", config_.write_size_preferred,
@@ -216,6 +231,22 @@ std::optional<Status> ConfigReader::node_key(std::string_view key, const toml::n
   if (key == "data_dir") return text(value, name, config_.data_dir, is_not_empty, "a directory");
   if (key == "pool") return text(value, name, config_.pool, is_not_empty, "a pool name");
   if (key == "ram_budget") return size(value, name, config_.ram_budget_bytes, kMiB, kPiB);
+  return std::nullopt;
+}
+
+std::optional<Status> ConfigReader::cluster_key(std::string_view key, const toml::node& value,
+                                                const std::string& name) {
+  if (key == "name") {
+    return text(value, name, config_.cluster_name, is_valid_name,
+                "a cluster name (1-63 of A-Z a-z 0-9 - _)");
+  }
+  if (key == "backend_address") {
+    return text(value, name, config_.backend_address, is_ipv4_and_port, "an IPv4 address:port");
+  }
+  if (key == "admin_address") {
+    return text(value, name, config_.admin_address, is_ipv4_and_port, "an IPv4 address:port");
+  }
+  if (key == "backend_tls") return boolean(value, name, config_.backend_tls);
   return std::nullopt;
 }
 
@@ -434,6 +465,31 @@ Status ConfigReader::text(const toml::node& value, const std::string& name, std:
 
 }  // namespace
 
+bool is_valid_name(std::string_view text) {
+  return !text.empty() && text.size() <= 63 && std::ranges::all_of(text, [](unsigned char c) {
+    return std::isalnum(c) != 0 || c == '-' || c == '_';
+  });
+}
+
+Status validate_export(const ExportConfig& entry) {
+  if (!is_export_path(entry.path)) {
+    return error(Errc::invalid_argument,
+                 "path " + quote(entry.path) +
+                     " is not /ifs or a path under it without empty, '.' or '..' components");
+  }
+  if (entry.clients.empty()) return error(Errc::invalid_argument, "clients must not be empty");
+  for (const std::string& client : entry.clients) {
+    if (!is_client(client)) {
+      return error(Errc::invalid_argument,
+                   "client " + quote(client) + " is not an IPv4 address, a CIDR or '*'");
+    }
+  }
+  if (entry.map_all_gid.has_value() && !entry.map_all_uid.has_value()) {
+    return error(Errc::invalid_argument, "map_all_gid is only meaningful with map_all_uid");
+  }
+  return {};
+}
+
 Result<NodeConfig> parse_config(std::string_view toml_text, std::string_view source_name) {
   toml::parse_result parsed = toml::parse(toml_text);
   if (!parsed) {
@@ -532,6 +588,12 @@ id = 1                          # this node's id in the cluster, 1..65535
 data_dir = "/var/lib/tidepool"  # required: where this node keeps its shards and stripe units
 pool = "default"                # the node pool this node belongs to
 ram_budget = "1GiB"             # memory for the caches, at least 1MiB
+
+[cluster]
+# name = "tidepool"             # unset by default; when set, refuse a data_dir of another cluster
+# backend_address = "127.0.0.1:7100"  # node-to-node messages; default the front-end address:7100
+# admin_address = "127.0.0.1:8080"    # admin API, /metrics, /health; default front-end address:8080
+backend_tls = true              # mutual TLS between nodes; switch off only for benchmarks
 
 [frontend]
 address = "127.0.0.1"           # IPv4 address NFS, MOUNT and portmap listen on

@@ -34,6 +34,11 @@ struct NodeConfig {
   std::string data_dir;                         // "data_dir", required
   std::string pool = "default";                 // "pool"
   std::uint64_t ram_budget_bytes = 1ull << 30;  // "ram_budget", at least 1MiB
+  // [cluster]
+  std::string cluster_name;     // "name"; when set, a data directory of another cluster is refused
+  std::string backend_address;  // "backend_address", "IPv4:port"; default the frontend address:7100
+  std::string admin_address;    // "admin_address", "IPv4:port"; default the frontend address:8080
+  bool backend_tls = true;      // "backend_tls": mutual TLS between nodes
   // [frontend]
   std::string frontend_address = "127.0.0.1";   // "address", an IPv4 literal
   std::uint16_t nfs_port = 2049;                // "nfs_port"
@@ -84,6 +89,14 @@ Result<std::uint64_t> parse_size(std::string_view text);
 
 // "90s", "5m", "12h", "1d"/"1D", "2w"/"2W"; a plain integer is seconds. Errors: invalid_argument.
 Result<std::chrono::seconds> parse_duration(std::string_view text);
+
+// Checks an export made through the admin API by the rules of [[exports]]: a canonical path
+// under /ifs, clients that are IPv4 addresses, CIDRs or "*", map_all_gid only with map_all_uid.
+// Errors: invalid_argument naming the field.
+Status validate_export(const ExportConfig& entry);
+
+// 1-63 characters of A-Z a-z 0-9 - _: names of clusters, node pools and tiers.
+bool is_valid_name(std::string_view name);
 
 // Every key with its default and one line of meaning, as TOML that parse_config accepts (with an
 // example data_dir): the output of `tided --print-default-config`.

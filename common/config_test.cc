@@ -14,6 +14,8 @@ NodeConfig defaults_with_data_dir(std::string data_dir) {
   NodeConfig config;
   config.data_dir = std::move(data_dir);
   config.exports = {ExportConfig{.path = "/ifs"}};
+  config.backend_address = "127.0.0.1:7100";
+  config.admin_address = "127.0.0.1:8080";
   return config;
 }
 
@@ -68,6 +70,12 @@ data_dir = "/srv/node7"
 pool = "h500"
 ram_budget = "256MiB"
 
+[cluster]
+name = "lab-2"
+backend_address = "10.1.2.3:17100"
+admin_address = "10.1.2.4:18080"
+backend_tls = false
+
 [frontend]
 address = "10.1.2.3"
 nfs_port = 12049
@@ -115,6 +123,10 @@ map_all_gid = 501
   expected.data_dir = "/srv/node7";
   expected.pool = "h500";
   expected.ram_budget_bytes = 256u << 20;
+  expected.cluster_name = "lab-2";
+  expected.backend_address = "10.1.2.3:17100";
+  expected.admin_address = "10.1.2.4:18080";
+  expected.backend_tls = false;
   expected.frontend_address = "10.1.2.3";
   expected.nfs_port = 12049;
   expected.mount_port = 12048;
@@ -209,6 +221,18 @@ TEST(Config, FrontendAddressMustBeAnIpv4Literal) {
             "node.toml:4: 'frontend.address': 'localhost' is not an IPv4 address");
   EXPECT_EQ(parse_error(with_data_dir("[frontend]\naddress = \"::1\"\n")),
             "node.toml:4: 'frontend.address': '::1' is not an IPv4 address");
+}
+
+TEST(Config, ClusterAddressesDefaultToTheFrontendAddressAndAreValidated) {
+  const NodeConfig config = parse_ok(with_data_dir("[frontend]\naddress = \"127.0.0.3\"\n"));
+  EXPECT_EQ(config.backend_address, "127.0.0.3:7100");
+  EXPECT_EQ(config.admin_address, "127.0.0.3:8080");
+  EXPECT_EQ(parse_error(with_data_dir("[cluster]\nbackend_address = \"127.0.0.3\"\n")),
+            "node.toml:4: 'cluster.backend_address': '127.0.0.3' is not an IPv4 address:port");
+  EXPECT_EQ(parse_error(with_data_dir("[cluster]\nadmin_address = \"127.0.0.3:0\"\n")),
+            "node.toml:4: 'cluster.admin_address': '127.0.0.3:0' is not an IPv4 address:port");
+  EXPECT_EQ(parse_error(with_data_dir("[cluster]\nname = \"a b\"\n")),
+            "node.toml:4: 'cluster.name': 'a b' is not a cluster name (1-63 of A-Z a-z 0-9 - _)");
 }
 
 TEST(Config, LogLevelMustBeKnown) {
@@ -416,6 +440,18 @@ TEST(ConfigExports, IdsMustFitIn32Bits) {
 
 TEST(ConfigExports, EmptyArrayExportsNothing) {
   EXPECT_TRUE(parse_ok("exports = []\n[node]\ndata_dir = \"/d\"\n").exports.empty());
+}
+
+TEST(ConfigExports, ValidateExportAppliesTheFileRules) {
+  EXPECT_TRUE(validate_export(ExportConfig{.path = "/ifs/data", .clients = {"10.0.0.0/8"}}).ok());
+  EXPECT_EQ(validate_export(ExportConfig{.path = "/data"}).message(),
+            "path '/data' is not /ifs or a path under it without empty, '.' or '..' components");
+  EXPECT_EQ(validate_export(ExportConfig{.path = "/ifs", .clients = {"10.0.0.0/33"}}).message(),
+            "client '10.0.0.0/33' is not an IPv4 address, a CIDR or '*'");
+  EXPECT_EQ(validate_export(ExportConfig{.path = "/ifs", .clients = {}}).message(),
+            "clients must not be empty");
+  EXPECT_EQ(validate_export(ExportConfig{.path = "/ifs", .map_all_gid = 5}).message(),
+            "map_all_gid is only meaningful with map_all_uid");
 }
 
 TEST(ConfigExports, MustBeAnArrayOfTables) {

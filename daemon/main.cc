@@ -5,8 +5,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sys/statvfs.h>
+
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -18,12 +24,18 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "daemon/admin_api.h"
+#include "daemon/config_objects.h"
+#include "daemon/http.h"
+#include "daemon/membership.h"
+#include "daemon/metrics.h"
 #include "nfsd/server.h"
 #include "store/store.h"
 
 namespace {
 
 using namespace tidepool;
+namespace asio = boost::asio;
 
 struct Options {
   std::string config_path;
@@ -72,6 +84,35 @@ Options parse_arguments(int argc, char** argv) {
   return o;
 }
 
+// Bytes per second in and out of the NFS front end, sampled once a second.
+class TrafficRates {
+ public:
+  void sample(const nfsd::NfsServer::Traffic& now) {
+    in_per_second_ = now.bytes_received - last_.bytes_received;
+    out_per_second_ = now.bytes_sent - last_.bytes_sent;
+    last_ = now;
+  }
+  std::uint64_t in_per_second() const { return in_per_second_; }
+  std::uint64_t out_per_second() const { return out_per_second_; }
+
+ private:
+  nfsd::NfsServer::Traffic last_;
+  std::uint64_t in_per_second_ = 0;
+  std::uint64_t out_per_second_ = 0;
+};
+
+daemon::NodeStats local_stats(const NodeConfig& config, const TrafficRates& rates) {
+  daemon::NodeStats stats;
+  stats.in_bytes_per_second = rates.in_per_second();
+  stats.out_bytes_per_second = rates.out_per_second();
+  struct statvfs vfs;
+  if (::statvfs(config.data_dir.c_str(), &vfs) == 0) {
+    stats.size_bytes = static_cast<std::uint64_t>(vfs.f_blocks) * vfs.f_frsize;
+    stats.used_bytes = static_cast<std::uint64_t>(vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize;
+  }
+  return stats;
+}
+
 // Runs the node until a stop signal. `report` is called once: with an empty string when the
 // node serves, or with the reason it could not start.
 int serve(const NodeConfig& config, const std::function<void(const std::string&)>& report) {
@@ -86,26 +127,84 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
     report(store.status().message());
     return 1;
   }
-  boost::asio::io_context io(static_cast<int>(config.io_threads));
+  asio::io_context io(static_cast<int>(config.io_threads));
   auto server = nfsd::NfsServer::start(io, config, **store);
   if (!server.ok()) {
     report(server.status().message());
     return 1;
   }
-  boost::asio::signal_set signals(io, SIGTERM, SIGINT);
+
+  // The cluster side — group view, backend transport, admin API — runs on one thread of its
+  // own, all of it on one strand, so client load never delays heartbeats.
+  asio::io_context backend_io(1);
+  auto backend_work = asio::make_work_guard(backend_io);
+  auto strand = asio::make_strand(backend_io);
+  TrafficRates rates;
+  daemon::Membership::Hooks hooks;
+  hooks.view_changed = [&](const cluster::GroupView& view) {
+    std::vector<ExportConfig> exports;
+    for (auto& [id, entry] : daemon::exports_of(view)) exports.push_back(std::move(entry));
+    (*server)->set_exports(std::move(exports));
+    const daemon::AtimePolicy atime = daemon::atime_policy(view, config);
+    (*store)->set_atime_policy(atime.enabled, atime.grace_period);
+  };
+  hooks.local_stats = [&] { return local_stats(config, rates); };
+  auto membership = daemon::Membership::open(strand, config, std::move(hooks));
+  if (!membership.ok()) {
+    report(membership.status().message());
+    return 1;
+  }
+  std::unique_ptr<daemon::HttpsServer> admin;
+  auto metrics = [&] { return daemon::render_metrics(**membership, (*server)->traffic(), local_stats(config, rates)); };
+  daemon::AdminApi api(strand, **membership, metrics, [&] {
+    if (Status s = admin->set_certificate((*membership)->admin_certificate()); !s.ok()) {
+      spdlog::error("admin API keeps its old certificate: {}", s.message());
+    }
+  });
+  auto admin_started = daemon::HttpsServer::start(
+      strand, config.admin_address, (*membership)->admin_certificate(),
+      [&api](daemon::HttpRequest request) { return api.handle(std::move(request)); });
+  if (!admin_started.ok()) {
+    report(admin_started.status().message());
+    return 1;
+  }
+  admin = std::move(admin_started).value();
+
+  asio::steady_timer sampler(strand);
+  std::function<void()> sample_every_second = [&] {
+    sampler.expires_after(std::chrono::seconds(1));
+    sampler.async_wait([&](const boost::system::error_code& ec) {
+      if (ec) return;
+      rates.sample((*server)->traffic());
+      sample_every_second();
+    });
+  };
+  sample_every_second();
+
+  asio::signal_set signals(io, SIGTERM, SIGINT);
   signals.async_wait([&](const boost::system::error_code& ec, int signal) {
     if (ec) return;
     spdlog::info("signal {}: stopping", signal);
     (*server)->stop();
+    asio::post(strand, [&] {
+      sampler.cancel();
+      admin.reset();
+      membership->reset();
+      backend_work.reset();
+      backend_io.stop();
+    });
     io.stop();
   });
-  spdlog::info("node {} serving NFSv3 on {} (nfs {}, mount {}, portmap {})", config.node_id,
-               config.frontend_address, config.nfs_port, config.mount_port, config.portmap_port);
+  spdlog::info("node {} serving NFSv3 on {} (nfs {}, mount {}, portmap {}), admin API on {}",
+               config.node_id, config.frontend_address, config.nfs_port, config.mount_port,
+               config.portmap_port, config.admin_address);
   report("");
+  std::thread backend([&backend_io] { backend_io.run(); });
   std::vector<std::thread> threads;
   for (std::uint32_t i = 1; i < config.io_threads; ++i) threads.emplace_back([&io] { io.run(); });
   io.run();
   for (auto& t : threads) t.join();
+  backend.join();
   server->reset();
   (*store)->close();
   spdlog::info("stopped");

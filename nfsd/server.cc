@@ -53,11 +53,20 @@ class NfsServerImpl final : public NfsServer {
     return register_elsewhere();
   }
 
+  Traffic traffic() const override {
+    return Traffic{transport_.bytes_received(), transport_.bytes_sent()};
+  }
+
   void stop() override {
     if (stopped_) return;
     stopped_ = true;
     transport_.stop();
     if (registered_) (void)register_with_rpcbind(mappings(), true);
+  }
+
+  void set_exports(std::vector<ExportConfig> exports) override {
+    service_.exports.replace(exports);
+    spdlog::info("export list replaced: {} exports", exports.size());
   }
 
  private:

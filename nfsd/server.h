@@ -2,7 +2,9 @@
 #pragma once
 
 #include <boost/asio/io_context.hpp>
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "common/config.h"
 #include "common/status.h"
@@ -19,6 +21,17 @@ class NfsServer {
   virtual ~NfsServer() = default;
   // Stops accepting, closes connections and unregisters from rpcbind. Idempotent.
   virtual void stop() = 0;
+  // Bytes from and to clients since the start, over every protocol and port.
+  struct Traffic {
+    std::uint64_t bytes_received = 0;
+    std::uint64_t bytes_sent = 0;
+  };
+  virtual Traffic traffic() const = 0;
+  // Replaces the export list; callable from any thread. Calls already running finish under the
+  // list they started with; file handles stay valid for exports whose path is unchanged (an
+  // export's id derives from its path) and become stale for the others. Entries are valid as
+  // parse_config would have them.
+  virtual void set_exports(std::vector<ExportConfig> exports) = 0;
 };
 
 }  // namespace tidepool::nfsd

@@ -109,6 +109,11 @@ class StoreImpl final : public Store {
 
   std::uint64_t write_verifier() const override { return write_verifier_.load(); }
 
+  void set_atime_policy(bool enabled, std::chrono::seconds grace_period) override {
+    atime_grace_ns_.store(std::chrono::nanoseconds(grace_period).count());
+    atime_enabled_.store(enabled);
+  }
+
   void close() override {
     if (closed_) return;
     closed_ = true;
@@ -681,8 +686,8 @@ class StoreImpl final : public Store {
   }
 
   bool atime_due(const Attributes& a) const {
-    auto grace = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.atime_grace_period);
-    return options_.atime_enabled && now_ns() - a.atime_ns >= grace.count();
+    return atime_enabled_.load(std::memory_order_relaxed) &&
+           now_ns() - a.atime_ns >= atime_grace_ns_.load(std::memory_order_relaxed);
   }
 
   void note_access(const Attributes& a) {
@@ -1083,6 +1088,9 @@ class StoreImpl final : public Store {
   }
 
   StoreOptions options_;
+  std::atomic<bool> atime_enabled_{options_.atime_enabled};
+  std::atomic<std::int64_t> atime_grace_ns_{
+      std::chrono::nanoseconds(options_.atime_grace_period).count()};
   const Clock& clock_;
   internal::DataFiles data_;
   asio::thread_pool pool_;

@@ -198,6 +198,8 @@ class Store {
   virtual std::uint64_t write_verifier() const = 0;
   // Makes everything durable and stops the store's threads. Idempotent.
   virtual void close() = 0;
+  // The sysctls efs.bam.atime_enabled and efs.bam.atime_grace_period, changed while serving.
+  virtual void set_atime_policy(bool enabled, std::chrono::seconds grace_period) = 0;
 
   virtual awaitable<Result<Attributes>> getattr(InodeId inode) = 0;
   // With guard_ctime_ns, fails with precondition_failed unless the ctime still matches.

@@ -399,5 +399,19 @@ TEST_F(StoreTest, AnEmptyDirectoryEndsOnlyAfterDotDot) {
   }
 }
 
+TEST_F(StoreTest, AtimePolicyChangesWhileServing) {
+  InodeId f = make_file(kRootInode, "at");
+  std::int64_t created = run(store_->getattr(f))->atime_ns;
+  std::vector<std::uint8_t> buf(10);
+  store_->set_atime_policy(false, std::chrono::seconds(0));
+  clock_.advance(std::chrono::hours(48));
+  ASSERT_TRUE(run(store_->read(f, 0, buf, kAlice)).ok());
+  EXPECT_EQ(run(store_->getattr(f))->atime_ns, created);
+  store_->set_atime_policy(true, std::chrono::hours(1));
+  clock_.advance(std::chrono::hours(1));
+  ASSERT_TRUE(run(store_->read(f, 0, buf, kAlice)).ok());
+  EXPECT_GT(run(store_->getattr(f))->atime_ns, created);
+}
+
 }  // namespace
 }  // namespace tidepool::store

@@ -1,6 +1,7 @@
 #include "nfsd/internal/exports.h"
 
 #include <algorithm>
+#include <charconv>
 
 namespace tidepool::nfsd {
 namespace {
@@ -38,11 +39,19 @@ Export::Export(ExportConfig config) : config_(std::move(config)), id_(path_id(co
       networks_.push_back({0, 0});
       continue;
     }
+    // Entries come validated (by the configuration loader, or before they are replicated); one
+    // that is not anyway admits nobody rather than taking the daemon down.
     std::size_t slash = client.find('/');
-    int prefix = slash == std::string::npos ? 32 : std::stoi(client.substr(slash + 1));
+    int prefix = 32;
+    if (slash != std::string::npos) {
+      const char* first = client.data() + slash + 1;
+      const char* last = client.data() + client.size();
+      auto parsed = std::from_chars(first, last, prefix);
+      if (parsed.ec != std::errc() || parsed.ptr != last || prefix < 0 || prefix > 32) continue;
+    }
     boost::system::error_code ec;
     auto address = boost::asio::ip::make_address_v4(client.substr(0, slash), ec);
-    if (ec) continue;  // the configuration loader validated every entry already
+    if (ec) continue;
     std::uint32_t mask = prefix == 0 ? 0 : ~std::uint32_t{0} << (32 - prefix);
     networks_.push_back({address.to_uint() & mask, mask});
   }
@@ -104,6 +113,20 @@ const Export* ExportTable::containing(std::string_view path,
   }
   if (best) below.assign(parts.begin() + static_cast<long>(best->components().size()), parts.end());
   return best;
+}
+
+LiveExports::LiveExports(const std::vector<ExportConfig>& exports)
+    : table_(std::make_shared<const ExportTable>(exports)) {}
+
+void LiveExports::replace(const std::vector<ExportConfig>& exports) {
+  auto next = std::make_shared<const ExportTable>(exports);
+  // Saves every mounted client a walk from the root on its first call after the change.
+  std::shared_ptr<const ExportTable> previous = snapshot();
+  for (const Export& e : next->all()) {
+    const Export* before = previous->by_id(e.id());
+    if (before && before->path() == e.path()) e.set_root_inode(before->root_inode());
+  }
+  table_.store(std::move(next));
 }
 
 }  // namespace tidepool::nfsd

@@ -4,6 +4,7 @@
 #include <boost/asio/ip/address_v4.hpp>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -62,6 +63,25 @@ class ExportTable {
 
  private:
   std::vector<Export> exports_;
+};
+
+// The export table in force, replaceable while calls run on other threads. A call takes one
+// snapshot when it starts and holds it until it ends, so the Export pointers it keeps across
+// co_awaits stay valid however often the table is replaced meanwhile.
+class LiveExports {
+ public:
+  explicit LiveExports(const std::vector<ExportConfig>& exports);
+
+  std::shared_ptr<const ExportTable> snapshot() const { return table_.load(); }
+  // Exports whose path is unchanged keep their resolved root inode (their id, derived from the
+  // path, is unchanged too, so their file handles stay valid).
+  void replace(const std::vector<ExportConfig>& exports);
+  // A copy of the exports in force, for single-threaded callers with no call to hold a snapshot
+  // for (the fuzz harness).
+  std::vector<Export> all() const { return snapshot()->all(); }
+
+ private:
+  std::atomic<std::shared_ptr<const ExportTable>> table_;
 };
 
 // Splits "/ifs/a/b" into {"ifs", "a", "b"}; empty components and "." are dropped.

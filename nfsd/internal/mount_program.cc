@@ -67,7 +67,9 @@ awaitable<AcceptStatus> MountProgram::mnt(const CallContext& context, xdr::Decod
     co_return refuse(MNT3ERR_ACCES);
   }
   std::vector<std::string> below;
-  const Export* exported = service_.exports.containing(path, below);
+  // Held across the co_awaits below: `exported` points into it.
+  std::shared_ptr<const ExportTable> exports = service_.exports.snapshot();
+  const Export* exported = exports->containing(path, below);
   if (!exported) co_return refuse(MNT3ERR_NOENT);
   if (!exported->allows(context.client)) {
     spdlog::info("mount of {} refused to {}", path, context.client.to_string());
@@ -91,8 +93,13 @@ awaitable<AcceptStatus> MountProgram::mnt(const CallContext& context, xdr::Decod
 }
 
 AcceptStatus MountProgram::dump(xdr::Encoder& out) {
+  // A mount whose export was removed is not listed, but is kept: its handles work again if the
+  // export comes back.
+  std::shared_ptr<const ExportTable> exports = service_.exports.snapshot();
+  std::vector<std::string> below;
   std::lock_guard lock(mutex_);
   for (const auto& [client, path] : mounts_) {
+    if (!exports->containing(path, below)) continue;
     out.boolean(true);
     out.string(client);
     out.string(path);
@@ -104,7 +111,8 @@ AcceptStatus MountProgram::dump(xdr::Encoder& out) {
 AcceptStatus MountProgram::export_list(const CallContext& context, xdr::Encoder& out) {
   // Only what this client may mount: clients such as libnfs mount every listed export below
   // the one asked for and give up when one refuses them.
-  for (const Export& e : service_.exports.all()) {
+  std::shared_ptr<const ExportTable> exports = service_.exports.snapshot();
+  for (const Export& e : exports->all()) {
     if (!e.allows(context.client)) continue;
     out.boolean(true);
     out.string(e.path());

@@ -17,6 +17,9 @@ struct Nfs3Program::Call {
   xdr::Decoder& in;
   xdr::Encoder& out;
   std::uint64_t fsid;
+  // The exports the call started with: every Target::exported points into them, so they live as
+  // long as the call, whatever set_exports does meanwhile.
+  std::shared_ptr<const ExportTable> exports;
 };
 
 struct Nfs3Program::Target {
@@ -86,7 +89,7 @@ awaitable<std::optional<AcceptStatus>> Nfs3Program::call(const CallContext& cont
                                                          xdr::Encoder& results) {
   if (context.procedure >= std::size(kProcedures)) co_return AcceptStatus::proc_unavail;
   const Procedure& procedure = kProcedures[context.procedure];
-  Call call{context, arguments, results, service_.fsid};
+  Call call{context, arguments, results, service_.fsid, service_.exports.snapshot()};
   if (!procedure.replay_from_cache) co_return co_await (this->*procedure.handler)(call);
 
   RequestKey key{context.client.to_uint(), context.client_port, context.xid, context.procedure,
@@ -113,7 +116,7 @@ awaitable<std::optional<AcceptStatus>> Nfs3Program::call(const CallContext& cont
 Result<Nfs3Program::Target> Nfs3Program::target(const Call& call,
                                                 std::span<const std::uint8_t> handle) const {
   TP_ASSIGN_OR_RETURN(HandleContents contents, service_.sealer.unseal(handle));
-  const Export* exported = service_.exports.by_id(contents.export_id);
+  const Export* exported = call.exports->by_id(contents.export_id);
   if (!exported) return error(Errc::stale, "the export of this handle is gone");
   if (!exported->allows(call.context.client)) {
     return error(Errc::access_denied, "client not allowed by the export");

@@ -108,6 +108,7 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
       arm_read_deadline(first ? limits.idle_timeout : limits.record_timeout);
       std::uint8_t mark[kRecordMarkBytes];
       auto [ec, n] = co_await asio::async_read(socket_, asio::buffer(mark), kUseTuple);
+      transport_.bytes_received_.fetch_add(n, std::memory_order_relaxed);
       if (ec) co_return false;
       std::uint32_t header = boost::endian::load_big_u32(mark);
       std::size_t length = header & ~kLastFragment;
@@ -123,6 +124,7 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
       record.resize(at + length);
       auto [ec2, n2] = co_await asio::async_read(
           socket_, asio::buffer(record.data() + at, length), kUseTuple);
+      transport_.bytes_received_.fetch_add(n2, std::memory_order_relaxed);
       if (ec2) co_return false;
       if (header & kLastFragment) co_return true;
     }
@@ -200,6 +202,7 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
       self->set_deadline(self->write_deadline_, std::chrono::steady_clock::now() +
                                                     self->transport_.limits_.record_timeout);
       auto [ec, n] = co_await asio::async_write(self->socket_, buffers, kUseTuple);
+      self->transport_.bytes_sent_.fetch_add(n, std::memory_order_relaxed);
       self->write_deadline_ = kNever;
       self->release_slots(static_cast<std::uint32_t>(batch.size()));
       if (ec) self->close_on_strand();
@@ -316,11 +319,14 @@ awaitable<void> RpcTransport::udp_loop(udp::socket& socket) {
       if (ec == asio::error::operation_aborted || !socket.is_open()) co_return;
       continue;
     }
+    bytes_received_.fetch_add(n, std::memory_order_relaxed);
     reply.clear();
     bool send = co_await udp_dispatcher_.dispatch({datagram.data(), n}, v4_of(peer.address()),
                                                   peer.port(), reply);
     if (send && reply.size() <= kMaxDatagramReply) {
-      co_await socket.async_send_to(asio::buffer(reply), peer, kUseTuple);
+      auto [send_error, sent] =
+          co_await socket.async_send_to(asio::buffer(reply), peer, kUseTuple);
+      if (!send_error) bytes_sent_.fetch_add(sent, std::memory_order_relaxed);
     }
   }
 }

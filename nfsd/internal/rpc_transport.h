@@ -10,6 +10,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ip/udp.hpp>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -41,6 +42,9 @@ class RpcTransport {
   Status listen_udp(const boost::asio::ip::udp::endpoint& endpoint);
   // Stops accepting and closes every connection; calls in flight finish on their own.
   void stop();
+  // Bytes read from and written to clients since the start, record marks included.
+  std::uint64_t bytes_received() const { return bytes_received_.load(std::memory_order_relaxed); }
+  std::uint64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
 
   class Connection;
 
@@ -57,6 +61,8 @@ class RpcTransport {
   std::vector<std::unique_ptr<boost::asio::ip::udp::socket>> udp_sockets_;
   std::mutex mutex_;
   std::set<std::shared_ptr<Connection>> connections_;  // guarded by mutex_
+  std::atomic<std::uint64_t> bytes_received_{0};
+  std::atomic<std::uint64_t> bytes_sent_{0};
 };
 
 }  // namespace tidepool::nfsd

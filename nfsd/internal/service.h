@@ -25,7 +25,7 @@ struct Service {
 
   store::Store& store;
   const NodeConfig& config;
-  ExportTable exports;
+  LiveExports exports;
   HandleSealer sealer;
   DuplicateRequestCache replies;
   std::uint64_t fsid;
@@ -34,7 +34,8 @@ struct Service {
   // attributes; fails on anything that is not a directory along the way.
   awaitable<Result<store::Attributes>> resolve(store::InodeId from,
                                             std::vector<std::string> components);
-  // The export's root directory inode, resolved once and remembered.
+  // The export's root directory inode, resolved once and remembered. `e` is from a snapshot the
+  // caller holds until this completes.
   awaitable<Result<store::InodeId>> export_root(const Export& e);
 };
 

@@ -24,6 +24,9 @@
 #ifndef TIDED_PATH
 #define TIDED_PATH ""
 #endif
+#ifndef TIDE_PATH
+#define TIDE_PATH ""
+#endif
 
 namespace tidepool::test {
 namespace {
@@ -62,6 +65,11 @@ bool keep_dirs() { return std::getenv("TIDEPOOL_KEEP_TEST_DIRS") != nullptr; }
 std::string tided_path() {
   if (const char* env = std::getenv("TIDEPOOL_TIDED")) return env;
   return TIDED_PATH;
+}
+
+std::string tide_path() {
+  if (const char* env = std::getenv("TIDEPOOL_TIDE")) return env;
+  return TIDE_PATH;
 }
 
 std::string pick_loopback_address(Endpoint& ports) {
@@ -136,7 +144,8 @@ void TidedNode::write_config() {
   out << "# Written by the Tidepool process tests.\n"
       << "[node]\n"
       << "id = " << options_.node_id << "\n"
-      << "data_dir = " << toml_string(data_dir_) << "\n\n"
+      << "data_dir = " << toml_string(data_dir_) << "\n"
+      << (options_.pool.empty() ? "" : "pool = " + toml_string(options_.pool) + "\n") << "\n"
       << "[frontend]\n"
       << "address = " << toml_string(endpoint_.address) << "\n"
       << "nfs_port = " << endpoint_.nfs_port << "\n"

@@ -37,6 +37,7 @@ struct ExportSpec {
 
 struct NodeOptions {
   uint32_t node_id = 1;
+  std::string pool;  // empty: the server's default
   std::vector<ExportSpec> exports;
   // Appended verbatim to the generated config file.
   std::string extra_toml;
@@ -47,6 +48,8 @@ struct NodeOptions {
 // The path of the tided binary this test binary was built with ("" if the
 // build has no tided target).
 std::string tided_path();
+// Likewise for the tide CLI.
+std::string tide_path();
 
 class TidedNode {
  public:

@@ -1,0 +1,336 @@
+#include "cli/commands.h"
+
+#include <algorithm>
+#include <functional>
+#include <utility>
+
+#include "cli/render.h"
+
+namespace tidepool::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kNoCredentials =
+    "no cluster credentials: run 'tide cluster create' or pass --workdir/--cluster and --token";
+
+std::optional<std::string> non_empty(std::optional<std::string> value) {
+  if (value && value->empty()) return std::nullopt;
+  return value;
+}
+
+// Prints a reply as the server sent it (json) or rendered for people by `render`.
+void print(Session& session, Format format, const Json& reply,
+           const std::function<void(std::ostream&)>& render) {
+  if (format == Format::json) {
+    session.out() << pretty(reply) << '\n';
+  } else {
+    render(session.out());
+  }
+}
+
+// Changes the node list of the credentials file the cluster was found through, if it was.
+Status update_known_nodes(Session& session,
+                          const std::function<void(std::vector<std::string>&)>& change) {
+  if (!session.credentials_file()) return {};
+  const fs::path& file = *session.credentials_file();
+  TP_ASSIGN_OR_RETURN(Credentials credentials, read_credentials(file));
+  change(credentials.nodes);
+  return write_credentials(file, credentials);
+}
+
+// Whether two admin addresses name the same node ("127.0.0.1" is "127.0.0.1:8080").
+bool same_address(const std::string& a, const std::string& b) {
+  Result<AdminAddress> first = parse_admin_address(a);
+  Result<AdminAddress> second = parse_admin_address(b);
+  return first.ok() && second.ok() ? *first == *second : a == b;
+}
+
+// Where `cluster create` writes the credentials: no discovery, a new cluster's credentials go
+// where they were asked for (--workdir, $TIDE_WORKDIR) or in ./.tidepool.
+fs::path new_work_directory(const Session& session) {
+  const Environment& environment = session.environment();
+  return named_work_directory(session.options().workdir, environment.variable("TIDE_WORKDIR"),
+                              environment.current_directory)
+      .value_or(environment.current_directory / kWorkDirectoryName);
+}
+
+std::string tier_target(const std::string& name) {
+  return "/v1/storagepool/tiers/" + path_segment(name);
+}
+
+std::string export_target(std::uint64_t id) { return "/v1/nfs/exports/" + std::to_string(id); }
+
+}  // namespace
+
+Session::Session(const Environment& environment, GlobalOptions options, std::ostream& out,
+                 std::ostream& err)
+    : environment_(environment), options_(std::move(options)), out_(out), err_(err) {}
+
+Result<Json> Session::call(Method method, const std::string& target,
+                           const std::optional<Json>& body) {
+  if (!transport_) {
+    TP_ASSIGN_OR_RETURN(ConnectionSettings settings, find_cluster());
+    TP_ASSIGN_OR_RETURN(transport_, environment_.connect(std::move(settings)));
+  }
+  return call_api(*transport_, method, target, body);
+}
+
+Result<ConnectionSettings> Session::find_cluster() {
+  const std::optional<fs::path> workdir = find_work_directory(
+      options_.workdir, environment_.variable("TIDE_WORKDIR"), environment_.current_directory);
+  std::optional<Credentials> credentials;
+  if (workdir) {
+    fs::path file = *workdir / kCredentialsFileName;
+    Result<Credentials> read = read_credentials(file);
+    if (read.ok()) {
+      credentials = std::move(read).value();
+      credentials_file_ = std::move(file);
+    } else if (read.code() != Errc::not_found) {
+      return read.status();
+    }
+  }
+
+  ConnectionSettings settings;
+  settings.timeout = options_.timeout;
+  if (options_.cluster) {
+    settings.addresses = *options_.cluster;
+  } else if (auto listed = non_empty(environment_.variable("TIDE_CLUSTER"))) {
+    Result<std::vector<AdminAddress>> addresses = parse_admin_address_list(*listed);
+    if (!addresses.ok()) {
+      return error(Errc::invalid_argument, "TIDE_CLUSTER: " + addresses.status().message());
+    }
+    settings.addresses = std::move(addresses).value();
+  } else if (credentials) {
+    for (const std::string& node : credentials->nodes) {
+      Result<AdminAddress> address = parse_admin_address(node);
+      if (!address.ok()) {
+        return error(Errc::invalid_argument,
+                     credentials_file_->string() + ": " + address.status().message());
+      }
+      settings.addresses.push_back(std::move(address).value());
+    }
+  }
+  if (options_.token) {
+    settings.token = *options_.token;
+  } else if (auto token = non_empty(environment_.variable("TIDE_TOKEN"))) {
+    settings.token = *token;
+  } else if (credentials) {
+    settings.token = credentials->token;
+  }
+  if (settings.addresses.empty() || settings.token.empty()) {
+    return error(Errc::not_found, kNoCredentials);
+  }
+
+  if (credentials) {
+    settings.ca_certificate = credentials->ca_certificate;
+  } else {
+    err_ << "tide: warning: no credentials file, so no CA certificate: the nodes' identity is "
+            "not verified\n";
+  }
+  return settings;
+}
+
+Status create_cluster(Session& session, const std::string& name, const AdminAddress& node) {
+  const Environment& environment = session.environment();
+  const fs::path file = new_work_directory(session) / kCredentialsFileName;
+  Result<Credentials> existing = read_credentials(file);
+  if (existing.ok() && existing->cluster != name) {
+    return error(Errc::already_exists, file.string() + " holds the credentials of cluster '" +
+                                           existing->cluster + "': give another --workdir");
+  }
+  if (!existing.ok() && existing.code() != Errc::not_found) {
+    return error(existing.code(),
+                 existing.status().message() + " (not replaced: give another --workdir)");
+  }
+
+  // Nothing vouches for the node yet: its certificate is self-signed, and the reply carries the
+  // CA that will vouch for the cluster from now on.
+  ConnectionSettings settings;
+  settings.addresses = {node};
+  settings.timeout = session.options().timeout;
+  TP_ASSIGN_OR_RETURN(std::unique_ptr<Transport> transport, environment.connect(settings));
+  TP_ASSIGN_OR_RETURN(
+      Json reply, call_api(*transport, Method::post, "/v1/cluster/create", Json{{"name", name}}));
+
+  const Json& cluster = field(reply, "cluster");
+  const Json& token = field(reply, "token");
+  const Json& ca_certificate = field(reply, "ca_certificate");
+  if (!token.is_string() || !ca_certificate.is_string()) {
+    return error(Errc::corrupt, "the node's reply to cluster create has no token or CA: " +
+                                    reply.dump(-1, ' ', false, Json::error_handler_t::replace));
+  }
+  Credentials credentials{.cluster = name,
+                          .id = field(cluster, "id"),
+                          .token = token.get<std::string>(),
+                          .ca_certificate = ca_certificate.get<std::string>(),
+                          .nodes = {node.to_string()}};
+  if (Status written = write_credentials(file, credentials); !written.ok()) {
+    // Nodes keep only the token's hash: the reply is its only copy.
+    session.out() << pretty(reply) << '\n';
+    return error(written.code(), written.message() + " (the credentials are above: keep them)");
+  }
+  session.out() << "Created cluster " << name << " (id " << display(credentials.id)
+                << "); credentials in " << file.string() << ".\n";
+  return {};
+}
+
+Status add_node(Session& session, const AdminAddress& address) {
+  TP_ASSIGN_OR_RETURN(Json node, session.call(Method::post, "/v1/cluster/nodes",
+                                              Json{{"address", address.to_string()}}));
+  session.out() << "Added node " << display(field(node, "id")) << " (" << address.to_string()
+                << ").\n";
+  return update_known_nodes(session, [&](std::vector<std::string>& nodes) {
+    const std::string added = address.to_string();
+    if (std::none_of(nodes.begin(), nodes.end(),
+                     [&](const std::string& known) { return same_address(known, added); })) {
+      nodes.push_back(added);
+    }
+  });
+}
+
+Status remove_node(Session& session, std::uint64_t id) {
+  // The node's admin address is needed afterwards, when the cluster no longer lists it.
+  TP_ASSIGN_OR_RETURN(Json status, session.call(Method::get, "/v1/cluster"));
+  std::optional<std::string> removed_address;
+  std::vector<std::string> other_addresses;
+  for (const Json& node : as_list(field(status, "nodes"))) {
+    const Json& address = field(node, "admin_address");
+    if (!address.is_string()) continue;
+    if (field(node, "id") == Json(id)) {
+      removed_address = address.get<std::string>();
+    } else {
+      other_addresses.push_back(address.get<std::string>());
+    }
+  }
+  TP_RETURN_IF_ERROR(
+      session.call(Method::delete_, "/v1/cluster/nodes/" + std::to_string(id)).status());
+  session.out() << "Removed node " << id << ".\n";
+  if (!removed_address) return {};
+  // A removed node may keep running: `tide` must stop asking it first.
+  return update_known_nodes(session, [&](std::vector<std::string>& known) {
+    std::erase_if(known,
+                  [&](const std::string& node) { return same_address(node, *removed_address); });
+    if (known.empty()) known = other_addresses;
+  });
+}
+
+Status show_status(Session& session, Format format) {
+  TP_ASSIGN_OR_RETURN(Json status, session.call(Method::get, "/v1/cluster"));
+  print(session, format, status, [&](std::ostream& out) { render_status(out, status); });
+  return {};
+}
+
+Status list_nodepools(Session& session, Format format) {
+  TP_ASSIGN_OR_RETURN(Json reply, session.call(Method::get, "/v1/storagepool/nodepools"));
+  print(session, format, reply,
+        [&](std::ostream& out) { render_nodepools(out, field(reply, "nodepools")); });
+  return {};
+}
+
+Status view_nodepool(Session& session, const std::string& name, Format format) {
+  TP_ASSIGN_OR_RETURN(Json nodepool,
+                      session.call(Method::get, "/v1/storagepool/nodepools/" + path_segment(name)));
+  print(session, format, nodepool, [&](std::ostream& out) { render_view(out, nodepool); });
+  return {};
+}
+
+Status create_tier(Session& session, const Json& body) {
+  TP_RETURN_IF_ERROR(session.call(Method::post, "/v1/storagepool/tiers", body).status());
+  session.out() << "Created tier " << display(field(body, "name")) << ".\n";
+  return {};
+}
+
+Status list_tiers(Session& session, Format format) {
+  TP_ASSIGN_OR_RETURN(Json reply, session.call(Method::get, "/v1/storagepool/tiers"));
+  print(session, format, reply,
+        [&](std::ostream& out) { render_tiers(out, field(reply, "tiers")); });
+  return {};
+}
+
+Status view_tier(Session& session, const std::string& name, Format format) {
+  TP_ASSIGN_OR_RETURN(Json tier, session.call(Method::get, tier_target(name)));
+  print(session, format, tier, [&](std::ostream& out) { render_view(out, tier); });
+  return {};
+}
+
+Status modify_tier(Session& session, const std::string& name, ChildrenChange change,
+                   const std::vector<std::string>& pools) {
+  TP_ASSIGN_OR_RETURN(Json tier, session.call(Method::get, tier_target(name)));
+  std::vector<std::string> current;
+  for (const Json& child : as_list(field(tier, "children"))) {
+    if (!child.is_string()) {
+      return error(Errc::corrupt,
+                   "the cluster lists a child of tier " + name + " that is not a name");
+    }
+    current.push_back(child.get<std::string>());
+  }
+  Result<std::vector<std::string>> children = apply_children_change(current, change, pools);
+  if (!children.ok()) {
+    return error(children.code(), "tier " + name + ": " + children.status().message());
+  }
+  TP_RETURN_IF_ERROR(
+      session.call(Method::put, tier_target(name), Json{{"children", *children}}).status());
+  session.out() << "Modified tier " << name << ".\n";
+  return {};
+}
+
+Status delete_tier(Session& session, const std::string& name) {
+  TP_RETURN_IF_ERROR(session.call(Method::delete_, tier_target(name)).status());
+  session.out() << "Deleted tier " << name << ".\n";
+  return {};
+}
+
+Status show_sysctl(Session& session, const std::string& name) {
+  TP_ASSIGN_OR_RETURN(Json sysctl, session.call(Method::get, "/v1/sysctl/" + path_segment(name)));
+  session.out() << name << " = " << display(field(sysctl, "value")) << '\n';
+  return {};
+}
+
+Status set_sysctl(Session& session, const std::string& name, const std::string& value) {
+  TP_ASSIGN_OR_RETURN(Json sysctl, session.call(Method::put, "/v1/sysctl/" + path_segment(name),
+                                                Json{{"value", value}}));
+  session.out() << name << " = " << display(field(sysctl, "value")) << '\n';
+  return {};
+}
+
+Status list_sysctls(Session& session, Format format) {
+  TP_ASSIGN_OR_RETURN(Json reply, session.call(Method::get, "/v1/sysctl"));
+  print(session, format, reply,
+        [&](std::ostream& out) { render_sysctls(out, field(reply, "sysctls")); });
+  return {};
+}
+
+Status create_export(Session& session, const Json& body) {
+  TP_ASSIGN_OR_RETURN(Json created, session.call(Method::post, "/v1/nfs/exports", body));
+  session.out() << "Created export " << display(field(created, "id")) << " ("
+                << display(field(body, "path")) << ").\n";
+  return {};
+}
+
+Status list_exports(Session& session, Format format) {
+  TP_ASSIGN_OR_RETURN(Json reply, session.call(Method::get, "/v1/nfs/exports"));
+  print(session, format, reply,
+        [&](std::ostream& out) { render_exports(out, field(reply, "exports")); });
+  return {};
+}
+
+Status view_export(Session& session, std::uint64_t id, Format format) {
+  TP_ASSIGN_OR_RETURN(Json entry, session.call(Method::get, export_target(id)));
+  print(session, format, entry, [&](std::ostream& out) { render_view(out, entry); });
+  return {};
+}
+
+Status modify_export(Session& session, std::uint64_t id, const Json& body) {
+  TP_RETURN_IF_ERROR(session.call(Method::put, export_target(id), body).status());
+  session.out() << "Modified export " << id << ".\n";
+  return {};
+}
+
+Status delete_export(Session& session, std::uint64_t id) {
+  TP_RETURN_IF_ERROR(session.call(Method::delete_, export_target(id)).status());
+  session.out() << "Deleted export " << id << ".\n";
+  return {};
+}
+
+}  // namespace tidepool::cli

@@ -1,0 +1,88 @@
+// What each `tide` command does with the cluster, once its arguments have been checked. Every
+// function prints its result to the session's output and returns the error that stops it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "cli/admin_client.h"
+#include "cli/credentials.h"
+#include "cli/json.h"
+#include "cli/requests.h"
+#include "cli/tide.h"
+#include "common/status.h"
+
+namespace tidepool::cli {
+
+enum class Format { table, json };
+
+// The options every command takes (before or after the command words).
+struct GlobalOptions {
+  std::optional<std::vector<AdminAddress>> cluster;  // --cluster
+  std::optional<std::string> workdir;                // --workdir
+  std::optional<std::string> token;                  // --token
+  std::chrono::milliseconds timeout{30'000};         // --timeout
+};
+
+// One run of `tide`: where output goes, and the cluster, found on first use from the options,
+// the environment and the credentials file.
+class Session {
+ public:
+  Session(const Environment& environment, GlobalOptions options, std::ostream& out,
+          std::ostream& err);
+
+  std::ostream& out() { return out_; }
+  const GlobalOptions& options() const { return options_; }
+  const Environment& environment() const { return environment_; }
+
+  // One call of the cluster's admin API.
+  Result<Json> call(Method method, const std::string& target,
+                    const std::optional<Json>& body = std::nullopt);
+
+  // The credentials file the cluster was found through, if it was (call() first).
+  const std::optional<std::filesystem::path>& credentials_file() const { return credentials_file_; }
+
+ private:
+  Result<ConnectionSettings> find_cluster();
+
+  const Environment& environment_;
+  const GlobalOptions options_;
+  std::ostream& out_;
+  std::ostream& err_;
+  std::unique_ptr<Transport> transport_;  // set by the first call()
+  std::optional<std::filesystem::path> credentials_file_;
+};
+
+// tide cluster ...
+Status create_cluster(Session& session, const std::string& name, const AdminAddress& node);
+Status add_node(Session& session, const AdminAddress& address);
+Status remove_node(Session& session, std::uint64_t id);
+// tide status
+Status show_status(Session& session, Format format);
+// tide storagepool ...
+Status list_nodepools(Session& session, Format format);
+Status view_nodepool(Session& session, const std::string& name, Format format);
+Status create_tier(Session& session, const Json& body);
+Status list_tiers(Session& session, Format format);
+Status view_tier(Session& session, const std::string& name, Format format);
+Status modify_tier(Session& session, const std::string& name, ChildrenChange change,
+                   const std::vector<std::string>& pools);
+Status delete_tier(Session& session, const std::string& name);
+// tide sysctl ...
+Status show_sysctl(Session& session, const std::string& name);
+Status set_sysctl(Session& session, const std::string& name, const std::string& value);
+Status list_sysctls(Session& session, Format format);
+// tide nfs exports ...
+Status create_export(Session& session, const Json& body);
+Status list_exports(Session& session, Format format);
+Status view_export(Session& session, std::uint64_t id, Format format);
+Status modify_export(Session& session, std::uint64_t id, const Json& body);
+Status delete_export(Session& session, std::uint64_t id);
+
+}  // namespace tidepool::cli

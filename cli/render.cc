@@ -1,0 +1,306 @@
+#include "cli/render.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <iterator>
+#include <optional>
+#include <string_view>
+#include <utility>
+
+namespace tidepool::cli {
+namespace {
+
+constexpr const char* kColumnGap = "  ";
+
+// Characters, not bytes: a UTF-8 continuation byte does not start one.
+std::size_t display_width(std::string_view text) {
+  return static_cast<std::size_t>(std::count_if(text.begin(), text.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  }));
+}
+
+void pad(std::ostream& out, std::size_t count) { out << std::string(count, ' '); }
+
+// "Key: value" lines with the values aligned; keys right-aligned or left-aligned.
+void render_fields(std::ostream& out,
+                   const std::vector<std::pair<std::string, std::string>>& fields, Align keys) {
+  std::size_t width = 0;
+  for (const auto& [key, value] : fields) width = std::max(width, display_width(key));
+  for (const auto& [key, value] : fields) {
+    std::size_t padding = width - display_width(key);
+    if (keys == Align::right) pad(out, padding);
+    out << key << ':';
+    if (keys == Align::left) pad(out, padding);
+    out << ' ' << value << '\n';
+  }
+}
+
+// A list of numbers or names, comma-separated; "-" when empty.
+std::string joined(const Json& list) {
+  return list.is_array() && list.empty() ? "-" : display(list);
+}
+
+// A count of bytes, whichever JSON number type carries it.
+std::optional<std::uint64_t> byte_count(const Json& value) {
+  if (value.is_number_unsigned()) return value.get<std::uint64_t>();
+  if (!value.is_number()) return std::nullopt;
+  const double bytes = value.get<double>();
+  if (!(bytes >= 0 && bytes < 1.8e19)) return std::nullopt;
+  return static_cast<std::uint64_t>(bytes);
+}
+
+std::string used_of_size(const Json& stats) {
+  const std::optional<std::uint64_t> used = byte_count(field(stats, "used_bytes"));
+  const std::optional<std::uint64_t> size = byte_count(field(stats, "size_bytes"));
+  if (!used || !size) return "-";
+  const std::uint64_t used_bytes = *used;
+  const std::uint64_t size_bytes = *size;
+  std::string text = human_bytes(used_bytes) + " / " + human_bytes(size_bytes);
+  if (size_bytes > 0) {
+    text += " (" +
+            std::to_string(std::llround(100.0 * static_cast<double>(used_bytes) /
+                                        static_cast<double>(size_bytes))) +
+            "%)";
+  }
+  return text;
+}
+
+std::string rate(const Json& stats, std::string_view key) {
+  const Json& value = field(stats, key);
+  return value.is_number() ? human_rate(value.get<double>()) : "-";
+}
+
+Table node_table(const Json& nodes) {
+  Table table({{"ID", Align::right},
+               {"Name"},
+               {"Pool"},
+               {"State"},
+               {"Throughput In", Align::right},
+               {"Throughput Out", Align::right},
+               {"Used / Size"}});
+  for (const Json& node : as_list(nodes)) {
+    const Json& stats = field(node, "stats");
+    table.add_row({display(field(node, "id")), display(field(node, "name")),
+                   display(field(node, "pool")), display(field(node, "state")),
+                   rate(stats, "in_bytes_per_second"), rate(stats, "out_bytes_per_second"),
+                   used_of_size(stats)});
+  }
+  return table;
+}
+
+Table nodepool_table(const Json& nodepools) {
+  Table table({{"Name"}, {"Nodes"}, {"Tier"}});
+  for (const Json& pool : as_list(nodepools)) {
+    table.add_row(
+        {display(field(pool, "name")), joined(field(pool, "nodes")), display(field(pool, "tier"))});
+  }
+  return table;
+}
+
+Table tier_table(const Json& tiers) {
+  Table table({{"Name"}, {"Children"}});
+  for (const Json& tier : as_list(tiers)) {
+    table.add_row({display(field(tier, "name")), joined(field(tier, "children"))});
+  }
+  return table;
+}
+
+// Jobs have no fixed shape in the API yet: the columns are every field any job has, in the
+// order they first appear.
+void render_jobs(std::ostream& out, const Json& jobs) {
+  if (as_list(jobs).empty()) {
+    out << "No running jobs.\n";
+    return;
+  }
+  std::vector<std::string> keys;
+  for (const Json& job : as_list(jobs)) {
+    if (!job.is_object()) continue;
+    for (const auto& [key, value] : job.items()) {
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+    }
+  }
+  std::vector<Column> columns;
+  for (const std::string& key : keys) columns.push_back({field_title(key)});
+  Table table(columns);
+  for (const Json& job : as_list(jobs)) {
+    std::vector<std::string> cells;
+    for (const std::string& key : keys) cells.push_back(display(field(job, key)));
+    table.add_row(std::move(cells));
+  }
+  table.render(out);
+}
+
+}  // namespace
+
+Table::Table(std::vector<Column> columns) : columns_(std::move(columns)) {}
+
+void Table::add_row(std::vector<std::string> cells) {
+  cells.resize(columns_.size());
+  rows_.push_back(std::move(cells));
+}
+
+std::vector<std::size_t> Table::column_widths() const {
+  std::vector<std::size_t> widths;
+  for (const Column& column : columns_) widths.push_back(display_width(column.title));
+  for (const auto& row : rows_) {
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      widths[i] = std::max(widths[i], display_width(row[i]));
+    }
+  }
+  return widths;
+}
+
+std::size_t Table::width() const {
+  std::vector<std::size_t> widths = column_widths();
+  if (widths.empty()) return 0;
+  std::size_t width = (widths.size() - 1) * std::char_traits<char>::length(kColumnGap);
+  for (std::size_t column_width : widths) width += column_width;
+  return width;
+}
+
+void Table::render(std::ostream& out) const {
+  const std::vector<std::size_t> widths = column_widths();
+  auto render_line = [&](const std::vector<std::string>& cells) {
+    std::string line;
+    for (std::size_t i = 0; i < columns_.size(); ++i) {
+      const std::string padding(widths[i] - display_width(cells[i]), ' ');
+      if (i > 0) line += kColumnGap;
+      line += columns_[i].align == Align::right ? padding + cells[i] : cells[i] + padding;
+    }
+    line.erase(line.find_last_not_of(' ') + 1);
+    out << line << '\n';
+  };
+  std::vector<std::string> titles;
+  for (const Column& column : columns_) titles.push_back(column.title);
+  render_line(titles);
+  out << std::string(width(), '-') << '\n';
+  for (const auto& row : rows_) render_line(row);
+}
+
+void render_listing(std::ostream& out, const Table& table) {
+  table.render(out);
+  out << std::string(table.width(), '-') << '\n' << "Total: " << table.size() << '\n';
+}
+
+std::string human_bytes(std::uint64_t bytes) {
+  if (bytes < 1000) return std::to_string(bytes) + " B";
+  static constexpr const char* kUnits[] = {"kB", "MB", "GB", "TB", "PB", "EB"};
+  double value = static_cast<double>(bytes) / 1000;
+  std::size_t unit = 0;
+  // 999.96 kB would print as "1000.0 kB": it is 1.0 MB.
+  while (value >= 999.95 && unit + 1 < std::size(kUnits)) {
+    value /= 1000;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f %s", value, kUnits[unit]);
+  return text;
+}
+
+std::string human_rate(double bytes_per_second) {
+  if (!std::isfinite(bytes_per_second) || bytes_per_second < 0) return "-";
+  return human_bytes(static_cast<std::uint64_t>(std::llround(bytes_per_second))) + "/s";
+}
+
+std::string display(const Json& value) {
+  switch (value.type()) {
+    case Json::value_t::null:
+    case Json::value_t::discarded:
+      return "-";
+    case Json::value_t::string:
+      return value.get<std::string>();
+    case Json::value_t::boolean:
+      return value.get<bool>() ? "Yes" : "No";
+    case Json::value_t::array: {
+      std::string text;
+      for (const Json& item : value) {
+        if (!text.empty()) text += ",";
+        text += display(item);
+      }
+      return text;
+    }
+    default:
+      return value.dump(-1, ' ', false, Json::error_handler_t::replace);
+  }
+}
+
+std::string field_title(const std::string& key) {
+  std::string title;
+  std::size_t start = 0;
+  while (start <= key.size()) {
+    std::size_t end = std::min(key.find('_', start), key.size());
+    std::string word = key.substr(start, end - start);
+    if (word == "id" || word == "uid" || word == "gid") {
+      for (char& c : word) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    } else if (!word.empty()) {
+      word[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(word[0])));
+    }
+    if (!word.empty()) {
+      if (!title.empty()) title += ' ';
+      title += word;
+    }
+    start = end + 1;
+  }
+  return title;
+}
+
+void render_view(std::ostream& out, const Json& object) {
+  std::vector<std::pair<std::string, std::string>> fields;
+  if (object.is_object()) {
+    for (const auto& [key, value] : object.items()) {
+      fields.emplace_back(field_title(key), display(value));
+    }
+  }
+  render_fields(out, fields, Align::right);
+}
+
+void render_status(std::ostream& out, const Json& status) {
+  render_fields(out,
+                {{"Cluster Name", display(field(status, "name"))},
+                 {"Cluster Health", display(field(status, "health"))},
+                 {"Cluster ID", display(field(status, "id"))},
+                 {"Epoch", display(field(status, "epoch"))},
+                 {"Leader", display(field(status, "leader"))}},
+                Align::left);
+  out << "\nNodes:\n";
+  node_table(field(status, "nodes")).render(out);
+  out << "\nNode Pools:\n";
+  nodepool_table(field(status, "nodepools")).render(out);
+  out << "\nTiers:\n";
+  tier_table(field(status, "tiers")).render(out);
+  out << "\nJobs:\n";
+  render_jobs(out, field(status, "jobs"));
+}
+
+void render_nodepools(std::ostream& out, const Json& nodepools) {
+  render_listing(out, nodepool_table(nodepools));
+}
+
+void render_tiers(std::ostream& out, const Json& tiers) { render_listing(out, tier_table(tiers)); }
+
+void render_sysctls(std::ostream& out, const Json& sysctls) {
+  Table table({{"Name"}, {"Value"}, {"Default"}, {"Description"}});
+  for (const Json& sysctl : as_list(sysctls)) {
+    table.add_row({display(field(sysctl, "name")), display(field(sysctl, "value")),
+                   display(field(sysctl, "default")), display(field(sysctl, "description"))});
+  }
+  render_listing(out, table);
+}
+
+void render_exports(std::ostream& out, const Json& exports) {
+  Table table(
+      {{"ID", Align::right}, {"Path"}, {"Clients"}, {"Read Only"}, {"Root Squash"}, {"Map All"}});
+  for (const Json& entry : as_list(exports)) {
+    const Json& uid = field(entry, "map_all_uid");
+    const Json& gid = field(entry, "map_all_gid");
+    const std::string map_all = uid.is_null() ? "-" : display(uid) + ":" + display(gid);
+    table.add_row({display(field(entry, "id")), display(field(entry, "path")),
+                   joined(field(entry, "clients")), display(field(entry, "read_only")),
+                   display(field(entry, "root_squash")), map_all});
+  }
+  render_listing(out, table);
+}
+
+}  // namespace tidepool::cli

@@ -1,0 +1,68 @@
+// How `tide` prints the cluster's replies for people (`--format table`, the default), in the
+// manner of `isi`: aligned columns under a header and a dashed rule, "Key: value" blocks for
+// single objects. Replies are read defensively: a missing or mistyped field prints as "-".
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "cli/json.h"
+
+namespace tidepool::cli {
+
+enum class Align { left, right };
+
+struct Column {
+  std::string title;
+  Align align = Align::left;
+};
+
+class Table {
+ public:
+  explicit Table(std::vector<Column> columns);
+
+  // Missing cells are empty; extra cells are dropped.
+  void add_row(std::vector<std::string> cells);
+  std::size_t size() const { return rows_.size(); }
+  // The rule's width, in characters.
+  std::size_t width() const;
+
+  // The header, a dashed rule as wide as the table, the rows. Columns are two spaces apart and
+  // as wide as their widest cell (counted in characters, not bytes); no line ends in spaces.
+  void render(std::ostream& out) const;
+
+ private:
+  std::vector<std::size_t> column_widths() const;
+
+  std::vector<Column> columns_;
+  std::vector<std::vector<std::string>> rows_;  // each as long as columns_
+};
+
+// The table, then a closing rule and "Total: N", as `isi ... list` prints them.
+void render_listing(std::ostream& out, const Table& table);
+
+// Decimal units, three significant digits from 1 kB: "512 B", "12.3 MB", "4.0 TB".
+std::string human_bytes(std::uint64_t bytes);
+// human_bytes per second: "12.3 MB/s"; "-" for a negative or non-finite rate.
+std::string human_rate(double bytes_per_second);
+
+// A JSON value as a table cell: strings as they are, null as "-", booleans "Yes"/"No", lists
+// comma-separated ("-" when empty), numbers and objects as JSON.
+std::string display(const Json& value);
+
+// "map_all_uid" -> "Map All UID".
+std::string field_title(const std::string& key);
+
+// Every field of `object` on its own line, "Key: value", keys right-aligned as in `isi ... view`.
+void render_view(std::ostream& out, const Json& object);
+
+// The replies of the API, one function per kind (daemon/admin_api.md names the objects).
+void render_status(std::ostream& out, const Json& status);
+void render_nodepools(std::ostream& out, const Json& nodepools);
+void render_tiers(std::ostream& out, const Json& tiers);
+void render_sysctls(std::ostream& out, const Json& sysctls);
+void render_exports(std::ostream& out, const Json& exports);
+
+}  // namespace tidepool::cli

@@ -1,0 +1,213 @@
+#include "cli/render.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+#include <sstream>
+
+namespace tidepool::cli {
+namespace {
+
+std::string rendered(const Table& table) {
+  std::ostringstream out;
+  table.render(out);
+  return out.str();
+}
+
+template <typename Render>
+std::string rendered(Render render, const Json& json) {
+  std::ostringstream out;
+  render(out, json);
+  return out.str();
+}
+
+Json sample_status(Json jobs) {
+  Json status = Json::parse(R"({
+    "name": "tidepool", "id": "c0ffee", "epoch": 7, "leader": 1, "health": "degraded",
+    "nodes": [
+      {"id": 1, "name": "node1", "pool": "f800", "state": "up",
+       "frontend_address": "127.0.0.1", "backend_address": "127.0.0.1:7100",
+       "admin_address": "127.0.0.1:8080",
+       "stats": {"in_bytes_per_second": 12345678, "out_bytes_per_second": 1000,
+                 "used_bytes": 1200000000, "size_bytes": 4000000000}},
+      {"id": 2, "name": "node2", "pool": "f800", "state": "down",
+       "frontend_address": "127.0.0.2", "backend_address": "127.0.0.2:7100",
+       "admin_address": "127.0.0.2:8080", "stats": null}
+    ],
+    "nodepools": [{"name": "f800", "nodes": [1, 2], "tier": "hot"}],
+    "tiers": [{"name": "hot", "children": ["f800"]}]
+  })");
+  status["jobs"] = std::move(jobs);
+  return status;
+}
+
+TEST(Table, ColumnsAreAsWideAsTheirWidestCellAndTwoSpacesApart) {
+  Table table({{"Name"}, {"Size", Align::right}, {"Tier"}});
+  table.add_row({"f800", "12.3 MB", "hot"});
+  table.add_row({"a200-archive", "4 B", ""});
+  EXPECT_EQ(rendered(table),
+            "Name             Size  Tier\n"
+            "---------------------------\n"
+            "f800          12.3 MB  hot\n"
+            "a200-archive      4 B\n");
+  EXPECT_EQ(table.width(), 27u);
+}
+
+TEST(Table, WidthsCountCharactersNotBytes) {
+  Table table({{"Name"}, {"Note"}});
+  table.add_row({"caf\u00e9s", "x"});
+  EXPECT_EQ(rendered(table),
+            "Name   Note\n"
+            "-----------\n"
+            "caf\u00e9s  x\n");
+}
+
+TEST(Table, MissingCellsAreEmptyAndExtraCellsDropped) {
+  Table table({{"A"}, {"B"}});
+  table.add_row({"1"});
+  table.add_row({"1", "2", "3"});
+  EXPECT_EQ(rendered(table), "A  B\n----\n1\n1  2\n");
+}
+
+TEST(Table, ListingEndsWithARuleAndTheTotal) {
+  Table table({{"Name"}});
+  table.add_row({"hot"});
+  std::ostringstream out;
+  render_listing(out, table);
+  EXPECT_EQ(out.str(), "Name\n----\nhot\n----\nTotal: 1\n");
+}
+
+TEST(HumanBytes, DecimalUnitsWithOneDecimal) {
+  EXPECT_EQ(human_bytes(0), "0 B");
+  EXPECT_EQ(human_bytes(999), "999 B");
+  EXPECT_EQ(human_bytes(1000), "1.0 kB");
+  EXPECT_EQ(human_bytes(1536), "1.5 kB");
+  EXPECT_EQ(human_bytes(999'949), "999.9 kB");
+  EXPECT_EQ(human_bytes(999'950), "1.0 MB");  // not "1000.0 kB"
+  EXPECT_EQ(human_bytes(12'345'678), "12.3 MB");
+  EXPECT_EQ(human_bytes(4'000'000'000'000), "4.0 TB");
+  EXPECT_EQ(human_bytes(std::numeric_limits<std::uint64_t>::max()), "18.4 EB");
+}
+
+TEST(HumanBytes, RatesArePerSecondAndNonsenseIsADash) {
+  EXPECT_EQ(human_rate(12.3e6), "12.3 MB/s");
+  EXPECT_EQ(human_rate(0), "0 B/s");
+  EXPECT_EQ(human_rate(-1), "-");
+  EXPECT_EQ(human_rate(std::numeric_limits<double>::quiet_NaN()), "-");
+}
+
+TEST(Display, ValuesAsCells) {
+  EXPECT_EQ(display(Json()), "-");
+  EXPECT_EQ(display(Json("hot")), "hot");
+  EXPECT_EQ(display(Json(true)), "Yes");
+  EXPECT_EQ(display(Json(false)), "No");
+  EXPECT_EQ(display(Json(65534)), "65534");
+  EXPECT_EQ(display(Json::array({"10.0.0.0/8", "127.0.0.1"})), "10.0.0.0/8,127.0.0.1");
+}
+
+TEST(Display, FieldTitlesAreWordsWithIdsInCapitals) {
+  EXPECT_EQ(field_title("map_all_uid"), "Map All UID");
+  EXPECT_EQ(field_title("id"), "ID");
+  EXPECT_EQ(field_title("read_only"), "Read Only");
+  EXPECT_EQ(field_title("tier"), "Tier");
+}
+
+TEST(View, KeysAreRightAlignedInTheServersOrder) {
+  EXPECT_EQ(rendered(render_view, Json::parse(R"({"name": "hot", "children": ["f800", "h500"]})")),
+            "    Name: hot\n"
+            "Children: f800,h500\n");
+}
+
+TEST(Status, ShowsTheClusterThenNodesPoolsTiersAndJobs) {
+  EXPECT_EQ(rendered(render_status, sample_status(Json::array())),
+            "Cluster Name:   tidepool\n"
+            "Cluster Health: degraded\n"
+            "Cluster ID:     c0ffee\n"
+            "Epoch:          7\n"
+            "Leader:         1\n"
+            "\n"
+            "Nodes:\n"
+            "ID  Name   Pool  State  Throughput In  Throughput Out  Used / Size\n"
+            "----------------------------------------------------------------------------\n"
+            " 1  node1  f800  up         12.3 MB/s        1.0 kB/s  1.2 GB / 4.0 GB (30%)\n"
+            " 2  node2  f800  down               -               -  -\n"
+            "\n"
+            "Node Pools:\n"
+            "Name  Nodes  Tier\n"
+            "-----------------\n"
+            "f800  1,2    hot\n"
+            "\n"
+            "Tiers:\n"
+            "Name  Children\n"
+            "--------------\n"
+            "hot   f800\n"
+            "\n"
+            "Jobs:\n"
+            "No running jobs.\n");
+}
+
+TEST(Status, RunningJobsAreRowsOfTheirFields) {
+  const std::string text = rendered(
+      render_status,
+      sample_status(Json::parse(
+          R"([{"id": 3, "type": "SmartPools", "state": "running"}, {"id": 4, "progress": "40%"}])")));
+  EXPECT_EQ(text.substr(text.find("Jobs:\n")),
+            "Jobs:\n"
+            "ID  Type        State    Progress\n"
+            "---------------------------------\n"
+            "3   SmartPools  running  -\n"
+            "4   -           -        40%\n");
+}
+
+TEST(Status, ByteCountsMayComeAsAnyKindOfNumber) {
+  Json status = sample_status(Json::array());
+  status["nodes"][0]["stats"]["used_bytes"] = 1.2e9;
+  status["nodes"][0]["stats"]["size_bytes"] = -4;
+  status["nodes"][1]["stats"] = Json{{"used_bytes", 2.0e9}, {"size_bytes", 4000000000}};
+  const std::string text = rendered(render_status, status);
+  EXPECT_NE(text.find("1.0 kB/s  -\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("-  2.0 GB / 4.0 GB (50%)\n"), std::string::npos) << text;
+}
+
+TEST(Status, AReplyOfTheWrongShapePrintsDashesInsteadOfFailing) {
+  const std::string text = rendered(render_status, Json::parse(R"({"nodes": [7, {"id": "x"}]})"));
+  EXPECT_NE(text.find("Cluster Name:   -\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("No running jobs."), std::string::npos) << text;
+  EXPECT_NO_THROW(rendered(render_status, Json::array()));
+  EXPECT_NO_THROW(rendered(render_exports, Json("not a list")));
+}
+
+TEST(Listings, ExportsShowOneRowEach) {
+  EXPECT_EQ(rendered(render_exports, Json::parse(R"([
+      {"id": 1, "path": "/ifs", "clients": ["*"], "read_only": false, "root_squash": true,
+       "map_all_uid": null, "map_all_gid": null, "anon_uid": 65534, "anon_gid": 65534},
+      {"id": 12, "path": "/ifs/data", "clients": ["10.0.0.0/8", "127.0.0.1"],
+       "read_only": true, "root_squash": false, "map_all_uid": 1000, "map_all_gid": 100,
+       "anon_uid": 65534, "anon_gid": 65534}])")),
+            "ID  Path       Clients               Read Only  Root Squash  Map All\n"
+            "---------------------------------------------------------------------\n"
+            " 1  /ifs       *                     No         Yes          -\n"
+            "12  /ifs/data  10.0.0.0/8,127.0.0.1  Yes        No           1000:100\n"
+            "---------------------------------------------------------------------\n"
+            "Total: 2\n");
+}
+
+TEST(Listings, SysctlsShowValueDefaultAndDescription) {
+  EXPECT_EQ(rendered(render_sysctls, Json::parse(R"([
+      {"name": "efs.bam.atime_enabled", "value": "true", "default": "true",
+       "description": "Update atime on read"}])")),
+            "Name                   Value  Default  Description\n"
+            "-----------------------------------------------------------\n"
+            "efs.bam.atime_enabled  true   true     Update atime on read\n"
+            "-----------------------------------------------------------\n"
+            "Total: 1\n");
+}
+
+TEST(Listings, AnEmptyListIsAHeaderAndATotalOfZero) {
+  EXPECT_EQ(rendered(render_tiers, Json::array()),
+            "Name  Children\n--------------\n--------------\nTotal: 0\n");
+}
+
+}  // namespace
+}  // namespace tidepool::cli

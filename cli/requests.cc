@@ -1,0 +1,226 @@
+#include "cli/requests.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+
+namespace tidepool::cli {
+namespace {
+
+constexpr std::size_t kMaxNameLength = 63;
+
+Status invalid(std::string_view what, const std::string& expected, std::string_view got) {
+  return error(Errc::invalid_argument,
+               std::string(what) + ": expected " + expected + ", got '" + std::string(got) + "'");
+}
+
+// A whole decimal number no larger than `max`.
+std::optional<std::uint64_t> parse_decimal(std::string_view text, std::uint64_t max) {
+  std::uint64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value > max) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+bool is_name_character(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_';
+}
+
+// "true" or "false", the value of `option`.
+Result<bool> parse_bool(std::string_view option, std::string_view text) {
+  if (text == "true") return true;
+  if (text == "false") return false;
+  return invalid(option, "true or false", text);
+}
+
+// A decimal number that fits 32 bits (uids, gids), the value of `option`.
+Result<std::uint32_t> parse_uint32(std::string_view option, std::string_view text) {
+  std::optional<std::uint64_t> value =
+      parse_decimal(text, std::numeric_limits<std::uint32_t>::max());
+  if (!value) return invalid(option, "a number from 0 to 4294967295", text);
+  return static_cast<std::uint32_t>(*value);
+}
+
+// --map-all UID[:GID].
+struct MapAll {
+  std::uint32_t uid = 0;
+  // None: the export's anonymous gid, as in the node configuration.
+  std::optional<std::uint32_t> gid;
+};
+
+Result<MapAll> parse_map_all(std::string_view text) {
+  const std::string expected = "UID or UID:GID (numbers from 0 to 4294967295)";
+  auto colon = text.find(':');
+  std::optional<std::uint64_t> uid =
+      parse_decimal(text.substr(0, colon), std::numeric_limits<std::uint32_t>::max());
+  if (!uid) return invalid("--map-all", expected, text);
+  MapAll map_all{static_cast<std::uint32_t>(*uid), std::nullopt};
+  if (colon != std::string_view::npos) {
+    std::optional<std::uint64_t> gid =
+        parse_decimal(text.substr(colon + 1), std::numeric_limits<std::uint32_t>::max());
+    if (!gid) return invalid("--map-all", expected, text);
+    map_all.gid = static_cast<std::uint32_t>(*gid);
+  }
+  return map_all;
+}
+
+// The fields of an EXPORT that the options give, in the API's order.
+Result<Json> export_fields(const ExportOptions& options) {
+  Json body = Json::object();
+  if (options.path) {
+    if (!options.path->starts_with('/')) {
+      return invalid("export path", "an absolute path such as /ifs/data", *options.path);
+    }
+    body["path"] = *options.path;
+  }
+  if (!options.clients.empty()) {
+    std::vector<std::string> clients = split_lists(options.clients);
+    if (clients.empty()) {
+      return error(Errc::invalid_argument, "--clients: expected at least one client");
+    }
+    body["clients"] = clients;
+  }
+  if (options.read_only) {
+    TP_ASSIGN_OR_RETURN(body["read_only"], parse_bool("--read-only", *options.read_only));
+  }
+  if (options.root_squash) {
+    TP_ASSIGN_OR_RETURN(body["root_squash"], parse_bool("--root-squash", *options.root_squash));
+  }
+  if (options.map_all && options.clear_map_all) {
+    return error(Errc::invalid_argument, "--map-all and --clear-map-all exclude each other");
+  }
+  if (options.map_all) {
+    TP_ASSIGN_OR_RETURN(MapAll map_all, parse_map_all(*options.map_all));
+    body["map_all_uid"] = map_all.uid;
+    // Null, not absent: the server then applies the default (the anonymous gid) instead of
+    // keeping an earlier gid.
+    body["map_all_gid"] = map_all.gid ? Json(*map_all.gid) : Json(nullptr);
+  }
+  if (options.clear_map_all) {
+    body["map_all_uid"] = nullptr;
+    body["map_all_gid"] = nullptr;
+  }
+  if (options.anon_uid) {
+    TP_ASSIGN_OR_RETURN(body["anon_uid"], parse_uint32("--anon-uid", *options.anon_uid));
+  }
+  if (options.anon_gid) {
+    TP_ASSIGN_OR_RETURN(body["anon_gid"], parse_uint32("--anon-gid", *options.anon_gid));
+  }
+  return body;
+}
+
+}  // namespace
+
+Status check_name(std::string_view what, std::string_view name) {
+  if (name.empty() || name.size() > kMaxNameLength ||
+      !std::all_of(name.begin(), name.end(), is_name_character)) {
+    return invalid(what, "1-63 characters of A-Z a-z 0-9 - _", name);
+  }
+  return {};
+}
+
+Result<std::uint64_t> parse_id(std::string_view what, std::string_view text) {
+  std::optional<std::uint64_t> value =
+      parse_decimal(text, std::numeric_limits<std::uint64_t>::max());
+  if (!value || *value == 0) return invalid(what, "a number from 1 up", text);
+  return *value;
+}
+
+std::vector<std::string> split_lists(const std::vector<std::string>& values) {
+  std::vector<std::string> items;
+  for (std::string_view value : values) {
+    while (!value.empty()) {
+      auto comma = value.find(',');
+      if (comma != 0) items.emplace_back(value.substr(0, comma));
+      value = comma == std::string_view::npos ? std::string_view() : value.substr(comma + 1);
+    }
+  }
+  return items;
+}
+
+Result<std::chrono::milliseconds> parse_timeout(std::string_view text) {
+  double seconds = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seconds);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() ||
+      !(seconds >= 0.001 && seconds <= 86400)) {
+    return invalid("--timeout", "seconds from 0.001 to 86400", text);
+  }
+  return std::chrono::milliseconds(std::llround(seconds * 1000));
+}
+
+Result<SysctlArgument> parse_sysctl_argument(std::string_view text) {
+  auto equals = text.find('=');
+  SysctlArgument argument{std::string(text.substr(0, equals)), std::nullopt};
+  bool valid_name = !argument.name.empty() &&
+                    std::all_of(argument.name.begin(), argument.name.end(),
+                                [](char c) { return is_name_character(c) || c == '.'; });
+  if (!valid_name)
+    return invalid("sysctl", "NAME or NAME=VALUE, NAME such as efs.bam.atime_enabled", text);
+  if (equals != std::string_view::npos) argument.value = std::string(text.substr(equals + 1));
+  return argument;
+}
+
+Result<Json> export_create_body(const ExportOptions& options) {
+  if (!options.path) return error(Errc::invalid_argument, "an export needs a path");
+  return export_fields(options);
+}
+
+Result<Json> export_modify_body(const ExportOptions& options) {
+  TP_ASSIGN_OR_RETURN(Json body, export_fields(options));
+  if (body.empty()) {
+    return error(Errc::invalid_argument, "nothing to modify: give at least one option");
+  }
+  return body;
+}
+
+Result<Json> tier_create_body(std::string_view name, const std::vector<std::string>& children) {
+  TP_RETURN_IF_ERROR(check_name("tier name", name));
+  TP_RETURN_IF_ERROR(check_children(children));
+  return Json{{"name", name}, {"children", children}};
+}
+
+Status check_children(const std::vector<std::string>& children) {
+  for (auto child = children.begin(); child != children.end(); ++child) {
+    TP_RETURN_IF_ERROR(check_name("node pool name", *child));
+    if (std::find(children.begin(), child, *child) != child) {
+      return error(Errc::invalid_argument, "node pool '" + *child + "' is named twice");
+    }
+  }
+  return {};
+}
+
+Result<std::vector<std::string>> apply_children_change(const std::vector<std::string>& current,
+                                                       ChildrenChange change,
+                                                       const std::vector<std::string>& pools) {
+  switch (change) {
+    case ChildrenChange::set:
+      return pools;
+    case ChildrenChange::add: {
+      std::vector<std::string> children = current;
+      for (const std::string& pool : pools) {
+        if (std::find(children.begin(), children.end(), pool) == children.end()) {
+          children.push_back(pool);
+        }
+      }
+      return children;
+    }
+    case ChildrenChange::remove: {
+      std::vector<std::string> children = current;
+      for (const std::string& pool : pools) {
+        auto found = std::find(children.begin(), children.end(), pool);
+        if (found == children.end()) {
+          return error(Errc::invalid_argument, "node pool '" + pool + "' is not a child");
+        }
+        children.erase(found);
+      }
+      return children;
+    }
+  }
+  return error(Errc::internal, "unknown change of children");
+}
+
+}  // namespace tidepool::cli

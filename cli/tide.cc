@@ -1,0 +1,500 @@
+#include "cli/tide.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdlib>
+#include <exception>
+#include <functional>
+#include <map>
+#include <utility>
+
+#include "cli/commands.h"
+#include "cli/https_transport.h"
+#include "cli/requests.h"
+
+namespace tidepool::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// What a command does with the cluster; its errors exit 1.
+using Operation = std::function<Status(Session&)>;
+// Checks a command's arguments and returns its operation; its errors exit 2, before anything is
+// sent.
+using Command = std::function<Result<Operation>()>;
+
+// What the command line is parsed into. Only one command runs, so commands share the fields
+// they have in common.
+struct Arguments {
+  // Global options.
+  std::optional<std::string> cluster;
+  std::optional<std::string> workdir;
+  std::optional<std::string> token;
+  std::optional<std::string> timeout;
+  // Commands' options and positionals.
+  std::string format = "table";
+  std::string name;     // of a cluster, a tier or a node pool
+  std::string address;  // a node's admin address
+  std::string id;       // of a node or an export
+  std::vector<std::string> children;
+  std::vector<std::string> set_children;
+  std::vector<std::string> add_children;
+  std::vector<std::string> remove_children;
+  std::optional<std::string> sysctl;
+  bool all_sysctls = false;
+  bool read_only = false;  // the flag of `nfs exports create`
+  ExportOptions export_options;
+};
+
+// The `tide` command tree: CLI11 parses it, each leaf has its Command.
+class Grammar {
+ public:
+  Grammar();
+  Grammar(const Grammar&) = delete;
+  Grammar& operator=(const Grammar&) = delete;
+
+  CLI::App& app() { return app_; }
+  // The Command of a leaf of the tree.
+  const Command& command_of(const CLI::App* leaf) const { return commands_.at(leaf); }
+  Result<GlobalOptions> global_options() const;
+
+ private:
+  CLI::App* add_group(CLI::App& parent, const std::string& name, const std::string& description);
+  CLI::App* add_command(CLI::App& parent, const std::string& name, const std::string& description,
+                        Command command);
+  void add_format_option(CLI::App* command);
+  void add_export_options(CLI::App* command);
+  Format format() const { return arguments_.format == "json" ? Format::json : Format::table; }
+
+  void add_cluster_commands();
+  void add_storagepool_commands();
+  void add_sysctl_command();
+  void add_nfs_commands();
+
+  CLI::App app_;
+  Arguments arguments_;
+  std::map<const CLI::App*, Command> commands_;
+};
+
+Grammar::Grammar() : app_("Administer a Tidepool cluster through its admin API.", "tide") {
+  app_.require_subcommand(1);
+  // Global options may also follow the command words; subcommands inherit this.
+  app_.fallthrough();
+  app_.add_option("--cluster", arguments_.cluster,
+                  "Admin addresses of nodes, HOST[:PORT] (port 8080) separated by commas, tried "
+                  "in order (default: $TIDE_CLUSTER, else the credentials' nodes)")
+      ->type_name("ADDR[,ADDR...]");
+  app_.add_option("--workdir", arguments_.workdir,
+                  "Directory of the credentials file tide.json (default: $TIDE_WORKDIR, else the "
+                  "first .tidepool in the current directory or its parents)")
+      ->type_name("DIR");
+  app_.add_option("--token", arguments_.token,
+                  "Bearer token (default: $TIDE_TOKEN, else the credentials' token)")
+      ->type_name("TOKEN");
+  app_.add_option("--timeout", arguments_.timeout,
+                  "Seconds a request may take, connecting included (default 30)")
+      ->type_name("SECONDS");
+  add_cluster_commands();
+  add_format_option(add_command(app_, "status",
+                                "Show the cluster: health, nodes, node pools, tiers and jobs",
+                                [this]() -> Result<Operation> {
+                                  return Operation([format = format()](Session& session) {
+                                    return show_status(session, format);
+                                  });
+                                }));
+  add_storagepool_commands();
+  add_sysctl_command();
+  add_nfs_commands();
+}
+
+Result<GlobalOptions> Grammar::global_options() const {
+  GlobalOptions options;
+  if (arguments_.cluster) {
+    Result<std::vector<AdminAddress>> addresses = parse_admin_address_list(*arguments_.cluster);
+    if (!addresses.ok()) {
+      return error(Errc::invalid_argument, "--cluster: " + addresses.status().message());
+    }
+    options.cluster = std::move(addresses).value();
+  }
+  options.workdir = arguments_.workdir;
+  options.token = arguments_.token;
+  if (arguments_.timeout) {
+    TP_ASSIGN_OR_RETURN(options.timeout, parse_timeout(*arguments_.timeout));
+  }
+  return options;
+}
+
+CLI::App* Grammar::add_group(CLI::App& parent, const std::string& name,
+                             const std::string& description) {
+  CLI::App* group = parent.add_subcommand(name, description);
+  group->require_subcommand(1);
+  return group;
+}
+
+CLI::App* Grammar::add_command(CLI::App& parent, const std::string& name,
+                               const std::string& description, Command command) {
+  CLI::App* leaf = parent.add_subcommand(name, description);
+  commands_.emplace(leaf, std::move(command));
+  return leaf;
+}
+
+void Grammar::add_format_option(CLI::App* command) {
+  command->add_option("--format", arguments_.format, "table (default) or json")
+      ->type_name("table|json")
+      ->check(CLI::IsMember({"table", "json"}));
+}
+
+void Grammar::add_export_options(CLI::App* command) {
+  ExportOptions& options = arguments_.export_options;
+  command
+      ->add_option("--clients", options.clients,
+                   "Clients allowed: IPv4 addresses, CIDRs or *; repeat the option or "
+                   "separate with commas")
+      ->type_name("CLIENT")
+      ->allow_extra_args(false);
+  command
+      ->add_option("--root-squash", options.root_squash,
+                   "Requests from uid 0 run as the anonymous uid and gid")
+      ->type_name("true|false");
+  command
+      ->add_option("--map-all", options.map_all,
+                   "Every request runs as this uid and gid (GID defaults to the anonymous gid)")
+      ->type_name("UID[:GID]");
+  command->add_option("--anon-uid", options.anon_uid, "The anonymous uid")->type_name("UID");
+  command->add_option("--anon-gid", options.anon_gid, "The anonymous gid")->type_name("GID");
+}
+
+void Grammar::add_cluster_commands() {
+  CLI::App* cluster = add_group(app_, "cluster", "Create the cluster and change its members");
+
+  CLI::App* create = add_command(
+      *cluster, "create", "Make a node the first member of a new cluster and save the credentials",
+      [this]() -> Result<Operation> {
+        TP_RETURN_IF_ERROR(check_name("cluster name", arguments_.name));
+        TP_ASSIGN_OR_RETURN(AdminAddress node, parse_admin_address(arguments_.address));
+        return Operation([name = arguments_.name, node](Session& session) {
+          return create_cluster(session, name, node);
+        });
+      });
+  create->add_option("NAME", arguments_.name, "The cluster's name")->required();
+  create->add_option("--node", arguments_.address, "The node's admin address, HOST[:PORT]")
+      ->type_name("ADDR")
+      ->required();
+  create->footer(
+      "The credentials (tide.json) go to --workdir DIR, else $TIDE_WORKDIR, else ./.tidepool. "
+      "An existing tide.json of another cluster is never replaced.");
+
+  add_command(
+      *cluster, "add-node", "Add a node to the cluster",
+      [this]() -> Result<Operation> {
+        TP_ASSIGN_OR_RETURN(AdminAddress address, parse_admin_address(arguments_.address));
+        return Operation([address](Session& session) { return add_node(session, address); });
+      })
+      ->add_option("ADDR", arguments_.address, "The new node's admin address, HOST[:PORT]")
+      ->required();
+
+  add_command(*cluster, "remove-node", "Remove a node from the cluster",
+              [this]() -> Result<Operation> {
+                TP_ASSIGN_OR_RETURN(std::uint64_t id, parse_id("node id", arguments_.id));
+                return Operation([id](Session& session) { return remove_node(session, id); });
+              })
+      ->add_option("ID", arguments_.id, "The node's id")
+      ->required();
+}
+
+void Grammar::add_storagepool_commands() {
+  CLI::App* storagepool = add_group(app_, "storagepool", "Node pools and tiers");
+
+  CLI::App* nodepools =
+      add_group(*storagepool, "nodepools", "Node pools: the nodes that name the same pool");
+  add_format_option(
+      add_command(*nodepools, "list", "List the node pools", [this]() -> Result<Operation> {
+        return Operation(
+            [format = format()](Session& session) { return list_nodepools(session, format); });
+      }));
+  CLI::App* view_pool =
+      add_command(*nodepools, "view", "Show a node pool", [this]() -> Result<Operation> {
+        TP_RETURN_IF_ERROR(check_name("node pool name", arguments_.name));
+        return Operation([name = arguments_.name, format = format()](Session& session) {
+          return view_nodepool(session, name, format);
+        });
+      });
+  view_pool->add_option("NAME", arguments_.name, "The node pool's name")->required();
+  add_format_option(view_pool);
+
+  CLI::App* tiers = add_group(*storagepool, "tiers", "Tiers: named sets of node pools");
+  CLI::App* create = add_command(*tiers, "create", "Create a tier", [this]() -> Result<Operation> {
+    TP_ASSIGN_OR_RETURN(Json body,
+                        tier_create_body(arguments_.name, split_lists(arguments_.children)));
+    return Operation([body](Session& session) { return create_tier(session, body); });
+  });
+  create->add_option("NAME", arguments_.name, "The tier's name")->required();
+  create
+      ->add_option("--children", arguments_.children,
+                   "Node pools of the tier; repeat the option or separate with commas")
+      ->type_name("POOL")
+      ->allow_extra_args(false);
+
+  add_format_option(add_command(*tiers, "list", "List the tiers", [this]() -> Result<Operation> {
+    return Operation([format = format()](Session& session) { return list_tiers(session, format); });
+  }));
+
+  CLI::App* view = add_command(*tiers, "view", "Show a tier", [this]() -> Result<Operation> {
+    TP_RETURN_IF_ERROR(check_name("tier name", arguments_.name));
+    return Operation([name = arguments_.name, format = format()](Session& session) {
+      return view_tier(session, name, format);
+    });
+  });
+  view->add_option("NAME", arguments_.name, "The tier's name")->required();
+  add_format_option(view);
+
+  CLI::App* modify =
+      add_command(*tiers, "modify", "Change a tier's node pools", [this]() -> Result<Operation> {
+        TP_RETURN_IF_ERROR(check_name("tier name", arguments_.name));
+        // The parser let exactly one of the options through, and a given option holds at least
+        // one value ('' included).
+        ChildrenChange change = ChildrenChange::remove;
+        const std::vector<std::string>* values = &arguments_.remove_children;
+        if (!arguments_.set_children.empty()) {
+          change = ChildrenChange::set;
+          values = &arguments_.set_children;
+        } else if (!arguments_.add_children.empty()) {
+          change = ChildrenChange::add;
+          values = &arguments_.add_children;
+        }
+        std::vector<std::string> pools = split_lists(*values);
+        TP_RETURN_IF_ERROR(check_children(pools));
+        return Operation([name = arguments_.name, change, pools](Session& session) {
+          return modify_tier(session, name, change, pools);
+        });
+      });
+  modify->add_option("NAME", arguments_.name, "The tier's name")->required();
+  CLI::Option_group* changes = modify->add_option_group("children", "How the node pools change");
+  changes
+      ->add_option("--set-children", arguments_.set_children,
+                   "Replace the node pools (comma-separated; '' for none)")
+      ->type_name("POOL,...")
+      ->allow_extra_args(false);
+  changes->add_option("--add-children", arguments_.add_children, "Add node pools (comma-separated)")
+      ->type_name("POOL,...")
+      ->allow_extra_args(false);
+  changes
+      ->add_option("--remove-children", arguments_.remove_children,
+                   "Remove node pools (comma-separated)")
+      ->type_name("POOL,...")
+      ->allow_extra_args(false);
+  changes->require_option(1);
+
+  add_command(*tiers, "delete", "Delete a tier",
+              [this]() -> Result<Operation> {
+                TP_RETURN_IF_ERROR(check_name("tier name", arguments_.name));
+                return Operation([name = arguments_.name](Session& session) {
+                  return delete_tier(session, name);
+                });
+              })
+      ->add_option("NAME", arguments_.name, "The tier's name")
+      ->required();
+}
+
+void Grammar::add_sysctl_command() {
+  CLI::App* sysctl = add_command(
+      app_, "sysctl", "Show or set cluster-wide tunables", [this]() -> Result<Operation> {
+        if (arguments_.all_sysctls) {
+          if (arguments_.sysctl) {
+            return error(Errc::invalid_argument, "give NAME[=VALUE] or -a, not both");
+          }
+          return Operation(
+              [format = format()](Session& session) { return list_sysctls(session, format); });
+        }
+        if (!arguments_.sysctl) {
+          return error(Errc::invalid_argument, "expected NAME, NAME=VALUE or -a");
+        }
+        TP_ASSIGN_OR_RETURN(SysctlArgument argument, parse_sysctl_argument(*arguments_.sysctl));
+        return Operation([argument](Session& session) {
+          return argument.value ? set_sysctl(session, argument.name, *argument.value)
+                                : show_sysctl(session, argument.name);
+        });
+      });
+  sysctl->add_option("NAME[=VALUE]", arguments_.sysctl,
+                     "Print a tunable (NAME), or set it (NAME=VALUE)");
+  sysctl->add_flag("-a,--all", arguments_.all_sysctls, "List every tunable");
+  add_format_option(sysctl);
+}
+
+void Grammar::add_nfs_commands() {
+  CLI::App* nfs = add_group(app_, "nfs", "NFS settings");
+  CLI::App* exports = add_group(*nfs, "exports", "NFS exports: what clients may mount");
+
+  CLI::App* create =
+      add_command(*exports, "create", "Export a directory", [this]() -> Result<Operation> {
+        ExportOptions options = arguments_.export_options;
+        if (arguments_.read_only) options.read_only = "true";
+        TP_ASSIGN_OR_RETURN(Json body, export_create_body(options));
+        return Operation([body](Session& session) { return create_export(session, body); });
+      });
+  create->add_option("PATH", arguments_.export_options.path, "The directory, /ifs or under it")
+      ->required();
+  create->add_flag("--read-only", arguments_.read_only, "Clients may only read");
+  add_export_options(create);
+
+  add_format_option(
+      add_command(*exports, "list", "List the exports", [this]() -> Result<Operation> {
+        return Operation(
+            [format = format()](Session& session) { return list_exports(session, format); });
+      }));
+
+  CLI::App* view = add_command(*exports, "view", "Show an export", [this]() -> Result<Operation> {
+    TP_ASSIGN_OR_RETURN(std::uint64_t id, parse_id("export id", arguments_.id));
+    return Operation(
+        [id, format = format()](Session& session) { return view_export(session, id, format); });
+  });
+  view->add_option("ID", arguments_.id, "The export's id")->required();
+  add_format_option(view);
+
+  CLI::App* modify =
+      add_command(*exports, "modify", "Change an export", [this]() -> Result<Operation> {
+        TP_ASSIGN_OR_RETURN(std::uint64_t id, parse_id("export id", arguments_.id));
+        TP_ASSIGN_OR_RETURN(Json body, export_modify_body(arguments_.export_options));
+        return Operation([id, body](Session& session) { return modify_export(session, id, body); });
+      });
+  modify->add_option("ID", arguments_.id, "The export's id")->required();
+  modify->add_option("--path", arguments_.export_options.path, "The directory, /ifs or under it")
+      ->type_name("PATH");
+  modify->add_option("--read-only", arguments_.export_options.read_only, "Clients may only read")
+      ->type_name("true|false");
+  modify->add_flag("--clear-map-all", arguments_.export_options.clear_map_all,
+                   "Stop mapping every request to one uid and gid");
+  add_export_options(modify);
+
+  add_command(*exports, "delete", "Stop exporting a directory",
+              [this]() -> Result<Operation> {
+                TP_ASSIGN_OR_RETURN(std::uint64_t id, parse_id("export id", arguments_.id));
+                return Operation([id](Session& session) { return delete_export(session, id); });
+              })
+      ->add_option("ID", arguments_.id, "The export's id")
+      ->required();
+}
+
+// The deepest command the parser selected (the root when none was).
+CLI::App* selected_command(CLI::App& root) {
+  CLI::App* app = &root;
+  while (!app->get_subcommands().empty()) app = app->get_subcommands().front();
+  return app;
+}
+
+// "tide storagepool tiers"
+std::string command_path(const CLI::App* app) {
+  std::string path;
+  for (; app != nullptr; app = app->get_parent()) {
+    path = path.empty() ? app->get_name() : app->get_name() + " " + path;
+  }
+  return path;
+}
+
+std::string quoted_list(const std::vector<std::string>& words) {
+  std::string text;
+  for (const std::string& word : words) text += (text.empty() ? "'" : " '") + word + "'";
+  return text;
+}
+
+// What a parse error says, in one line that names what was expected.
+std::string describe_parse_error(CLI::App& root, const CLI::ParseError& e) {
+  CLI::App* command = selected_command(root);
+  const std::vector<std::string> leftover = root.remaining(true);
+  // Option groups are nameless subcommands: not commands.
+  const std::function<bool(const CLI::App*)> named = [](const CLI::App* app) {
+    return !app->get_name().empty();
+  };
+  const std::vector<const CLI::App*> choices =
+      static_cast<const CLI::App*>(command)->get_subcommands(named);
+  if (!choices.empty() && dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) {
+    // A command group without its command.
+    std::string expected;
+    for (const CLI::App* choice : choices) {
+      expected += (expected.empty() ? "" : ", ") + choice->get_name();
+    }
+    auto word = std::find_if(leftover.begin(), leftover.end(),
+                             [](const std::string& arg) { return !arg.starts_with('-'); });
+    std::string problem = word == leftover.end()
+                              ? "missing command after '" + command_path(command) + "'"
+                              : "unknown command '" + command_path(command) + " " + *word + "'";
+    return problem + "; expected one of: " + expected;
+  }
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+    return "unexpected " + std::string(leftover.size() > 1 ? "arguments " : "argument ") +
+           quoted_list(leftover) + " for '" + command_path(command) + "'";
+  }
+  return e.what();
+}
+
+std::string usage_line(const CLI::App* command, const std::string& problem) {
+  return "tide: " + problem + " (see '" + command_path(command) + " --help')";
+}
+
+int run(std::vector<std::string> args, std::ostream& out, std::ostream& err,
+        const Environment& environment) {
+  Grammar grammar;
+  CLI::App& app = grammar.app();
+  std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last first
+  try {
+    app.parse(args);
+  } catch (const CLI::Success& help) {
+    return app.exit(help, out, err);
+  } catch (const CLI::ParseError& e) {
+    err << usage_line(selected_command(app), describe_parse_error(app, e)) << '\n';
+    return kExitUsage;
+  }
+  Result<GlobalOptions> options = grammar.global_options();
+  if (!options.ok()) {
+    err << usage_line(&app, options.status().message()) << '\n';
+    return kExitUsage;
+  }
+  CLI::App* command = selected_command(app);
+  Result<Operation> operation = grammar.command_of(command)();
+  if (!operation.ok()) {
+    err << usage_line(command, operation.status().message()) << '\n';
+    return kExitUsage;
+  }
+  Session session(environment, std::move(options).value(), out, err);
+  if (Status status = (*operation)(session); !status.ok()) {
+    err << "tide: " << status.message() << '\n';
+    return kExitFailure;
+  }
+  return kExitSuccess;
+}
+
+}  // namespace
+
+Environment process_environment() {
+  std::error_code ec;
+  fs::path current_directory = fs::current_path(ec);
+  return Environment{
+      .variable = [](const std::string& name) -> std::optional<std::string> {
+        const char* value = std::getenv(name.c_str());
+        if (value == nullptr) return std::nullopt;
+        return std::string(value);
+      },
+      .current_directory = ec ? fs::path(".") : std::move(current_directory),
+      .connect = make_https_transport,
+  };
+}
+
+int run_tide(std::vector<std::string> args, std::ostream& out, std::ostream& err) {
+  return run_tide(std::move(args), out, err, process_environment());
+}
+
+int run_tide(std::vector<std::string> args, std::ostream& out, std::ostream& err,
+             const Environment& environment) {
+  // The boundary: CLI11, nlohmann::json and the standard library report by exception, and
+  // none may end the process with a stack trace.
+  try {
+    return run(std::move(args), out, err, environment);
+  } catch (const std::exception& e) {
+    err << "tide: unexpected error: " << e.what() << '\n';
+  } catch (...) {
+    err << "tide: unexpected error\n";
+  }
+  return kExitFailure;
+}
+
+}  // namespace tidepool::cli

@@ -1,0 +1,494 @@
+#include "cli/tide.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <deque>
+#include <map>
+#include <sstream>
+
+#include "cli/credentials.h"
+#include "cli/test_util.h"
+
+namespace tidepool::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct SentRequest {
+  Method method;
+  std::string target;
+  std::string body;
+  ConnectionSettings settings;
+};
+
+// Stands in for the cluster: records what is sent and answers with the replies queued.
+class FakeCluster {
+ public:
+  void reply(unsigned status, std::string body, std::string reason = "") {
+    replies_.push_back(HttpReply{status, std::move(reason), std::move(body)});
+  }
+  const std::vector<SentRequest>& requests() const { return requests_; }
+
+  Result<std::unique_ptr<Transport>> connect(ConnectionSettings settings) {
+    return std::unique_ptr<Transport>(std::make_unique<FakeTransport>(*this, std::move(settings)));
+  }
+
+ private:
+  class FakeTransport final : public Transport {
+   public:
+    FakeTransport(FakeCluster& cluster, ConnectionSettings settings)
+        : cluster_(cluster), settings_(std::move(settings)) {}
+    Result<HttpReply> send(Method method, const std::string& target,
+                           const std::string& body) override {
+      cluster_.requests_.push_back({method, target, body, settings_});
+      if (cluster_.replies_.empty()) return HttpReply{500, "Internal Server Error", ""};
+      HttpReply reply = std::move(cluster_.replies_.front());
+      cluster_.replies_.pop_front();
+      return reply;
+    }
+
+   private:
+    FakeCluster& cluster_;
+    const ConnectionSettings settings_;
+  };
+
+  std::deque<HttpReply> replies_;
+  std::vector<SentRequest> requests_;
+};
+
+class TideTest : public ::testing::Test {
+ protected:
+  TideTest() {
+    environment_.variable = [this](const std::string& name) -> std::optional<std::string> {
+      auto found = variables_.find(name);
+      if (found == variables_.end()) return std::nullopt;
+      return found->second;
+    };
+    environment_.current_directory = root_.path();
+    environment_.connect = [this](ConnectionSettings settings) {
+      return cluster_.connect(std::move(settings));
+    };
+  }
+
+  int tide(std::vector<std::string> args) {
+    out_.str("");
+    err_.str("");
+    return run_tide(std::move(args), out_, err_, environment_);
+  }
+
+  // tide.json of a cluster in `directory`/.tidepool.
+  fs::path write_credentials_in(const fs::path& directory,
+                                const std::string& cluster = "tidepool") {
+    const fs::path file = directory / ".tidepool" / "tide.json";
+    EXPECT_TRUE(write_credentials(file, Credentials{.cluster = cluster,
+                                                    .id = "c0ffee",
+                                                    .token = "secret",
+                                                    .ca_certificate = "CA PEM",
+                                                    .nodes = {"127.0.0.1:8080", "127.0.0.2"}})
+                    .ok());
+    return file;
+  }
+
+  const SentRequest& only_request() {
+    EXPECT_EQ(cluster_.requests().size(), 1u);
+    static const SentRequest none{};
+    return cluster_.requests().empty() ? none : cluster_.requests().front();
+  }
+
+  TemporaryDirectory root_;
+  std::map<std::string, std::string> variables_;
+  Environment environment_;
+  FakeCluster cluster_;
+  std::ostringstream out_;
+  std::ostringstream err_;
+};
+
+TEST_F(TideTest, AnUnknownCommandExits2NamingTheCommandsExpected) {
+  EXPECT_EQ(tide({"frobnicate"}), kExitUsage);
+  EXPECT_EQ(err_.str(),
+            "tide: unknown command 'tide frobnicate'; expected one of: cluster, status, "
+            "storagepool, sysctl, nfs (see 'tide --help')\n");
+  EXPECT_EQ(tide({"storagepool", "pools", "list"}), kExitUsage);
+  EXPECT_EQ(err_.str(),
+            "tide: unknown command 'tide storagepool pools'; expected one of: nodepools, tiers "
+            "(see 'tide storagepool --help')\n");
+  EXPECT_TRUE(cluster_.requests().empty());
+}
+
+TEST_F(TideTest, AMissingCommandExits2NamingTheCommandsExpected) {
+  EXPECT_EQ(tide({}), kExitUsage);
+  EXPECT_EQ(err_.str(),
+            "tide: missing command after 'tide'; expected one of: cluster, status, storagepool, "
+            "sysctl, nfs (see 'tide --help')\n");
+  EXPECT_EQ(tide({"nfs"}), kExitUsage);
+  EXPECT_EQ(err_.str(),
+            "tide: missing command after 'tide nfs'; expected one of: exports "
+            "(see 'tide nfs --help')\n");
+}
+
+TEST_F(TideTest, MissingArgumentsAndBadFlagsExit2WithOneLine) {
+  EXPECT_EQ(tide({"storagepool", "tiers", "create"}), kExitUsage);
+  EXPECT_EQ(err_.str(), "tide: NAME is required (see 'tide storagepool tiers create --help')\n");
+  EXPECT_EQ(tide({"status", "--bogus"}), kExitUsage);
+  EXPECT_EQ(err_.str(),
+            "tide: unexpected argument '--bogus' for 'tide status' (see 'tide status --help')\n");
+  EXPECT_EQ(tide({"status", "--format", "yaml"}), kExitUsage);
+  EXPECT_EQ(err_.str(), "tide: --format: yaml not in {table,json} (see 'tide status --help')\n");
+  EXPECT_EQ(tide({"storagepool", "tiers", "modify", "hot"}), kExitUsage);
+  EXPECT_NE(err_.str().find("Exactly 1 option from [--set-children,--add-children,"
+                            "--remove-children]"),
+            std::string::npos)
+      << err_.str();
+  EXPECT_EQ(tide({"--cluster", "somewhere", "status"}), kExitUsage);
+  EXPECT_EQ(err_.str(),
+            "tide: --cluster: 'somewhere' is not an admin address: expected HOST[:PORT], HOST an "
+            "IPv4 address (see 'tide --help')\n");
+  EXPECT_TRUE(cluster_.requests().empty());
+}
+
+TEST_F(TideTest, BadOptionValuesExit2AndSendNothing) {
+  write_credentials_in(root_.path());
+  EXPECT_EQ(tide({"nfs", "exports", "create", "/ifs/a", "--map-all", "abc"}), kExitUsage);
+  EXPECT_EQ(err_.str(),
+            "tide: --map-all: expected UID or UID:GID (numbers from 0 to 4294967295), got 'abc' "
+            "(see 'tide nfs exports create --help')\n");
+  EXPECT_EQ(tide({"nfs", "exports", "modify", "3", "--root-squash", "maybe"}), kExitUsage);
+  EXPECT_EQ(err_.str(),
+            "tide: --root-squash: expected true or false, got 'maybe' "
+            "(see 'tide nfs exports modify --help')\n");
+  EXPECT_EQ(tide({"nfs", "exports", "delete", "first"}), kExitUsage);
+  EXPECT_EQ(tide({"storagepool", "tiers", "create", "hot tier"}), kExitUsage);
+  EXPECT_EQ(tide({"sysctl"}), kExitUsage);
+  EXPECT_EQ(err_.str(), "tide: expected NAME, NAME=VALUE or -a (see 'tide sysctl --help')\n");
+  EXPECT_TRUE(cluster_.requests().empty());
+}
+
+TEST_F(TideTest, HelpGoesToStandardOutputAndExits0) {
+  EXPECT_EQ(tide({"--help"}), kExitSuccess);
+  EXPECT_NE(out_.str().find("storagepool"), std::string::npos);
+  EXPECT_EQ(tide({"nfs", "exports", "create", "--help"}), kExitSuccess);
+  EXPECT_NE(out_.str().find("--map-all UID[:GID]"), std::string::npos) << out_.str();
+  EXPECT_EQ(err_.str(), "");
+}
+
+TEST_F(TideTest, WithoutCredentialsItSaysHowToGetThem) {
+  EXPECT_EQ(tide({"--workdir", (root_.path() / "empty").string(), "status"}), kExitFailure);
+  EXPECT_EQ(err_.str(),
+            "tide: no cluster credentials: run 'tide cluster create' or pass "
+            "--workdir/--cluster and --token\n");
+}
+
+TEST_F(TideTest, CredentialsComeFromTheNearestTidepool) {
+  write_credentials_in(root_.path());
+  environment_.current_directory = root_.path() / "projects" / "x";
+  cluster_.reply(200, R"({"tiers": []})");
+  EXPECT_EQ(tide({"storagepool", "tiers", "list"}), kExitSuccess) << err_.str();
+  const SentRequest& request = only_request();
+  EXPECT_EQ(request.method, Method::get);
+  EXPECT_EQ(request.target, "/v1/storagepool/tiers");
+  EXPECT_EQ(request.settings.token, "secret");
+  EXPECT_EQ(request.settings.ca_certificate, "CA PEM");
+  EXPECT_EQ(request.settings.addresses,
+            (std::vector<AdminAddress>{{"127.0.0.1", 8080}, {"127.0.0.2", 8080}}));
+  EXPECT_EQ(out_.str(), "Name  Children\n--------------\n--------------\nTotal: 0\n");
+}
+
+TEST_F(TideTest, FlagsAndVariablesReplaceAddressesAndToken) {
+  write_credentials_in(root_.path());
+  variables_["TIDE_CLUSTER"] = "127.0.0.9:9000";
+  variables_["TIDE_TOKEN"] = "from-variable";
+  cluster_.reply(200, R"({"tiers": []})");
+  cluster_.reply(200, R"({"tiers": []})");
+  ASSERT_EQ(tide({"storagepool", "tiers", "list"}), kExitSuccess) << err_.str();
+  ASSERT_EQ(tide({"storagepool", "tiers", "list", "--cluster", "127.0.0.7", "--token", "flag"}),
+            kExitSuccess);
+  ASSERT_EQ(cluster_.requests().size(), 2u);
+  EXPECT_EQ(cluster_.requests()[0].settings.addresses,
+            (std::vector<AdminAddress>{{"127.0.0.9", 9000}}));
+  EXPECT_EQ(cluster_.requests()[0].settings.token, "from-variable");
+  EXPECT_EQ(cluster_.requests()[1].settings.addresses,
+            (std::vector<AdminAddress>{{"127.0.0.7", 8080}}));
+  EXPECT_EQ(cluster_.requests()[1].settings.token, "flag");
+  // The CA still comes from the credentials file.
+  EXPECT_EQ(cluster_.requests()[1].settings.ca_certificate, "CA PEM");
+}
+
+TEST_F(TideTest, AnErrorReplyPrintsTheServersErrorAndExits1) {
+  write_credentials_in(root_.path());
+  cluster_.reply(409, R"({"error": "tier 'hot' exists already"})", "Conflict");
+  EXPECT_EQ(tide({"storagepool", "tiers", "create", "hot"}), kExitFailure);
+  EXPECT_EQ(err_.str(), "tide: tier 'hot' exists already\n");
+  EXPECT_EQ(out_.str(), "");
+  cluster_.reply(502, "<html>bad gateway</html>", "Bad Gateway");
+  EXPECT_EQ(tide({"status"}), kExitFailure);
+  EXPECT_EQ(err_.str(), "tide: Bad Gateway\n");
+}
+
+TEST_F(TideTest, TiersCreateSendsChildrenRepeatedOrCommaSeparated) {
+  write_credentials_in(root_.path());
+  cluster_.reply(201, R"({"name": "hot-tier", "children": ["f800", "h500", "a200"]})");
+  EXPECT_EQ(tide({"storagepool", "tiers", "create", "hot-tier", "--children", "f800,h500",
+                  "--children", "a200"}),
+            kExitSuccess);
+  EXPECT_EQ(only_request().method, Method::post);
+  EXPECT_EQ(only_request().target, "/v1/storagepool/tiers");
+  EXPECT_EQ(only_request().body, R"({"name":"hot-tier","children":["f800","h500","a200"]})");
+  EXPECT_EQ(out_.str(), "Created tier hot-tier.\n");
+}
+
+TEST_F(TideTest, TiersModifyGetsTheChildrenThenPutsTheWholeNewList) {
+  write_credentials_in(root_.path());
+  cluster_.reply(200, R"({"name": "hot", "children": ["f800", "h500"]})");
+  cluster_.reply(200, R"({"name": "hot", "children": ["h500"]})");
+  EXPECT_EQ(tide({"storagepool", "tiers", "modify", "hot", "--remove-children", "f800"}),
+            kExitSuccess)
+      << err_.str();
+  ASSERT_EQ(cluster_.requests().size(), 2u);
+  EXPECT_EQ(cluster_.requests()[0].method, Method::get);
+  EXPECT_EQ(cluster_.requests()[0].target, "/v1/storagepool/tiers/hot");
+  EXPECT_EQ(cluster_.requests()[1].method, Method::put);
+  EXPECT_EQ(cluster_.requests()[1].target, "/v1/storagepool/tiers/hot");
+  EXPECT_EQ(cluster_.requests()[1].body, R"({"children":["h500"]})");
+  EXPECT_EQ(out_.str(), "Modified tier hot.\n");
+}
+
+TEST_F(TideTest, TiersModifyAddsOnlyPoolsNotThereYet) {
+  write_credentials_in(root_.path());
+  cluster_.reply(200, R"({"name": "hot", "children": ["f800"]})");
+  cluster_.reply(200, R"({"name": "hot", "children": ["f800", "h500"]})");
+  EXPECT_EQ(tide({"storagepool", "tiers", "modify", "hot", "--add-children", "h500,f800"}),
+            kExitSuccess);
+  ASSERT_EQ(cluster_.requests().size(), 2u);
+  EXPECT_EQ(cluster_.requests()[1].body, R"({"children":["f800","h500"]})");
+}
+
+TEST_F(TideTest, TiersModifyRemovingAPoolThatIsNotAChildChangesNothing) {
+  write_credentials_in(root_.path());
+  cluster_.reply(200, R"({"name": "hot", "children": ["f800"]})");
+  EXPECT_EQ(tide({"storagepool", "tiers", "modify", "hot", "--remove-children", "h500"}),
+            kExitFailure);
+  EXPECT_EQ(err_.str(), "tide: tier hot: node pool 'h500' is not a child\n");
+  EXPECT_EQ(cluster_.requests().size(), 1u);  // the GET only
+}
+
+TEST_F(TideTest, TiersModifySetChildrenToNone) {
+  write_credentials_in(root_.path());
+  cluster_.reply(200, R"({"name": "hot", "children": ["f800"]})");
+  cluster_.reply(200, R"({"name": "hot", "children": []})");
+  EXPECT_EQ(tide({"storagepool", "tiers", "modify", "hot", "--set-children", ""}), kExitSuccess);
+  ASSERT_EQ(cluster_.requests().size(), 2u);
+  EXPECT_EQ(cluster_.requests()[1].body, R"({"children":[]})");
+}
+
+TEST_F(TideTest, TiersViewAndDelete) {
+  write_credentials_in(root_.path());
+  cluster_.reply(200, R"({"name": "hot", "children": ["f800"]})");
+  EXPECT_EQ(tide({"storagepool", "tiers", "view", "hot"}), kExitSuccess);
+  EXPECT_EQ(out_.str(), "    Name: hot\nChildren: f800\n");
+  cluster_.reply(204, "");
+  EXPECT_EQ(tide({"storagepool", "tiers", "delete", "hot"}), kExitSuccess);
+  EXPECT_EQ(cluster_.requests().back().method, Method::delete_);
+  EXPECT_EQ(cluster_.requests().back().target, "/v1/storagepool/tiers/hot");
+  EXPECT_EQ(out_.str(), "Deleted tier hot.\n");
+}
+
+TEST_F(TideTest, NodepoolsListAndView) {
+  write_credentials_in(root_.path());
+  cluster_.reply(200, R"({"nodepools": [{"name": "f800", "nodes": [1, 2], "tier": null}]})");
+  EXPECT_EQ(tide({"storagepool", "nodepools", "list"}), kExitSuccess);
+  EXPECT_EQ(out_.str(),
+            "Name  Nodes  Tier\n-----------------\nf800  1,2    -\n-----------------\nTotal: 1\n");
+  cluster_.reply(200, R"({"name": "f800", "nodes": [1, 2], "tier": "hot"})");
+  EXPECT_EQ(tide({"storagepool", "nodepools", "view", "f800", "--format", "json"}), kExitSuccess);
+  EXPECT_EQ(cluster_.requests().back().target, "/v1/storagepool/nodepools/f800");
+  EXPECT_EQ(out_.str(),
+            "{\n  \"name\": \"f800\",\n  \"nodes\": [\n    1,\n    2\n  ],\n"
+            "  \"tier\": \"hot\"\n}\n");
+}
+
+TEST_F(TideTest, StatusAsJsonIsTheServersJsonPrettyInItsOrder) {
+  write_credentials_in(root_.path());
+  cluster_.reply(200, R"({"name":"tidepool","id":"c0ffee","jobs":[]})");
+  EXPECT_EQ(tide({"status", "--format", "json"}), kExitSuccess);
+  EXPECT_EQ(only_request().target, "/v1/cluster");
+  EXPECT_EQ(out_.str(), "{\n  \"name\": \"tidepool\",\n  \"id\": \"c0ffee\",\n  \"jobs\": []\n}\n");
+}
+
+TEST_F(TideTest, SysctlReadsWritesAndLists) {
+  write_credentials_in(root_.path());
+  cluster_.reply(200, R"({"name": "efs.bam.atime_enabled", "value": "true", "default": "true",
+                          "description": "Update atime on read"})");
+  EXPECT_EQ(tide({"sysctl", "efs.bam.atime_enabled"}), kExitSuccess);
+  EXPECT_EQ(cluster_.requests().back().method, Method::get);
+  EXPECT_EQ(cluster_.requests().back().target, "/v1/sysctl/efs.bam.atime_enabled");
+  EXPECT_EQ(out_.str(), "efs.bam.atime_enabled = true\n");
+
+  cluster_.reply(200, R"({"name": "efs.bam.atime_grace_period", "value": "7D"})");
+  EXPECT_EQ(tide({"sysctl", "efs.bam.atime_grace_period=7D"}), kExitSuccess);
+  EXPECT_EQ(cluster_.requests().back().method, Method::put);
+  EXPECT_EQ(cluster_.requests().back().target, "/v1/sysctl/efs.bam.atime_grace_period");
+  EXPECT_EQ(cluster_.requests().back().body, R"({"value":"7D"})");
+  EXPECT_EQ(out_.str(), "efs.bam.atime_grace_period = 7D\n");
+
+  cluster_.reply(200, R"({"sysctls": []})");
+  EXPECT_EQ(tide({"sysctl", "-a", "--format", "json"}), kExitSuccess);
+  EXPECT_EQ(cluster_.requests().back().target, "/v1/sysctl");
+  EXPECT_EQ(out_.str(), "{\n  \"sysctls\": []\n}\n");
+}
+
+TEST_F(TideTest, ExportsCreateModifyViewDelete) {
+  write_credentials_in(root_.path());
+  cluster_.reply(201, R"({"id": 3, "path": "/ifs/data"})");
+  EXPECT_EQ(tide({"nfs", "exports", "create", "/ifs/data", "--clients", "10.0.0.0/8", "--read-only",
+                  "--map-all", "1000:100"}),
+            kExitSuccess)
+      << err_.str();
+  EXPECT_EQ(cluster_.requests().back().method, Method::post);
+  EXPECT_EQ(cluster_.requests().back().target, "/v1/nfs/exports");
+  EXPECT_EQ(cluster_.requests().back().body,
+            R"({"path":"/ifs/data","clients":["10.0.0.0/8"],"read_only":true,)"
+            R"("map_all_uid":1000,"map_all_gid":100})");
+  EXPECT_EQ(out_.str(), "Created export 3 (/ifs/data).\n");
+
+  cluster_.reply(200, R"({"id": 3})");
+  EXPECT_EQ(tide({"nfs", "exports", "modify", "3", "--read-only", "false", "--clear-map-all"}),
+            kExitSuccess);
+  EXPECT_EQ(cluster_.requests().back().method, Method::put);
+  EXPECT_EQ(cluster_.requests().back().target, "/v1/nfs/exports/3");
+  EXPECT_EQ(cluster_.requests().back().body,
+            R"({"read_only":false,"map_all_uid":null,"map_all_gid":null})");
+  EXPECT_EQ(out_.str(), "Modified export 3.\n");
+
+  cluster_.reply(200, R"({"id": 3, "path": "/ifs/data", "read_only": false, "map_all_uid": null})");
+  EXPECT_EQ(tide({"nfs", "exports", "view", "3"}), kExitSuccess);
+  EXPECT_EQ(out_.str(),
+            "         ID: 3\n"
+            "       Path: /ifs/data\n"
+            "  Read Only: No\n"
+            "Map All UID: -\n");
+
+  cluster_.reply(204, "");
+  EXPECT_EQ(tide({"nfs", "exports", "delete", "3"}), kExitSuccess);
+  EXPECT_EQ(cluster_.requests().back().method, Method::delete_);
+  EXPECT_EQ(cluster_.requests().back().target, "/v1/nfs/exports/3");
+  EXPECT_EQ(out_.str(), "Deleted export 3.\n");
+}
+
+TEST_F(TideTest, ClusterCreateTrustsTheNodeOnceAndWritesTheCredentials) {
+  cluster_.reply(201, R"({"cluster": {"name": "tidepool", "id": "c0ffee"}, "token": "secret",
+                          "ca_certificate": "CA PEM"})");
+  EXPECT_EQ(tide({"cluster", "create", "tidepool", "--node", "127.0.0.1"}), kExitSuccess)
+      << err_.str();
+  const SentRequest& request = only_request();
+  EXPECT_EQ(request.method, Method::post);
+  EXPECT_EQ(request.target, "/v1/cluster/create");
+  EXPECT_EQ(request.body, R"({"name":"tidepool"})");
+  EXPECT_EQ(request.settings.addresses, (std::vector<AdminAddress>{{"127.0.0.1", 8080}}));
+  EXPECT_EQ(request.settings.token, "");
+  EXPECT_FALSE(request.settings.ca_certificate.has_value());
+
+  const fs::path file = root_.path() / ".tidepool" / "tide.json";
+  EXPECT_EQ(out_.str(),
+            "Created cluster tidepool (id c0ffee); credentials in " + file.string() + ".\n");
+  Result<Credentials> written = read_credentials(file);
+  ASSERT_TRUE(written.ok()) << written.status().to_string();
+  EXPECT_EQ(written->cluster, "tidepool");
+  EXPECT_EQ(written->id, Json("c0ffee"));
+  EXPECT_EQ(written->token, "secret");
+  EXPECT_EQ(written->ca_certificate, "CA PEM");
+  EXPECT_EQ(written->nodes, std::vector<std::string>{"127.0.0.1:8080"});
+  struct stat status {};
+  ASSERT_EQ(::stat(file.c_str(), &status), 0);
+  EXPECT_EQ(status.st_mode & 0777, 0600u);
+}
+
+TEST_F(TideTest, ClusterCreateWritesWhereTheWorkdirSays) {
+  variables_["TIDE_WORKDIR"] = "from-variable";
+  cluster_.reply(201,
+                 R"({"cluster": {"name": "a", "id": 1}, "token": "t", "ca_certificate": "c"})");
+  cluster_.reply(201,
+                 R"({"cluster": {"name": "b", "id": 2}, "token": "t", "ca_certificate": "c"})");
+  ASSERT_EQ(tide({"cluster", "create", "a", "--node", "127.0.0.1"}), kExitSuccess);
+  EXPECT_TRUE(fs::exists(root_.path() / "from-variable" / "tide.json"));
+  ASSERT_EQ(tide({"cluster", "create", "b", "--node", "127.0.0.1", "--workdir", "flag"}),
+            kExitSuccess);
+  EXPECT_EQ(read_credentials(root_.path() / "flag" / "tide.json")->cluster, "b");
+}
+
+TEST_F(TideTest, ClusterCreateNeverReplacesAnotherClustersCredentials) {
+  const fs::path file = write_credentials_in(root_.path(), "production");
+  EXPECT_EQ(tide({"cluster", "create", "scratch", "--node", "127.0.0.1"}), kExitFailure);
+  EXPECT_EQ(err_.str(), "tide: " + file.string() +
+                            " holds the credentials of cluster 'production': give another "
+                            "--workdir\n");
+  EXPECT_TRUE(cluster_.requests().empty());
+  EXPECT_EQ(read_credentials(file)->cluster, "production");
+
+  // The same cluster made again (its nodes were wiped) replaces them.
+  cluster_.reply(201, R"({"cluster": {"name": "production", "id": "new"}, "token": "t2",
+                          "ca_certificate": "c2"})");
+  EXPECT_EQ(tide({"cluster", "create", "production", "--node", "127.0.0.1"}), kExitSuccess);
+  EXPECT_EQ(read_credentials(file)->token, "t2");
+}
+
+TEST_F(TideTest, ClusterAddNodeRemembersItsAddress) {
+  const fs::path file = write_credentials_in(root_.path());
+  cluster_.reply(201, R"({"id": 3, "name": "node3", "admin_address": "127.0.0.3:8080"})");
+  EXPECT_EQ(tide({"cluster", "add-node", "127.0.0.3"}), kExitSuccess) << err_.str();
+  EXPECT_EQ(only_request().target, "/v1/cluster/nodes");
+  EXPECT_EQ(only_request().body, R"({"address":"127.0.0.3:8080"})");
+  EXPECT_EQ(out_.str(), "Added node 3 (127.0.0.3:8080).\n");
+  EXPECT_EQ(read_credentials(file)->nodes,
+            (std::vector<std::string>{"127.0.0.1:8080", "127.0.0.2", "127.0.0.3:8080"}));
+
+  // A node it knows already is not listed twice ("127.0.0.2" is "127.0.0.2:8080").
+  cluster_.reply(201, R"({"id": 2})");
+  EXPECT_EQ(tide({"cluster", "add-node", "127.0.0.2:8080"}), kExitSuccess);
+  EXPECT_EQ(read_credentials(file)->nodes.size(), 3u);
+}
+
+TEST_F(TideTest, ClusterRemoveNodeForgetsItsAddress) {
+  const fs::path file = write_credentials_in(root_.path());
+  cluster_.reply(200, R"({"nodes": [{"id": 1, "admin_address": "127.0.0.1:8080"},
+                                    {"id": 2, "admin_address": "127.0.0.2:8080"}]})");
+  cluster_.reply(204, "");
+  EXPECT_EQ(tide({"cluster", "remove-node", "1"}), kExitSuccess) << err_.str();
+  ASSERT_EQ(cluster_.requests().size(), 2u);
+  EXPECT_EQ(cluster_.requests()[1].method, Method::delete_);
+  EXPECT_EQ(cluster_.requests()[1].target, "/v1/cluster/nodes/1");
+  EXPECT_EQ(out_.str(), "Removed node 1.\n");
+  EXPECT_EQ(read_credentials(file)->nodes, std::vector<std::string>{"127.0.0.2"});
+}
+
+TEST_F(TideTest, ClusterRemoveNodeOfTheOnlyKnownAddressLearnsTheOthers) {
+  const fs::path file = root_.path() / ".tidepool" / "tide.json";
+  ASSERT_TRUE(write_credentials(file, Credentials{.cluster = "tidepool",
+                                                  .token = "t",
+                                                  .ca_certificate = "c",
+                                                  .nodes = {"127.0.0.1"}})
+                  .ok());
+  cluster_.reply(200, R"({"nodes": [{"id": 1, "admin_address": "127.0.0.1:8080"},
+                                    {"id": 2, "admin_address": "127.0.0.2:8080"}]})");
+  cluster_.reply(204, "");
+  EXPECT_EQ(tide({"cluster", "remove-node", "1"}), kExitSuccess) << err_.str();
+  EXPECT_EQ(read_credentials(file)->nodes, std::vector<std::string>{"127.0.0.2:8080"});
+}
+
+// The real HTTPS transport, on an address where nothing listens.
+TEST(Tide, AnUnreachableClusterExits1NamingEachAddress) {
+  TemporaryDirectory empty;
+  std::ostringstream out;
+  std::ostringstream err;
+  EXPECT_EQ(run_tide({"--cluster", "127.0.0.1:1", "--token", "t", "--workdir",
+                      empty.path().string(), "status"},
+                     out, err),
+            kExitFailure);
+  EXPECT_NE(err.str().find("tide: cannot reach the cluster (127.0.0.1:1: connection refused)\n"),
+            std::string::npos)
+      << err.str();
+  EXPECT_EQ(out.str(), "");
+}
+
+}  // namespace
+}  // namespace tidepool::cli

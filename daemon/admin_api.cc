@@ -1,0 +1,685 @@
+#include "daemon/admin_api.h"
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <spdlog/spdlog.h>
+
+#include "daemon/callback_awaitable.h"
+#include "daemon/config_objects.h"
+
+namespace tidepool::daemon {
+namespace {
+
+namespace asio = boost::asio;
+using nlohmann::json;
+using cluster::Change;
+using cluster::GroupView;
+
+constexpr std::chrono::milliseconds kChangeDeadline{10'000};
+// Adding a node waits for it to catch up with the log before it votes.
+constexpr std::chrono::milliseconds kAddNodeDeadline{30'000};
+constexpr std::chrono::milliseconds kStatsDeadline{1'000};
+constexpr std::chrono::milliseconds kJoinTimeout{10'000};
+constexpr std::chrono::milliseconds kCatchUpDeadline{2'000};
+
+HttpResponse reply(unsigned status, const json& body) { return HttpResponse{status, body.dump()}; }
+HttpResponse failure(const Status& status) {
+  return error_response(http_status_of(status.code()), status.message());
+}
+HttpResponse no_content() { return HttpResponse{204, ""}; }
+
+std::vector<std::string> split_target(std::string_view target) {
+  target = target.substr(0, target.find('?'));
+  std::vector<std::string> parts;
+  while (!target.empty()) {
+    const std::size_t slash = target.find('/');
+    if (slash != 0) parts.emplace_back(target.substr(0, slash));
+    if (slash == std::string_view::npos) break;
+    target.remove_prefix(slash + 1);
+  }
+  return parts;
+}
+
+Result<json> parse_body(const std::string& body) {
+  json parsed = json::parse(body, nullptr, false);
+  if (parsed.is_discarded() || !parsed.is_object()) {
+    return error(Errc::invalid_argument, "the request body must be a JSON object");
+  }
+  return parsed;
+}
+
+std::optional<std::uint32_t> parse_id(std::string_view text) {
+  std::uint32_t id = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return id;
+}
+
+json node_json(const cluster::NodeInfo& node) {
+  return json{{"id", node.id},
+              {"name", node.name},
+              {"pool", node.pool},
+              {"state", node.up ? "up" : "down"},
+              {"frontend_address", node.frontend_address},
+              {"backend_address", node.backend_address},
+              {"admin_address", node.admin_address},
+              {"stats", nullptr}};
+}
+
+json tier_json(const cluster::ConfigObject& tier) {
+  return json{{"name", tier.name}, {"children", tier_children(tier)}};
+}
+
+std::vector<json> nodepools_json(const GroupView& view) {
+  std::map<std::string, std::vector<cluster::NodeId>> pools;
+  for (const cluster::NodeInfo& node : view.nodes) pools[node.pool].push_back(node.id);
+  std::map<std::string, std::string> tier_of;
+  for (const cluster::ConfigObject& tier : view.objects_of(kTierKind)) {
+    for (const std::string& child : tier_children(tier)) tier_of[child] = tier.name;
+  }
+  std::vector<json> out;
+  for (const auto& [name, nodes] : pools) {
+    const auto tier = tier_of.find(name);
+    out.push_back(json{{"name", name},
+                       {"nodes", nodes},
+                       {"tier", tier == tier_of.end() ? json(nullptr) : json(tier->second)}});
+  }
+  return out;
+}
+
+std::vector<json> tiers_json(const GroupView& view) {
+  std::vector<json> out;
+  for (const cluster::ConfigObject& tier : view.objects_of(kTierKind)) out.push_back(tier_json(tier));
+  return out;
+}
+
+json sysctl_json(const SysctlSpec& spec, const GroupView& view, const NodeConfig& config) {
+  return json{{"name", spec.name},
+              {"value", sysctl_value(spec, view, config)},
+              {"default", sysctl_default(spec, config)},
+              {"description", spec.description}};
+}
+
+// Children of a tier as the request gives them: existing node pools, none in another tier.
+Result<std::vector<std::string>> tier_children_from(const json& body, const GroupView& view,
+                                                    std::string_view tier) {
+  std::vector<std::string> children;
+  if (!body.contains("children")) return children;
+  if (!body["children"].is_array()) {
+    return error(Errc::invalid_argument, "'children' must be a list of node pool names");
+  }
+  std::set<std::string> pools;
+  for (const cluster::NodeInfo& node : view.nodes) pools.insert(node.pool);
+  for (const json& child : body["children"]) {
+    if (!child.is_string()) {
+      return error(Errc::invalid_argument, "'children' must be a list of node pool names");
+    }
+    const std::string pool = child.get<std::string>();
+    if (!pools.contains(pool)) {
+      return error(Errc::invalid_argument, "no node pool '" + pool + "' in the cluster");
+    }
+    if (std::ranges::find(children, pool) != children.end()) {
+      return error(Errc::invalid_argument, "node pool '" + pool + "' is named twice");
+    }
+    for (const cluster::ConfigObject& other : view.objects_of(kTierKind)) {
+      const auto others = tier_children(other);
+      if (other.name != tier && std::ranges::find(others, pool) != others.end()) {
+        return error(Errc::already_exists,
+                     "node pool '" + pool + "' already belongs to tier '" + other.name + "'");
+      }
+    }
+    children.push_back(pool);
+  }
+  return children;
+}
+
+// Every path the API serves, to tell a wrong method (405) from a wrong path (404).
+const std::vector<std::vector<std::string_view>>& known_paths() {
+  static const std::vector<std::vector<std::string_view>> paths{
+      {"v1", "cluster"},
+      {"v1", "cluster", "nodes"},
+      {"v1", "cluster", "nodes", "*"},
+      {"v1", "storagepool", "nodepools"},
+      {"v1", "storagepool", "nodepools", "*"},
+      {"v1", "storagepool", "tiers"},
+      {"v1", "storagepool", "tiers", "*"},
+      {"v1", "sysctl"},
+      {"v1", "sysctl", "*"},
+      {"v1", "nfs", "exports"},
+      {"v1", "nfs", "exports", "*"},
+  };
+  return paths;
+}
+
+std::string bearer_token(std::string_view authorization) {
+  constexpr std::string_view kBearer = "Bearer ";
+  if (!authorization.starts_with(kBearer)) return {};
+  return std::string(authorization.substr(kBearer.size()));
+}
+
+}  // namespace
+
+unsigned http_status_of(Errc code) {
+  switch (code) {
+    case Errc::ok:
+      return 200;
+    case Errc::not_found:
+    case Errc::stale:
+      return 404;
+    case Errc::already_exists:
+    case Errc::not_empty:
+    case Errc::precondition_failed:
+      return 409;
+    case Errc::access_denied:
+    case Errc::not_permitted:
+      return 403;
+    case Errc::invalid_argument:
+    case Errc::name_too_long:
+    case Errc::bad_handle:
+    case Errc::bad_cookie:
+    case Errc::not_a_directory:
+    case Errc::is_a_directory:
+    case Errc::too_many_links:
+    case Errc::cross_device:
+    case Errc::file_too_large:
+    case Errc::read_only:
+      return 400;
+    case Errc::not_supported:
+      return 405;
+    case Errc::unavailable:
+    case Errc::no_space:
+      return 503;
+    case Errc::timed_out:
+      return 504;
+    case Errc::io_error:
+    case Errc::corrupt:
+    case Errc::internal:
+      return 500;
+  }
+  return 500;
+}
+
+AdminApi::AdminApi(asio::any_io_executor strand, Membership& membership,
+                   std::function<std::string()> metrics, std::function<void()> joined)
+    : strand_(std::move(strand)),
+      membership_(membership),
+      metrics_(std::move(metrics)),
+      joined_(std::move(joined)) {}
+
+
+namespace {
+
+// What a request that changes the configuration asks for: the change, and the answer to give
+// once it is applied — or an answer at once when the request is refused before any change.
+struct Plan {
+  std::optional<HttpResponse> now;
+  Change change;
+  std::chrono::milliseconds deadline = kChangeDeadline;
+  HttpResponse applied;
+};
+
+Plan refuse(HttpResponse response) {
+  Plan plan;
+  plan.now = std::move(response);
+  return plan;
+}
+
+Plan refuse(const Status& status) { return refuse(failure(status)); }
+
+Plan change_then(Change change, HttpResponse applied) {
+  Plan plan;
+  plan.change = std::move(change);
+  plan.applied = std::move(applied);
+  return plan;
+}
+
+asio::awaitable<HttpResponse> ready(HttpResponse response) { co_return response; }
+
+asio::awaitable<HttpResponse> carry_out(Membership& m, Plan plan) {
+  if (plan.now) co_return std::move(*plan.now);
+  cluster::GroupClient* client = m.client();
+  auto proposing = await_callback<Status>(
+      [client, change = plan.change, deadline = plan.deadline](auto done) {
+        client->propose(change, deadline, done);
+      });
+  const Status status = co_await std::move(proposing);
+  if (!status.ok()) co_return failure(status);
+  co_return std::move(plan.applied);
+}
+
+// Parses a route's path: the parts of the target, and which known shape it has.
+class Route {
+ public:
+  Route(std::string method, const std::string& target)
+      : method_(std::move(method)), path_(split_target(target)) {}
+
+  bool is(std::string_view method, std::initializer_list<std::string_view> parts) const {
+    return method == method_ && matches(parts);
+  }
+  bool matches(const std::vector<std::string_view>& parts) const {
+    return parts.size() == path_.size() &&
+           std::ranges::equal(parts, path_, [](std::string_view pattern, const std::string& part) {
+             return pattern == "*" || pattern == part;
+           });
+  }
+  bool matches(std::initializer_list<std::string_view> parts) const {
+    return matches(std::vector<std::string_view>(parts));
+  }
+  std::string_view at(std::size_t i) const {
+    return i < path_.size() ? std::string_view(path_[i]) : std::string_view();
+  }
+  const std::string& method() const { return method_; }
+
+ private:
+  std::string method_;
+  std::vector<std::string> path_;
+};
+
+HttpResponse health(Membership& m) {
+  json body{{"node", m.config().node_id}, {"status", "ok"}, {"cluster", nullptr},
+            {"leader", 0},                {"epoch", 0}};
+  if (!m.identity()) return reply(200, body);
+  body["cluster"] = m.identity()->name;
+  body["leader"] = m.group()->leader();
+  body["epoch"] = m.group()->epoch();
+  if (m.group()->leader() != 0) return reply(200, body);
+  body["status"] = "no-quorum";
+  return reply(503, body);
+}
+
+HttpResponse this_node(Membership& m) {
+  json node = node_json(m.self());
+  node.erase("state");
+  node.erase("stats");
+  node["cluster"] = m.identity() ? json{{"name", m.identity()->name}, {"id", m.identity()->id}}
+                                 : json(nullptr);
+  node["certificate"] = m.self_signed_certificate();
+  return reply(200, node);
+}
+
+json created_json(const CreatedCluster& created) {
+  return json{{"cluster", {{"name", created.identity.name}, {"id", created.identity.id}}},
+              {"token", created.token},
+              {"ca_certificate", created.ca_certificate}};
+}
+
+asio::awaitable<HttpResponse> create_cluster(Membership& m, std::function<void()> joined,
+                                             std::string name) {
+  auto creating = m.create(std::move(name));
+  Result<CreatedCluster> created = co_await std::move(creating);
+  if (!created.ok()) co_return failure(created.status());
+  joined();
+  co_return reply(201, created_json(*created));
+}
+
+HttpResponse join_cluster(Membership& m, const std::function<void()>& joined,
+                          const std::string& request_body) {
+  auto body = parse_body(request_body);
+  if (!body.ok()) return failure(body.status());
+  const json& b = *body;
+  const json cluster_field = b.value("cluster", json());
+  if (!cluster_field.is_object() || !cluster_field.value("name", json()).is_string() ||
+      !cluster_field.value("id", json()).is_string() ||
+      !b.value("ca_certificate", json()).is_string() || !b.value("certificate", json()).is_string()) {
+    return error_response(400, "a join needs cluster {name, id}, ca_certificate and certificate");
+  }
+  const Status status = m.join(
+      JoinPackage{{cluster_field["name"], cluster_field["id"]}, b["ca_certificate"], b["certificate"]});
+  if (!status.ok()) return failure(status);
+  joined();
+  return reply(200, json::object());
+}
+
+json stats_json(const NodeStats& stats) {
+  return json{{"in_bytes_per_second", stats.in_bytes_per_second},
+              {"out_bytes_per_second", stats.out_bytes_per_second},
+              {"used_bytes", stats.used_bytes},
+              {"size_bytes", stats.size_bytes}};
+}
+
+json status_json(Membership& m, const GroupView& view) {
+  return json{{"name", m.identity()->name},
+              {"id", m.identity()->id},
+              {"epoch", view.epoch},
+              {"leader", m.group()->leader()},
+              {"nodepools", nodepools_json(view)},
+              {"tiers", tiers_json(view)},
+              {"jobs", json::array()}};
+}
+
+asio::awaitable<HttpResponse> cluster_status(Membership& m) {
+  json status = status_json(m, m.group()->view());
+  const std::vector<cluster::NodeInfo> nodes = m.group()->view().nodes;
+  bool any_down = false;
+  json list = json::array();
+  for (const cluster::NodeInfo& node : nodes) {
+    json entry = node_json(node);
+    any_down = any_down || !node.up;
+    if (node.up) {
+      auto asking = m.stats_of(node.id, kStatsDeadline);
+      Result<NodeStats> stats = co_await std::move(asking);
+      if (stats.ok()) entry["stats"] = stats_json(*stats);
+    }
+    list.push_back(std::move(entry));
+  }
+  status["nodes"] = std::move(list);
+  status["health"] = m.group()->leader() == 0 ? "no-quorum" : any_down ? "degraded" : "ok";
+  co_return reply(200, status);
+}
+
+json join_package(Membership& m, const std::string& certificate) {
+  return json{{"cluster", {{"name", m.identity()->name}, {"id", m.identity()->id}}},
+              {"ca_certificate", m.ca_certificate()},
+              {"certificate", certificate}};
+}
+
+// The node a `GET /v1/node` answer describes, if it is a Tidepool node outside any cluster.
+Result<std::pair<cluster::NodeInfo, std::string>> node_to_add(const std::string& address,
+                                                             const HttpReply& answer) {
+  const json node = json::parse(answer.body, nullptr, false);
+  if (answer.status != 200 || !node.is_object() || !node.value("id", json()).is_number_unsigned() ||
+      !node.value("certificate", json()).is_string()) {
+    return error(Errc::unavailable, address + " did not answer as a Tidepool node");
+  }
+  if (!node.value("cluster", json()).is_null()) {
+    return error(Errc::already_exists, address + " is already in cluster '" +
+                                           node["cluster"].value("name", std::string()) + "'");
+  }
+  cluster::NodeInfo info{node["id"].get<cluster::NodeId>(),
+                         node.value("name", std::string()),
+                         node.value("backend_address", std::string()),
+                         node.value("frontend_address", std::string()),
+                         node.value("admin_address", std::string()),
+                         node.value("pool", std::string()),
+                         true};
+  return std::pair{std::move(info), node["certificate"].get<std::string>()};
+}
+
+std::string refusal_of(const HttpReply& answer) {
+  const json body = json::parse(answer.body, nullptr, false);
+  return body.is_object() ? body.value("error", answer.body) : answer.body;
+}
+
+Result<std::string> new_node_address(const std::string& request_body) {
+  TP_ASSIGN_OR_RETURN(json body, parse_body(request_body));
+  if (!body.value("address", json()).is_string()) {
+    return error(Errc::invalid_argument, "'address' must be the new node's admin address, IP:PORT");
+  }
+  return body["address"].get<std::string>();
+}
+
+asio::awaitable<HttpResponse> add_node(asio::any_io_executor strand, Membership& m,
+                                       std::string request_body) {
+  const Result<std::string> given = new_node_address(request_body);
+  if (!given.ok()) co_return failure(given.status());
+  const std::string address = *given;
+  auto asking = https_request_unverified(strand, address, "GET", "/v1/node", "", kJoinTimeout);
+  Result<HttpReply> answer = co_await std::move(asking);
+  if (!answer.ok()) co_return failure(answer.status());
+  auto candidate = node_to_add(address, *answer);
+  if (!candidate.ok()) co_return failure(candidate.status());
+  const cluster::NodeInfo& added = candidate->first;
+  if (const cluster::NodeInfo* existing = m.group()->view().node(added.id); existing != nullptr) {
+    co_return error_response(409, "node id " + std::to_string(added.id) +
+                                      " is already in the cluster (" + existing->name + " at " +
+                                      existing->admin_address + ")");
+  }
+  auto certificate = m.sign_node_certificate(added.id, candidate->second);
+  if (!certificate.ok()) co_return failure(certificate.status());
+  auto joining = https_request_unverified(strand, address, "POST", "/v1/cluster/join",
+                                          join_package(m, *certificate).dump(), kJoinTimeout);
+  Result<HttpReply> joined = co_await std::move(joining);
+  if (!joined.ok()) co_return failure(joined.status());
+  if (joined->status != 200) {
+    co_return error_response(joined->status, address + " refused to join: " + refusal_of(*joined));
+  }
+  Plan plan = change_then(Change::add_node(added), HttpResponse{});
+  plan.deadline = kAddNodeDeadline;
+  auto adding = carry_out(m, std::move(plan));
+  const HttpResponse outcome = co_await std::move(adding);
+  if (outcome.status != 200) co_return outcome;
+  spdlog::info("added node {} (pool {}) at {}", added.id, added.pool, added.admin_address);
+  spdlog::info("added node {} (pool {}) at {}", added.id, added.pool, added.admin_address);
+  const cluster::NodeInfo* now = m.group()->view().node(added.id);
+  co_return reply(201, node_json(now != nullptr ? *now : added));
+}
+
+Plan remove_node(const GroupView& view, std::string_view id_text) {
+  const auto id = parse_id(id_text);
+  if (!id || view.node(*id) == nullptr) {
+    return refuse(error_response(404, "no node " + std::string(id_text) + " in the cluster"));
+  }
+  return change_then(Change::remove_node(*id), no_content());
+}
+
+HttpResponse nodepool(const GroupView& view, std::string_view name) {
+  for (const json& pool : nodepools_json(view)) {
+    if (pool["name"] == name) return reply(200, pool);
+  }
+  return error_response(404, "no node pool '" + std::string(name) + "'");
+}
+
+Plan write_tier(const GroupView& view, const std::string& request_body,
+                std::optional<std::string_view> existing) {
+  auto body = parse_body(request_body);
+  if (!body.ok()) return refuse(body.status());
+  const std::string name = existing ? std::string(*existing) : (*body).value("name", std::string());
+  if (!is_valid_name(name)) {
+    return refuse(error_response(400, "'" + name + "' is not a tier name (1-63 of A-Z a-z 0-9 - _)"));
+  }
+  const bool exists = view.object(kTierKind, name) != nullptr;
+  if (existing && !exists) return refuse(error_response(404, "no tier '" + name + "'"));
+  if (!existing && exists) return refuse(error_response(409, "tier '" + name + "' already exists"));
+  auto children = tier_children_from(*body, view, name);
+  if (!children.ok()) return refuse(children.status());
+  const json tier{{"name", name}, {"children", *children}};
+  const std::string stored = json{{"children", *children}}.dump();
+  const std::string kind(kTierKind);
+  return existing ? change_then(Change::update_object(kind, name, stored), reply(200, tier))
+                  : change_then(Change::create_object(kind, name, stored), reply(201, tier));
+}
+
+Plan delete_object(const GroupView& view, std::string_view kind, std::string_view name,
+                   const std::string& what) {
+  if (view.object(kind, name) == nullptr) return refuse(error_response(404, "no " + what));
+  return change_then(Change::delete_object(std::string(kind), std::string(name)), no_content());
+}
+
+HttpResponse sysctls(const GroupView& view, const NodeConfig& config) {
+  json list = json::array();
+  for (const SysctlSpec& spec : sysctl_specs()) list.push_back(sysctl_json(spec, view, config));
+  return reply(200, json{{"sysctls", list}});
+}
+
+Plan write_sysctl(const GroupView& view, const NodeConfig& config, const SysctlSpec& spec,
+                  const std::string& request_body) {
+  auto body = parse_body(request_body);
+  if (!body.ok()) return refuse(body.status());
+  const json value = (*body).value("value", json());
+  if (!value.is_string() && !value.is_boolean() && !value.is_number()) {
+    return refuse(error_response(400, "'value' must be a string"));
+  }
+  auto normalized =
+      normalize_sysctl(spec, value.is_string() ? value.get<std::string>() : value.dump());
+  if (!normalized.ok()) return refuse(normalized.status());
+  const std::string stored = json{{"value", *normalized}}.dump();
+  const std::string kind(kSysctlKind);
+  const std::string name(spec.name);
+  json shown = sysctl_json(spec, view, config);
+  shown["value"] = *normalized;
+  return change_then(view.object(kind, name) != nullptr
+                         ? Change::update_object(kind, name, stored)
+                         : Change::create_object(kind, name, stored),
+                     reply(200, shown));
+}
+
+HttpResponse exports_list(const GroupView& view) {
+  json list = json::array();
+  for (const auto& [id, entry] : exports_of(view)) list.push_back(export_to_json(id, entry));
+  return reply(200, json{{"exports", list}});
+}
+
+HttpResponse export_view(const GroupView& view, std::string_view id_text) {
+  const auto exports = exports_of(view);
+  const auto id = parse_id(id_text);
+  if (!id || !exports.contains(*id)) {
+    return error_response(404, "no export " + std::string(id_text));
+  }
+  return reply(200, export_to_json(*id, exports.at(*id)));
+}
+
+Plan write_export(const GroupView& view, const std::string& request_body,
+                  std::optional<std::string_view> existing) {
+  auto body = parse_body(request_body);
+  if (!body.ok()) return refuse(body.status());
+  const std::map<std::uint32_t, ExportConfig> exports = exports_of(view);
+  std::uint32_t id = exports.empty() ? 1 : exports.rbegin()->first + 1;
+  ExportConfig base;
+  if (existing) {
+    const auto parsed = parse_id(*existing);
+    if (!parsed || !exports.contains(*parsed)) {
+      return refuse(error_response(404, "no export " + std::string(*existing)));
+    }
+    id = *parsed;
+    base = exports.at(id);
+  } else if (!(*body).contains("path")) {
+    return refuse(error_response(400, "'path' is required"));
+  }
+  auto entry = export_from_json(*body, base);
+  if (!entry.ok()) return refuse(entry.status());
+  for (const auto& [other_id, other] : exports) {
+    if (other_id != id && other.path == entry->path) {
+      return refuse(error_response(
+          409, entry->path + " is already exported (export " + std::to_string(other_id) + ")"));
+    }
+  }
+  const json shown = export_to_json(id, *entry);
+  const std::string kind(kExportKind);
+  return existing ? change_then(Change::update_object(kind, std::to_string(id), shown.dump()),
+                                reply(200, shown))
+                  : change_then(Change::create_object(kind, std::to_string(id), shown.dump()),
+                                reply(201, shown));
+}
+
+HttpResponse unknown_route(const Route& route, const std::string& target) {
+  for (const auto& parts : known_paths()) {
+    if (route.matches(parts)) {
+      return error_response(405, route.method() + " is not allowed on " + target);
+    }
+  }
+  return error_response(404, "no such path: " + target);
+}
+
+// A read through a follower first waits until it has applied what the leader had, so that what
+// was written through one node is read through any other. Without a leader it answers from
+// what it has (status must still answer then).
+asio::awaitable<void> catch_up(Membership& m) {
+  cluster::GroupClient* client = m.client();
+  if (client == nullptr) co_return;
+  auto waiting = await_callback<Status>(
+      [client](auto done) { client->catch_up(kCatchUpDeadline, done); });
+  co_await std::move(waiting);
+}
+
+}  // namespace
+
+asio::awaitable<HttpResponse> AdminApi::handle(HttpRequest request) {
+  if (request.method == "GET" && request.target.starts_with("/v1/") &&
+      membership_.token_valid(bearer_token(request.authorization))) {
+    auto waiting = catch_up(membership_);
+    co_await std::move(waiting);
+  }
+  auto routed = route(std::move(request));
+  co_return co_await std::move(routed);
+}
+
+asio::awaitable<HttpResponse> AdminApi::route(HttpRequest request) {
+  const Route route(request.method, request.target);
+  Membership& m = membership_;
+
+  // Open to anyone: probes, scrapes, and the two steps of forming a cluster.
+  if (route.is("GET", {"health"})) return ready(health(m));
+  if (route.is("GET", {"metrics"})) {
+    return ready(HttpResponse{200, metrics_(), "text/plain; version=0.0.4"});
+  }
+  if (route.is("GET", {"v1", "node"})) return ready(this_node(m));
+  if (route.is("POST", {"v1", "cluster", "create"})) {
+    auto body = parse_body(request.body);
+    if (!body.ok()) return ready(failure(body.status()));
+    if (!(*body).value("name", json()).is_string()) {
+      return ready(error_response(400, "'name' must be a string"));
+    }
+    return create_cluster(m, joined_, (*body)["name"].get<std::string>());
+  }
+  if (route.is("POST", {"v1", "cluster", "join"})) {
+    return ready(join_cluster(m, joined_, request.body));
+  }
+
+  if (route.at(0) != "v1") return ready(unknown_route(route, request.target));
+  if (!m.token_valid(bearer_token(request.authorization))) {
+    return ready(error_response(
+        401, m.identity() ? "a valid bearer token is required"
+                          : "this node is not in a cluster: create one or add it to one first"));
+  }
+  // Valid until the next change is applied; the coroutines below fetch it again after waiting.
+  const GroupView& view = m.group()->view();
+  const NodeConfig& config = m.config();
+
+  if (route.is("GET", {"v1", "cluster"})) return cluster_status(m);
+  if (route.is("POST", {"v1", "cluster", "nodes"})) return add_node(strand_, m, request.body);
+  if (route.is("DELETE", {"v1", "cluster", "nodes", "*"})) {
+    return carry_out(m, remove_node(view, route.at(3)));
+  }
+  if (route.is("GET", {"v1", "storagepool", "nodepools"})) {
+    return ready(reply(200, json{{"nodepools", nodepools_json(view)}}));
+  }
+  if (route.is("GET", {"v1", "storagepool", "nodepools", "*"})) {
+    return ready(nodepool(view, route.at(3)));
+  }
+  if (route.is("GET", {"v1", "storagepool", "tiers"})) {
+    return ready(reply(200, json{{"tiers", tiers_json(view)}}));
+  }
+  if (route.is("POST", {"v1", "storagepool", "tiers"})) {
+    return carry_out(m, write_tier(view, request.body, std::nullopt));
+  }
+  if (route.is("PUT", {"v1", "storagepool", "tiers", "*"})) {
+    return carry_out(m, write_tier(view, request.body, route.at(3)));
+  }
+  if (route.is("GET", {"v1", "storagepool", "tiers", "*"})) {
+    const cluster::ConfigObject* tier = view.object(kTierKind, route.at(3));
+    return ready(tier != nullptr
+                     ? reply(200, tier_json(*tier))
+                     : error_response(404, "no tier '" + std::string(route.at(3)) + "'"));
+  }
+  if (route.is("DELETE", {"v1", "storagepool", "tiers", "*"})) {
+    return carry_out(m, delete_object(view, kTierKind, route.at(3),
+                                      "tier '" + std::string(route.at(3)) + "'"));
+  }
+  if (route.is("GET", {"v1", "sysctl"})) return ready(sysctls(view, config));
+  if (route.matches({"v1", "sysctl", "*"}) && (route.method() == "GET" || route.method() == "PUT")) {
+    const SysctlSpec* spec = find_sysctl(route.at(2));
+    if (spec == nullptr) {
+      return ready(error_response(404, "no sysctl '" + std::string(route.at(2)) + "'"));
+    }
+    if (route.method() == "GET") return ready(reply(200, sysctl_json(*spec, view, config)));
+    return carry_out(m, write_sysctl(view, config, *spec, request.body));
+  }
+  if (route.is("GET", {"v1", "nfs", "exports"})) return ready(exports_list(view));
+  if (route.is("POST", {"v1", "nfs", "exports"})) {
+    return carry_out(m, write_export(view, request.body, std::nullopt));
+  }
+  if (route.is("GET", {"v1", "nfs", "exports", "*"})) return ready(export_view(view, route.at(3)));
+  if (route.is("PUT", {"v1", "nfs", "exports", "*"})) {
+    return carry_out(m, write_export(view, request.body, route.at(3)));
+  }
+  if (route.is("DELETE", {"v1", "nfs", "exports", "*"})) {
+    return carry_out(m, delete_object(view, kExportKind, route.at(3),
+                                      "export " + std::string(route.at(3))));
+  }
+  return ready(unknown_route(route, request.target));
+}
+
+}  // namespace tidepool::daemon

@@ -1,0 +1,36 @@
+// The admin REST API (daemon/admin_api.md) of one node: routes, authentication, JSON in and
+// out, and the changes it proposes to the group view.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <functional>
+#include <string>
+
+#include "daemon/http.h"
+#include "daemon/membership.h"
+
+namespace tidepool::daemon {
+
+class AdminApi {
+ public:
+  // `metrics` renders /metrics; `joined` runs once this node became a member (its admin
+  // certificate changed).
+  AdminApi(boost::asio::any_io_executor strand, Membership& membership,
+           std::function<std::string()> metrics, std::function<void()> joined);
+
+  boost::asio::awaitable<HttpResponse> handle(HttpRequest request);
+
+ private:
+  boost::asio::awaitable<HttpResponse> route(HttpRequest request);
+
+  boost::asio::any_io_executor strand_;
+  Membership& membership_;
+  std::function<std::string()> metrics_;
+  std::function<void()> joined_;
+};
+
+// The HTTP status that reports `code`: the one place the admin plane maps errors.
+unsigned http_status_of(Errc code);
+
+}  // namespace tidepool::daemon

@@ -1,0 +1,181 @@
+#include "daemon/config_objects.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <charconv>
+#include <limits>
+
+namespace tidepool::daemon {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kAtimeEnabled = "efs.bam.atime_enabled";
+constexpr std::string_view kAtimeGracePeriod = "efs.bam.atime_grace_period";
+
+Status field_error(std::string_view field, std::string_view expected) {
+  return error(Errc::invalid_argument,
+               std::string("'").append(field).append("' must be ").append(expected));
+}
+
+Result<std::optional<std::uint32_t>> optional_id(const json& value, std::string_view field) {
+  if (value.is_null()) return std::optional<std::uint32_t>();
+  if (!value.is_number_unsigned() ||
+      value.get<std::uint64_t>() > std::numeric_limits<std::uint32_t>::max()) {
+    return field_error(field, "null or an integer in 0..4294967295");
+  }
+  return std::optional<std::uint32_t>(value.get<std::uint32_t>());
+}
+
+std::string format_duration(std::chrono::seconds duration) {
+  static constexpr std::pair<std::int64_t, std::string_view> kUnits[] = {
+      {7 * 86400, "W"}, {86400, "D"}, {3600, "h"}, {60, "m"}};
+  const std::int64_t seconds = duration.count();
+  for (const auto& [unit, name] : kUnits) {
+    if (seconds != 0 && seconds % unit == 0) {
+      return std::to_string(seconds / unit).append(name);
+    }
+  }
+  return std::to_string(seconds) + "s";
+}
+
+std::optional<std::string> cluster_value(const cluster::GroupView& view, std::string_view name) {
+  const cluster::ConfigObject* object = view.object(kSysctlKind, name);
+  if (object == nullptr) return std::nullopt;
+  const json body = json::parse(object->body, nullptr, false);
+  if (!body.is_object() || !body.contains("value") || !body["value"].is_string()) {
+    return std::nullopt;
+  }
+  return body["value"].get<std::string>();
+}
+
+}  // namespace
+
+json export_to_json(std::uint32_t id, const ExportConfig& entry) {
+  return json{{"id", id},
+              {"path", entry.path},
+              {"clients", entry.clients},
+              {"read_only", entry.read_only},
+              {"root_squash", entry.root_squash},
+              {"map_all_uid", entry.map_all_uid ? json(*entry.map_all_uid) : json(nullptr)},
+              {"map_all_gid", entry.map_all_gid ? json(*entry.map_all_gid) : json(nullptr)},
+              {"anon_uid", entry.anon_uid},
+              {"anon_gid", entry.anon_gid}};
+}
+
+Result<ExportConfig> export_from_json(const json& body, ExportConfig base) {
+  if (!body.is_object()) return error(Errc::invalid_argument, "an export must be a JSON object");
+  for (const auto& [key, value] : body.items()) {
+    if (key == "id") {
+      continue;  // named by the URL, or chosen at creation
+    } else if (key == "path") {
+      if (!value.is_string()) return field_error(key, "a string");
+      base.path = value.get<std::string>();
+    } else if (key == "clients") {
+      if (!value.is_array()) return field_error(key, "a list of strings");
+      base.clients.clear();
+      for (const json& client : value) {
+        if (!client.is_string()) return field_error(key, "a list of strings");
+        base.clients.push_back(client.get<std::string>());
+      }
+    } else if (key == "read_only" || key == "root_squash") {
+      if (!value.is_boolean()) return field_error(key, "true or false");
+      (key == "read_only" ? base.read_only : base.root_squash) = value.get<bool>();
+    } else if (key == "map_all_uid" || key == "map_all_gid") {
+      TP_ASSIGN_OR_RETURN(auto id, optional_id(value, key));
+      (key == "map_all_uid" ? base.map_all_uid : base.map_all_gid) = id;
+    } else if (key == "anon_uid" || key == "anon_gid") {
+      TP_ASSIGN_OR_RETURN(auto id, optional_id(value, key));
+      if (!id) return field_error(key, "an integer in 0..4294967295");
+      (key == "anon_uid" ? base.anon_uid : base.anon_gid) = *id;
+    } else {
+      return error(Errc::invalid_argument, "unknown export field '" + key + "'");
+    }
+  }
+  if (base.map_all_uid && !base.map_all_gid) base.map_all_gid = base.anon_gid;
+  if (!base.map_all_uid) base.map_all_gid.reset();
+  TP_RETURN_IF_ERROR(validate_export(base));
+  return base;
+}
+
+std::map<std::uint32_t, ExportConfig> exports_of(const cluster::GroupView& view) {
+  std::map<std::uint32_t, ExportConfig> exports;
+  for (const cluster::ConfigObject& object : view.objects_of(kExportKind)) {
+    std::uint32_t id = 0;
+    const auto [end, ec] =
+        std::from_chars(object.name.data(), object.name.data() + object.name.size(), id);
+    const json body = json::parse(object.body, nullptr, false);
+    Result<ExportConfig> entry = export_from_json(body, ExportConfig{});
+    if (ec != std::errc() || end != object.name.data() + object.name.size() || !entry.ok()) {
+      spdlog::warn("ignoring export '{}' of the cluster configuration: {}", object.name,
+                   entry.ok() ? "bad id" : entry.status().message());
+      continue;
+    }
+    exports.emplace(id, std::move(entry).value());
+  }
+  return exports;
+}
+
+const std::vector<SysctlSpec>& sysctl_specs() {
+  static const std::vector<SysctlSpec> specs{
+      {kAtimeEnabled, "track access times (true or false)"},
+      {kAtimeGracePeriod,
+       "persist an access time only once it has moved by this much (90s, 5m, 12h, 1D, 2W)"},
+  };
+  return specs;
+}
+
+const SysctlSpec* find_sysctl(std::string_view name) {
+  const auto& specs = sysctl_specs();
+  const auto found = std::ranges::find(specs, name, &SysctlSpec::name);
+  return found == specs.end() ? nullptr : &*found;
+}
+
+Result<std::string> normalize_sysctl(const SysctlSpec& spec, std::string_view value) {
+  if (spec.name == kAtimeEnabled) {
+    if (value == "true" || value == "1") return std::string("true");
+    if (value == "false" || value == "0") return std::string("false");
+    return error(Errc::invalid_argument, std::string(spec.name) + " must be true or false");
+  }
+  Result<std::chrono::seconds> duration = parse_duration(value);
+  if (!duration.ok()) {
+    return error(Errc::invalid_argument,
+                 std::string(spec.name) + ": " + duration.status().message());
+  }
+  return format_duration(*duration);
+}
+
+std::string sysctl_default(const SysctlSpec& spec, const NodeConfig& config) {
+  if (spec.name == kAtimeEnabled) return config.atime_enabled ? "true" : "false";
+  return format_duration(config.atime_grace_period);
+}
+
+std::string sysctl_value(const SysctlSpec& spec, const cluster::GroupView& view,
+                         const NodeConfig& config) {
+  std::optional<std::string> value = cluster_value(view, spec.name);
+  if (value && normalize_sysctl(spec, *value).ok()) return *value;
+  return sysctl_default(spec, config);
+}
+
+AtimePolicy atime_policy(const cluster::GroupView& view, const NodeConfig& config) {
+  AtimePolicy policy;
+  policy.enabled = sysctl_value(*find_sysctl(kAtimeEnabled), view, config) == "true";
+  Result<std::chrono::seconds> grace =
+      parse_duration(sysctl_value(*find_sysctl(kAtimeGracePeriod), view, config));
+  policy.grace_period = grace.ok() ? *grace : config.atime_grace_period;
+  return policy;
+}
+
+std::vector<std::string> tier_children(const cluster::ConfigObject& tier) {
+  const json body = json::parse(tier.body, nullptr, false);
+  std::vector<std::string> children;
+  if (body.is_object() && body.contains("children") && body["children"].is_array()) {
+    for (const json& child : body["children"]) {
+      if (child.is_string()) children.push_back(child.get<std::string>());
+    }
+  }
+  return children;
+}
+
+}  // namespace tidepool::daemon

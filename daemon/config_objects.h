@@ -1,0 +1,59 @@
+// The cluster configuration the admin API edits, as objects of the group view: their kinds,
+// their JSON bodies, and what a node reads back out of them (exports, sysctls, tiers).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cluster/group.h"
+#include "common/config.h"
+#include "common/status.h"
+
+namespace tidepool::daemon {
+
+inline constexpr std::string_view kTierKind = "tier";
+inline constexpr std::string_view kExportKind = "export";
+inline constexpr std::string_view kSysctlKind = "sysctl";
+// The cluster's identity and its CA: never shown by the API.
+inline constexpr std::string_view kClusterKind = "cluster";
+inline constexpr std::string_view kIdentityName = "identity";
+inline constexpr std::string_view kCaName = "ca";
+
+// Exports are named by a decimal id.
+nlohmann::json export_to_json(std::uint32_t id, const ExportConfig& entry);
+// `base` with the fields `body` names replaced, validated. Errors: invalid_argument naming the
+// field.
+Result<ExportConfig> export_from_json(const nlohmann::json& body, ExportConfig base);
+// The cluster's exports by id. An object that does not parse (written by a newer release) is
+// left out and logged.
+std::map<std::uint32_t, ExportConfig> exports_of(const cluster::GroupView& view);
+
+struct SysctlSpec {
+  std::string_view name;
+  std::string_view description;
+};
+const std::vector<SysctlSpec>& sysctl_specs();
+const SysctlSpec* find_sysctl(std::string_view name);
+// The value in canonical form ("true", "1D"), or invalid_argument saying what was expected.
+Result<std::string> normalize_sysctl(const SysctlSpec& spec, std::string_view value);
+// What a sysctl is when the cluster has not set it: this node's configuration.
+std::string sysctl_default(const SysctlSpec& spec, const NodeConfig& config);
+// The cluster's value if set, else the default.
+std::string sysctl_value(const SysctlSpec& spec, const cluster::GroupView& view,
+                         const NodeConfig& config);
+
+struct AtimePolicy {
+  bool enabled = true;
+  std::chrono::seconds grace_period{0};
+};
+AtimePolicy atime_policy(const cluster::GroupView& view, const NodeConfig& config);
+
+// A tier's body: {"children": [pool, ...]}.
+std::vector<std::string> tier_children(const cluster::ConfigObject& tier);
+
+}  // namespace tidepool::daemon

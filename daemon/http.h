@@ -1,0 +1,75 @@
+// The admin plane's HTTPS: a server for the REST API and metrics, and the client a member uses
+// to reach a node it adds. Beast stays behind this header.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "cluster/tls.h"
+#include "common/status.h"
+
+namespace tidepool::daemon {
+
+struct HttpRequest {
+  std::string method;  // "GET", "POST"...
+  std::string target;  // "/v1/cluster?x=1"
+  std::string authorization;
+  std::string body;
+};
+
+struct HttpResponse {
+  unsigned status = 200;
+  std::string body;
+  std::string content_type = "application/json";
+};
+
+// {"error": message} with `status`.
+HttpResponse error_response(unsigned status, std::string_view message);
+
+using HttpHandler = std::function<boost::asio::awaitable<HttpResponse>(HttpRequest)>;
+
+struct HttpServerLimits {
+  std::size_t max_body_bytes = 1 << 20;
+  std::size_t max_connections = 256;
+  std::chrono::seconds handshake_timeout{10};
+  std::chrono::seconds idle_timeout{60};
+};
+
+class HttpsServer {
+ public:
+  // Listens on `address` ("127.0.0.3:8080") and serves each connection as a coroutine on
+  // `strand`. Fails when the address cannot be listened on.
+  static Result<std::unique_ptr<HttpsServer>> start(boost::asio::any_io_executor strand,
+                                                    const std::string& address,
+                                                    const cluster::PemPair& certificate,
+                                                    HttpHandler handler,
+                                                    HttpServerLimits limits = {});
+  ~HttpsServer();
+  // New connections present `certificate`; call on the strand.
+  Status set_certificate(const cluster::PemPair& certificate);
+  // Stops accepting and closes open connections; call on the strand.
+  void stop();
+
+  class Impl;
+
+ private:
+  explicit HttpsServer(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
+};
+
+struct HttpReply {
+  unsigned status = 0;
+  std::string body;
+};
+
+// One request to `address` over TLS without checking the server's certificate: used only to
+// reach a node that is not yet in a cluster, which has nothing to be checked against.
+boost::asio::awaitable<Result<HttpReply>> https_request_unverified(
+    boost::asio::any_io_executor executor, std::string address, std::string method,
+    std::string target, std::string body, std::chrono::milliseconds timeout);
+
+}  // namespace tidepool::daemon

@@ -1,0 +1,386 @@
+#include "daemon/membership.h"
+
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+#include <sstream>
+
+#include "daemon/callback_awaitable.h"
+#include "daemon/config_objects.h"
+
+namespace tidepool::daemon {
+namespace {
+
+namespace asio = boost::asio;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr std::uint32_t kStatsMethod = 2;
+constexpr std::chrono::milliseconds kChangeDeadline{10'000};
+
+std::string hex(const unsigned char* bytes, std::size_t n) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (std::size_t i = 0; i < n; ++i) {
+    out.push_back(kDigits[bytes[i] >> 4]);
+    out.push_back(kDigits[bytes[i] & 15]);
+  }
+  return out;
+}
+
+Result<std::string> random_hex(std::size_t bytes) {
+  std::vector<unsigned char> random(bytes);
+  if (RAND_bytes(random.data(), static_cast<int>(bytes)) != 1) {
+    return error(Errc::internal, "no randomness (OpenSSL RAND_bytes)");
+  }
+  return hex(random.data(), bytes);
+}
+
+std::string sha256_hex(std::string_view text) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_Digest(text.data(), text.size(), digest, &length, EVP_sha256(), nullptr);
+  return hex(digest, length);
+}
+
+Result<std::string> read_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return error(Errc::not_found, "cannot read " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Durable before it is visible: written aside, synced, renamed over, directory synced.
+Status write_file(const std::string& path, const std::string& contents, mode_t mode) {
+  const std::string aside = path + ".new";
+  const int fd = ::open(aside.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) return error(Errc::io_error, "cannot create " + aside + ": " + std::strerror(errno));
+  const bool written = ::write(fd, contents.data(), contents.size()) ==
+                           static_cast<ssize_t>(contents.size()) &&
+                       ::fsync(fd) == 0;
+  ::close(fd);
+  if (!written || ::rename(aside.c_str(), path.c_str()) != 0) {
+    return error(Errc::io_error, "cannot write " + path + ": " + std::strerror(errno));
+  }
+  const int dir = ::open(fs::path(path).parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
+  return {};
+}
+
+Status check_bindable(const std::string& address) {
+  TP_ASSIGN_OR_RETURN(auto host_port, cluster::split_host_port(address));
+  asio::io_context io;
+  boost::system::error_code ec;
+  auto ip = asio::ip::make_address_v4(host_port.first, ec);
+  if (ec) return error(Errc::invalid_argument, "bad backend address " + address);
+  asio::ip::tcp::acceptor acceptor(io);
+  acceptor.open(asio::ip::tcp::v4(), ec);
+  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind({ip, host_port.second}, ec);
+  if (ec) return error(Errc::already_exists, "cannot listen on " + address + ": " + ec.message());
+  return {};
+}
+
+std::string identity_body(const std::string& name, const std::string& id,
+                          const std::string& token_sha256) {
+  return json{{"name", name}, {"id", id}, {"token_sha256", token_sha256}}.dump();
+}
+
+std::string ca_body(const cluster::PemPair& ca) {
+  return json{{"certificate", ca.certificate}, {"key", ca.private_key}}.dump();
+}
+
+std::string node_name(cluster::NodeId id) { return "node-" + std::to_string(id); }
+
+}  // namespace
+
+Membership::Membership(asio::any_io_executor strand, const NodeConfig& config, Hooks hooks)
+    : strand_(std::move(strand)),
+      config_(config),
+      hooks_(std::move(hooks)),
+      dir_(config.data_dir + "/cluster") {}
+
+Membership::~Membership() {
+  *alive_ = false;
+  stop_member();
+}
+
+Result<std::unique_ptr<Membership>> Membership::open(asio::any_io_executor strand,
+                                                     const NodeConfig& config, Hooks hooks) {
+  std::unique_ptr<Membership> m(new Membership(std::move(strand), config, std::move(hooks)));
+  std::error_code ec;
+  fs::create_directories(m->dir_, ec);
+  if (ec) return error(Errc::io_error, "cannot create " + m->dir_ + ": " + ec.message());
+  ::chmod(m->dir_.c_str(), 0700);
+
+  const std::string key_path = m->dir_ + "/node.key";
+  const std::string self_path = m->dir_ + "/self-signed.pem";
+  if (!fs::exists(key_path)) {
+    TP_ASSIGN_OR_RETURN(cluster::PemPair made,
+                        cluster::create_self_signed_certificate(node_name(config.node_id)));
+    TP_RETURN_IF_ERROR(write_file(self_path, made.certificate, 0644));
+    TP_RETURN_IF_ERROR(write_file(key_path, made.private_key, 0600));
+  }
+  TP_ASSIGN_OR_RETURN(m->self_signed_.private_key, read_file(key_path));
+  TP_ASSIGN_OR_RETURN(m->self_signed_.certificate, read_file(self_path));
+
+  const std::string identity_path = m->dir_ + "/identity.json";
+  if (!fs::exists(identity_path)) {
+    TP_RETURN_IF_ERROR(check_bindable(config.backend_address));
+    return m;
+  }
+  TP_ASSIGN_OR_RETURN(std::string text, read_file(identity_path));
+  const json identity = json::parse(text, nullptr, false);
+  if (!identity.is_object() || !identity.value("cluster", json()).is_string() ||
+      !identity.value("id", json()).is_string() || !identity.value("node", json()).is_number()) {
+    return error(Errc::corrupt, identity_path + " is not a cluster identity");
+  }
+  m->identity_ = ClusterIdentity{identity["cluster"], identity["id"]};
+  const auto node = identity["node"].get<std::uint64_t>();
+  if (node != config.node_id) {
+    return error(Errc::invalid_argument, "data directory " + config.data_dir + " belongs to node " +
+                                             std::to_string(node) + " of cluster '" +
+                                             m->identity_->name + "', not to node " +
+                                             std::to_string(config.node_id));
+  }
+  if (!config.cluster_name.empty() && config.cluster_name != m->identity_->name) {
+    return error(Errc::invalid_argument, "data directory " + config.data_dir +
+                                             " belongs to cluster '" + m->identity_->name +
+                                             "', not '" + config.cluster_name + "'");
+  }
+  TP_ASSIGN_OR_RETURN(m->certificate_, read_file(m->dir_ + "/node.pem"));
+  TP_ASSIGN_OR_RETURN(m->ca_certificate_, read_file(m->dir_ + "/ca.pem"));
+  TP_RETURN_IF_ERROR(m->start_member(false));
+  return m;
+}
+
+cluster::NodeInfo Membership::self() const {
+  return cluster::NodeInfo{config_.node_id,         node_name(config_.node_id),
+                           config_.backend_address, config_.frontend_address,
+                           config_.admin_address,   config_.pool,
+                           true};
+}
+
+cluster::PemPair Membership::admin_certificate() const {
+  if (certificate_.empty()) return self_signed_;
+  return cluster::PemPair{certificate_, self_signed_.private_key};
+}
+
+cluster::TcpTransport::Stats Membership::transport_stats() const {
+  return transport_ ? transport_->stats() : cluster::TcpTransport::Stats{};
+}
+
+std::string Membership::ca_certificate() const { return ca_certificate_; }
+
+Status Membership::start_member(bool bootstrap) {
+  loop_ = cluster::make_asio_event_loop(strand_);
+  cluster::TcpTransportOptions transport_options;
+  transport_options.self = config_.node_id;
+  transport_options.listen_address = config_.backend_address;
+  if (config_.backend_tls) {
+    transport_options.tls =
+        cluster::TlsFiles{dir_ + "/ca.pem", dir_ + "/node.pem", dir_ + "/node.key"};
+  }
+  TP_ASSIGN_OR_RETURN(transport_,
+                      cluster::TcpTransport::start(strand_, *loop_, std::move(transport_options)));
+  cluster::GroupOptions group_options;
+  group_options.id = config_.node_id;
+  group_options.address = config_.backend_address;
+  group_options.raft_log_path = dir_ + "/raft.db";
+  group_options.config_db_path = dir_ + "/config.db";
+  TP_ASSIGN_OR_RETURN(group_, cluster::GroupMember::open(*loop_, *transport_, group_options));
+  if (bootstrap) TP_RETURN_IF_ERROR(group_->bootstrap(self()));
+  rpc_ = std::make_unique<cluster::RpcEndpoint>(*loop_, *transport_,
+                                                [group = group_.get()] { return group->epoch(); });
+  client_ = std::make_unique<cluster::GroupClient>(*loop_, *group_, *rpc_);
+  rpc_->handle(kStatsMethod, [this](cluster::NodeId, std::span<const std::uint8_t>,
+                                    cluster::RpcEndpoint::Reply reply) {
+    const NodeStats stats = hooks_.local_stats();
+    xdr::Buffer body;
+    xdr::Encoder out(body);
+    out.u64(stats.in_bytes_per_second);
+    out.u64(stats.out_bytes_per_second);
+    out.u64(stats.used_bytes);
+    out.u64(stats.size_bytes);
+    reply(std::move(body));
+  });
+  group_->on_applied([this](const cluster::AppliedChange&) { changes_applied(); });
+  TP_RETURN_IF_ERROR(group_->start());
+  spdlog::info("member of cluster '{}' ({}) as node {}, backend {}{}", identity_->name,
+               identity_->id, config_.node_id, config_.backend_address,
+               config_.backend_tls ? " (mutual TLS)" : " (no TLS)");
+  return {};
+}
+
+void Membership::changes_applied() {
+  if (refresh_posted_) return;
+  refresh_posted_ = true;
+  loop_->post([this, alive = std::weak_ptr<bool>(alive_)] {
+    if (alive.expired()) return;
+    refresh_posted_ = false;
+    const cluster::GroupView& view = group_->view();
+    for (const cluster::NodeInfo& node : view.nodes) {
+      if (node.id != config_.node_id) transport_->set_address(node.id, node.backend_address);
+    }
+    hooks_.view_changed(view);
+  });
+}
+
+bool Membership::token_valid(std::string_view token) const {
+  if (!group_ || token.empty()) return false;
+  const cluster::ConfigObject* identity = group_->view().object(kClusterKind, kIdentityName);
+  if (identity == nullptr) return false;
+  const json body = json::parse(identity->body, nullptr, false);
+  if (!body.is_object() || !body.value("token_sha256", json()).is_string()) return false;
+  const std::string expected = body["token_sha256"];
+  const std::string actual = sha256_hex(token);
+  return expected.size() == actual.size() &&
+         CRYPTO_memcmp(expected.data(), actual.data(), actual.size()) == 0;
+}
+
+asio::awaitable<Result<CreatedCluster>> Membership::create(std::string name) {
+  if (identity_) {
+    co_return error(Errc::already_exists, "this node is already in cluster '" + identity_->name + "'");
+  }
+  if (!is_valid_name(name)) {
+    co_return error(Errc::invalid_argument,
+                    "'" + name + "' is not a cluster name (1-63 of A-Z a-z 0-9 - _)");
+  }
+  if (!config_.cluster_name.empty() && config_.cluster_name != name) {
+    co_return error(Errc::invalid_argument, "this node is configured for cluster '" +
+                                                config_.cluster_name + "', not '" + name + "'");
+  }
+  CreatedCluster created;
+  created.identity.name = name;
+  auto id = random_hex(16);
+  auto token = random_hex(32);
+  auto ca = cluster::create_certificate_authority(name);
+  if (!id.ok() || !token.ok() || !ca.ok()) co_return error(Errc::internal, "cannot make the cluster's keys");
+  created.identity.id = *id;
+  created.token = *token;
+  created.ca_certificate = ca->certificate;
+  auto certificate =
+      cluster::sign_certificate(*ca, node_name(config_.node_id), self_signed_.certificate);
+  if (!certificate.ok()) co_return certificate.status();
+  if (Status installed = install(JoinPackage{created.identity, ca->certificate, *certificate}, true);
+      !installed.ok()) {
+    co_return installed;
+  }
+
+  std::vector<cluster::Change> seed;
+  seed.push_back(cluster::Change::create_object(
+      std::string(kClusterKind), std::string(kIdentityName),
+      identity_body(name, created.identity.id, sha256_hex(created.token))));
+  seed.push_back(cluster::Change::create_object(std::string(kClusterKind), std::string(kCaName),
+                                                ca_body(*ca)));
+  std::uint32_t export_id = 1;
+  for (const ExportConfig& entry : config_.exports) {
+    seed.push_back(cluster::Change::create_object(std::string(kExportKind),
+                                                  std::to_string(export_id),
+                                                  export_to_json(export_id, entry).dump()));
+    ++export_id;
+  }
+  for (const cluster::Change& change : seed) {
+    cluster::GroupClient* client = client_.get();
+    auto proposing = await_callback<Status>(
+        [client, change](auto done) { client->propose(change, kChangeDeadline, done); });
+    Status applied = co_await std::move(proposing);
+    if (!applied.ok()) co_return applied;
+  }
+  spdlog::info("created cluster '{}' ({})", name, created.identity.id);
+  co_return created;
+}
+
+Status Membership::join(const JoinPackage& package) { return install(package, false); }
+
+Status Membership::install(const JoinPackage& package, bool bootstrap) {
+  if (identity_) {
+    return error(Errc::already_exists, "this node is already in cluster '" + identity_->name + "'");
+  }
+  if (!config_.cluster_name.empty() && config_.cluster_name != package.identity.name) {
+    return error(Errc::invalid_argument, "this node is configured for cluster '" +
+                                             config_.cluster_name + "', not '" +
+                                             package.identity.name + "'");
+  }
+  TP_RETURN_IF_ERROR(cluster::check_key_matches(package.certificate, self_signed_.private_key));
+  // Left by an attempt that failed before the identity was written.
+  std::error_code ignored;
+  fs::remove(dir_ + "/raft.db", ignored);
+  fs::remove(dir_ + "/config.db", ignored);
+  TP_RETURN_IF_ERROR(write_file(dir_ + "/ca.pem", package.ca_certificate, 0644));
+  TP_RETURN_IF_ERROR(write_file(dir_ + "/node.pem", package.certificate, 0644));
+  identity_ = package.identity;
+  certificate_ = package.certificate;
+  ca_certificate_ = package.ca_certificate;
+  Status started = start_member(bootstrap);
+  if (started.ok()) {
+    const json identity{{"cluster", package.identity.name},
+                        {"id", package.identity.id},
+                        {"node", config_.node_id}};
+    started = write_file(dir_ + "/identity.json", identity.dump(2) + "\n", 0644);
+  }
+  if (!started.ok()) {
+    stop_member();
+    identity_.reset();
+    certificate_.clear();
+    ca_certificate_.clear();
+  }
+  return started;
+}
+
+void Membership::stop_member() {
+  client_.reset();
+  rpc_.reset();
+  group_.reset();
+  transport_.reset();
+  loop_.reset();
+}
+
+Result<std::string> Membership::sign_node_certificate(cluster::NodeId node,
+                                                      const std::string& subject_certificate) const {
+  if (!group_) return error(Errc::unavailable, "this node is not in a cluster");
+  const cluster::ConfigObject* ca = group_->view().object(kClusterKind, kCaName);
+  if (ca == nullptr) return error(Errc::unavailable, "the cluster CA is not known here yet");
+  const json body = json::parse(ca->body, nullptr, false);
+  if (!body.is_object() || !body.value("certificate", json()).is_string() ||
+      !body.value("key", json()).is_string()) {
+    return error(Errc::corrupt, "the cluster CA in the configuration is malformed");
+  }
+  return cluster::sign_certificate(cluster::PemPair{body["certificate"], body["key"]},
+                                   node_name(node), subject_certificate);
+}
+
+asio::awaitable<Result<NodeStats>> Membership::stats_of(cluster::NodeId node,
+                                                       std::chrono::milliseconds deadline) {
+  if (node == config_.node_id || !rpc_) co_return hooks_.local_stats();
+  cluster::RpcEndpoint* rpc = rpc_.get();
+  auto calling = await_callback<Result<xdr::Buffer>>(
+      [rpc, node, deadline](auto done) { rpc->call(node, kStatsMethod, {}, deadline, done); });
+  Result<xdr::Buffer> reply = co_await std::move(calling);
+  if (!reply.ok()) co_return reply.status();
+  xdr::Decoder in(*reply);
+  NodeStats stats;
+  stats.in_bytes_per_second = in.u64();
+  stats.out_bytes_per_second = in.u64();
+  stats.used_bytes = in.u64();
+  stats.size_bytes = in.u64();
+  if (!in.ok()) co_return error(Errc::internal, "malformed stats reply");
+  co_return stats;
+}
+
+}  // namespace tidepool::daemon

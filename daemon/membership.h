@@ -1,0 +1,123 @@
+// This node's place in a cluster: its identity on disk (cluster name and id, the CA and the
+// node's certificate), the backend transport, its member of the group view, backend RPC, and
+// the ways a node becomes a member: creating a cluster or being joined to one.
+//
+// Not thread-safe: a Membership and everything it owns live on one strand, where it is also
+// destroyed.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "cluster/group.h"
+#include "cluster/group_client.h"
+#include "cluster/tcp_transport.h"
+#include "cluster/tls.h"
+#include "common/config.h"
+#include "common/status.h"
+
+namespace tidepool::daemon {
+
+struct ClusterIdentity {
+  std::string name;
+  std::string id;  // random, made at creation: tells two clusters of the same name apart
+};
+
+// What one node reports for `tide status`.
+struct NodeStats {
+  std::uint64_t in_bytes_per_second = 0;
+  std::uint64_t out_bytes_per_second = 0;
+  std::uint64_t used_bytes = 0;
+  std::uint64_t size_bytes = 0;
+};
+
+struct CreatedCluster {
+  ClusterIdentity identity;
+  std::string token;  // the admin API's bearer token; nodes keep only its hash
+  std::string ca_certificate;
+};
+
+// What a member sends a node it adds.
+struct JoinPackage {
+  ClusterIdentity identity;
+  std::string ca_certificate;
+  std::string certificate;  // for this node's own key, signed by the cluster CA
+};
+
+class Membership {
+ public:
+  struct Hooks {
+    // After changes were applied (coalesced: once for a burst), with the current view.
+    std::function<void(const cluster::GroupView&)> view_changed;
+    std::function<NodeStats()> local_stats;
+  };
+
+  // Makes the node's key at its first start. A data directory that belongs to another node id
+  // or to another cluster than config.cluster_name is refused, as is a backend address in use.
+  static Result<std::unique_ptr<Membership>> open(boost::asio::any_io_executor strand,
+                                                  const NodeConfig& config, Hooks hooks);
+  ~Membership();
+  Membership(const Membership&) = delete;
+  Membership& operator=(const Membership&) = delete;
+
+  const NodeConfig& config() const { return config_; }
+  cluster::NodeInfo self() const;
+  const std::optional<ClusterIdentity>& identity() const { return identity_; }
+  // What the admin API presents: the CA-signed certificate once a member, else self-signed.
+  cluster::PemPair admin_certificate() const;
+  // The self-signed certificate: its public key is what a cluster certifies when it adds us.
+  const std::string& self_signed_certificate() const { return self_signed_.certificate; }
+
+  // Null until the node is a member.
+  cluster::GroupMember* group() { return group_.get(); }
+  cluster::GroupClient* client() { return client_.get(); }
+  cluster::TcpTransport::Stats transport_stats() const;
+
+  // Whether `token` is the cluster's admin token.
+  bool token_valid(std::string_view token) const;
+
+  // Makes this node the first member of a new cluster named `name`.
+  boost::asio::awaitable<Result<CreatedCluster>> create(std::string name);
+  // Joins the cluster a member invited us to; the member then adds us to the group.
+  Status join(const JoinPackage& package);
+  // A certificate for node `node` and the key in `subject_certificate`, under the cluster CA.
+  Result<std::string> sign_node_certificate(cluster::NodeId node,
+                                            const std::string& subject_certificate) const;
+  // The cluster CA certificate; empty until a member.
+  std::string ca_certificate() const;
+
+  // Asks node `node` (this one included) for its stats.
+  boost::asio::awaitable<Result<NodeStats>> stats_of(cluster::NodeId node,
+                                                    std::chrono::milliseconds deadline);
+
+ private:
+  Membership(boost::asio::any_io_executor strand, const NodeConfig& config, Hooks hooks);
+  Status install(const JoinPackage& package, bool bootstrap);
+  Status start_member(bool bootstrap);
+  void stop_member();
+  void changes_applied();
+
+  boost::asio::any_io_executor strand_;
+  NodeConfig config_;
+  Hooks hooks_;
+  std::string dir_;
+  cluster::PemPair self_signed_;
+  std::optional<ClusterIdentity> identity_;
+  std::string certificate_;  // CA-signed, once a member
+  std::string ca_certificate_;
+  std::unique_ptr<cluster::EventLoop> loop_;
+  std::unique_ptr<cluster::TcpTransport> transport_;
+  std::unique_ptr<cluster::GroupMember> group_;
+  std::unique_ptr<cluster::RpcEndpoint> rpc_;
+  std::unique_ptr<cluster::GroupClient> client_;
+  bool refresh_posted_ = false;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace tidepool::daemon

@@ -1,0 +1,15 @@
+// The node's Prometheus metrics (text exposition format 0.0.4), served at /metrics.
+#pragma once
+
+#include <string>
+
+#include "daemon/membership.h"
+#include "nfsd/server.h"
+
+namespace tidepool::daemon {
+
+// Call on the membership's strand.
+std::string render_metrics(Membership& membership, const nfsd::NfsServer::Traffic& traffic,
+                           const NodeStats& stats);
+
+}  // namespace tidepool::daemon
