@@ -65,8 +65,9 @@ class NfsServerImpl final : public NfsServer {
   }
 
   void set_exports(std::vector<ExportConfig> exports) override {
-    service_.exports.replace(exports);
-    spdlog::info("export list replaced: {} exports", exports.size());
+    if (service_.exports.replace(exports)) {
+      spdlog::info("export list replaced: {} exports", exports.size());
+    }
   }
 
  private:

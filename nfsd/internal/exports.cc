@@ -118,15 +118,17 @@ const Export* ExportTable::containing(std::string_view path,
 LiveExports::LiveExports(const std::vector<ExportConfig>& exports)
     : table_(std::make_shared<const ExportTable>(exports)) {}
 
-void LiveExports::replace(const std::vector<ExportConfig>& exports) {
+bool LiveExports::replace(const std::vector<ExportConfig>& exports) {
+  std::shared_ptr<const ExportTable> previous = snapshot();
+  if (std::ranges::equal(previous->all(), exports, {}, &Export::config)) return false;
   auto next = std::make_shared<const ExportTable>(exports);
   // Saves every mounted client a walk from the root on its first call after the change.
-  std::shared_ptr<const ExportTable> previous = snapshot();
   for (const Export& e : next->all()) {
     const Export* before = previous->by_id(e.id());
     if (before && before->path() == e.path()) e.set_root_inode(before->root_inode());
   }
   table_.store(std::move(next));
+  return true;
 }
 
 }  // namespace tidepool::nfsd

@@ -74,8 +74,9 @@ class LiveExports {
 
   std::shared_ptr<const ExportTable> snapshot() const { return table_.load(); }
   // Exports whose path is unchanged keep their resolved root inode (their id, derived from the
-  // path, is unchanged too, so their file handles stay valid).
-  void replace(const std::vector<ExportConfig>& exports);
+  // path, is unchanged too, so their file handles stay valid). False, and nothing replaced, when
+  // `exports` is the list in force: the daemon applies every change of the cluster's view.
+  bool replace(const std::vector<ExportConfig>& exports);
   // A copy of the exports in force, for single-threaded callers with no call to hold a snapshot
   // for (the fuzz harness).
   std::vector<Export> all() const { return snapshot()->all(); }

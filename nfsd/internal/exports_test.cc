@@ -74,7 +74,9 @@ TEST(LiveExports, ReplacingKeepsSnapshotsAndTheRootsOfUnchangedPaths) {
   ifs->set_root_inode(1);
   a->set_root_inode(42);
 
-  live.replace({make_export("/ifs/a", {"10.0.0.0/8"}), make_export("/ifs/b", {"*"})});
+  EXPECT_FALSE(live.replace({make_export("/ifs", {"*"}), make_export("/ifs/a", {"*"})}));
+  EXPECT_EQ(live.snapshot(), before);
+  EXPECT_TRUE(live.replace({make_export("/ifs/a", {"10.0.0.0/8"}), make_export("/ifs/b", {"*"})}));
   std::shared_ptr<const ExportTable> after = live.snapshot();
   EXPECT_EQ(after->by_id(ifs->id()), nullptr);
   const Export* new_a = after->by_id(a->id());
