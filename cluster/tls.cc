@@ -107,6 +107,13 @@ Result<std::string> certificate_pem(X509* certificate) {
   return std::string(data, static_cast<std::size_t>(size));
 }
 
+Result<PemPair> pem_pair(X509* certificate, EVP_PKEY* key) {
+  PemPair pair;
+  TP_ASSIGN_OR_RETURN(pair.certificate, certificate_pem(certificate));
+  TP_ASSIGN_OR_RETURN(pair.private_key, key_pem(key));
+  return pair;
+}
+
 Result<Key> parse_key(const std::string& pem) {
   Bio bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
   Key key(bio ? PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr) : nullptr);
@@ -163,10 +170,7 @@ Result<PemPair> create_certificate_authority(const std::string& cluster_name) {
   if (X509_sign(certificate.get(), key.get(), EVP_sha256()) == 0) {
     return openssl_error("signing the CA");
   }
-  PemPair pair;
-  TP_ASSIGN_OR_RETURN(pair.certificate, certificate_pem(certificate.get()));
-  TP_ASSIGN_OR_RETURN(pair.private_key, key_pem(key.get()));
-  return pair;
+  return pem_pair(certificate.get(), key.get());
 }
 
 Result<PemPair> create_self_signed_certificate(const std::string& common_name) {
@@ -177,10 +181,7 @@ Result<PemPair> create_self_signed_certificate(const std::string& common_name) {
   if (X509_sign(certificate.get(), key.get(), EVP_sha256()) == 0) {
     return openssl_error("signing a certificate");
   }
-  PemPair pair;
-  TP_ASSIGN_OR_RETURN(pair.certificate, certificate_pem(certificate.get()));
-  TP_ASSIGN_OR_RETURN(pair.private_key, key_pem(key.get()));
-  return pair;
+  return pem_pair(certificate.get(), key.get());
 }
 
 Result<std::string> sign_certificate(const PemPair& ca, const std::string& common_name,
