@@ -5,10 +5,10 @@
 #include <cmath>
 #include <limits>
 
+#include "common/config.h"
+
 namespace tidepool::cli {
 namespace {
-
-constexpr std::size_t kMaxNameLength = 63;
 
 Status invalid(std::string_view what, const std::string& expected, std::string_view got) {
   return error(Errc::invalid_argument,
@@ -23,11 +23,6 @@ std::optional<std::uint64_t> parse_decimal(std::string_view text, std::uint64_t 
     return std::nullopt;
   }
   return value;
-}
-
-bool is_name_character(char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-         c == '_';
 }
 
 // "true" or "false", the value of `option`.
@@ -116,8 +111,7 @@ Result<Json> export_fields(const ExportOptions& options) {
 }  // namespace
 
 Status check_name(std::string_view what, std::string_view name) {
-  if (name.empty() || name.size() > kMaxNameLength ||
-      !std::all_of(name.begin(), name.end(), is_name_character)) {
+  if (!is_valid_name(name)) {
     return invalid(what, "1-63 characters of A-Z a-z 0-9 - _", name);
   }
   return {};
@@ -155,9 +149,14 @@ Result<std::chrono::milliseconds> parse_timeout(std::string_view text) {
 Result<SysctlArgument> parse_sysctl_argument(std::string_view text) {
   auto equals = text.find('=');
   SysctlArgument argument{std::string(text.substr(0, equals)), std::nullopt};
-  bool valid_name = !argument.name.empty() &&
-                    std::all_of(argument.name.begin(), argument.name.end(),
-                                [](char c) { return is_name_character(c) || c == '.'; });
+  // Dotted names: each component is a name ("efs", "bam", "atime_enabled").
+  bool valid_name = true;
+  for (std::string_view rest = argument.name; valid_name;) {
+    const std::size_t dot = rest.find('.');
+    valid_name = is_valid_name(rest.substr(0, dot));
+    if (dot == std::string_view::npos) break;
+    rest.remove_prefix(dot + 1);
+  }
   if (!valid_name)
     return invalid("sysctl", "NAME or NAME=VALUE, NAME such as efs.bam.atime_enabled", text);
   if (equals != std::string_view::npos) argument.value = std::string(text.substr(equals + 1));

@@ -1,5 +1,7 @@
 #include "cluster/group_client.h"
 
+#include <optional>
+
 #include "cluster/internal/config_db.h"
 #include "common/xdr.h"
 
@@ -14,65 +16,43 @@ class GroupClient::Impl : public std::enable_shared_from_this<Impl> {
   Impl(EventLoop& loop, GroupMember& member, RpcEndpoint& rpc)
       : loop_(loop), member_(member), rpc_(rpc) {}
 
+  // The leader's side: proposals forwarded to it, and read indexes. Both answer with the
+  // leader's applied index, which the caller then waits to reach.
   void serve() {
     std::weak_ptr<Impl> weak = weak_from_this();
     rpc_.handle(kProposeMethod, [weak](NodeId, std::span<const std::uint8_t> request,
                                        RpcEndpoint::Reply reply) {
       auto self = weak.lock();
-      if (!self) return reply(error(Errc::unavailable, "the node is stopping"));
+      if (!self) return reply(stopping());
       Result<Change> change = internal::decode_change(request);
       if (!change.ok()) return reply(change.status());
       self->apply_here(*change, [weak, reply](Status outcome) {
         auto self = weak.lock();
         if (!outcome.ok()) return reply(outcome);
-        if (!self) return reply(error(Errc::unavailable, "the node is stopping"));
-        xdr::Buffer body;
-        xdr::Encoder out(body);
-        out.u64(self->member_.applied());
-        reply(std::move(body));
+        reply(self ? self->applied_index() : Result<xdr::Buffer>(stopping()));
       });
     });
-  }
-
-  void serve_read_index() {
-    std::weak_ptr<Impl> weak = weak_from_this();
     rpc_.handle(kReadIndexMethod, [weak](NodeId, std::span<const std::uint8_t>,
                                          RpcEndpoint::Reply reply) {
       auto self = weak.lock();
-      if (!self) return reply(error(Errc::unavailable, "the node is stopping"));
+      if (!self) return reply(stopping());
       if (!self->member_.is_leader()) {
         return reply(error(Errc::unavailable, "this node does not lead the group"));
       }
-      xdr::Buffer body;
-      xdr::Encoder out(body);
-      out.u64(self->member_.applied());
-      reply(std::move(body));
+      reply(self->applied_index());
     });
-  }
-
-  void catch_up(std::uint64_t give_up_at, GroupMember::Done done) {
-    call_leader(kReadIndexMethod, {}, give_up_at, std::move(done));
   }
 
   std::uint64_t give_up_at(std::chrono::milliseconds deadline) const {
     return loop_.now_ms() + static_cast<std::uint64_t>(deadline.count());
   }
 
-  void submit(const Change& change, std::uint64_t give_up_at, GroupMember::Done done) {
-    xdr::Buffer request;
-    xdr::Encoder out(request);
-    internal::encode_change(change, out);
-    call_leader(kProposeMethod, std::move(request), give_up_at, std::move(done));
-  }
-
-  // Calls `method` on the leader, waiting for one to be known until `give_up_at`; the reply is
-  // the leader's applied index, which this node then waits to reach.
-  void call_leader(std::uint32_t method, xdr::Buffer request, std::uint64_t give_up_at,
-                   GroupMember::Done done) {
+  // Applies `change` through the leader, or with none, only catches up with it. Waits for a
+  // leader to be known until `give_up_at`.
+  void through_leader(std::optional<Change> change, std::uint64_t give_up_at,
+                      GroupMember::Done done) {
     if (member_.is_leader()) {
-      if (method == kReadIndexMethod) return done(Status::success());
-      Result<Change> change = internal::decode_change(request);
-      if (!change.ok()) return done(change.status());
+      if (!change) return done(Status::success());
       return apply_here(*change, std::move(done));
     }
     const NodeId leader = member_.leader();
@@ -80,23 +60,27 @@ class GroupClient::Impl : public std::enable_shared_from_this<Impl> {
       if (loop_.now_ms() >= give_up_at) {
         return done(error(Errc::unavailable, "no leader: the group has no quorum"));
       }
-      return retry_later(method, std::move(request), give_up_at, std::move(done));
+      return retry(std::move(change), give_up_at, std::move(done));
+    }
+    xdr::Buffer request;
+    if (change) {
+      xdr::Encoder out(request);
+      internal::encode_change(*change, out);
     }
     const std::uint64_t now = loop_.now_ms();
     const auto left = std::chrono::milliseconds(give_up_at > now ? give_up_at - now : 1);
     std::weak_ptr<Impl> weak = weak_from_this();
-    xdr::Buffer resend = request;
-    rpc_.call(leader, method, request, left,
-              [weak, method, resend = std::move(resend), give_up_at,
+    rpc_.call(leader, change ? kProposeMethod : kReadIndexMethod, request, left,
+              [weak, change = std::move(change), give_up_at,
                done = std::move(done)](Result<xdr::Buffer> reply) mutable {
                 auto self = weak.lock();
-                if (!self) return done(error(Errc::unavailable, "the node is stopping"));
+                if (!self) return done(stopping());
                 // The leader fences calls from a node behind its epoch: this node has yet to
                 // receive changes Raft is bringing it. Asking again once they arrived is safe,
                 // as the leader refused before doing anything.
                 if (reply.code() == Errc::precondition_failed &&
                     self->loop_.now_ms() < give_up_at) {
-                  return self->retry_later(method, std::move(resend), give_up_at, std::move(done));
+                  return self->retry(std::move(change), give_up_at, std::move(done));
                 }
                 if (!reply.ok()) return done(reply.status());
                 xdr::Decoder in(*reply);
@@ -106,20 +90,36 @@ class GroupClient::Impl : public std::enable_shared_from_this<Impl> {
               });
   }
 
-  void retry_later(std::uint32_t method, xdr::Buffer request, std::uint64_t give_up_at,
-                   GroupMember::Done done) {
+ private:
+  static Status stopping() { return error(Errc::unavailable, "the node is stopping"); }
+
+  xdr::Buffer applied_index() const {
+    xdr::Buffer body;
+    xdr::Encoder out(body);
+    out.u64(member_.applied());
+    return body;
+  }
+
+  // Runs `step` on the loop a little later, unless this client is gone by then.
+  template <typename Step>
+  void after_a_while(GroupMember::Done done, Step step) {
     std::weak_ptr<Impl> weak = weak_from_this();
-    loop_.schedule(kLeaderPoll, [weak, method, request = std::move(request), give_up_at,
-                                 done = std::move(done)]() mutable {
+    loop_.schedule(kLeaderPoll, [weak, done = std::move(done), step = std::move(step)]() mutable {
       if (auto self = weak.lock()) {
-        self->call_leader(method, std::move(request), give_up_at, std::move(done));
+        step(*self, std::move(done));
       } else {
-        done(error(Errc::unavailable, "the node is stopping"));
+        done(stopping());
       }
     });
   }
 
- private:
+  void retry(std::optional<Change> change, std::uint64_t give_up_at, GroupMember::Done done) {
+    after_a_while(std::move(done), [change = std::move(change), give_up_at](
+                                       Impl& self, GroupMember::Done done) mutable {
+      self.through_leader(std::move(change), give_up_at, std::move(done));
+    });
+  }
+
   void apply_here(const Change& change, GroupMember::Done done) {
     switch (change.kind) {
       case Change::Kind::add_node:
@@ -137,13 +137,8 @@ class GroupClient::Impl : public std::enable_shared_from_this<Impl> {
       return done(error(Errc::timed_out,
                         "the change was applied by the leader but not yet on this node"));
     }
-    std::weak_ptr<Impl> weak = weak_from_this();
-    loop_.schedule(kLeaderPoll, [weak, index, give_up_at, done = std::move(done)]() mutable {
-      if (auto self = weak.lock()) {
-        self->wait_until_applied(index, give_up_at, std::move(done));
-      } else {
-        done(error(Errc::unavailable, "the node is stopping"));
-      }
+    after_a_while(std::move(done), [index, give_up_at](Impl& self, GroupMember::Done done) {
+      self.wait_until_applied(index, give_up_at, std::move(done));
     });
   }
 
@@ -155,14 +150,13 @@ class GroupClient::Impl : public std::enable_shared_from_this<Impl> {
 GroupClient::GroupClient(EventLoop& loop, GroupMember& member, RpcEndpoint& rpc)
     : impl_(std::make_shared<Impl>(loop, member, rpc)) {
   impl_->serve();
-  impl_->serve_read_index();
 }
 
 GroupClient::~GroupClient() = default;
 
 void GroupClient::propose(const Change& change, std::chrono::milliseconds deadline,
                           GroupMember::Done done) {
-  impl_->submit(change, impl_->give_up_at(deadline), std::move(done));
+  impl_->through_leader(change, impl_->give_up_at(deadline), std::move(done));
 }
 
 void GroupClient::add_node(const NodeInfo& node, std::chrono::milliseconds deadline,
@@ -171,7 +165,7 @@ void GroupClient::add_node(const NodeInfo& node, std::chrono::milliseconds deadl
 }
 
 void GroupClient::catch_up(std::chrono::milliseconds deadline, GroupMember::Done done) {
-  impl_->catch_up(impl_->give_up_at(deadline), std::move(done));
+  impl_->through_leader(std::nullopt, impl_->give_up_at(deadline), std::move(done));
 }
 
 void GroupClient::remove_node(NodeId node, std::chrono::milliseconds deadline,

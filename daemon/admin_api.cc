@@ -259,14 +259,14 @@ class Route {
   bool is(std::string_view method, std::initializer_list<std::string_view> parts) const {
     return method == method_ && matches(parts);
   }
-  bool matches(const std::vector<std::string_view>& parts) const {
-    return parts.size() == path_.size() &&
-           std::ranges::equal(parts, path_, [](std::string_view pattern, const std::string& part) {
-             return pattern == "*" || pattern == part;
-           });
+  template <typename Parts>
+  bool matches(const Parts& parts) const {
+    return std::ranges::equal(parts, path_, [](std::string_view pattern, const std::string& part) {
+      return pattern == "*" || pattern == part;
+    });
   }
   bool matches(std::initializer_list<std::string_view> parts) const {
-    return matches(std::vector<std::string_view>(parts));
+    return matches<std::initializer_list<std::string_view>>(parts);
   }
   std::string_view at(std::size_t i) const {
     return i < path_.size() ? std::string_view(path_[i]) : std::string_view();
@@ -587,16 +587,16 @@ asio::awaitable<void> catch_up(Membership& m) {
 }  // namespace
 
 asio::awaitable<HttpResponse> AdminApi::handle(HttpRequest request) {
-  if (request.method == "GET" && request.target.starts_with("/v1/") &&
-      membership_.token_valid(bearer_token(request.authorization))) {
+  const bool authorized = membership_.token_valid(bearer_token(request.authorization));
+  if (authorized && request.method == "GET" && request.target.starts_with("/v1/")) {
     auto waiting = catch_up(membership_);
     co_await std::move(waiting);
   }
-  auto routed = route(std::move(request));
+  auto routed = route(std::move(request), authorized);
   co_return co_await std::move(routed);
 }
 
-asio::awaitable<HttpResponse> AdminApi::route(HttpRequest request) {
+asio::awaitable<HttpResponse> AdminApi::route(HttpRequest request, bool authorized) {
   const Route route(request.method, request.target);
   Membership& m = membership_;
 
@@ -619,7 +619,7 @@ asio::awaitable<HttpResponse> AdminApi::route(HttpRequest request) {
   }
 
   if (route.at(0) != "v1") return ready(unknown_route(route, request.target));
-  if (!m.token_valid(bearer_token(request.authorization))) {
+  if (!authorized) {
     return ready(error_response(
         401, m.identity() ? "a valid bearer token is required"
                           : "this node is not in a cluster: create one or add it to one first"));

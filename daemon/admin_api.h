@@ -22,7 +22,8 @@ class AdminApi {
   boost::asio::awaitable<HttpResponse> handle(HttpRequest request);
 
  private:
-  boost::asio::awaitable<HttpResponse> route(HttpRequest request);
+  // `authorized`: the request carries the cluster's token.
+  boost::asio::awaitable<HttpResponse> route(HttpRequest request, bool authorized);
 
   boost::asio::any_io_executor strand_;
   Membership& membership_;

@@ -77,9 +77,6 @@ class LiveExports {
   // path, is unchanged too, so their file handles stay valid). False, and nothing replaced, when
   // `exports` is the list in force: the daemon applies every change of the cluster's view.
   bool replace(const std::vector<ExportConfig>& exports);
-  // A copy of the exports in force, for single-threaded callers with no call to hold a snapshot
-  // for (the fuzz harness).
-  std::vector<Export> all() const { return snapshot()->all(); }
 
  private:
   std::atomic<std::shared_ptr<const ExportTable>> table_;

@@ -90,8 +90,8 @@ TEST(LiveExports, ReplacingKeepsSnapshotsAndTheRootsOfUnchangedPaths) {
   EXPECT_EQ(before->all().size(), 2u);
   EXPECT_EQ(ifs->path(), "/ifs");
   EXPECT_EQ(a->config().clients, std::vector<std::string>{"*"});
-  EXPECT_EQ(live.all().size(), 2u);
-  EXPECT_EQ(live.all().front().path(), "/ifs/a");
+  EXPECT_EQ(live.snapshot()->all().size(), 2u);
+  EXPECT_EQ(live.snapshot()->all().front().path(), "/ifs/a");
 }
 
 // Readers do what a call does: snapshot, find an export, and use it after the table has been
