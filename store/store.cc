@@ -247,14 +247,12 @@ class StoreImpl final : public Store {
       std::uint64_t available = offset < a.size ? a.size - offset : 0;
       auto count = static_cast<std::uint32_t>(std::min<std::uint64_t>(available, into.size()));
       if (count > 0) {
-        // What the page cache holds is copied here without blocking; the rest is read on the pool.
+        // Data the page cache holds is copied here without blocking; else it is read on the pool.
         auto buf = into.first(count);
-        auto filled = data_.read_cached(inode, offset, buf);
-        if (!filled.ok()) co_return filled.status();
-        if (*filled < count) {
-          auto fill = offload([this, inode, at = offset + *filled, rest = buf.subspan(*filled)] {
-            return data_.read(inode, at, rest);
-          });
+        auto cached_read = data_.read_cached(inode, offset, buf);
+        if (!cached_read.ok()) co_return cached_read.status();
+        if (!*cached_read) {
+          auto fill = offload([this, inode, offset, buf] { return data_.read(inode, offset, buf); });
           TP_CO_RETURN_IF_ERROR(co_await std::move(fill));
         }
       }

@@ -5,10 +5,18 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <system_error>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "common/crc32c.h"
+#include "store/store.h"
 
 namespace tidepool::store::internal {
 
@@ -21,7 +29,134 @@ Status errno_status(const char* what, int err) {
   return error(code, std::string(what) + ": " + std::strerror(err));
 }
 
+// The checksum table starts where file data cannot reach: 4 bytes per block, little-endian.
+constexpr std::uint64_t kChecksumTableOffset = kMaxFileSize;
+constexpr std::uint64_t kMaxBlocks = kMaxFileSize / kChecksumBlock;
+constexpr std::size_t kSumBytes = 4;
+// Blocks per lock region: a stripe unit's worth.
+constexpr std::uint64_t kRegionBlocks = 32;
+
+std::uint64_t checksum_offset(std::uint64_t block) {
+  return kChecksumTableOffset + block * kSumBytes;
+}
+
+// 0 in the table means "never written" (a hole, not checked), so a block whose CRC is 0 is
+// recorded as 1: it is then as well protected as by any other 32-bit value.
+std::uint32_t stored_sum(std::span<const std::uint8_t> block) {
+  std::uint32_t crc = crc32c(block);
+  return crc == 0 ? 1 : crc;
+}
+
+std::uint32_t get_sum(std::span<const std::uint8_t> bytes) {
+  return std::uint32_t{bytes[0]} | std::uint32_t{bytes[1]} << 8 | std::uint32_t{bytes[2]} << 16 |
+         std::uint32_t{bytes[3]} << 24;
+}
+
+void put_sum(std::span<std::uint8_t> bytes, std::uint32_t sum) {
+  for (int i = 0; i < 4; ++i) bytes[i] = static_cast<std::uint8_t>(sum >> (8 * i));
+}
+
+// The index of the first block that has a checksum it does not match.
+std::optional<std::uint64_t> first_mismatch(std::span<const std::uint8_t> blocks,
+                                            std::span<const std::uint8_t> sums) {
+  for (std::uint64_t i = 0; i * kSumBytes < sums.size(); ++i) {
+    std::uint32_t expected = get_sum(sums.subspan(i * kSumBytes, kSumBytes));
+    if (expected != 0 &&
+        expected != stored_sum(blocks.subspan(i * kChecksumBlock, kChecksumBlock))) {
+      return i;
+    }
+  }
+  return std::nullopt;
+}
+
+// Fills `into` from `offset`; what lies past the end of the file reads as zeros. With
+// `nowait`, false when the page cache does not hold it all.
+Result<bool> read_at(int fd, std::span<std::uint8_t> into, std::uint64_t offset, bool nowait,
+                     const char* what) {
+  std::size_t done = 0;
+  while (done < into.size()) {
+    iovec v{into.data() + done, into.size() - done};
+    ssize_t n = ::preadv2(fd, &v, 1, static_cast<off_t>(offset + done), nowait ? RWF_NOWAIT : 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (nowait && (errno == EAGAIN || errno == EOPNOTSUPP)) return false;
+      return errno_status(what, errno);
+    }
+    if (n == 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  std::memset(into.data() + done, 0, into.size() - done);
+  return true;
+}
+
+Status write_at(int fd, std::span<const std::uint8_t> data, std::uint64_t offset) {
+  std::size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::pwrite(fd, data.data() + done, data.size() - done,
+                         static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno_status("write data file", errno);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  return {};
+}
+
+Status punch(int fd, std::uint64_t offset, std::uint64_t length) {
+  if (length == 0) return {};
+  if (::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+                  static_cast<off_t>(length)) != 0) {
+    return errno_status("punch a hole in a data file", errno);
+  }
+  return {};
+}
+
 }  // namespace
+
+// The whole checksum blocks a byte range touches.
+struct DataFiles::BlockSpan {
+  std::uint64_t first;
+  std::uint64_t count;
+  static BlockSpan of(std::uint64_t offset, std::uint64_t length) {
+    std::uint64_t first = offset / kChecksumBlock;
+    return {first, (offset + length - 1) / kChecksumBlock - first + 1};
+  }
+  bool aligned(std::uint64_t offset, std::uint64_t length) const {
+    return offset % kChecksumBlock == 0 && length == count * kChecksumBlock;
+  }
+};
+
+// Holds the locks of the regions a block span touches, taken in index order.
+class DataFiles::RegionLocks {
+ public:
+  RegionLocks(std::array<std::mutex, kRegionLocks>& locks, std::uint64_t inode,
+              const BlockSpan& span) {
+    for (std::uint64_t r = span.first / kRegionBlocks; r <= (span.first + span.count - 1) / kRegionBlocks;
+         ++r) {
+      indexes_.push_back(region_index(inode, r));
+    }
+    std::sort(indexes_.begin(), indexes_.end());
+    indexes_.erase(std::unique(indexes_.begin(), indexes_.end()), indexes_.end());
+    for (std::size_t i : indexes_) {
+      locks[i].lock();
+      held_.push_back(&locks[i]);
+    }
+  }
+  ~RegionLocks() {
+    for (std::mutex* m : held_) m->unlock();
+  }
+  RegionLocks(const RegionLocks&) = delete;
+  RegionLocks& operator=(const RegionLocks&) = delete;
+
+ private:
+  static std::size_t region_index(std::uint64_t inode, std::uint64_t region) {
+    return static_cast<std::size_t>((inode * 0x9e3779b97f4a7c15ull + region) % kRegionLocks);
+  }
+  std::vector<std::size_t> indexes_;
+  std::vector<std::mutex*> held_;
+};
+
 
 DataFiles::Descriptor::~Descriptor() { ::close(fd); }
 
@@ -83,54 +218,90 @@ Result<std::shared_ptr<DataFiles::Descriptor>> DataFiles::open(std::uint64_t ino
 
 Status DataFiles::read(std::uint64_t inode, std::uint64_t offset, std::span<std::uint8_t> into) {
   TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, false));
-  std::size_t done = 0;
-  while (descriptor && done < into.size()) {
-    ssize_t n = ::pread(descriptor->fd, into.data() + done, into.size() - done,
-                        static_cast<off_t>(offset + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno_status("read data file", errno);
-    }
-    if (n == 0) break;
-    done += static_cast<std::size_t>(n);
+  if (!descriptor) {
+    std::memset(into.data(), 0, into.size());
+    return {};
   }
-  std::memset(into.data() + done, 0, into.size() - done);
-  return {};
+  return read_verified(*descriptor, inode, offset, into, ReadMode::blocking).status();
 }
 
-Result<std::size_t> DataFiles::read_cached(std::uint64_t inode, std::uint64_t offset,
-                                           std::span<std::uint8_t> into) {
+Result<bool> DataFiles::read_cached(std::uint64_t inode, std::uint64_t offset,
+                                    std::span<std::uint8_t> into) {
   TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, false));
-  std::size_t done = 0;
-  while (descriptor && done < into.size()) {
-    iovec v{into.data() + done, into.size() - done};
-    ssize_t n = ::preadv2(descriptor->fd, &v, 1, static_cast<off_t>(offset + done), RWF_NOWAIT);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EOPNOTSUPP) return done;
-      return errno_status("read data file", errno);
-    }
-    if (n == 0) break;
-    done += static_cast<std::size_t>(n);
+  if (!descriptor) {
+    std::memset(into.data(), 0, into.size());
+    return true;
   }
-  std::memset(into.data() + done, 0, into.size() - done);
-  return into.size();
+  return read_verified(*descriptor, inode, offset, into, ReadMode::cached);
+}
+
+Result<bool> DataFiles::read_verified(const Descriptor& d, std::uint64_t inode,
+                                      std::uint64_t offset, std::span<std::uint8_t> into,
+                                      ReadMode mode) {
+  if (into.empty()) return true;
+  const BlockSpan span = BlockSpan::of(offset, into.size());
+  std::vector<std::uint8_t> bounce;
+  std::span<std::uint8_t> blocks = into;
+  if (!span.aligned(offset, into.size())) {
+    bounce.resize(span.count * kChecksumBlock);
+    blocks = bounce;
+  }
+  std::vector<std::uint8_t> sums(span.count * kSumBytes);
+  const bool nowait = mode == ReadMode::cached;
+  for (int attempt = mode == ReadMode::holding_locks ? 1 : 0;; ++attempt) {
+    // The second look holds the regions' locks, so no writer is between data and checksum.
+    std::optional<RegionLocks> locked;
+    if (attempt == 1 && mode != ReadMode::holding_locks) locked.emplace(region_locks_, inode, span);
+    TP_ASSIGN_OR_RETURN(bool data_read,
+                        read_at(d.fd, blocks, span.first * kChecksumBlock, nowait, "read data file"));
+    TP_ASSIGN_OR_RETURN(bool sums_read,
+                        read_at(d.fd, sums, checksum_offset(span.first), nowait, "read checksums"));
+    if (!data_read || !sums_read) return false;
+    std::optional<std::uint64_t> bad = first_mismatch(blocks, sums);
+    if (!bad) break;
+    if (attempt == 1) return report_mismatch(inode, span.first + *bad);
+  }
+  if (!bounce.empty()) {
+    std::memcpy(into.data(), bounce.data() + (offset - span.first * kChecksumBlock), into.size());
+  }
+  return true;
+}
+
+Status DataFiles::report_mismatch(std::uint64_t inode, std::uint64_t block) {
+  checksum_failures_.fetch_add(1);
+  std::string what = "checksum mismatch in the data of inode " + std::to_string(inode) +
+                     " at offset " + std::to_string(block * kChecksumBlock) + " (" +
+                     std::to_string(kChecksumBlock) + " bytes)";
+  spdlog::error("{}", what);
+  return error(Errc::corrupt, std::move(what));
 }
 
 Status DataFiles::write(std::uint64_t inode, std::uint64_t offset,
                         std::span<const std::uint8_t> data) {
+  if (data.empty()) return {};
   TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, true));
-  std::size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::pwrite(descriptor->fd, data.data() + done, data.size() - done,
-                         static_cast<off_t>(offset + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno_status("write data file", errno);
+  const BlockSpan span = BlockSpan::of(offset, data.size());
+  RegionLocks locked(region_locks_, inode, span);
+  // A block written in part is read, verified and patched so its checksum covers all of it.
+  std::vector<std::uint8_t> sums(span.count * kSumBytes);
+  std::vector<std::uint8_t> patched(kChecksumBlock);
+  for (std::uint64_t i = 0; i < span.count; ++i) {
+    const std::uint64_t block_start = (span.first + i) * kChecksumBlock;
+    const std::uint64_t from = std::max(offset, block_start);
+    const std::uint64_t to = std::min(offset + data.size(), block_start + kChecksumBlock);
+    std::span<const std::uint8_t> block;
+    if (to - from == kChecksumBlock) {
+      block = data.subspan(from - offset, kChecksumBlock);
+    } else {
+      TP_RETURN_IF_ERROR(
+          read_verified(*descriptor, inode, block_start, patched, ReadMode::holding_locks).status());
+      std::memcpy(patched.data() + (from - block_start), data.data() + (from - offset), to - from);
+      block = patched;
     }
-    done += static_cast<std::size_t>(n);
+    put_sum(std::span(sums).subspan(i * kSumBytes, kSumBytes), stored_sum(block));
   }
-  return {};
+  TP_RETURN_IF_ERROR(write_at(descriptor->fd, data, offset));
+  return write_at(descriptor->fd, sums, checksum_offset(span.first));
 }
 
 Status DataFiles::sync(std::uint64_t inode) {
@@ -149,10 +320,34 @@ Status DataFiles::sync(std::uint64_t inode) {
 Status DataFiles::truncate(std::uint64_t inode, std::uint64_t size) {
   TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, false));
   if (!descriptor) return {};
-  if (::ftruncate(descriptor->fd, static_cast<off_t>(size)) != 0) {
-    return errno_status("truncate data file", errno);
+  const int fd = descriptor->fd;
+  const BlockSpan last = BlockSpan::of(size, 1);
+  RegionLocks locked(region_locks_, inode, last);
+  // The block the cut falls in will end in zeros; it keeps a checksum only if it had a good one.
+  std::optional<std::vector<std::uint8_t>> partial;
+  if (size % kChecksumBlock != 0) {
+    std::vector<std::uint8_t> block(kChecksumBlock);
+    std::vector<std::uint8_t> sum(kSumBytes);
+    TP_ASSIGN_OR_RETURN(bool data_read,
+                        read_at(fd, block, last.first * kChecksumBlock, false, "read data file"));
+    TP_ASSIGN_OR_RETURN(bool sum_read,
+                        read_at(fd, sum, checksum_offset(last.first), false, "read checksums"));
+    if (data_read && sum_read && get_sum(sum) != 0 && get_sum(sum) == stored_sum(block)) {
+      std::memset(block.data() + size % kChecksumBlock, 0, kChecksumBlock - size % kChecksumBlock);
+      partial = std::move(block);
+    }
   }
-  if (::fdatasync(descriptor->fd) != 0) return errno_status("sync data file", errno);
+  // The data past `size` and the checksums of the blocks wholly past it become holes.
+  const std::uint64_t kept_blocks = (size + kChecksumBlock - 1) / kChecksumBlock;
+  TP_RETURN_IF_ERROR(punch(fd, size, kChecksumTableOffset - size));
+  TP_RETURN_IF_ERROR(punch(fd, checksum_offset(kept_blocks),
+                           checksum_offset(kMaxBlocks) - checksum_offset(kept_blocks)));
+  if (partial) {
+    std::vector<std::uint8_t> sum(kSumBytes);
+    put_sum(sum, stored_sum(*partial));
+    TP_RETURN_IF_ERROR(write_at(fd, sum, checksum_offset(last.first)));
+  }
+  if (::fdatasync(fd) != 0) return errno_status("sync data file", errno);
   return {};
 }
 

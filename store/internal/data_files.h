@@ -1,9 +1,15 @@
 // The local data of each inode: one sparse file per inode holding its stripe units at their
 // natural offsets, so reading a unit is one pread. Open descriptors are cached (bounded).
 // Thread-safe.
+//
+// Every 4 KiB block carries a CRC32C, kept in the same file past the largest data offset (so
+// one fdatasync makes data and checksums durable together) and verified on every read: a
+// block whose checksum does not match is never returned. Checksums are per block rather than
+// per 128 KiB unit so that a 4 KiB random read reads and hashes 4 KiB, not a whole unit.
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -15,6 +21,8 @@
 
 namespace tidepool::store::internal {
 
+inline constexpr std::uint64_t kChecksumBlock = 4096;
+
 class DataFiles {
  public:
   explicit DataFiles(std::string root, std::size_t max_open = 1024);
@@ -24,18 +32,23 @@ class DataFiles {
 
   Status prepare();  // creates the directory tree
 
-  // Reads into `into`; bytes past the end of the local file read as zeros (sparse tail).
+  // Reads into `into`; bytes never written read as zeros. A block that fails its checksum
+  // fails the read with Errc::corrupt naming the inode and offset.
   Status read(std::uint64_t inode, std::uint64_t offset, std::span<std::uint8_t> into);
-  // Copies what the page cache holds, from the start of `into`, without blocking; returns how
-  // many bytes are filled (all of them when the rest lies past the end of the local file).
-  Result<std::size_t> read_cached(std::uint64_t inode, std::uint64_t offset,
-                                  std::span<std::uint8_t> into);
+  // The same read served only from the page cache: false, with nothing guaranteed in `into`,
+  // when it would have to wait for the disk.
+  Result<bool> read_cached(std::uint64_t inode, std::uint64_t offset,
+                           std::span<std::uint8_t> into);
   Status write(std::uint64_t inode, std::uint64_t offset, std::span<const std::uint8_t> data);
   // Makes the file's data durable; also its directory entry the first time.
   Status sync(std::uint64_t inode);
+  // Cuts the data at `size` (and makes the cut durable); later reads past it give zeros.
   Status truncate(std::uint64_t inode, std::uint64_t size);
   // Removes the file; a missing file is fine.
   void remove(std::uint64_t inode);
+
+  // Blocks found not matching their checksums since the start.
+  std::uint64_t checksum_failures() const { return checksum_failures_.load(); }
 
  private:
   struct Descriptor {
@@ -44,11 +57,21 @@ class DataFiles {
     int fd;
     bool entry_synced = false;  // its directory entry is known durable
   };
+  struct BlockSpan;
+  class RegionLocks;
+  // blocking: may wait for the disk; cached: only from the page cache; holding_locks: blocking,
+  // by a caller that holds the regions' locks already.
+  enum class ReadMode { blocking, cached, holding_locks };
 
   std::string path_of(std::uint64_t inode) const;
   std::string directory_of(std::uint64_t inode) const;
   // create=false and no file: returns null with ok status.
   Result<std::shared_ptr<Descriptor>> open(std::uint64_t inode, bool create);
+  // Reads and verifies the whole blocks covering [offset, offset + into.size()); false when
+  // `cached` and the page cache does not hold them all.
+  Result<bool> read_verified(const Descriptor& d, std::uint64_t inode, std::uint64_t offset,
+                             std::span<std::uint8_t> into, ReadMode mode);
+  Status report_mismatch(std::uint64_t inode, std::uint64_t block);
 
   std::string root_;
   std::size_t max_open_;
@@ -59,6 +82,11 @@ class DataFiles {
   std::array<int, kFanout> directories_;
   std::mutex mutex_;
   std::unordered_map<std::uint64_t, std::shared_ptr<Descriptor>> open_;  // guarded by mutex_
+  // A block's data and checksum are written apart, so writers of one region take turns, and a
+  // reader that saw them disagree looks again under the lock before calling it corruption.
+  static constexpr std::size_t kRegionLocks = 1024;
+  std::array<std::mutex, kRegionLocks> region_locks_;
+  std::atomic<std::uint64_t> checksum_failures_{0};
 };
 
 }  // namespace tidepool::store::internal

@@ -1,0 +1,176 @@
+#include "store/internal/data_files.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <thread>
+#include <vector>
+
+namespace tidepool::store::internal {
+namespace {
+
+class DataFilesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = std::filesystem::temp_directory_path() /
+            ("tidepool-data-files-test-" + std::to_string(::getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(root_);
+    files_ = std::make_unique<DataFiles>(root_.string());
+    ASSERT_TRUE(files_->prepare().ok());
+  }
+  void TearDown() override {
+    files_.reset();
+    std::filesystem::remove_all(root_);
+  }
+
+  std::vector<std::uint8_t> random_bytes(std::size_t n) {
+    std::vector<std::uint8_t> v(n);
+    for (auto& b : v) b = static_cast<std::uint8_t>(random_());
+    return v;
+  }
+
+  std::vector<std::uint8_t> read(std::uint64_t inode, std::uint64_t offset, std::size_t n) {
+    std::vector<std::uint8_t> v(n, 0xee);
+    Status s = files_->read(inode, offset, v);
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    return v;
+  }
+
+  // Changes one byte of the local file behind the store's back, as a failing disk would.
+  void flip_byte(std::uint64_t inode, std::uint64_t offset) {
+    char dir[8], name[24];
+    std::snprintf(dir, sizeof dir, "%02x", static_cast<unsigned>(inode % 256));
+    std::snprintf(name, sizeof name, "%016llx", static_cast<unsigned long long>(inode));
+    std::string path = (root_ / dir / name).string();
+    int fd = ::open(path.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0) << path;
+    std::uint8_t b = 0;
+    ASSERT_EQ(::pread(fd, &b, 1, static_cast<off_t>(offset)), 1);
+    b ^= 0x5a;
+    ASSERT_EQ(::pwrite(fd, &b, 1, static_cast<off_t>(offset)), 1);
+    ::close(fd);
+  }
+
+  std::filesystem::path root_;
+  std::unique_ptr<DataFiles> files_;
+  std::mt19937_64 random_{42};
+};
+
+TEST_F(DataFilesTest, OddPiecesAtOddOffsetsReadBackAsAModel) {
+  std::vector<std::uint8_t> model(300'000, 0);
+  for (int i = 0; i < 200; ++i) {
+    std::size_t offset = random_() % (model.size() - 1);
+    std::size_t length = 1 + random_() % std::min<std::size_t>(20'000, model.size() - offset);
+    auto piece = random_bytes(length);
+    ASSERT_TRUE(files_->write(7, offset, piece).ok());
+    std::copy(piece.begin(), piece.end(), model.begin() + static_cast<long>(offset));
+  }
+  EXPECT_EQ(read(7, 0, model.size()), model);
+  for (int i = 0; i < 50; ++i) {
+    std::size_t offset = random_() % model.size();
+    std::size_t length = 1 + random_() % (model.size() - offset);
+    std::vector<std::uint8_t> expected(model.begin() + static_cast<long>(offset),
+                                       model.begin() + static_cast<long>(offset + length));
+    EXPECT_EQ(read(7, offset, length), expected) << offset << "+" << length;
+  }
+  EXPECT_EQ(files_->checksum_failures(), 0u);
+}
+
+TEST_F(DataFilesTest, NeverWrittenDataReadsAsZeros) {
+  EXPECT_EQ(read(8, 0, 10'000), std::vector<std::uint8_t>(10'000, 0));
+  ASSERT_TRUE(files_->write(8, 1'000'000, random_bytes(10)).ok());
+  EXPECT_EQ(read(8, 4096, 8192), std::vector<std::uint8_t>(8192, 0));
+}
+
+TEST_F(DataFilesTest, AFlippedByteFailsTheReadOfItsBlockOnly) {
+  auto data = random_bytes(5 * kChecksumBlock);
+  ASSERT_TRUE(files_->write(9, 0, data).ok());
+  flip_byte(9, 2 * kChecksumBlock + 100);
+
+  std::vector<std::uint8_t> into(data.size());
+  Status s = files_->read(9, 0, into);
+  EXPECT_EQ(s.code(), Errc::corrupt);
+  EXPECT_NE(s.message().find("inode 9 at offset 8192"), std::string::npos) << s.message();
+  std::vector<std::uint8_t> one(10);
+  EXPECT_EQ(files_->read(9, 2 * kChecksumBlock + 4000, one).code(), Errc::corrupt);
+  EXPECT_EQ(files_->checksum_failures(), 2u);
+
+  // The blocks around it still read, and so does a read served from the page cache.
+  std::vector<std::uint8_t> head(2 * kChecksumBlock);
+  ASSERT_TRUE(files_->read(9, 0, head).ok());
+  EXPECT_TRUE(std::equal(head.begin(), head.end(), data.begin()));
+  auto cached = files_->read_cached(9, 3 * kChecksumBlock, head);
+  ASSERT_TRUE(cached.ok());
+  if (*cached) {
+    EXPECT_TRUE(std::equal(head.begin(), head.end(), data.begin() + 3 * kChecksumBlock));
+  }
+  EXPECT_EQ(files_->read_cached(9, 2 * kChecksumBlock, one).code(), Errc::corrupt);
+}
+
+TEST_F(DataFilesTest, APartialWriteDoesNotLaunderACorruptBlockButAWholeOneReplacesIt) {
+  ASSERT_TRUE(files_->write(10, 0, random_bytes(kChecksumBlock)).ok());
+  flip_byte(10, 17);
+  EXPECT_EQ(files_->write(10, 100, random_bytes(10)).code(), Errc::corrupt);
+  auto whole = random_bytes(kChecksumBlock);
+  ASSERT_TRUE(files_->write(10, 0, whole).ok());
+  EXPECT_EQ(read(10, 0, kChecksumBlock), whole);
+}
+
+TEST_F(DataFilesTest, TruncationZeroesTheTailAndKeepsChecksumsRight) {
+  auto data = random_bytes(40'000);
+  ASSERT_TRUE(files_->write(11, 0, data).ok());
+  ASSERT_TRUE(files_->truncate(11, 5'000).ok());
+  auto after = read(11, 0, 40'000);
+  EXPECT_TRUE(std::equal(after.begin(), after.begin() + 5'000, data.begin()));
+  EXPECT_TRUE(std::all_of(after.begin() + 5'000, after.end(), [](auto b) { return b == 0; }));
+
+  // The block the cut fell in is still checked: a flip there is caught.
+  flip_byte(11, 4'500);
+  std::vector<std::uint8_t> into(100);
+  EXPECT_EQ(files_->read(11, 4'400, into).code(), Errc::corrupt);
+
+  // Extending again reads zeros up to the new data.
+  auto more = random_bytes(1'000);
+  ASSERT_TRUE(files_->write(11, 30'000, more).ok());
+  auto extended = read(11, 8'192, 30'000 - 8'192);
+  EXPECT_TRUE(std::all_of(extended.begin(), extended.end(), [](auto b) { return b == 0; }));
+  EXPECT_EQ(read(11, 30'000, 1'000), more);
+}
+
+TEST_F(DataFilesTest, ConcurrentWritersOfOneBlockLeaveItVerifiable) {
+  constexpr int kThreads = 4;
+  constexpr int kWrites = 300;
+  std::vector<std::thread> writers;
+  for (int t = 0; t < kThreads; ++t) {
+    writers.emplace_back([this, t] {
+      std::vector<std::uint8_t> piece(16, static_cast<std::uint8_t>(t + 1));
+      for (int i = 0; i < kWrites; ++i) {
+        // Each writer owns its own bytes of the same two blocks.
+        EXPECT_TRUE(files_->write(12, 4000 + 16 * static_cast<unsigned>(t), piece).ok());
+      }
+    });
+  }
+  std::vector<std::uint8_t> into(kChecksumBlock * 2);
+  for (int i = 0; i < kWrites; ++i) EXPECT_TRUE(files_->read(12, 0, into).ok());
+  for (auto& w : writers) w.join();
+  auto final_bytes = read(12, 4000, 16 * kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(final_bytes[16 * static_cast<unsigned>(t)], t + 1);
+  }
+  EXPECT_EQ(files_->checksum_failures(), 0u);
+}
+
+TEST_F(DataFilesTest, RemovedFileReadsAsZeros) {
+  ASSERT_TRUE(files_->write(13, 0, random_bytes(100)).ok());
+  ASSERT_TRUE(files_->sync(13).ok());
+  files_->remove(13);
+  EXPECT_EQ(read(13, 0, 100), std::vector<std::uint8_t>(100, 0));
+}
+
+}  // namespace
+}  // namespace tidepool::store::internal
