@@ -178,4 +178,37 @@ std::vector<std::string> tier_children(const cluster::ConfigObject& tier) {
   return children;
 }
 
+json namespace_to_json(const NamespaceRecord& record) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string key;
+  for (std::uint8_t b : record.handle_key) {
+    key.push_back(kDigits[b >> 4]);
+    key.push_back(kDigits[b & 15]);
+  }
+  json body;
+  body["home"] = record.home;
+  body["handle_key"] = key;
+  return body;
+}
+
+std::optional<NamespaceRecord> namespace_of(const cluster::GroupView& view) {
+  const cluster::ConfigObject* object = view.object(kClusterKind, kNamespaceName);
+  if (object == nullptr) return std::nullopt;
+  const json body = json::parse(object->body, nullptr, false);
+  if (!body.is_object() || !body.value("home", json()).is_number_unsigned() ||
+      !body.value("handle_key", json()).is_string()) {
+    return std::nullopt;
+  }
+  NamespaceRecord record;
+  record.home = body["home"].get<cluster::NodeId>();
+  const std::string key = body["handle_key"];
+  if (key.size() != 2 * record.handle_key.size()) return std::nullopt;
+  for (std::size_t i = 0; i < record.handle_key.size(); ++i) {
+    auto [end, ec] = std::from_chars(key.data() + 2 * i, key.data() + 2 * i + 2,
+                                     record.handle_key[i], 16);
+    if (ec != std::errc() || end != key.data() + 2 * i + 2) return std::nullopt;
+  }
+  return record;
+}
+
 }  // namespace tidepool::daemon

@@ -2,10 +2,12 @@
 // their JSON bodies, and what a node reads back out of them (exports, sysctls, tiers).
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +25,7 @@ inline constexpr std::string_view kSysctlKind = "sysctl";
 inline constexpr std::string_view kClusterKind = "cluster";
 inline constexpr std::string_view kIdentityName = "identity";
 inline constexpr std::string_view kCaName = "ca";
+inline constexpr std::string_view kNamespaceName = "namespace";
 
 // Exports are named by a decimal id.
 nlohmann::json export_to_json(std::uint32_t id, const ExportConfig& entry);
@@ -52,6 +55,16 @@ struct AtimePolicy {
   std::chrono::seconds grace_period{0};
 };
 AtimePolicy atime_policy(const cluster::GroupView& view, const NodeConfig& config);
+
+// Where the namespace lives and the key every node seals file handles under, so that a handle
+// one node gave out is good on all. Body: {"home": node id, "handle_key": 64 hex digits}.
+struct NamespaceRecord {
+  cluster::NodeId home = 0;
+  std::array<std::uint8_t, 32> handle_key{};
+};
+nlohmann::json namespace_to_json(const NamespaceRecord& record);
+// Null when the view has no namespace record or it does not parse.
+std::optional<NamespaceRecord> namespace_of(const cluster::GroupView& view);
 
 // A tier's body: {"children": [pool, ...]}.
 std::vector<std::string> tier_children(const cluster::ConfigObject& tier);

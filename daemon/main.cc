@@ -29,6 +29,7 @@
 #include "daemon/http.h"
 #include "daemon/membership.h"
 #include "daemon/metrics.h"
+#include "daemon/namespace_shipping.h"
 #include "nfsd/server.h"
 #include "store/store.h"
 
@@ -128,17 +129,18 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
     return 1;
   }
   asio::io_context io(static_cast<int>(config.io_threads));
-  auto server = nfsd::NfsServer::start(io, config, **store);
-  if (!server.ok()) {
-    report(server.status().message());
-    return 1;
-  }
-
   // The cluster side — group view, backend transport, admin API — runs on one thread of its
   // own, all of it on one strand, so client load never delays heartbeats.
   asio::io_context backend_io(1);
   auto backend_work = asio::make_work_guard(backend_io);
   auto strand = asio::make_strand(backend_io);
+  daemon::NamespaceShipping shipping(strand, io.get_executor(), **store, config.node_id);
+  auto server = nfsd::NfsServer::start(io, config, shipping.store());
+  if (!server.ok()) {
+    report(server.status().message());
+    return 1;
+  }
+
   TrafficRates rates;
   daemon::Membership::Hooks hooks;
   hooks.view_changed = [&](const cluster::GroupView& view) {
@@ -147,13 +149,21 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
     (*server)->set_exports(std::move(exports));
     const daemon::AtimePolicy atime = daemon::atime_policy(view, config);
     (*store)->set_atime_policy(atime.enabled, atime.grace_period);
+    if (auto record = daemon::namespace_of(view)) {
+      if (Status s = (*server)->set_handle_key(record->handle_key); !s.ok()) {
+        spdlog::error("cannot take the cluster's file handle key: {}", s.message());
+      }
+    }
+    shipping.view_changed(view);
   };
   hooks.local_stats = [&] { return local_stats(config, rates); };
+  hooks.serve_rpc = [&](cluster::RpcEndpoint& rpc) { shipping.serve(rpc); };
   auto membership = daemon::Membership::open(strand, config, std::move(hooks));
   if (!membership.ok()) {
     report(membership.status().message());
     return 1;
   }
+  asio::post(strand, [&] { shipping.attach(membership->get()); });
   std::unique_ptr<daemon::HttpsServer> admin;
   auto metrics = [&] { return daemon::render_metrics(**membership, (*server)->traffic(), local_stats(config, rates)); };
   daemon::AdminApi api(strand, **membership, metrics, [&] {
@@ -189,6 +199,7 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
     asio::post(strand, [&] {
       sampler.cancel();
       admin.reset();
+      shipping.attach(nullptr);
       membership->reset();
       backend_work.reset();
       backend_io.stop();

@@ -208,6 +208,7 @@ Status Membership::start_member(bool bootstrap) {
   rpc_ = std::make_unique<cluster::RpcEndpoint>(*loop_, *transport_,
                                                 [group = group_.get()] { return group->epoch(); });
   client_ = std::make_unique<cluster::GroupClient>(*loop_, *group_, *rpc_);
+  if (hooks_.serve_rpc) hooks_.serve_rpc(*rpc_);
   rpc_->handle(kStatsMethod, [this](cluster::NodeId, std::span<const std::uint8_t>,
                                     cluster::RpcEndpoint::Reply reply) {
     const NodeStats stats = hooks_.local_stats();
@@ -288,6 +289,15 @@ asio::awaitable<Result<CreatedCluster>> Membership::create(std::string name) {
       identity_body(name, created.identity.id, sha256_hex(created.token))));
   seed.push_back(cluster::Change::create_object(std::string(kClusterKind), std::string(kCaName),
                                                 ca_body(*ca)));
+  NamespaceRecord namespace_record;
+  namespace_record.home = config_.node_id;
+  if (RAND_bytes(namespace_record.handle_key.data(),
+                 static_cast<int>(namespace_record.handle_key.size())) != 1) {
+    co_return error(Errc::internal, "no randomness for the file handle key");
+  }
+  seed.push_back(cluster::Change::create_object(std::string(kClusterKind),
+                                                std::string(kNamespaceName),
+                                                namespace_to_json(namespace_record).dump()));
   std::uint32_t export_id = 1;
   for (const ExportConfig& entry : config_.exports) {
     seed.push_back(cluster::Change::create_object(std::string(kExportKind),

@@ -56,6 +56,8 @@ class Membership {
     // After changes were applied (coalesced: once for a burst), with the current view.
     std::function<void(const cluster::GroupView&)> view_changed;
     std::function<NodeStats()> local_stats;
+    // When backend RPC starts (the node became a member), to add the node's services to it.
+    std::function<void(cluster::RpcEndpoint&)> serve_rpc;
   };
 
   // Makes the node's key at its first start. A data directory that belongs to another node id
@@ -77,6 +79,7 @@ class Membership {
   // Null until the node is a member.
   cluster::GroupMember* group() { return group_.get(); }
   cluster::GroupClient* client() { return client_.get(); }
+  cluster::RpcEndpoint* rpc() { return rpc_.get(); }
   cluster::TcpTransport::Stats transport_stats() const;
 
   // Whether `token` is the cluster's admin token.

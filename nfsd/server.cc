@@ -2,6 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <mutex>
+#include <optional>
+
 #include "nfsd/internal/mount_program.h"
 #include "nfsd/internal/nfs3_program.h"
 #include "nfsd/internal/portmap_program.h"
@@ -51,6 +54,16 @@ class NfsServerImpl final : public NfsServer {
     spdlog::info("portmapper port {} is taken (rpcbind?): not serving PMAP ourselves",
                  config_.portmap_port);
     return register_elsewhere();
+  }
+
+  Status set_handle_key(const std::array<std::uint8_t, 32>& key) override {
+    std::lock_guard lock(handle_key_mutex_);
+    if (handle_key_ == key) return {};
+    TP_ASSIGN_OR_RETURN(HandleSealer sealer, HandleSealer::adopt(config_.data_dir, key));
+    service_.current_sealer.store(std::make_shared<const HandleSealer>(std::move(sealer)));
+    handle_key_ = key;
+    spdlog::info("file handles are sealed under the cluster's key");
+    return {};
   }
 
   Traffic traffic() const override {
@@ -107,6 +120,8 @@ class NfsServerImpl final : public NfsServer {
   RpcTransport transport_;
   bool registered_ = false;
   bool stopped_ = false;
+  std::mutex handle_key_mutex_;
+  std::optional<std::array<std::uint8_t, 32>> handle_key_;  // guarded by handle_key_mutex_
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The node's NFS front end: NFSv3, MOUNT v3 and the portmapper over ONC RPC.
 #pragma once
 
+#include <array>
 #include <boost/asio/io_context.hpp>
 #include <cstdint>
 #include <memory>
@@ -32,6 +33,11 @@ class NfsServer {
   // export's id derives from its path) and become stale for the others. Entries are valid as
   // parse_config would have them.
   virtual void set_exports(std::vector<ExportConfig> exports) = 0;
+  // Seals and checks file handles under `key` from now on (the cluster's, shared by every node
+  // so that a handle one node gave out is good on all); handles sealed under another key become
+  // bad handles. Keeps it for the next start. Callable from any thread; the same key again does
+  // nothing.
+  virtual Status set_handle_key(const std::array<std::uint8_t, 32>& key) = 0;
 };
 
 }  // namespace tidepool::nfsd

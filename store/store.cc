@@ -272,7 +272,7 @@ class StoreImpl final : public Store {
     TP_CO_RETURN_IF_ERROR(check_data_access(*checked, caller, kMayWrite));
     const PreAttributes before = pre_of(*checked);
     // A write of nothing succeeds and changes nothing (RFC 1813, WRITE).
-    if (data.empty()) co_return WriteResult{0, Stability::file_sync, Wcc{before, *checked}};
+    if (data.empty()) co_return WriteResult{0, Stability::file_sync, Wcc{before, *checked}, write_verifier()};
     // A truncation between the data going out and the size update would cut the data but not
     // the size: the update then asks for the data to be written again.
     for (int attempt = 0; attempt < kWriteAttempts; ++attempt) {
@@ -307,7 +307,7 @@ class StoreImpl final : public Store {
               forget(inode);
             }
             return WriteResult{count, durable ? Stability::file_sync : Stability::unstable,
-                               Wcc{before, after}};
+                               Wcc{before, after}, write_verifier()};
           });
       auto written = co_await std::move(update);
       if (written.code() == Errc::stale) {

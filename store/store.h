@@ -138,6 +138,8 @@ struct WriteResult {
   std::uint32_t count = 0;
   Stability committed = Stability::unstable;
   Wcc file;
+  // The write verifier when the data was taken: a client that later sees another one resends.
+  std::uint64_t verifier = 0;
 };
 
 struct NewObject {

@@ -2,11 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
 #include <filesystem>
 #include <random>
+
+#include "store/remote_store.h"
 
 namespace tidepool::store {
 namespace {
@@ -17,29 +20,60 @@ const Caller kRoot{0, 0, {}};
 const Caller kAlice{1000, 1000, {}};
 const Caller kBob{1001, 1001, {2000}};
 
-class StoreTest : public ::testing::Test {
+// Carries calls to serve_store_call on a home store in this process. Request and reply are
+// copied into buffers of their own, as a network would, so neither side keeps a view into
+// the other's memory.
+class LoopbackChannel final : public ShardChannel {
+ public:
+  explicit LoopbackChannel(const std::unique_ptr<Store>& home) : home_(home) {}
+
+  awaitable<Result<xdr::Buffer>> call(StoreMethod method, xdr::Buffer request) override {
+    const xdr::Buffer arrived(request.begin(), request.end());
+    auto op = serve_store_call(*home_, static_cast<std::uint32_t>(method), arrived);
+    auto reply = co_await std::move(op);
+    if (!reply.ok()) co_return reply.status();
+    co_return xdr::Buffer(reply->begin(), reply->end());
+  }
+
+ private:
+  const std::unique_ptr<Store>& home_;  // follows the fixture's reopen()
+};
+
+// Every test runs on the store itself and on a remote store shipping to it.
+enum class Placement { local, shipped };
+
+class StoreTest : public ::testing::TestWithParam<Placement> {
  protected:
   void SetUp() override {
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::replace(name.begin(), name.end(), '/', '-');
     dir_ = std::filesystem::temp_directory_path() /
-           ("tidepool-store-test-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+           ("tidepool-store-test-" + std::to_string(::getpid()) + "-" + name);
     std::filesystem::remove_all(dir_);
     reopen();
   }
   void TearDown() override {
-    store_.reset();
+    remote_.reset();
+    home_.reset();
     std::filesystem::remove_all(dir_);
   }
 
+  // Restarts the home store; a remote store stays, as an initiator outlives a home's restart.
   void reopen() {
-    store_.reset();
+    home_.reset();
     StoreOptions options;
     options.data_dir = dir_.string();
     options.threads = 2;
     options.clock = &clock_;
     auto opened = Store::open(options);
     ASSERT_TRUE(opened.ok()) << opened.status().to_string();
-    store_ = std::move(opened).value();
+    home_ = std::move(opened).value();
+    if (GetParam() == Placement::local) {
+      store_ = home_.get();
+      return;
+    }
+    if (!remote_) remote_ = make_remote_store(std::make_shared<LoopbackChannel>(home_));
+    store_ = remote_.get();
   }
 
   // Runs one store coroutine to completion on a private io_context.
@@ -70,10 +104,17 @@ class StoreTest : public ::testing::Test {
 
   std::filesystem::path dir_;
   FakeClock clock_{std::chrono::system_clock::time_point(std::chrono::hours(24 * 365 * 50))};
-  std::unique_ptr<Store> store_;
+  std::unique_ptr<Store> home_;    // holds the data
+  std::unique_ptr<Store> remote_;  // Shipped only: ships every call to home_
+  Store* store_ = nullptr;         // what the tests exercise
 };
 
-TEST_F(StoreTest, CreatedFileIsFoundByLookupWithItsAttributes) {
+INSTANTIATE_TEST_SUITE_P(, StoreTest, ::testing::Values(Placement::local, Placement::shipped),
+                         [](const ::testing::TestParamInfo<Placement>& info) {
+                           return info.param == Placement::local ? "Local" : "Shipped";
+                         });
+
+TEST_P(StoreTest, CreatedFileIsFoundByLookupWithItsAttributes) {
   InodeId file = make_file(kRootInode, "a.txt");
   auto found = run(store_->lookup(kRootInode, "a.txt", kAlice));
   ASSERT_TRUE(found.ok());
@@ -83,13 +124,13 @@ TEST_F(StoreTest, CreatedFileIsFoundByLookupWithItsAttributes) {
   EXPECT_EQ(found->object.mode, 0644u);
 }
 
-TEST_F(StoreTest, GuardedCreateOfAnExistingNameFails) {
+TEST_P(StoreTest, GuardedCreateOfAnExistingNameFails) {
   make_file(kRootInode, "a");
   auto again = run(store_->create(kRootInode, "a", CreateMode::guarded, {}, {}, kAlice));
   EXPECT_EQ(again.code(), Errc::already_exists);
 }
 
-TEST_F(StoreTest, ExclusiveCreateIsIdempotentForTheSameVerifierOnly) {
+TEST_P(StoreTest, ExclusiveCreateIsIdempotentForTheSameVerifierOnly) {
   CreateVerifier v{1, 2, 3, 4, 5, 6, 7, 8};
   auto first = run(store_->create(kRootInode, "x", CreateMode::exclusive, {}, v, kAlice));
   ASSERT_TRUE(first.ok());
@@ -101,7 +142,7 @@ TEST_F(StoreTest, ExclusiveCreateIsIdempotentForTheSameVerifierOnly) {
             Errc::already_exists);
 }
 
-TEST_F(StoreTest, WrittenDataReadsBackAtOddOffsetsAndSparseGapsReadAsZeros) {
+TEST_P(StoreTest, WrittenDataReadsBackAtOddOffsetsAndSparseGapsReadAsZeros) {
   InodeId file = make_file(kRootInode, "data");
   std::mt19937 rng(7);
   std::vector<std::uint8_t> expect(300000, 0);
@@ -123,27 +164,37 @@ TEST_F(StoreTest, WrittenDataReadsBackAtOddOffsetsAndSparseGapsReadAsZeros) {
   EXPECT_EQ(got, expect);
 }
 
-TEST_F(StoreTest, CommittedSizeSurvivesReopenAndTheVerifierChanges) {
+TEST_P(StoreTest, CommittedSizeSurvivesReopenAndTheVerifierChanges) {
   InodeId file = make_file(kRootInode, "f");
   std::vector<std::uint8_t> data(5000, 0xab);
   ASSERT_TRUE(run(store_->write(file, 100, data, Stability::unstable, kAlice)).ok());
   ASSERT_TRUE(run(store_->commit(file)).ok());
   std::uint64_t verifier = store_->write_verifier();
   reopen();
-  EXPECT_NE(store_->write_verifier(), verifier);
   auto a = run(store_->getattr(file));
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->size, 5100u);
+  // A remote store learns the home's new verifier from the next commit or write reply.
+  ASSERT_TRUE(run(store_->commit(file)).ok());
+  EXPECT_NE(store_->write_verifier(), verifier);
 }
 
-TEST_F(StoreTest, RemoveOfTheLastLinkMakesTheInodeStale) {
+TEST_P(StoreTest, AWriteReportsTheVerifierItWasTakenUnder) {
+  InodeId file = make_file(kRootInode, "v");
+  std::vector<std::uint8_t> data(10, 1);
+  auto w = run(store_->write(file, 0, data, Stability::unstable, kAlice));
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(w->verifier, store_->write_verifier());
+}
+
+TEST_P(StoreTest, RemoveOfTheLastLinkMakesTheInodeStale) {
   InodeId file = make_file(kRootInode, "gone");
   ASSERT_TRUE(run(store_->remove(kRootInode, "gone", kAlice)).ok());
   EXPECT_EQ(run(store_->getattr(file)).code(), Errc::stale);
   EXPECT_EQ(run(store_->lookup(kRootInode, "gone", kAlice)).code(), Errc::not_found);
 }
 
-TEST_F(StoreTest, HardLinkKeepsTheFileUntilTheLastNameGoes) {
+TEST_P(StoreTest, HardLinkKeepsTheFileUntilTheLastNameGoes) {
   InodeId file = make_file(kRootInode, "one");
   auto linked = run(store_->link(file, kRootInode, "two", kAlice));
   ASSERT_TRUE(linked.ok());
@@ -154,7 +205,7 @@ TEST_F(StoreTest, HardLinkKeepsTheFileUntilTheLastNameGoes) {
   EXPECT_EQ(a->nlink, 1u);
 }
 
-TEST_F(StoreTest, RmdirRefusesNonEmptyAndFiles) {
+TEST_P(StoreTest, RmdirRefusesNonEmptyAndFiles) {
   InodeId d = make_dir(kRootInode, "d");
   make_file(d, "f");
   EXPECT_EQ(run(store_->rmdir(kRootInode, "d", kAlice)).code(), Errc::not_empty);
@@ -164,7 +215,7 @@ TEST_F(StoreTest, RmdirRefusesNonEmptyAndFiles) {
   EXPECT_TRUE(run(store_->rmdir(kRootInode, "d", kAlice)).ok());
 }
 
-TEST_F(StoreTest, RenameReplacesAtomicallyAndRefusesADirectoryIntoItsOwnSubtree) {
+TEST_P(StoreTest, RenameReplacesAtomicallyAndRefusesADirectoryIntoItsOwnSubtree) {
   InodeId a = make_file(kRootInode, "a");
   make_file(kRootInode, "b");
   ASSERT_TRUE(run(store_->rename(kRootInode, "a", kRootInode, "b", kAlice)).ok());
@@ -179,7 +230,7 @@ TEST_F(StoreTest, RenameReplacesAtomicallyAndRefusesADirectoryIntoItsOwnSubtree)
             Errc::invalid_argument);
 }
 
-TEST_F(StoreTest, ReaddirCookiesStayValidWhileEntriesChange) {
+TEST_P(StoreTest, ReaddirCookiesStayValidWhileEntriesChange) {
   InodeId d = make_dir(kRootInode, "list");
   for (int i = 0; i < 10; ++i) make_file(d, "f" + std::to_string(i));
   auto first = run(store_->readdir(d, 0, 0, 5, false, kAlice));
@@ -204,7 +255,7 @@ TEST_F(StoreTest, ReaddirCookiesStayValidWhileEntriesChange) {
             Errc::bad_cookie);
 }
 
-TEST_F(StoreTest, PermissionBitsApplyToOtherUsersIncludingSupplementaryGroups) {
+TEST_P(StoreTest, PermissionBitsApplyToOtherUsersIncludingSupplementaryGroups) {
   InodeId d = make_dir(kRootInode, "private");
   AttributeChanges mode;
   mode.mode = 0750;
@@ -219,7 +270,7 @@ TEST_F(StoreTest, PermissionBitsApplyToOtherUsersIncludingSupplementaryGroups) {
             Errc::access_denied);
 }
 
-TEST_F(StoreTest, SetattrGuardMismatchFails) {
+TEST_P(StoreTest, SetattrGuardMismatchFails) {
   InodeId f = make_file(kRootInode, "g");
   auto a = run(store_->getattr(f));
   ASSERT_TRUE(a.ok());
@@ -229,7 +280,7 @@ TEST_F(StoreTest, SetattrGuardMismatchFails) {
   EXPECT_TRUE(run(store_->setattr(f, c, kAlice, a->ctime_ns)).ok());
 }
 
-TEST_F(StoreTest, TruncateShrinksAndExtendsWithZeros) {
+TEST_P(StoreTest, TruncateShrinksAndExtendsWithZeros) {
   InodeId f = make_file(kRootInode, "t");
   std::vector<std::uint8_t> data(1000, 0x5a);
   ASSERT_TRUE(run(store_->write(f, 0, data, Stability::file_sync, kAlice)).ok());
@@ -247,7 +298,7 @@ TEST_F(StoreTest, TruncateShrinksAndExtendsWithZeros) {
   EXPECT_EQ(run(store_->getattr(f))->size, std::uint64_t{5} << 30);
 }
 
-TEST_F(StoreTest, ReadMovesAtimeOnlyPastTheGracePeriod) {
+TEST_P(StoreTest, ReadMovesAtimeOnlyPastTheGracePeriod) {
   InodeId f = make_file(kRootInode, "at");
   std::int64_t created = run(store_->getattr(f))->atime_ns;
   std::vector<std::uint8_t> buf(10);
@@ -265,7 +316,7 @@ TEST_F(StoreTest, ReadMovesAtimeOnlyPastTheGracePeriod) {
 namespace tidepool::store {
 namespace {
 
-TEST_F(StoreTest, CallersWithSupplementaryGroupsReadAndWrite) {
+TEST_P(StoreTest, CallersWithSupplementaryGroupsReadAndWrite) {
   InodeId f = make_file(kRootInode, "groups", kBob, 0664);
   std::vector<std::uint8_t> data(100, 1);
   std::vector<std::uint8_t> back(100);
@@ -281,7 +332,7 @@ TEST_F(StoreTest, CallersWithSupplementaryGroupsReadAndWrite) {
 namespace tidepool::store {
 namespace {
 
-TEST_F(StoreTest, ConcurrentWritesNeverShrinkTheSize) {
+TEST_P(StoreTest, ConcurrentWritesNeverShrinkTheSize) {
   InodeId f = make_file(kRootInode, "parallel");
   asio::io_context io;
   std::vector<std::uint8_t> piece(1000, 7);
@@ -299,7 +350,7 @@ TEST_F(StoreTest, ConcurrentWritesNeverShrinkTheSize) {
   EXPECT_EQ(run(store_->getattr(f))->size, 32000u);
 }
 
-TEST_F(StoreTest, ZeroByteWriteChangesNothing) {
+TEST_P(StoreTest, ZeroByteWriteChangesNothing) {
   InodeId f = make_file(kRootInode, "zero");
   std::vector<std::uint8_t> three(3, 1);
   ASSERT_TRUE(run(store_->write(f, 0, three, Stability::file_sync, kAlice)).ok());
@@ -313,7 +364,7 @@ TEST_F(StoreTest, ZeroByteWriteChangesNothing) {
 namespace tidepool::store {
 namespace {
 
-TEST_F(StoreTest, CreateOfAnExistingNameNeedsSearchPermissionOnTheDirectory) {
+TEST_P(StoreTest, CreateOfAnExistingNameNeedsSearchPermissionOnTheDirectory) {
   InodeId d = make_dir(kRootInode, "closed");
   make_file(d, "secret");
   AttributeChanges closed;
@@ -323,7 +374,7 @@ TEST_F(StoreTest, CreateOfAnExistingNameNeedsSearchPermissionOnTheDirectory) {
             Errc::access_denied);
 }
 
-TEST_F(StoreTest, OnlyGroupMembersMayMakeAFileSetgidToItsGroup) {
+TEST_P(StoreTest, OnlyGroupMembersMayMakeAFileSetgidToItsGroup) {
   InodeId f = make_file(kRootInode, "sg");
   AttributeChanges group;
   group.gid = 2000;
@@ -348,7 +399,7 @@ std::vector<std::string> names_of(const DirectoryPage& page) {
   return names;
 }
 
-TEST_F(StoreTest, ListingsSeeEveryChangeOfTheirDirectory) {
+TEST_P(StoreTest, ListingsSeeEveryChangeOfTheirDirectory) {
   InodeId a = make_dir(kRootInode, "a");
   InodeId b = make_dir(kRootInode, "b");
   make_file(a, "one");
@@ -383,7 +434,7 @@ TEST_F(StoreTest, ListingsSeeEveryChangeOfTheirDirectory) {
 namespace tidepool::store {
 namespace {
 
-TEST_F(StoreTest, AnEmptyDirectoryEndsOnlyAfterDotDot) {
+TEST_P(StoreTest, AnEmptyDirectoryEndsOnlyAfterDotDot) {
   InodeId d = make_dir(kRootInode, "empty");
   for (int pass = 0; pass < 2; ++pass) {  // the second pass reads the cached listing
     auto first = run(store_->readdir(d, 0, 0, 1, false, kAlice));
@@ -399,15 +450,16 @@ TEST_F(StoreTest, AnEmptyDirectoryEndsOnlyAfterDotDot) {
   }
 }
 
-TEST_F(StoreTest, AtimePolicyChangesWhileServing) {
+TEST_P(StoreTest, AtimePolicyChangesWhileServing) {
   InodeId f = make_file(kRootInode, "at");
   std::int64_t created = run(store_->getattr(f))->atime_ns;
   std::vector<std::uint8_t> buf(10);
-  store_->set_atime_policy(false, std::chrono::seconds(0));
+  // The policy is the home's sysctl: a remote store leaves it to the home.
+  home_->set_atime_policy(false, std::chrono::seconds(0));
   clock_.advance(std::chrono::hours(48));
   ASSERT_TRUE(run(store_->read(f, 0, buf, kAlice)).ok());
   EXPECT_EQ(run(store_->getattr(f))->atime_ns, created);
-  store_->set_atime_policy(true, std::chrono::hours(1));
+  home_->set_atime_policy(true, std::chrono::hours(1));
   clock_.advance(std::chrono::hours(1));
   ASSERT_TRUE(run(store_->read(f, 0, buf, kAlice)).ok());
   EXPECT_GT(run(store_->getattr(f))->atime_ns, created);

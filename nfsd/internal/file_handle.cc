@@ -71,7 +71,7 @@ class HandleSealer::Memo {
   std::array<Shard, kShards> shards_;
 };
 
-Result<HandleSealer> HandleSealer::make(const std::array<std::uint8_t, 32>& key) {
+Result<HandleSealer> HandleSealer::make(const Key& key) {
   TP_ASSIGN_OR_RETURN(auto keyed, keyed_context(key));
   return HandleSealer(std::move(keyed), std::make_shared<Memo>());
 }
@@ -92,12 +92,23 @@ Result<HandleSealer> HandleSealer::load_or_create(const std::string& data_dir) {
   if (RAND_bytes(key.data(), static_cast<int>(key.size())) != 1) {
     return error(Errc::internal, "no randomness for the handle key");
   }
-  fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) return error(Errc::io_error, "cannot create " + path + ": " + std::strerror(errno));
+  return adopt(data_dir, key);
+}
+
+Result<HandleSealer> HandleSealer::adopt(const std::string& data_dir, const Key& key) {
+  // Written aside and renamed over, so a crash leaves the old key or the new one, whole.
+  const std::string path = data_dir + "/handle.key";
+  const std::string temporary = path + ".new";
+  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return error(Errc::io_error, "cannot create " + temporary + ": " + std::strerror(errno));
+  }
   bool ok = ::write(fd, key.data(), key.size()) == static_cast<ssize_t>(key.size()) &&
             ::fsync(fd) == 0;
   ::close(fd);
-  if (!ok) return error(Errc::io_error, "cannot write " + path);
+  if (!ok || ::rename(temporary.c_str(), path.c_str()) != 0) {
+    return error(Errc::io_error, "cannot write " + path);
+  }
   return make(key);
 }
 

@@ -1,6 +1,7 @@
 // NFS file handles: export id, inode and generation, sealed with a truncated HMAC-SHA256 under
-// a secret kept in the node's data directory, so a client cannot forge a handle that escapes
-// its export.
+// a secret kept in the node's data directory — the cluster's secret once the node is a member,
+// so that a handle from any node is good on every node — so a client cannot forge a handle
+// that escapes its export.
 #pragma once
 
 #include <array>
@@ -27,8 +28,12 @@ using FileHandle = std::array<std::uint8_t, kFileHandleBytes>;
 
 class HandleSealer {
  public:
+  using Key = std::array<std::uint8_t, 32>;
+
   // Reads data_dir/handle.key, creating it (mode 0600, 32 random bytes) on first start.
   static Result<HandleSealer> load_or_create(const std::string& data_dir);
+  // Seals under `key` from now on, and keeps it in data_dir/handle.key for the next start.
+  static Result<HandleSealer> adopt(const std::string& data_dir, const Key& key);
 
   FileHandle seal(const HandleContents& contents) const;
   // bad_handle when the size, version or MAC is wrong.
@@ -38,7 +43,7 @@ class HandleSealer {
   class Memo;
   HandleSealer(std::shared_ptr<evp_mac_ctx_st> keyed, std::shared_ptr<Memo> memo)
       : keyed_(std::move(keyed)), memo_(std::move(memo)) {}
-  static Result<HandleSealer> make(const std::array<std::uint8_t, 32>& key);
+  static Result<HandleSealer> make(const Key& key);
   std::array<std::uint8_t, 16> mac(std::span<const std::uint8_t> body) const;
 
   // An HMAC-SHA256 context with the key already absorbed: each seal duplicates it rather than

@@ -86,7 +86,7 @@ awaitable<AcceptStatus> MountProgram::mnt(const CallContext& context, xdr::Decod
     }
   }
   out.u32(MNT3_OK);
-  out.opaque(service_.sealer.seal({exported->id(), a->inode, a->generation}));
+  out.opaque(service_.sealer()->seal({exported->id(), a->inode, a->generation}));
   out.u32(1);  // auth flavours: AUTH_SYS
   out.u32(static_cast<std::uint32_t>(AuthFlavor::sys));
   co_return AcceptStatus::success;

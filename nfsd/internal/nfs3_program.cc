@@ -115,7 +115,7 @@ awaitable<std::optional<AcceptStatus>> Nfs3Program::call(const CallContext& cont
 
 Result<Nfs3Program::Target> Nfs3Program::target(const Call& call,
                                                 std::span<const std::uint8_t> handle) const {
-  TP_ASSIGN_OR_RETURN(HandleContents contents, service_.sealer.unseal(handle));
+  TP_ASSIGN_OR_RETURN(HandleContents contents, service_.sealer()->unseal(handle));
   const Export* exported = call.exports->by_id(contents.export_id);
   if (!exported) return error(Errc::stale, "the export of this handle is gone");
   if (!exported->allows(call.context.client)) {
@@ -161,7 +161,7 @@ AcceptStatus Nfs3Program::reply_wcc(Call& call, const Result<store::Wcc>& r) con
 }
 
 FileHandle Nfs3Program::handle_for(const Target& parent, const Attributes& a) const {
-  return service_.sealer.seal({parent.exported->id(), a.inode, a.generation});
+  return service_.sealer()->seal({parent.exported->id(), a.inode, a.generation});
 }
 
 awaitable<AcceptStatus> Nfs3Program::null(Call&) { co_return AcceptStatus::success; }
@@ -297,7 +297,7 @@ awaitable<AcceptStatus> Nfs3Program::write(Call& call) {
   put_wcc(call.out, r->file, call.fsid);
   call.out.u32(r->count);
   call.out.u32(static_cast<std::uint32_t>(r->committed));
-  put_verifier(call.out, service_.store.write_verifier());
+  put_verifier(call.out, r->verifier);
   co_return AcceptStatus::success;
 }
 

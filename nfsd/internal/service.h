@@ -2,7 +2,9 @@
 // duplicate request cache and the advertised limits.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,16 +21,19 @@ struct Service {
       : store(s),
         config(c),
         exports(c.exports),
-        sealer(h),
+        current_sealer(std::make_shared<const HandleSealer>(std::move(h))),
         replies(c.duplicate_request_cache_entries),
         fsid(0x7469646500000000ull | c.node_id) {}
 
   store::Store& store;
   const NodeConfig& config;
   LiveExports exports;
-  HandleSealer sealer;
+  // Replaced when the node joins a cluster and takes the cluster's handle key.
+  std::atomic<std::shared_ptr<const HandleSealer>> current_sealer;
   DuplicateRequestCache replies;
   std::uint64_t fsid;
+
+  std::shared_ptr<const HandleSealer> sealer() const { return current_sealer.load(); }
 
   // Walks `components` from `from` as root (as knfsd does for MOUNT) to a directory's
   // attributes; fails on anything that is not a directory along the way.

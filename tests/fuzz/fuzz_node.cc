@@ -53,7 +53,7 @@ tidepool::xdr::Buffer FuzzNode::dispatch(std::span<const std::uint8_t> message) 
 }
 
 nfsd::FileHandle FuzzNode::root_handle() const {
-  return service_->sealer.seal({service_->exports.snapshot()->all().front().id(), store::kRootInode, 1});
+  return service_->sealer()->seal({service_->exports.snapshot()->all().front().id(), store::kRootInode, 1});
 }
 
 }  // namespace tidepool::fuzz

@@ -3,8 +3,6 @@
 // another; a killed node is seen down and comes back with the same configuration. Also the
 // refusals of the admin plane: no token, a data directory of another cluster, an address in
 // use.
-#include <sys/wait.h>
-
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -18,7 +16,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/process/cluster.h"
+#include "tests/process/tide_cluster.h"
 
 namespace tidepool::test {
 namespace {
@@ -27,40 +25,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
-
-struct Ran {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-};
-
-std::string quoted(const std::string& text) {
-  std::string out = "'";
-  for (char c : text) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
-}
-
-// Runs `program` with `args` through the shell, output captured; bounded by `timeout`.
-Ran run(const std::string& program, const std::vector<std::string>& args,
-        std::chrono::seconds timeout = 60s) {
-  std::string command = "timeout " + std::to_string(timeout.count()) + " " + quoted(program);
-  for (const std::string& a : args) command += " " + quoted(a);
-  command += " 2>&1";
-  Ran ran;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return ran;
-  char buffer[4096];
-  std::size_t n;
-  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) ran.output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  ran.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return ran;
-}
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
@@ -80,70 +44,24 @@ class ClusterAdminTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (tide_path().empty()) GTEST_SKIP() << "no tide binary in this build";
-    workdir_ = fs::temp_directory_path() / ("tidepool-cluster-admin-" + std::to_string(::getpid()));
-    fs::create_directories(workdir_);
-    const char* pools[] = {"f800", "f800", "h500"};
-    for (std::uint32_t id = 1; id <= 3; ++id) {
-      NodeOptions options;
-      options.node_id = id;
-      options.pool = pools[id - 1];
-      options.exports = {ExportSpec{.path = "/ifs"}};
-      options.extra_toml = "[cluster]\nname = \"lab\"\n";
-      nodes_.push_back(std::make_unique<TidedNode>(options));
-      std::string error;
-      ASSERT_TRUE(nodes_.back()->start(&error)) << "node " << id << ": " << error;
-    }
+    cluster_ = std::make_unique<TideCluster>("lab", std::vector<std::string>{"f800", "f800", "h500"},
+                                             "cluster-admin");
+    std::string error;
+    ASSERT_TRUE(cluster_->start(&error)) << error;
   }
 
-  void TearDown() override {
-    nodes_.clear();
-    std::error_code ignored;
-    fs::remove_all(workdir_, ignored);
-  }
+  void TearDown() override { cluster_.reset(); }
 
-  std::string admin(std::size_t node) const { return node_(node).endpoint().address + ":8080"; }
-  const TidedNode& node_(std::size_t node) const { return *nodes_.at(node - 1); }
-  TidedNode& node(std::size_t node) { return *nodes_.at(node - 1); }
-
-  // `tide` with the test's work directory, through node `via`.
-  Ran tide(std::size_t via, std::vector<std::string> args) {
-    std::vector<std::string> all{"--workdir", workdir_.string(), "--cluster", admin(via)};
-    all.insert(all.end(), args.begin(), args.end());
-    return run(tide_path(), all);
-  }
-
+  std::string admin(std::size_t node) const { return cluster_->admin(node); }
+  TidedNode& node(std::size_t node) { return cluster_->node(node); }
+  Ran tide(std::size_t via, std::vector<std::string> args) { return cluster_->tide(via, args); }
   json tide_json(std::size_t via, std::vector<std::string> args) {
-    args.push_back("--format");
-    args.push_back("json");
-    const Ran ran = tide(via, args);
-    EXPECT_EQ(ran.exit_code, 0) << ran.output;
-    json parsed = json::parse(ran.output, nullptr, false);
-    EXPECT_FALSE(parsed.is_discarded()) << ran.output;
-    return parsed;
+    return cluster_->tide_json(via, args);
   }
+  void form_cluster() { cluster_->form(); }
+  std::string state_of(std::size_t via, std::uint64_t id) { return cluster_->state_of(via, id); }
 
-  void form_cluster() {
-    Ran created = run(tide_path(), {"--workdir", workdir_.string(), "cluster", "create", "lab",
-                                    "--node", admin(1)});
-    ASSERT_EQ(created.exit_code, 0) << created.output << node(1).log_tail();
-    for (std::size_t id = 2; id <= 3; ++id) {
-      Ran added = tide(1, {"cluster", "add-node", admin(id)});
-      ASSERT_EQ(added.exit_code, 0) << added.output << node(1).log_tail() << node(id).log_tail();
-    }
-  }
-
-  std::string state_of(std::size_t via, std::uint64_t id) {
-    const Ran ran = tide(via, {"status", "--format", "json"});
-    const json status = json::parse(ran.output, nullptr, false);
-    if (ran.exit_code != 0 || !status.is_object()) return "error: " + ran.output;
-    for (const json& n : status["nodes"]) {
-      if (n["id"] == id) return n["state"];
-    }
-    return "absent";
-  }
-
-  fs::path workdir_;
-  std::vector<std::unique_ptr<TidedNode>> nodes_;
+  std::unique_ptr<TideCluster> cluster_;
 };
 
 TEST_F(ClusterAdminTest, ATierMadeThroughOneNodeIsReadThroughAnotherAndSurvivesANodeKill) {
@@ -204,7 +122,7 @@ TEST_F(ClusterAdminTest, ExportsLiveInTheClusterConfigurationAndReachEveryNode) 
 
 TEST_F(ClusterAdminTest, RefusalsAreClearAndChangeNothing) {
   ASSERT_NO_FATAL_FAILURE(form_cluster());
-  Ran forged = run(tide_path(), {"--workdir", workdir_.string(), "--cluster", admin(1), "--token",
+  Ran forged = run(tide_path(), {"--workdir", cluster_->workdir().string(), "--cluster", admin(1), "--token",
                                  "not-the-token", "storagepool", "tiers", "create", "t",
                                  "--children", "h500"});
   EXPECT_EQ(forged.exit_code, 1) << forged.output;
@@ -215,14 +133,14 @@ TEST_F(ClusterAdminTest, RefusalsAreClearAndChangeNothing) {
   EXPECT_EQ(bad_pool.exit_code, 1);
   EXPECT_NE(bad_pool.output.find("no node pool 'nope'"), std::string::npos) << bad_pool.output;
 
-  Ran unreachable = run(tide_path(), {"--workdir", workdir_.string(), "--cluster",
+  Ran unreachable = run(tide_path(), {"--workdir", cluster_->workdir().string(), "--cluster",
                                       "127.0.0.1:1", "status"});
   EXPECT_EQ(unreachable.exit_code, 1) << unreachable.output;
   EXPECT_NE(unreachable.output.find("cannot reach"), std::string::npos) << unreachable.output;
 
   // Node 3's data directory under a configuration naming another cluster.
   node(3).stop();
-  const fs::path other = workdir_ / "other.toml";
+  const fs::path other = cluster_->workdir() / "other.toml";
   std::ofstream(other) << replaced(read_text(node(3).config_path()), "name = \"lab\"",
                                    "name = \"other\"");
   Ran refused = run(tided_path(), {"--config", other.string()}, 20s);
@@ -231,10 +149,10 @@ TEST_F(ClusterAdminTest, RefusalsAreClearAndChangeNothing) {
       << refused.output;
 
   // A new node on node 1's addresses.
-  const fs::path twin = workdir_ / "twin.toml";
+  const fs::path twin = cluster_->workdir() / "twin.toml";
   std::ofstream(twin) << replaced(read_text(node(1).config_path()),
                                   "data_dir = \"" + node(1).data_dir() + "\"",
-                                  "data_dir = \"" + (workdir_ / "twin").string() + "\"");
+                                  "data_dir = \"" + (cluster_->workdir() / "twin").string() + "\"");
   Ran in_use = run(tided_path(), {"--config", twin.string()}, 20s);
   EXPECT_EQ(in_use.exit_code, 1) << in_use.output;
   EXPECT_NE(in_use.output.find("in use"), std::string::npos) << in_use.output;

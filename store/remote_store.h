@@ -1,0 +1,61 @@
+// Function shipping: a Store on one node whose operations run on the store of another — the
+// home of the shard they touch. The initiator encodes each operation (XDR), a channel carries it
+// to the home, the home runs it on its own Store with serve_store_call() and the reply travels
+// back. Errors cross as the Status the home's store returned, code and message intact.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include <boost/asio/awaitable.hpp>
+
+#include "common/status.h"
+#include "common/xdr.h"
+#include "store/store.h"
+
+namespace tidepool::store {
+
+// One method per Store operation; the numbers are part of the backend protocol.
+enum class StoreMethod : std::uint32_t {
+  getattr = 1,
+  setattr,
+  lookup,
+  check_access,
+  readlink,
+  read,
+  write,
+  create,
+  mkdir,
+  symlink,
+  mknod,
+  remove,
+  rmdir,
+  rename,
+  link,
+  readdir,
+  fsstat,
+  commit,
+  write_verifier,
+};
+
+// How an initiator reaches the home: sends `request` for `method` and resumes with the reply
+// body, or the Status the home answered with, or why no answer came (unavailable, timed_out).
+class ShardChannel {
+ public:
+  virtual ~ShardChannel() = default;
+  virtual awaitable<Result<xdr::Buffer>> call(StoreMethod method, xdr::Buffer request) = 0;
+};
+
+// A Store whose every operation runs behind `channel`. Its write verifier is the home's, as the
+// home last reported it, folded with a value drawn when this store is made, so that it changes
+// when either the home or this initiator restarts. close() only stops using the channel.
+std::unique_ptr<Store> make_remote_store(std::shared_ptr<ShardChannel> channel);
+
+// Runs one shipped operation on `store` and encodes its reply. A request that does not decode
+// (truncated, lying lengths, values out of range) is answered invalid_argument and never run; an
+// unknown method, not_supported.
+awaitable<Result<xdr::Buffer>> serve_store_call(Store& store, std::uint32_t method,
+                                                std::span<const std::uint8_t> request);
+
+}  // namespace tidepool::store

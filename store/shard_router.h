@@ -1,0 +1,87 @@
+// The namespace as the NFS front end of one node sees it: every operation runs on the home of
+// the shard — on this node's own store when it is the home, shipped to the home otherwise, and
+// refused as unavailable (NFS3ERR_JUKEBOX: retry later) while the home is unknown or down.
+//
+// The namespace is one shard for now; the router is where many shards on the ring will be told
+// apart, without the front end knowing.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "cluster/types.h"
+#include "store/remote_store.h"
+#include "store/store.h"
+
+namespace tidepool::store {
+
+class ShardRouter final : public Store {
+ public:
+  using ChannelTo = std::function<std::shared_ptr<ShardChannel>(cluster::NodeId home)>;
+
+  // `local` outlives the router. Until set_home(), the local store is the home.
+  ShardRouter(Store& local, cluster::NodeId self, ChannelTo channel_to);
+
+  // Where the shard's home is now; 0 when there is none to reach. Callable from any thread;
+  // operations already under way finish where they started.
+  void set_home(cluster::NodeId home);
+  cluster::NodeId home() const { return home_.load(); }
+
+  std::uint64_t write_verifier() const override;
+  void close() override;
+  void set_atime_policy(bool enabled, std::chrono::seconds grace_period) override;
+
+  awaitable<Result<Attributes>> getattr(InodeId inode) override;
+  awaitable<Result<Wcc>> setattr(InodeId inode, AttributeChanges changes, Caller caller,
+                                 std::optional<std::int64_t> guard_ctime_ns) override;
+  awaitable<Result<LookupResult>> lookup(InodeId directory, std::string name,
+                                         Caller caller) override;
+  awaitable<Result<AccessResult>> check_access(InodeId inode, Caller caller,
+                                               std::uint32_t requested) override;
+  awaitable<Result<ReadlinkResult>> readlink(InodeId inode) override;
+  awaitable<Result<ReadResult>> read(InodeId inode, std::uint64_t offset,
+                                     std::span<std::uint8_t> into, Caller caller) override;
+  awaitable<Result<WriteResult>> write(InodeId inode, std::uint64_t offset,
+                                       std::span<const std::uint8_t> data, Stability stability,
+                                       Caller caller) override;
+  awaitable<Result<NewObject>> create(InodeId directory, std::string name, CreateMode mode,
+                                      AttributeChanges initial, CreateVerifier verifier,
+                                      Caller caller) override;
+  awaitable<Result<NewObject>> mkdir(InodeId directory, std::string name,
+                                     AttributeChanges initial, Caller caller) override;
+  awaitable<Result<NewObject>> symlink(InodeId directory, std::string name, std::string target,
+                                       AttributeChanges initial, Caller caller) override;
+  awaitable<Result<NewObject>> mknod(InodeId directory, std::string name, FileType type,
+                                     std::uint32_t rdev_major, std::uint32_t rdev_minor,
+                                     AttributeChanges initial, Caller caller) override;
+  awaitable<Result<Wcc>> remove(InodeId directory, std::string name, Caller caller) override;
+  awaitable<Result<Wcc>> rmdir(InodeId directory, std::string name, Caller caller) override;
+  awaitable<Result<RenameResult>> rename(InodeId from_directory, std::string from_name,
+                                         InodeId to_directory, std::string to_name,
+                                         Caller caller) override;
+  awaitable<Result<LinkResult>> link(InodeId file, InodeId directory, std::string name,
+                                     Caller caller) override;
+  awaitable<Result<DirectoryPage>> readdir(InodeId directory, std::uint64_t cookie,
+                                           std::uint64_t cookie_verifier,
+                                           std::uint32_t max_entries, bool with_attributes,
+                                           Caller caller) override;
+  awaitable<Result<FsStatistics>> fsstat() override;
+  awaitable<Result<Wcc>> commit(InodeId inode) override;
+
+ private:
+  // The store operations go to now; null while there is no home to reach. Held by each
+  // operation until it completes, so a change of home never pulls a store from under it.
+  std::shared_ptr<Store> target() const;
+  template <typename T, typename Call>
+  awaitable<Result<T>> route(Call call);
+
+  Store& local_;
+  const cluster::NodeId self_;
+  const ChannelTo channel_to_;
+  std::atomic<cluster::NodeId> home_;
+  std::atomic<std::shared_ptr<Store>> target_;
+};
+
+}  // namespace tidepool::store

@@ -1,0 +1,203 @@
+// One namespace across the cluster: four real tided processes formed with `tide`, and libnfs
+// clients on every node's address. What is written through one node is listed and read
+// through every other; file handles one node gave out are good on all; while the namespace's
+// home is down the others answer "retry later" (NFS3ERR_JUKEBOX), never STALE or a hang.
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/process/tide_cluster.h"
+
+namespace tidepool::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr nfsstat3 kJukebox = static_cast<nfsstat3>(10008);
+
+std::string random_text(std::mt19937_64& random, std::size_t n) {
+  std::string s(n, '\0');
+  for (char& c : s) c = static_cast<char>(random());
+  return s;
+}
+
+class NamespaceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (tide_path().empty()) GTEST_SKIP() << "no tide binary in this build";
+    cluster_ = std::make_unique<TideCluster>(
+        "ns", std::vector<std::string>{"f800", "f800", "h500", "h500"}, "namespace");
+    std::string error;
+    ASSERT_TRUE(cluster_->start(&error)) << error;
+    ASSERT_NO_FATAL_FAILURE(cluster_->form());
+    for (std::size_t id = 1; id <= cluster_->size(); ++id) {
+      ASSERT_NO_FATAL_FAILURE(roots_.push_back(root_via(id)));
+    }
+  }
+
+  void TearDown() override { cluster_.reset(); }
+
+  // The root handle of /ifs through node `id`, once that node serves the cluster's namespace
+  // (a node that just joined answers "retry later" until its view names the home).
+  FileHandle root_via(std::size_t id) {
+    const Endpoint& ep = cluster_->node(id).endpoint();
+    const auto deadline = Clock::now() + 20s;
+    while (Clock::now() < deadline) {
+      MountClient mount(ep);
+      MountResult m = mount.connected() ? mount.mnt("/ifs") : MountResult{};
+      if (m.status == MNT3_OK) {
+        NfsClient nfs(ep);
+        if (nfs.getattr(m.fh).status == NFS3_OK) return m.fh;
+      }
+      std::this_thread::sleep_for(200ms);
+    }
+    ADD_FAILURE() << "node " << id << " never served /ifs\n" << cluster_->node(id).log_tail();
+    return {};
+  }
+
+  std::vector<std::string> names_via(std::size_t id, const FileHandle& dir) {
+    NfsClient nfs(cluster_->node(id).endpoint());
+    std::vector<std::string> names;
+    for (const DirEntry& e : nfs.list(dir)) {
+      if (e.name != "." && e.name != "..") names.push_back(e.name);
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+  Endpoint endpoint(std::size_t id) { return cluster_->node(id).endpoint(); }
+
+  std::unique_ptr<TideCluster> cluster_;
+  std::vector<FileHandle> roots_;  // roots_[id - 1]: /ifs mounted through node id
+};
+
+TEST_F(NamespaceTest, WhatOneNodeWritesEveryNodeListsAndReads) {
+  std::mt19937_64 random(7);
+  const std::string contents = random_text(random, 3 * 1024 * 1024 + 17);
+  NfsClient one(endpoint(1));
+  FileHandle dir = one.make_dir(roots_[0], "shared");
+  CreateResult made = one.create(dir, "data.bin", GUARDED);
+  ASSERT_EQ(made.status, NFS3_OK);
+  ASSERT_FALSE(made.fh.empty());
+  for (std::size_t at = 0; at < contents.size(); at += kLibnfsMaxTransfer) {
+    WriteResult w = one.write(made.fh, at, std::string_view(contents).substr(at, kLibnfsMaxTransfer),
+                              UNSTABLE);
+    ASSERT_EQ(w.status, NFS3_OK);
+  }
+  ASSERT_EQ(one.commit(made.fh).status, NFS3_OK);
+
+  for (std::size_t id = 2; id <= cluster_->size(); ++id) {
+    NfsClient other(endpoint(id));
+    LookupResult d = other.lookup(roots_[id - 1], "shared");
+    ASSERT_EQ(d.status, NFS3_OK) << "via node " << id;
+    LookupResult f = other.lookup(d.fh, "data.bin");
+    ASSERT_EQ(f.status, NFS3_OK) << "via node " << id;
+    EXPECT_TRUE(other.read_all(f.fh, kLibnfsMaxTransfer) == contents) << "via node " << id;
+    // The handle node 1 gave out is good here too.
+    AttrResult a = other.getattr(made.fh);
+    ASSERT_EQ(a.status, NFS3_OK) << "via node " << id;
+    EXPECT_EQ(a.attr.size, contents.size());
+  }
+}
+
+TEST_F(NamespaceTest, ConcurrentClientsOnEveryNodeSeeOneNamespace) {
+  constexpr int kFilesPerClient = 12;
+  const std::size_t nodes = cluster_->size();
+  NfsClient setup(endpoint(1));
+  FileHandle work = setup.make_dir(roots_[0], "work");
+  // What each writer left under each name, checked afterwards through another node.
+  std::vector<std::map<std::string, std::string>> written(nodes);
+  std::vector<std::thread> clients;
+  for (std::size_t id = 1; id <= nodes; ++id) {
+    clients.emplace_back([&, id] {
+      std::mt19937_64 random(id);
+      NfsClient nfs(endpoint(id));
+      LookupResult dir = nfs.lookup(roots_[id - 1], "work");
+      ASSERT_EQ(dir.status, NFS3_OK);
+      for (int i = 0; i < kFilesPerClient; ++i) {
+        const std::string name = "n" + std::to_string(id) + "-" + std::to_string(i);
+        const std::string contents = random_text(random, 1000 + random() % 200'000);
+        FileHandle fh = nfs.make_file(dir.fh, name, 0644, contents);
+        ASSERT_FALSE(fh.empty());
+        written[id - 1][name] = contents;
+        if (i % 3 == 1) {
+          ASSERT_EQ(nfs.rename(dir.fh, name, dir.fh, name + ".renamed").status, NFS3_OK);
+          written[id - 1].erase(name);
+          written[id - 1][name + ".renamed"] = contents;
+        } else if (i % 4 == 2) {
+          ASSERT_EQ(nfs.remove(dir.fh, name).status, NFS3_OK);
+          written[id - 1].erase(name);
+        }
+      }
+    });
+  }
+  for (auto& c : clients) c.join();
+  if (HasFatalFailure()) return;
+
+  std::vector<std::string> expected;
+  for (const auto& by_name : written) {
+    for (const auto& [name, contents] : by_name) expected.push_back(name);
+  }
+  std::sort(expected.begin(), expected.end());
+  for (std::size_t id = 1; id <= nodes; ++id) {
+    NfsClient nfs(endpoint(id));
+    LookupResult dir = nfs.lookup(roots_[id - 1], "work");
+    ASSERT_EQ(dir.status, NFS3_OK);
+    EXPECT_EQ(names_via(id, dir.fh), expected) << "listed via node " << id;
+  }
+  // Every file read back through the node after its writer's.
+  for (std::size_t writer = 1; writer <= nodes; ++writer) {
+    const std::size_t reader = writer % nodes + 1;
+    NfsClient nfs(endpoint(reader));
+    LookupResult dir = nfs.lookup(roots_[reader - 1], "work");
+    ASSERT_EQ(dir.status, NFS3_OK);
+    for (const auto& [name, contents] : written[writer - 1]) {
+      LookupResult f = nfs.lookup(dir.fh, name);
+      ASSERT_EQ(f.status, NFS3_OK) << name;
+      EXPECT_TRUE(nfs.read_all(f.fh) == contents) << name << " read via node " << reader;
+    }
+  }
+}
+
+TEST_F(NamespaceTest, WhileTheHomeIsDownOtherNodesAnswerRetryLater) {
+  NfsClient two(endpoint(2));
+  FileHandle kept = two.make_file(roots_[1], "kept", 0644, "still here");
+  ASSERT_FALSE(kept.empty());
+
+  cluster_->node(1).kill();  // node 1 made the cluster: it is the namespace's home
+  const auto killed_at = Clock::now();
+  nfsstat3 status = NFS3_OK;
+  while (Clock::now() - killed_at < 20s) {
+    NfsClient probe(endpoint(2));
+    status = probe.getattr(kept).status;
+    if (status == kJukebox) break;
+    ASSERT_EQ(status, NFS3_OK) << "a node must answer retry-later, not " << status;
+    std::this_thread::sleep_for(200ms);
+  }
+  EXPECT_EQ(status, kJukebox);
+
+  std::string error;
+  ASSERT_TRUE(cluster_->node(1).start(&error)) << error;
+  const auto restarted_at = Clock::now();
+  while (Clock::now() - restarted_at < 20s) {
+    NfsClient probe(endpoint(3));
+    status = probe.getattr(kept).status;
+    if (status == NFS3_OK) break;
+    EXPECT_EQ(status, kJukebox);
+    std::this_thread::sleep_for(200ms);
+  }
+  ASSERT_EQ(status, NFS3_OK);
+  NfsClient three(endpoint(3));
+  EXPECT_EQ(three.read_all(kept), "still here");
+}
+
+}  // namespace
+}  // namespace tidepool::test

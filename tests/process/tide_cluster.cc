@@ -1,0 +1,114 @@
+#include "tests/process/tide_cluster.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include <gtest/gtest.h>
+
+namespace tidepool::test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string quoted(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+}  // namespace
+
+Ran run(const std::string& program, const std::vector<std::string>& args,
+        std::chrono::seconds timeout) {
+  std::string command = "timeout " + std::to_string(timeout.count()) + " " + quoted(program);
+  for (const std::string& a : args) command += " " + quoted(a);
+  command += " 2>&1";
+  Ran ran;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return ran;
+  char buffer[4096];
+  std::size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) ran.output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  ran.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return ran;
+}
+
+TideCluster::TideCluster(std::string name, const std::vector<std::string>& pools,
+                         std::string tag)
+    : name_(std::move(name)),
+      workdir_(fs::temp_directory_path() /
+               ("tidepool-" + tag + "-" + std::to_string(::getpid()))) {
+  fs::create_directories(workdir_);
+  for (std::size_t i = 0; i < pools.size(); ++i) {
+    NodeOptions options;
+    options.node_id = static_cast<std::uint32_t>(i + 1);
+    options.pool = pools[i];
+    options.exports = {ExportSpec{.path = "/ifs", .root_squash = false}};
+    options.extra_toml = "[cluster]\nname = \"" + name_ + "\"\n";
+    nodes_.push_back(std::make_unique<TidedNode>(options));
+  }
+}
+
+TideCluster::~TideCluster() {
+  nodes_.clear();
+  std::error_code ignored;
+  fs::remove_all(workdir_, ignored);
+}
+
+bool TideCluster::start(std::string* error) {
+  for (std::size_t id = 1; id <= nodes_.size(); ++id) {
+    if (!node(id).start(error)) {
+      *error = "node " + std::to_string(id) + ": " + *error;
+      return false;
+    }
+  }
+  return true;
+}
+
+void TideCluster::form() {
+  Ran created = run(tide_path(), {"--workdir", workdir_.string(), "cluster", "create", name_,
+                                  "--node", admin(1)});
+  ASSERT_EQ(created.exit_code, 0) << created.output << node(1).log_tail();
+  for (std::size_t id = 2; id <= nodes_.size(); ++id) {
+    Ran added = tide(1, {"cluster", "add-node", admin(id)});
+    ASSERT_EQ(added.exit_code, 0) << added.output << node(1).log_tail() << node(id).log_tail();
+  }
+}
+
+Ran TideCluster::tide(std::size_t via, std::vector<std::string> args) {
+  std::vector<std::string> all{"--workdir", workdir_.string(), "--cluster", admin(via)};
+  all.insert(all.end(), args.begin(), args.end());
+  return run(tide_path(), all);
+}
+
+json TideCluster::tide_json(std::size_t via, std::vector<std::string> args) {
+  args.push_back("--format");
+  args.push_back("json");
+  const Ran ran = tide(via, args);
+  EXPECT_EQ(ran.exit_code, 0) << ran.output;
+  json parsed = json::parse(ran.output, nullptr, false);
+  EXPECT_FALSE(parsed.is_discarded()) << ran.output;
+  return parsed;
+}
+
+std::string TideCluster::state_of(std::size_t via, std::uint64_t id) {
+  const Ran ran = tide(via, {"status", "--format", "json"});
+  const json status = json::parse(ran.output, nullptr, false);
+  if (ran.exit_code != 0 || !status.is_object()) return "error: " + ran.output;
+  for (const json& n : status["nodes"]) {
+    if (n["id"] == id) return n["state"];
+  }
+  return "absent";
+}
+
+}  // namespace tidepool::test

@@ -1,0 +1,56 @@
+// A cluster of real tided processes formed with the real `tide` CLI, for the process tests
+// that need several nodes: the nodes, a work directory for tide's credentials, and tide itself.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tests/process/cluster.h"
+
+namespace tidepool::test {
+
+struct Ran {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+// Runs `program` with `args` through the shell, output captured; bounded by `timeout`.
+Ran run(const std::string& program, const std::vector<std::string>& args,
+        std::chrono::seconds timeout = std::chrono::seconds(60));
+
+class TideCluster {
+ public:
+  // Nodes 1..pools.size() (node k in pools[k-1]) of the cluster `name`, exporting /ifs; none
+  // started yet.
+  TideCluster(std::string name, const std::vector<std::string>& pools, std::string tag);
+  ~TideCluster();
+
+  // Starts every node (false with *error naming the node if one does not start).
+  bool start(std::string* error);
+  // `tide cluster create` on node 1, then `add-node` for every other; gtest failures if not.
+  void form();
+
+  std::size_t size() const { return nodes_.size(); }
+  TidedNode& node(std::size_t id) { return *nodes_.at(id - 1); }
+  std::string admin(std::size_t id) const { return nodes_.at(id - 1)->endpoint().address + ":8080"; }
+  const std::filesystem::path& workdir() const { return workdir_; }
+
+  // `tide` with the cluster's work directory, through node `via`.
+  Ran tide(std::size_t via, std::vector<std::string> args);
+  // The same with --format json, parsed (gtest failure if it fails or does not parse).
+  nlohmann::json tide_json(std::size_t via, std::vector<std::string> args);
+  // "up", "down", "absent" or "error: ..." for node `id`, as `tide status` through `via` says.
+  std::string state_of(std::size_t via, std::uint64_t id);
+
+ private:
+  std::string name_;
+  std::filesystem::path workdir_;
+  std::vector<std::unique_ptr<TidedNode>> nodes_;
+};
+
+}  // namespace tidepool::test
