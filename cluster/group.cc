@@ -443,11 +443,12 @@ class GroupMember::Impl {
       }
       if (heard != node.up && (heard || settled)) flips.emplace_back(node.id, heard);
     }
-    for (auto [node, up] : flips) {
+    for (const auto& [node, up] : flips) {
       if (in_flight_.contains(node)) continue;
       in_flight_.insert(node);
       spdlog::info("group view: recording node {} {}", node, up ? "up" : "down");
-      propose(Change::set_node_state(node, up), [this, node](Status) { in_flight_.erase(node); });
+      propose(Change::set_node_state(node, up),
+              [this, flipped = node](Status) { in_flight_.erase(flipped); });
     }
   }
 

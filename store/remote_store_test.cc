@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "store/internal/test_util.h"
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
@@ -19,12 +21,11 @@ namespace asio = boost::asio;
 const Caller kAlice{1000, 1000, {}};
 const Caller kBob{1001, 1001, {2000, 2001}};
 
+using internal::run_to_completion;
+
 template <typename T>
 T run(asio::awaitable<T> op) {
-  asio::io_context io;
-  auto future = asio::co_spawn(io, std::move(op), asio::use_future);
-  io.run();
-  return future.get();
+  return run_to_completion(std::move(op));
 }
 
 void put_u32(xdr::Buffer& buffer, std::size_t at, std::uint32_t value) {

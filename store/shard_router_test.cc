@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "store/internal/test_util.h"
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
@@ -13,12 +15,11 @@ namespace {
 
 namespace asio = boost::asio;
 
+using internal::run_to_completion;
+
 template <typename T>
 T run(asio::awaitable<T> op) {
-  asio::io_context io;
-  auto future = asio::co_spawn(io, std::move(op), asio::use_future);
-  io.run();
-  return future.get();
+  return run_to_completion(std::move(op));
 }
 
 // Reaches another node's store in this process, and says which node each call went to.

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "store/internal/test_util.h"
+
 #include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -76,13 +78,9 @@ class StoreTest : public ::testing::TestWithParam<Placement> {
     store_ = remote_.get();
   }
 
-  // Runs one store coroutine to completion on a private io_context.
   template <typename T>
   T run(asio::awaitable<T> op) {
-    asio::io_context io;
-    auto future = asio::co_spawn(io, std::move(op), asio::use_future);
-    io.run();
-    return future.get();
+    return internal::run_to_completion(std::move(op));
   }
 
   InodeId make_file(InodeId dir, const std::string& name, const Caller& who = kAlice,

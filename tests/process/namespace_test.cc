@@ -4,6 +4,9 @@
 // home is down the others answer "retry later" (NFS3ERR_JUKEBOX), never STALE or a hang.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <random>
@@ -165,6 +168,40 @@ TEST_F(NamespaceTest, ConcurrentClientsOnEveryNodeSeeOneNamespace) {
       EXPECT_TRUE(nfs.read_all(f.fh) == contents) << name << " read via node " << reader;
     }
   }
+}
+
+TEST_F(NamespaceTest, DataThatFailsItsChecksumIsAnIoErrorNeverWrongData) {
+  std::mt19937_64 random(11);
+  const std::string contents = random_text(random, 64 * 1024);
+  NfsClient one(endpoint(1));
+  FileHandle fh = one.make_file(roots_[0], "fragile", 0644, contents);
+  ASSERT_FALSE(fh.empty());
+  ASSERT_EQ(one.commit(fh).status, NFS3_OK);
+  const std::uint64_t inode = one.getattr(fh).attr.fileid;
+
+  // The data lives on the namespace's home, node 1, one local file per inode.
+  char name[40];
+  std::snprintf(name, sizeof name, "/data/%02x/%016llx", static_cast<unsigned>(inode % 256),
+                static_cast<unsigned long long>(inode));
+  const std::string path = cluster_->node(1).data_dir() + name;
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  ASSERT_TRUE(file.good()) << path;
+  file.seekp(40'000);
+  file.put(static_cast<char>(contents[40'000] ^ 0x20));
+  file.close();
+
+  NfsClient three(endpoint(3));
+  ReadResult bad = three.read(fh, 36'864, 8192);
+  EXPECT_EQ(bad.status, NFS3ERR_IO);
+  ReadResult good = three.read(fh, 0, 32'768);
+  ASSERT_EQ(good.status, NFS3_OK);
+  EXPECT_EQ(good.data, contents.substr(0, 32'768));
+  std::ifstream log(cluster_->node(1).log_path());
+  const std::string logged((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(logged.find("checksum mismatch in the data of inode " + std::to_string(inode) +
+                        " at offset 36864"),
+            std::string::npos)
+      << cluster_->node(1).log_tail();
 }
 
 TEST_F(NamespaceTest, WhileTheHomeIsDownOtherNodesAnswerRetryLater) {

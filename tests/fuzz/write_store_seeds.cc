@@ -1,0 +1,104 @@
+// Writes a seed corpus for store_call_fuzzer: the requests a remote store really ships (one
+// file each: the method, big-endian, then the request), recorded while it runs a few of every
+// operation against a store in a scratch directory.
+#include <unistd.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+#include <boost/endian/conversion.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "store/remote_store.h"
+
+namespace {
+
+using namespace tidepool;
+using namespace tidepool::store;
+
+class RecordingChannel final : public ShardChannel {
+ public:
+  RecordingChannel(Store& home, std::filesystem::path corpus)
+      : home_(home), corpus_(std::move(corpus)) {}
+
+  awaitable<Result<xdr::Buffer>> call(StoreMethod method, xdr::Buffer request) override {
+    std::uint8_t prefix[4];
+    boost::endian::store_big_u32(prefix, static_cast<std::uint32_t>(method));
+    std::ofstream out(corpus_ / ("store-" + std::to_string(count_++)), std::ios::binary);
+    out.write(reinterpret_cast<const char*>(prefix), sizeof prefix);
+    out.write(reinterpret_cast<const char*>(request.data()),
+              static_cast<std::streamsize>(request.size()));
+    auto served = serve_store_call(home_, static_cast<std::uint32_t>(method), request);
+    co_return co_await std::move(served);
+  }
+
+ private:
+  Store& home_;
+  std::filesystem::path corpus_;
+  int count_ = 0;
+};
+
+awaitable<void> exercise(Store& s) {
+  const Caller user{1000, 1000, {}};
+  AttributeChanges mode;
+  mode.mode = 0644;
+  auto made = co_await s.create(kRootInode, "file", CreateMode::guarded, mode, {}, user);
+  if (!made.ok()) co_return;
+  const InodeId file = made->attributes.inode;
+  const std::uint8_t bytes[] = {'s', 'e', 'e', 'd'};
+  (void)co_await s.write(file, 0, bytes, Stability::unstable, user);
+  std::uint8_t into[16];
+  (void)co_await s.read(file, 0, into, user);
+  (void)co_await s.commit(file);
+  (void)co_await s.getattr(file);
+  AttributeChanges truncate;
+  truncate.size = 2;
+  (void)co_await s.setattr(file, truncate, user, std::nullopt);
+  (void)co_await s.check_access(file, user, 0x3f);
+  auto dir = co_await s.mkdir(kRootInode, "dir", mode, user);
+  (void)co_await s.lookup(kRootInode, "dir", user);
+  (void)co_await s.symlink(kRootInode, "link", "file", mode, user);
+  if (auto link = co_await s.lookup(kRootInode, "link", user); link.ok()) {
+    (void)co_await s.readlink(link->object.inode);
+  }
+  (void)co_await s.mknod(kRootInode, "fifo", FileType::fifo, 0, 0, mode, user);
+  (void)co_await s.link(file, kRootInode, "hard", user);
+  (void)co_await s.rename(kRootInode, "hard", kRootInode, "moved", user);
+  (void)co_await s.readdir(kRootInode, 0, 0, 100, true, user);
+  (void)co_await s.remove(kRootInode, "moved", user);
+  if (dir.ok()) (void)co_await s.rmdir(kRootInode, "dir", user);
+  (void)co_await s.fsstat();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: write_store_seeds CORPUS_DIR\n");
+    return 2;
+  }
+  const std::filesystem::path corpus = argv[1];
+  std::filesystem::create_directories(corpus);
+  const std::string scratch = "/dev/shm/tidepool-store-seeds-" + std::to_string(::getpid());
+  StoreOptions options;
+  options.data_dir = scratch;
+  options.threads = 1;
+  auto home = Store::open(options);
+  if (!home.ok()) {
+    std::fprintf(stderr, "write_store_seeds: %s\n", home.status().to_string().c_str());
+    return 1;
+  }
+  {
+    auto remote = make_remote_store(std::make_shared<RecordingChannel>(**home, corpus));
+    boost::asio::io_context io;
+    auto done = boost::asio::co_spawn(io, exercise(*remote), boost::asio::use_future);
+    io.run();
+    done.get();
+  }
+  (*home)->close();
+  std::filesystem::remove_all(scratch);
+  return 0;
+}
