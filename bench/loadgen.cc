@@ -3,8 +3,10 @@
 // It drives one server (tided, NFS-Ganesha, any NFSv3 server) with one of five workloads and
 // prints one JSON object with the result on stdout. Each thread owns one `nfs_context` (one TCP
 // connection) and keeps `--depth` requests in flight on it through libnfs's async calls and a
-// poll loop. `--prepare` creates the data set a workload reads; without it the measured run
-// starts. Everything lives under /tp-bench (and /tp-small-* for small-file runs) in the export.
+// poll loop. Given `--url` several times (nodes of one cluster, one namespace), thread k connects
+// to URL k mod n, so that one run spreads its connections over the nodes. `--prepare` creates
+// the data set a workload reads; without it the measured run starts. Everything lives under
+// /tp-bench (and /tp-small-* for small-file runs) in the export.
 //
 // Bounded by construction: every measured run stops issuing after `--duration` and gives up on
 // in-flight requests 30 s later; every setup call gives up after 60 s; a prepare gives up after
@@ -93,7 +95,7 @@ std::optional<Workload> parse_workload(std::string_view s) {
 }
 
 struct Options {
-  std::string url;
+  std::vector<std::string> urls;  // thread k uses urls[k % urls.size()]
   Workload workload = Workload::kSeqRead;
   int threads = 4;
   int depth = 8;
@@ -1149,8 +1151,10 @@ class MetadataJob final : public Job {
 
 // What the main thread prepared for the workers before they start.
 struct Plan {
-  std::string run_id;    // names this run's own files (seq-write, small-file)
-  std::vector<Fh> dirs;  // metadata: /tp-bench/meta/d<j> handles
+  std::string run_id;  // names this run's own files (seq-write, small-file)
+  // metadata: /tp-bench/meta/d<j> handles, per URL: each server's own LOOKUPs found them, so
+  // no handle is sent to a server other than the one that issued it.
+  std::vector<std::vector<Fh>> dirs;
   uint64_t block = 0;
   uint64_t file_size = 0;
 };
@@ -1171,8 +1175,36 @@ uint64_t share(uint64_t total, int k, int n) {
   return total / n + (static_cast<uint64_t>(k) < total % n ? 1 : 0);
 }
 
-// Main-thread setup on its own connection: directories, shared files, handles.
-bool make_plan(const Options& opt, const Target& target, Connection& conn, Plan* plan,
+// The handles of the metadata tree's directories, found through `conn` to `target`.
+bool lookup_meta_dirs(const Options& opt, const Target& target, Connection& conn,
+                      std::vector<Fh>* dirs, std::string* error) {
+  std::optional<Fh> fh = mount_root_fh(target, error);
+  if (!fh) return false;
+  Fh dir = std::move(*fh);
+  std::string msg;
+  for (const char* name : {kBenchDir + 1, "meta"}) {
+    if (!conn.lookup(dir, name, &dir, &msg)) {
+      *error = std::string("LOOKUP ") + name + " on " + target.server + ": " + msg +
+               " (run with --prepare first)";
+      return false;
+    }
+  }
+  for (uint64_t j = 0; j < metadata_dirs(opt.files); ++j) {
+    Fh d;
+    if (!conn.lookup(dir, "d" + std::to_string(j), &d, &msg)) {
+      *error = "LOOKUP " + meta_dir(j) + " on " + target.server + ": " + msg +
+               " (run with --prepare and the same --files first)";
+      return false;
+    }
+    dirs->push_back(std::move(d));
+  }
+  return true;
+}
+
+// Main-thread setup on its own connection `conn` to targets[0]: directories, shared files,
+// handles. What it creates is then used through every target; that holds for the nodes of one
+// cluster because every change here is complete (answered) before a worker starts.
+bool make_plan(const Options& opt, const std::vector<Target>& targets, Connection& conn, Plan* plan,
                std::string* error) {
   plan->run_id = std::to_string(std::time(nullptr)) + "-" + std::to_string(::getpid());
   const bool rand = opt.workload == Workload::kRandRead;
@@ -1223,23 +1255,16 @@ bool make_plan(const Options& opt, const Target& target, Connection& conn, Plan*
           if (!conn.ensure_dir(meta_dir(j), error)) return false;
         }
       } else {
-        std::optional<Fh> fh = mount_root_fh(target, error);
-        if (!fh) return false;
-        Fh dir = std::move(*fh);
-        for (const char* name : {kBenchDir + 1, "meta"}) {
-          if (!conn.lookup(dir, name, &dir, &msg)) {
-            *error = std::string("LOOKUP ") + name + ": " + msg + " (run with --prepare first)";
+        for (size_t t = 0; t < targets.size(); ++t) {
+          std::unique_ptr<Connection> own;  // to targets[t], t > 0
+          if (t > 0) {
+            own = Connection::mount(targets[t], std::random_device{}(), error);
+            if (!own) return false;
+          }
+          plan->dirs.emplace_back();
+          if (!lookup_meta_dirs(opt, targets[t], t > 0 ? *own : conn, &plan->dirs.back(), error)) {
             return false;
           }
-        }
-        for (uint64_t j = 0; j < metadata_dirs(opt.files); ++j) {
-          Fh d;
-          if (!conn.lookup(dir, "d" + std::to_string(j), &d, &msg)) {
-            *error = "LOOKUP " + meta_dir(j) + ": " + msg +
-                     " (run with --prepare and the same --files first)";
-            return false;
-          }
-          plan->dirs.push_back(std::move(d));
         }
       }
       break;
@@ -1247,7 +1272,9 @@ bool make_plan(const Options& opt, const Target& target, Connection& conn, Plan*
   return true;
 }
 
-std::unique_ptr<Job> make_job(const Options& opt, const Plan& plan, Connection& conn, int k) {
+// The job of thread `k`, connected through `conn` to target number `t`.
+std::unique_ptr<Job> make_job(const Options& opt, const Plan& plan, Connection& conn, int k,
+                              size_t t) {
   const uint64_t seed = opt.seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(k) + 1;
   const int depth = opt.depth;
   switch (opt.workload) {
@@ -1288,7 +1315,7 @@ std::unique_ptr<Job> make_job(const Options& opt, const Plan& plan, Connection& 
         }
         return std::make_unique<CreateFilesJob>(conn, depth, std::move(paths));
       }
-      return std::make_unique<MetadataJob>(conn, depth, &plan.dirs, opt.files, seed);
+      return std::make_unique<MetadataJob>(conn, depth, &plan.dirs[t], opt.files, seed);
   }
   return nullptr;
 }
@@ -1312,17 +1339,19 @@ struct RunState {
   bool incomplete = false;  // guarded by mu: a prepare was cut short
 };
 
-void worker(const Options& opt, const Target& target, const Plan& plan, int k, RunState* run) {
+void worker(const Options& opt, const std::vector<Target>& targets, const Plan& plan, int k,
+            RunState* run) {
+  const size_t t = static_cast<size_t>(k) % targets.size();
   std::string error;
   // Declared before the connection it points into: the connection must die first, since
   // abandoning it runs the job's callbacks.
   std::unique_ptr<Job> job;
   std::unique_ptr<Connection> conn = Connection::mount(
-      target, static_cast<uint32_t>(std::random_device{}()) ^ (static_cast<uint32_t>(k) << 24),
+      targets[t], static_cast<uint32_t>(std::random_device{}()) ^ (static_cast<uint32_t>(k) << 24),
       &error);
   bool ready = conn != nullptr;
   if (ready) {
-    job = make_job(opt, plan, *conn, k);  // null: this phase has nothing to do on the wire
+    job = make_job(opt, plan, *conn, k, t);  // null: this phase has nothing to do on the wire
     ready = !job || job->setup(&error);
   }
   if (!ready) {
@@ -1378,10 +1407,34 @@ bool parse_size(std::string_view s, uint64_t* out) {
   return true;
 }
 
+// `items` as the inside of a JSON array of strings.
+std::string json_strings(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& item : items) {
+    if (!out.empty()) out += ", ";
+    out += '"';
+    for (const char c : item) {
+      if (c == '"' || c == '\\') {
+        out += '\\';
+        out += c;
+      } else if (static_cast<unsigned char>(c) < 0x20) {
+        char escaped[8];
+        std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(c));
+        out += escaped;
+      } else {
+        out += c;
+      }
+    }
+    out += '"';
+  }
+  return out;
+}
+
 void usage(FILE* out) {
   std::fprintf(
       out,
       "usage: tp-loadgen --url 'nfs://HOST/EXPORT?nfsport=P&mountport=M' --workload W [options]\n"
+      "  --url URL            repeatable (nodes of one cluster): thread k uses URL k mod n\n"
       "  --workload W         seq-read | seq-write | rand-read | small-file | metadata\n"
       "  --prepare            create the data set W reads (instead of the measured run)\n"
       "  --threads N          threads, one connection each (default 4)\n"
@@ -1427,7 +1480,7 @@ int run_main(int argc, char** argv) {
       opt.prepare = true;
     } else if (arg == "--url") {
       if (!take()) return bad();
-      opt.url = value;
+      opt.urls.push_back(value);
     } else if (arg == "--workload") {
       if (!take()) return bad();
       auto w = parse_workload(value);
@@ -1462,25 +1515,30 @@ int run_main(int argc, char** argv) {
       return 2;
     }
   }
-  if (opt.url.empty() || !have_workload) {
+  if (opt.urls.empty() || !have_workload) {
     usage(stderr);
     return 2;
   }
-  const std::optional<Target> target = parse_target(opt.url);
-  if (!target) {
-    std::fprintf(stderr, "tp-loadgen: bad URL %s (want nfs://HOST/EXPORT?...)\n", opt.url.c_str());
-    return 2;
+  std::vector<Target> targets;
+  for (const std::string& url : opt.urls) {
+    std::optional<Target> target = parse_target(url);
+    if (!target) {
+      std::fprintf(stderr, "tp-loadgen: bad URL %s (want nfs://HOST/EXPORT?...)\n", url.c_str());
+      return 2;
+    }
+    targets.push_back(std::move(*target));
   }
 
   std::string error;
   Plan plan;
   {
-    std::unique_ptr<Connection> conn = Connection::mount(*target, std::random_device{}(), &error);
+    std::unique_ptr<Connection> conn =
+        Connection::mount(targets.front(), std::random_device{}(), &error);
     if (!conn) {
       std::fprintf(stderr, "tp-loadgen: %s\n", error.c_str());
       return 1;
     }
-    if (!make_plan(opt, *target, *conn, &plan, &error)) {
+    if (!make_plan(opt, targets, *conn, &plan, &error)) {
       std::fprintf(stderr, "tp-loadgen: %s\n", error.c_str());
       return 1;
     }
@@ -1490,7 +1548,7 @@ int run_main(int argc, char** argv) {
   std::vector<std::thread> threads;
   threads.reserve(static_cast<size_t>(opt.threads));
   for (int k = 0; k < opt.threads; ++k) {
-    threads.emplace_back(worker, std::cref(opt), std::cref(*target), std::cref(plan), k, &run);
+    threads.emplace_back(worker, std::cref(opt), std::cref(targets), std::cref(plan), k, &run);
   }
   for (auto& t : threads) t.join();
   if (run.failed) {
@@ -1503,10 +1561,10 @@ int run_main(int argc, char** argv) {
   std::printf(
       "{\"workload\": \"%s\", \"phase\": \"%s\", \"threads\": %d, \"depth\": %d, "
       "\"seconds\": %.3f, \"ops\": %" PRIu64 ", \"bytes\": %" PRIu64
-      ", \"mb_per_s\": %.1f, \"ops_per_s\": %.1f, \"errors\": %" PRIu64 "}\n",
+      ", \"mb_per_s\": %.1f, \"ops_per_s\": %.1f, \"errors\": %" PRIu64 ", \"urls\": [%s]}\n",
       workload_name(opt.workload), opt.prepare ? "prepare" : "run", opt.threads, opt.depth,
       run.seconds, c.ops, c.bytes, static_cast<double>(c.bytes) / 1e6 / secs,
-      static_cast<double>(c.ops) / secs, c.errors);
+      static_cast<double>(c.ops) / secs, c.errors, json_strings(opt.urls).c_str());
   std::fflush(stdout);
   if (opt.prepare && (run.incomplete || c.errors != 0)) {
     std::fprintf(stderr, "tp-loadgen: prepare of %s did not complete (%" PRIu64 " errors)\n",

@@ -1,0 +1,105 @@
+#include "store/internal/shard_replication.h"
+
+#include <sqlite3.h>
+
+#include <string_view>
+
+#include "common/crc32c.h"
+
+namespace tidepool::store::internal {
+namespace {
+
+Status sqlite_error(sqlite::Database& db, const char* what, int rc) {
+  return error(Errc::io_error, std::string(what) + ": " + sqlite3_errstr(rc) + " (" +
+                                   db.last_error() + ")");
+}
+
+struct Applying {
+  bool out_of_step = false;
+  bool unknown_table = false;
+};
+
+// SQLite skips changes to tables it does not have; a shard changeset never names one, so one
+// that does is not a shard changeset.
+int only_shard_tables(void* applying, const char* table) {
+  static constexpr std::string_view kTables[] = {"meta", "inodes", "dirents", "layouts"};
+  for (std::string_view known : kTables) {
+    if (known == table) return 1;
+  }
+  static_cast<Applying*>(applying)->unknown_table = true;
+  return 0;
+}
+
+// Any conflict aborts the whole changeset: the copy diverged and must be copied anew.
+int abort_on_conflict(void* applying, int, sqlite3_changeset_iter*) {
+  static_cast<Applying*>(applying)->out_of_step = true;
+  return SQLITE_CHANGESET_ABORT;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ChangeRecorder>> ChangeRecorder::attach(sqlite::Database& db) {
+  std::unique_ptr<ChangeRecorder> recorder(new ChangeRecorder(db));
+  TP_RETURN_IF_ERROR(recorder->start());
+  return recorder;
+}
+
+ChangeRecorder::~ChangeRecorder() {
+  if (session_ != nullptr) sqlite3session_delete(session_);
+}
+
+Status ChangeRecorder::start() {
+  if (int rc = sqlite3session_create(db_.handle(), "main", &session_); rc != SQLITE_OK) {
+    session_ = nullptr;
+    return sqlite_error(db_, "cannot record shard changes", rc);
+  }
+  if (int rc = sqlite3session_attach(session_, nullptr); rc != SQLITE_OK) {
+    return sqlite_error(db_, "cannot record shard changes", rc);
+  }
+  return {};
+}
+
+Result<std::vector<std::uint8_t>> ChangeRecorder::take() {
+  int size = 0;
+  void* bytes = nullptr;
+  if (int rc = sqlite3session_changeset(session_, &size, &bytes); rc != SQLITE_OK) {
+    return sqlite_error(db_, "cannot read shard changes", rc);
+  }
+  std::vector<std::uint8_t> changeset(static_cast<std::uint8_t*>(bytes),
+                                      static_cast<std::uint8_t*>(bytes) + size);
+  sqlite3_free(bytes);
+  if (!changeset.empty()) {
+    const std::uint32_t seal = crc32c(changeset);
+    for (int i = 0; i < 4; ++i) changeset.push_back(static_cast<std::uint8_t>(seal >> (8 * i)));
+  }
+  // A session has no reset: the next batch is recorded by a new one.
+  sqlite3session_delete(session_);
+  session_ = nullptr;
+  TP_RETURN_IF_ERROR(start());
+  return changeset;
+}
+
+Status apply_changeset(sqlite::Database& db, std::span<const std::uint8_t> sealed) {
+  if (sealed.empty()) return {};
+  if (sealed.size() < 4) return error(Errc::corrupt, "a shard changeset cut short");
+  const auto changeset = sealed.first(sealed.size() - 4);
+  std::uint32_t seal = 0;
+  for (int i = 0; i < 4; ++i) seal |= std::uint32_t{sealed[sealed.size() - 4 + i]} << (8 * i);
+  if (seal != crc32c(changeset)) return error(Errc::corrupt, "a shard changeset not whole");
+  TP_RETURN_IF_ERROR(db.exec("BEGIN IMMEDIATE"));
+  Applying applying;
+  const int rc = sqlite3changeset_apply(
+      db.handle(), static_cast<int>(changeset.size()), const_cast<std::uint8_t*>(changeset.data()),
+      only_shard_tables, abort_on_conflict, &applying);
+  if (rc != SQLITE_OK || applying.out_of_step || applying.unknown_table) {
+    (void)db.exec("ROLLBACK");
+    if (applying.out_of_step) {
+      return error(Errc::corrupt, "the shard copy is not in step with its home");
+    }
+    if (applying.unknown_table) return error(Errc::corrupt, "not a shard changeset");
+    return sqlite_error(db, "cannot apply shard changes", rc);
+  }
+  return db.exec("COMMIT");
+}
+
+}  // namespace tidepool::store::internal

@@ -1,0 +1,153 @@
+#include "store/internal/shard_replication.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "store/internal/schema.h"
+
+namespace tidepool::store::internal {
+namespace {
+
+std::unique_ptr<sqlite::Database> shard_database() {
+  auto db = sqlite::Database::open(":memory:");
+  EXPECT_TRUE(db.ok());
+  EXPECT_TRUE((*db)->exec(kShardSchema).ok());
+  return std::move(db).value();
+}
+
+// Every row of every table, in a canonical order.
+std::string dump(sqlite::Database& db) {
+  std::string out;
+  for (const char* sql :
+       {"SELECT key || '=' || value FROM meta ORDER BY key",
+        "SELECT ino || ',' || generation || ',' || type || ',' || mode || ',' || nlink || ',' || "
+        "size || ',' || mtime || ',' || ifnull(hex(symlink_target), '-') FROM inodes ORDER BY ino",
+        "SELECT cookie || ',' || dir || ',' || hex(name) || ',' || ino FROM dirents ORDER BY cookie",
+        "SELECT ino || ',' || pool || ',' || stripe_unit || ',' || protection FROM layouts "
+        "ORDER BY ino"}) {
+    auto rows = db.prepare(sql);
+    while (rows.next_row()) out += rows.blob(0) + "\n";
+    EXPECT_TRUE(rows.status().ok()) << rows.status().to_string();
+    out += "--\n";
+  }
+  return out;
+}
+
+void add_file(sqlite::Database& db, int ino, const std::string& name) {
+  auto inode = db.prepare(
+      "INSERT INTO inodes(ino, generation, type, mode, nlink, uid, gid, size, rdev_major, "
+      "rdev_minor, atime, mtime, ctime, birth) VALUES(?, 1, 1, 420, 1, 0, 0, 0, 0, 0, 5, 5, 5, 5)");
+  inode.bind(1, static_cast<std::int64_t>(ino));
+  ASSERT_TRUE(inode.run().ok());
+  auto entry = db.prepare("INSERT INTO dirents(dir, name, ino) VALUES(1, ?, ?)");
+  entry.bind(1, std::string_view(name)).bind(2, static_cast<std::int64_t>(ino));
+  ASSERT_TRUE(entry.run().ok());
+}
+
+TEST(ShardReplication, AMirrorThatAppliesEveryChangesetStaysIdentical) {
+  auto home = shard_database();
+  auto mirror = shard_database();
+  auto recorder = ChangeRecorder::attach(*home);
+  ASSERT_TRUE(recorder.ok()) << recorder.status().to_string();
+  for (int batch = 0; batch < 20; ++batch) {
+    ASSERT_TRUE(home->exec("BEGIN").ok());
+    for (int i = 0; i < 5; ++i) add_file(*home, 100 + batch * 5 + i, "f" + std::to_string(batch * 5 + i));
+    if (batch % 3 == 1) {
+      ASSERT_TRUE(home->exec("UPDATE inodes SET size = size + 4096, mtime = mtime + 1 WHERE ino % 2 = 0").ok());
+      ASSERT_TRUE(home->exec("DELETE FROM dirents WHERE ino % 7 = 0").ok());
+      ASSERT_TRUE(home->exec("DELETE FROM inodes WHERE ino % 7 = 0").ok());
+    }
+    ASSERT_TRUE(home->exec("INSERT OR REPLACE INTO meta(key, value) VALUES('next_inode', " +
+                           std::to_string(200 + batch) + ")").ok());
+    ASSERT_TRUE(home->exec("COMMIT").ok());
+    auto changes = (*recorder)->take();
+    ASSERT_TRUE(changes.ok()) << changes.status().to_string();
+    ASSERT_FALSE(changes->empty());
+    ASSERT_TRUE(apply_changeset(*mirror, *changes).ok());
+  }
+  EXPECT_EQ(dump(*mirror), dump(*home));
+
+  // Cookies go on from where the home left them, also on the mirror once it takes over.
+  add_file(*home, 900, "after");
+  add_file(*mirror, 900, "after");
+  EXPECT_EQ(dump(*mirror), dump(*home));
+}
+
+TEST(ShardReplication, NothingChangedGivesAnEmptyChangeset) {
+  auto home = shard_database();
+  auto recorder = ChangeRecorder::attach(*home);
+  ASSERT_TRUE(recorder.ok());
+  auto changes = (*recorder)->take();
+  ASSERT_TRUE(changes.ok());
+  EXPECT_TRUE(changes->empty());
+  auto mirror = shard_database();
+  EXPECT_TRUE(apply_changeset(*mirror, *changes).ok());
+}
+
+TEST(ShardReplication, ACopyOutOfStepRefusesTheWholeChangeset) {
+  auto home = shard_database();
+  auto mirror = shard_database();
+  auto recorder = ChangeRecorder::attach(*home);
+  ASSERT_TRUE(recorder.ok());
+  ASSERT_TRUE(home->exec("BEGIN").ok());
+  add_file(*home, 10, "a");
+  add_file(*home, 11, "b");
+  ASSERT_TRUE(home->exec("COMMIT").ok());
+  auto changes = (*recorder)->take();
+  ASSERT_TRUE(changes.ok());
+  ASSERT_TRUE(apply_changeset(*mirror, *changes).ok());
+  const std::string applied_once = dump(*mirror);
+
+  // The same changes again: the rows exist, so the copy is not where the home was.
+  Status again = apply_changeset(*mirror, *changes);
+  EXPECT_EQ(again.code(), Errc::corrupt) << again.to_string();
+  EXPECT_EQ(dump(*mirror), applied_once);
+
+  // An update of a row the copy lacks is refused too, and leaves nothing half done.
+  auto fresh = shard_database();
+  ASSERT_TRUE(home->exec("UPDATE inodes SET size = 1 WHERE ino = 10").ok());
+  add_file(*home, 12, "c");
+  auto update = (*recorder)->take();
+  ASSERT_TRUE(update.ok());
+  EXPECT_EQ(apply_changeset(*fresh, *update).code(), Errc::corrupt);
+  EXPECT_EQ(dump(*fresh), dump(*shard_database()));
+}
+
+TEST(ShardReplication, ATornOrForeignChangesetIsRefusedNotHalfApplied) {
+  auto home = shard_database();
+  auto recorder = ChangeRecorder::attach(*home);
+  ASSERT_TRUE(recorder.ok());
+  ASSERT_TRUE(home->exec("BEGIN").ok());
+  for (int i = 0; i < 4; ++i) add_file(*home, 10 + i, "n" + std::to_string(i));
+  ASSERT_TRUE(home->exec("COMMIT").ok());
+  auto changes = (*recorder)->take();
+  ASSERT_TRUE(changes.ok());
+  const std::string empty = dump(*shard_database());
+  for (std::size_t cut = 1; cut < changes->size(); ++cut) {
+    auto mirror = shard_database();
+    EXPECT_EQ(apply_changeset(*mirror, std::span(*changes).first(cut)).code(), Errc::corrupt)
+        << "cut at " << cut;
+    EXPECT_EQ(dump(*mirror), empty) << "cut at " << cut;
+  }
+  std::vector<std::uint8_t> flipped = *changes;
+  flipped[flipped.size() / 2] ^= 0x10;
+  auto mirror_of_flipped = shard_database();
+  EXPECT_EQ(apply_changeset(*mirror_of_flipped, flipped).code(), Errc::corrupt);
+
+  // A well-formed changeset of a table a shard does not have.
+  auto other = sqlite::Database::open(":memory:");
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE((*other)->exec("CREATE TABLE stranger(id INTEGER PRIMARY KEY, v TEXT)").ok());
+  auto stranger = ChangeRecorder::attach(**other);
+  ASSERT_TRUE(stranger.ok());
+  ASSERT_TRUE((*other)->exec("INSERT INTO stranger(v) VALUES('x')").ok());
+  auto foreign = (*stranger)->take();
+  ASSERT_TRUE(foreign.ok());
+  ASSERT_FALSE(foreign->empty());
+  auto mirror = shard_database();
+  EXPECT_EQ(apply_changeset(*mirror, *foreign).code(), Errc::corrupt);
+}
+
+}  // namespace
+}  // namespace tidepool::store::internal
