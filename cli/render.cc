@@ -256,13 +256,20 @@ void render_view(std::ostream& out, const Json& object) {
   render_fields(out, fields, Align::right);
 }
 
+std::string namespace_home(const Json& where) {
+  const Json& home = field(where, "home");
+  if (home.is_null()) return "- (" + display(field(where, "state")) + ")";
+  return "node " + display(home) + " (" + display(field(where, "state")) + ")";
+}
+
 void render_status(std::ostream& out, const Json& status) {
   render_fields(out,
                 {{"Cluster Name", display(field(status, "name"))},
                  {"Cluster Health", display(field(status, "health"))},
                  {"Cluster ID", display(field(status, "id"))},
                  {"Epoch", display(field(status, "epoch"))},
-                 {"Leader", display(field(status, "leader"))}},
+                 {"Leader", display(field(status, "leader"))},
+                 {"Namespace Home", namespace_home(field(status, "namespace"))}},
                 Align::left);
   out << "\nNodes:\n";
   node_table(field(status, "nodes")).render(out);

@@ -25,6 +25,7 @@ std::string rendered(Render render, const Json& json) {
 Json sample_status(Json jobs) {
   Json status = Json::parse(R"({
     "name": "tidepool", "id": "c0ffee", "epoch": 7, "leader": 1, "health": "degraded",
+    "namespace": {"home": 1, "state": "serving"},
     "nodes": [
       {"id": 1, "name": "node1", "pool": "f800", "state": "up",
        "frontend_address": "127.0.0.1", "backend_address": "127.0.0.1:7100",
@@ -126,6 +127,7 @@ TEST(Status, ShowsTheClusterThenNodesPoolsTiersAndJobs) {
             "Cluster ID:     c0ffee\n"
             "Epoch:          7\n"
             "Leader:         1\n"
+            "Namespace Home: node 1 (serving)\n"
             "\n"
             "Nodes:\n"
             "ID  Name   Pool  State  Throughput In  Throughput Out  Used / Size\n"

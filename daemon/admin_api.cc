@@ -340,11 +340,20 @@ json stats_json(const NodeStats& stats) {
               {"size_bytes", stats.size_bytes}};
 }
 
+// Where the namespace lives: its home serves every NFS operation, shipped from the others.
+json namespace_json(const GroupView& view) {
+  const std::optional<NamespaceRecord> record = namespace_of(view);
+  const cluster::NodeInfo* home = record ? view.node(record->home) : nullptr;
+  if (home == nullptr) return json{{"home", nullptr}, {"state", "unknown"}};
+  return json{{"home", home->id}, {"state", home->up ? "serving" : "home down"}};
+}
+
 json status_json(Membership& m, const GroupView& view) {
   return json{{"name", m.identity()->name},
               {"id", m.identity()->id},
               {"epoch", view.epoch},
               {"leader", m.group()->leader()},
+              {"namespace", namespace_json(view)},
               {"nodepools", nodepools_json(view)},
               {"tiers", tiers_json(view)},
               {"jobs", json::array()}};

@@ -208,6 +208,9 @@ TEST_F(NamespaceTest, WhileTheHomeIsDownOtherNodesAnswerRetryLater) {
   NfsClient two(endpoint(2));
   FileHandle kept = two.make_file(roots_[1], "kept", 0644, "still here");
   ASSERT_FALSE(kept.empty());
+  const nlohmann::json serving = cluster_->tide_json(3, {"status"})["namespace"];
+  EXPECT_EQ(serving["home"], 1) << serving.dump();
+  EXPECT_EQ(serving["state"], "serving") << serving.dump();
 
   cluster_->node(1).kill();  // node 1 made the cluster: it is the namespace's home
   const auto killed_at = Clock::now();
@@ -220,6 +223,7 @@ TEST_F(NamespaceTest, WhileTheHomeIsDownOtherNodesAnswerRetryLater) {
     std::this_thread::sleep_for(200ms);
   }
   EXPECT_EQ(status, kJukebox);
+  EXPECT_EQ(cluster_->tide_json(2, {"status"})["namespace"]["state"], "home down");
 
   std::string error;
   ASSERT_TRUE(cluster_->node(1).start(&error)) << error;
