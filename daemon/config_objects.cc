@@ -178,16 +178,20 @@ std::vector<std::string> tier_children(const cluster::ConfigObject& tier) {
   return children;
 }
 
-json namespace_to_json(const NamespaceRecord& record) {
+std::string to_hex(std::span<const std::uint8_t> bytes) {
   static constexpr char kDigits[] = "0123456789abcdef";
-  std::string key;
-  for (std::uint8_t b : record.handle_key) {
-    key.push_back(kDigits[b >> 4]);
-    key.push_back(kDigits[b & 15]);
+  std::string out;
+  for (std::uint8_t b : bytes) {
+    out.push_back(kDigits[b >> 4]);
+    out.push_back(kDigits[b & 15]);
   }
+  return out;
+}
+
+json namespace_to_json(const NamespaceRecord& record) {
   json body;
   body["home"] = record.home;
-  body["handle_key"] = key;
+  body["handle_key"] = to_hex(record.handle_key);
   return body;
 }
 

@@ -8,6 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,6 +56,9 @@ struct AtimePolicy {
   std::chrono::seconds grace_period{0};
 };
 AtimePolicy atime_policy(const cluster::GroupView& view, const NodeConfig& config);
+
+// Lowercase hex, as the cluster's ids, token hashes and keys are written.
+std::string to_hex(std::span<const std::uint8_t> bytes);
 
 // Where the namespace lives and the key every node seals file handles under, so that a handle
 // one node gave out is good on all. Body: {"home": node id, "handle_key": 64 hex digits}.

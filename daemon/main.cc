@@ -17,6 +17,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <spdlog/spdlog.h>
 #include <string>
 #include <thread>
@@ -149,12 +150,13 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
     (*server)->set_exports(std::move(exports));
     const daemon::AtimePolicy atime = daemon::atime_policy(view, config);
     (*store)->set_atime_policy(atime.enabled, atime.grace_period);
-    if (auto record = daemon::namespace_of(view)) {
+    const std::optional<daemon::NamespaceRecord> record = daemon::namespace_of(view);
+    if (record) {
       if (Status s = (*server)->set_handle_key(record->handle_key); !s.ok()) {
         spdlog::error("cannot take the cluster's file handle key: {}", s.message());
       }
     }
-    shipping.view_changed(view);
+    shipping.follow(record, view);
   };
   hooks.local_stats = [&] { return local_stats(config, rates); };
   hooks.serve_rpc = [&](cluster::RpcEndpoint& rpc) { shipping.serve(rpc); };

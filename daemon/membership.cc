@@ -29,29 +29,19 @@ using nlohmann::json;
 constexpr std::uint32_t kStatsMethod = 2;
 constexpr std::chrono::milliseconds kChangeDeadline{10'000};
 
-std::string hex(const unsigned char* bytes, std::size_t n) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (std::size_t i = 0; i < n; ++i) {
-    out.push_back(kDigits[bytes[i] >> 4]);
-    out.push_back(kDigits[bytes[i] & 15]);
-  }
-  return out;
-}
-
 Result<std::string> random_hex(std::size_t bytes) {
-  std::vector<unsigned char> random(bytes);
+  std::vector<std::uint8_t> random(bytes);
   if (RAND_bytes(random.data(), static_cast<int>(bytes)) != 1) {
     return error(Errc::internal, "no randomness (OpenSSL RAND_bytes)");
   }
-  return hex(random.data(), bytes);
+  return to_hex(random);
 }
 
 std::string sha256_hex(std::string_view text) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
   EVP_Digest(text.data(), text.size(), digest, &length, EVP_sha256(), nullptr);
-  return hex(digest, length);
+  return to_hex(std::span<const std::uint8_t>(digest, length));
 }
 
 Result<std::string> read_file(const std::string& path) {

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "daemon/callback_awaitable.h"
-#include "daemon/config_objects.h"
 #include "daemon/membership.h"
 
 namespace tidepool::daemon {
@@ -73,8 +72,8 @@ cluster::RpcEndpoint* NamespaceShipping::rpc() const {
   return membership_ ? membership_->rpc() : nullptr;
 }
 
-void NamespaceShipping::view_changed(const cluster::GroupView& view) {
-  const std::optional<NamespaceRecord> record = namespace_of(view);
+void NamespaceShipping::follow(const std::optional<NamespaceRecord>& record,
+                               const cluster::GroupView& view) {
   cluster::NodeId home = 0;
   if (!record) {
     spdlog::warn("the group view has no namespace record yet: NFS answers 'retry later'");

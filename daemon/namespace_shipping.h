@@ -2,15 +2,17 @@
 // channels that ship operations to the namespace's home over backend RPC, and the handlers
 // that run operations other nodes shipped here on the local store.
 //
-// The router and the channels may be used from any thread; view_changed(), serve() and
-// attach() run on the backend strand.
+// The router and the channels may be used from any thread; follow(), serve() and attach() run
+// on the backend strand.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
 #include <memory>
+#include <optional>
 
 #include "cluster/group.h"
 #include "cluster/rpc.h"
+#include "daemon/config_objects.h"
 #include "store/shard_router.h"
 #include "store/store.h"
 
@@ -29,8 +31,9 @@ class NamespaceShipping {
 
   // Null detaches: calls then fail as unavailable.
   void attach(Membership* membership) { membership_ = membership; }
-  // Follows the view's namespace record: where the home is, and whether it is up.
-  void view_changed(const cluster::GroupView& view);
+  // Follows the view's namespace record (null: the view has none yet): where the home is, and
+  // whether it is up.
+  void follow(const std::optional<NamespaceRecord>& record, const cluster::GroupView& view);
   void serve(cluster::RpcEndpoint& rpc);
 
  private:

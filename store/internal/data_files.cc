@@ -284,7 +284,7 @@ Status DataFiles::write(std::uint64_t inode, std::uint64_t offset,
   RegionLocks locked(region_locks_, inode, span);
   // A block written in part is read, verified and patched so its checksum covers all of it.
   std::vector<std::uint8_t> sums(span.count * kSumBytes);
-  std::vector<std::uint8_t> patched(kChecksumBlock);
+  std::vector<std::uint8_t> patched;
   for (std::uint64_t i = 0; i < span.count; ++i) {
     const std::uint64_t block_start = (span.first + i) * kChecksumBlock;
     const std::uint64_t from = std::max(offset, block_start);
@@ -293,6 +293,7 @@ Status DataFiles::write(std::uint64_t inode, std::uint64_t offset,
     if (to - from == kChecksumBlock) {
       block = data.subspan(from - offset, kChecksumBlock);
     } else {
+      patched.resize(kChecksumBlock);
       TP_RETURN_IF_ERROR(
           read_verified(*descriptor, inode, block_start, patched, ReadMode::holding_locks).status());
       std::memcpy(patched.data() + (from - block_start), data.data() + (from - offset), to - from);
