@@ -82,9 +82,11 @@ Change Change::create_object(std::string kind, std::string name, std::string bod
   return c;
 }
 
-Change Change::update_object(std::string kind, std::string name, std::string body) {
+Change Change::update_object(std::string kind, std::string name, std::string body,
+                             Epoch if_changed_at) {
   Change c = create_object(std::move(kind), std::move(name), std::move(body));
   c.kind = Kind::update_object;
+  c.object.changed = if_changed_at;
   return c;
 }
 

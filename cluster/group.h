@@ -71,7 +71,8 @@ struct Change {
     remove_node,      // node.id
     set_node_state,   // node.id, node.up
     create_object,    // object; fails if it exists
-    update_object,    // object; fails unless it exists
+    update_object,    // object; fails unless it exists (and, with object.changed set, unless it
+                      // was last changed at that epoch: precondition_failed)
     delete_object,    // object.kind, object.name; fails unless it exists
   };
   Kind kind = Kind::create_object;
@@ -82,7 +83,11 @@ struct Change {
   static Change remove_node(NodeId id);
   static Change set_node_state(NodeId id, bool up);
   static Change create_object(std::string kind, std::string name, std::string body);
-  static Change update_object(std::string kind, std::string name, std::string body);
+  // With `if_changed_at`, only while nobody changed the object since the epoch the caller
+  // read it at: a decision taken on a view that is no longer current fails instead of undoing
+  // what came after it.
+  static Change update_object(std::string kind, std::string name, std::string body,
+                              Epoch if_changed_at = 0);
   static Change delete_object(std::string kind, std::string name);
 };
 

@@ -4,6 +4,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
+
+#include <unistd.h>
 
 namespace tidepool {
 namespace {
@@ -462,7 +465,9 @@ TEST(ConfigExports, MustBeAnArrayOfTables) {
 class ConfigFile : public ::testing::Test {
  protected:
   void TearDown() override { std::filesystem::remove(path_); }
-  const std::string path_ = testing::TempDir() + "tidepool_config_test.toml";
+  // ctest runs tests as parallel processes, so each needs a file of its own.
+  const std::string path_ = testing::TempDir() + "tidepool_config_test." +
+                            std::to_string(::getpid()) + ".toml";
 };
 
 TEST_F(ConfigFile, IsParsedWithItsPathAsTheSourceName) {

@@ -5,6 +5,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
+
+#include <unistd.h>
 #include <sstream>
 
 namespace tidepool {
@@ -25,7 +28,9 @@ class LogTest : public ::testing::Test {
     return text.str();
   }
 
-  const std::string path_ = testing::TempDir() + "tidepool_log_test.log";
+  // ctest runs tests as parallel processes, so each needs a file of its own.
+  const std::string path_ =
+      testing::TempDir() + "tidepool_log_test." + std::to_string(::getpid()) + ".log";
 };
 
 TEST_F(LogTest, WritesMessagesAtOrAboveTheLevelToTheFile) {

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <shared_mutex>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -20,7 +21,10 @@
 #include "store/internal/data_files.h"
 #include "common/sqlite.h"
 #include "store/internal/schema.h"
+#include "store/internal/mirror_messages.h"
 #include "store/internal/shard_executor.h"
+#include "store/internal/shard_replication.h"
+#include "store/shard_mirror.h"
 #include "store/internal/permissions.h"
 
 namespace tidepool::store {
@@ -45,6 +49,8 @@ constexpr std::size_t kCachedInodes = 128 * 1024;
 constexpr std::size_t kCachedListings = 4096;
 constexpr int kWriteAttempts = 3;
 constexpr std::size_t kTruncationSlots = 1024;
+// A whole copy for a new mirror goes in pieces of this size.
+constexpr std::size_t kCopyChunkBytes = 1u << 20;
 
 bool is_dot_or_dotdot(std::string_view name) { return name == "." || name == ".."; }
 
@@ -89,19 +95,22 @@ struct DirtyAttributes {
   std::int64_t ctime_ns;
 };
 
-class StoreImpl final : public Store {
+class StoreImpl final : public LocalStore {
  public:
   StoreImpl(const StoreOptions& options, std::unique_ptr<Database> db)
       : options_(options),
         clock_(options.clock ? *options.clock : real_clock()),
-        data_(options.data_dir + "/data"),
+        data_(options.data_dir + internal::kDataFilesPath),
         pool_(options.threads),
         random_(std::random_device{}()),
         shard_(
             std::move(db), [this](Database& db) { flush_memory_state(db); },
-            [this](bool committed) { batch_done(committed); }) {}
+            [this](bool committed) { return batch_done(committed); }) {}
 
-  ~StoreImpl() override { close(); }
+  ~StoreImpl() override {
+    close();
+    pool_.join();
+  }
 
   // Runs on the opening thread before start(): creates the schema and the root directory.
   Status initialize(Database& db);
@@ -114,11 +123,29 @@ class StoreImpl final : public Store {
     atime_enabled_.store(enabled);
   }
 
+  // The pool keeps running until the store goes: operations still under way may need it.
   void close() override {
-    if (closed_) return;
-    closed_ = true;
+    if (closed_.exchange(true)) return;
     shard_.stop();
-    pool_.join();
+  }
+
+  awaitable<Status> mirror_to(std::shared_ptr<MirrorTarget> mirror) override {
+    auto switched = shard_.run<bool>(
+        false, [this, mirror = std::move(mirror)](Database& db, AfterCommit&) -> Result<bool> {
+          // Writers wait while the copy is taken, so it holds every change made before it and
+          // the mirror receives every change made after.
+          std::unique_lock gate(mirror_gate_);
+          recorder_.reset();
+          mirror_.reset();
+          if (!mirror) return true;
+          TP_RETURN_IF_ERROR(copy_whole_shard(db, *mirror));
+          TP_ASSIGN_OR_RETURN(recorder_, internal::ChangeRecorder::attach(db));
+          mirror_ = std::move(mirror);
+          return true;
+        });
+    Result<bool> done = co_await std::move(switched);
+    if (!done.ok()) spdlog::error("shard: no whole copy for the mirror: {}", done.status().to_string());
+    co_return done.status();
   }
 
   awaitable<Result<Attributes>> getattr(InodeId inode) override {
@@ -277,13 +304,16 @@ class StoreImpl final : public Store {
     // the size: the update then asks for the data to be written again.
     for (int attempt = 0; attempt < kWriteAttempts; ++attempt) {
       std::uint64_t truncations = truncation_count(inode);
-      auto store_data = offload([this, inode, offset, data] { return data_.write(inode, offset, data); });
+      const bool durable = stability != Stability::unstable;
+      auto store_data = offload([this, inode, offset, data, durable] {
+        std::shared_lock gate(mirror_gate_);
+        TP_RETURN_IF_ERROR(data_.write(inode, offset, data));
+        if (durable) TP_RETURN_IF_ERROR(data_.sync(inode));
+        if (!mirror_) return Status{};
+        return mirror_->call(MirrorMethod::write,
+                             internal::encode_mirror_extent({inode, offset, durable, data}));
+      });
       TP_CO_RETURN_IF_ERROR(co_await std::move(store_data));
-      bool durable = stability != Stability::unstable;
-      if (durable) {
-        auto sync = offload([this, inode] { return data_.sync(inode); });
-        TP_CO_RETURN_IF_ERROR(co_await std::move(sync));
-      }
       auto update = shard_.run<WriteResult>(
           durable,
           [this, inode, end = offset + data.size(), count = static_cast<std::uint32_t>(data.size()),
@@ -313,7 +343,7 @@ class StoreImpl final : public Store {
       if (written.code() == Errc::stale) {
         // Removed while its data was being written, which re-created its data file.
         auto cleanup = shard_.run<bool>(false, [this, inode](Database& db, AfterCommit&) -> Result<bool> {
-          if (load(db, inode).code() == Errc::stale) data_.remove(inode);
+          if (load(db, inode).code() == Errc::stale) remove_data(inode);
           return true;
         });
         (void)co_await std::move(cleanup);
@@ -514,7 +544,12 @@ class StoreImpl final : public Store {
     auto before = co_await getattr(inode);
     if (!before.ok()) co_return before.status();
     if (before->type == FileType::regular) {
-      auto sync = offload([this, inode] { return data_.sync(inode); });
+      auto sync = offload([this, inode] {
+        std::shared_lock gate(mirror_gate_);
+        TP_RETURN_IF_ERROR(data_.sync(inode));
+        if (!mirror_) return Status{};
+        return mirror_->call(MirrorMethod::sync, internal::encode_mirror_inode({inode}));
+      });
       TP_CO_RETURN_IF_ERROR(co_await std::move(sync));
     }
     auto persist = shard_.run<Wcc>(
@@ -530,8 +565,10 @@ class StoreImpl final : public Store {
   // Runs blocking file I/O on the pool; the caller resumes on its own executor.
   template <typename F>
   awaitable<Status> offload(F f) {
-    return asio::co_spawn(
+    if (closed_.load()) co_return error(Errc::unavailable, "the store is closed");
+    auto run = asio::co_spawn(
         pool_, [f = std::move(f)]() -> awaitable<Status> { co_return f(); }, asio::use_awaitable);
+    co_return co_await std::move(run);
   }
 
   std::int64_t now_ns() const {
@@ -540,6 +577,58 @@ class StoreImpl final : public Store {
   }
 
   // --- everything below runs on the shard thread ---
+
+  // Sends the mirror the database as committed and every data file as on disk — all of it,
+  // not only up to each inode's size: a write whose data is down but whose size update has not
+  // run yet must find its data on the mirror when the update arrives there.
+  Status copy_whole_shard(Database& db, MirrorTarget& mirror) {
+    spdlog::info("shard: sending a whole copy to the new mirror");
+    TP_RETURN_IF_ERROR(mirror.call(MirrorMethod::copy_begin, {}));
+    const std::string image = options_.data_dir + internal::kShardDatabasePath + ".copy";
+    std::filesystem::remove(image);
+    TP_RETURN_IF_ERROR(db.prepare("VACUUM INTO CAST(? AS TEXT)").bind(1, std::string_view(image)).run());
+    Status sent = send_file(image, mirror);
+    std::filesystem::remove(image);
+    TP_RETURN_IF_ERROR(sent);
+    TP_ASSIGN_OR_RETURN(std::vector<InodeId> inodes, data_.list());
+    std::vector<std::uint8_t> chunk(kCopyChunkBytes);
+    std::uint64_t bytes = 0;
+    for (InodeId inode : inodes) {
+      TP_ASSIGN_OR_RETURN(auto extents, data_.extents(inode));
+      for (const auto& [start, length] : extents) {
+        for (std::uint64_t done = 0; done < length; done += chunk.size()) {
+          auto piece = std::span(chunk).first(std::min<std::uint64_t>(chunk.size(), length - done));
+          TP_RETURN_IF_ERROR(data_.read(inode, start + done, piece));
+          TP_RETURN_IF_ERROR(mirror.call(
+              MirrorMethod::copy_data,
+              internal::encode_mirror_extent({inode, start + done, false, piece})));
+          bytes += piece.size();
+        }
+      }
+    }
+    TP_RETURN_IF_ERROR(mirror.call(MirrorMethod::copy_end, {}));
+    spdlog::info("shard: the mirror holds a whole copy ({} data files, {} bytes of data)",
+                 inodes.size(), bytes);
+    return {};
+  }
+
+  static Status send_file(const std::string& path, MirrorTarget& mirror) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return error(Errc::io_error, "cannot read " + path);
+    std::vector<std::uint8_t> chunk(kCopyChunkBytes);
+    std::uint64_t offset = 0;
+    while (in) {
+      in.read(reinterpret_cast<char*>(chunk.data()), static_cast<std::streamsize>(chunk.size()));
+      const auto got = static_cast<std::size_t>(in.gcount());
+      if (got == 0) break;
+      TP_RETURN_IF_ERROR(mirror.call(
+          MirrorMethod::copy_database,
+          internal::encode_mirror_extent({0, offset, false, std::span(chunk).first(got)})));
+      offset += got;
+    }
+    if (in.bad()) return error(Errc::io_error, "cannot read " + path);
+    return {};
+  }
 
   Result<Attributes> load(Database& db, InodeId inode) {
     auto row = db.prepare(
@@ -611,13 +700,24 @@ class StoreImpl final : public Store {
     }
     bool committed = db.exec("COMMIT").ok();
     if (!committed) (void)db.exec("ROLLBACK");
-    batch_done(committed);
+    if (Status mirrored = batch_done(committed); !mirrored.ok()) {
+      spdlog::error("the mirror did not take flushed attributes: {}", mirrored.to_string());
+    }
   }
 
   // After a durable batch the attribute cache learns what it read and changed. A failed commit
   // may have dropped sizes UNSTABLE writes left in memory: a new verifier makes clients resend
   // everything they have not committed, as after a restart, and the cache starts over.
-  void batch_done(bool committed) {
+  Status batch_done(bool committed) {
+    Status mirrored;
+    if (committed && recorder_) {
+      auto changes = recorder_->take();
+      if (!changes.ok()) {
+        mirrored = changes.status();
+      } else if (!changes->empty()) {
+        mirrored = mirror_->call(MirrorMethod::changes, *changes);
+      }
+    }
     if (committed) {
       // Two phases, so no reader pairs one cache's new state with another's old one (a new
       // directory mtime beside its old listing): first everything the batch changed leaves
@@ -638,6 +738,7 @@ class StoreImpl final : public Store {
     cache_changes_.clear();
     name_changes_.clear();
     listing_changes_.clear();
+    return mirrored;
   }
 
   // Drops what the batch changed; what it only read keeps its entry until the puts refresh it.
@@ -680,7 +781,19 @@ class StoreImpl final : public Store {
   }
   Status truncate_data(InodeId inode, std::uint64_t size) {
     truncations_[inode % kTruncationSlots].fetch_add(1);
-    return data_.truncate(inode, size);
+    TP_RETURN_IF_ERROR(data_.truncate(inode, size));
+    if (!mirror_) return {};
+    return mirror_->call(MirrorMethod::truncate, internal::encode_mirror_inode({inode, size}));
+  }
+
+  // After the commit that removed the inode, so a failure here leaves only an orphan file.
+  void remove_data(InodeId inode) {
+    data_.remove(inode);
+    if (!mirror_) return;
+    if (Status s = mirror_->call(MirrorMethod::remove, internal::encode_mirror_inode({inode}));
+        !s.ok()) {
+      spdlog::warn("the mirror may keep the data of removed inode {}: {}", inode, s.to_string());
+    }
   }
 
   bool atime_due(const Attributes& a) const {
@@ -907,7 +1020,7 @@ class StoreImpl final : public Store {
     dirty_.erase(inode);
     pending_atimes_.erase(inode);
     forget(inode);
-    if (victim.type == FileType::regular) after.push_back([this, inode] { data_.remove(inode); });
+    if (victim.type == FileType::regular) after.push_back([this, inode] { remove_data(inode); });
     return {};
   }
 
@@ -1093,7 +1206,13 @@ class StoreImpl final : public Store {
   internal::DataFiles data_;
   asio::thread_pool pool_;
   std::atomic<std::uint64_t> write_verifier_ = 0;
-  bool closed_ = false;
+  std::atomic<bool> closed_ = false;
+
+  // Set on the shard thread holding mirror_gate_ exclusively; read there, or elsewhere holding
+  // it shared (data writes, which must not reach the disk while a whole copy is being taken).
+  std::shared_mutex mirror_gate_;
+  std::shared_ptr<MirrorTarget> mirror_;
+  std::unique_ptr<internal::ChangeRecorder> recorder_;  // while mirror_ is set
 
   // Owned by the shard thread once the store is open.
   std::mt19937_64 random_;
@@ -1149,7 +1268,7 @@ Status StoreImpl::initialize(Database& db) {
 
 }  // namespace
 
-Result<std::unique_ptr<Store>> Store::open(const StoreOptions& options) {
+Result<std::unique_ptr<LocalStore>> Store::open(const StoreOptions& options) {
   std::error_code ec;
   std::filesystem::create_directories(options.data_dir + "/shards", ec);
   if (ec) {
@@ -1159,12 +1278,12 @@ Result<std::unique_ptr<Store>> Store::open(const StoreOptions& options) {
   if (::access(options.data_dir.c_str(), W_OK) != 0) {
     return error(Errc::access_denied, "data directory " + options.data_dir + " is not writable");
   }
-  TP_ASSIGN_OR_RETURN(auto db, Database::open(options.data_dir + "/shards/0000.db"));
+  TP_ASSIGN_OR_RETURN(auto db, Database::open(options.data_dir + internal::kShardDatabasePath));
   Database& raw = *db;
   auto store = std::make_unique<StoreImpl>(options, std::move(db));
   TP_RETURN_IF_ERROR(store->initialize(raw));
   store->start();
-  return std::unique_ptr<Store>(std::move(store));
+  return std::unique_ptr<LocalStore>(std::move(store));
 }
 
 }  // namespace tidepool::store

@@ -189,16 +189,20 @@ struct StoreOptions {
   Clock* clock = nullptr;  // null: the real clock
 };
 
+class LocalStore;
+class MirrorTarget;
+
 class Store {
  public:
   // Opens (or creates) the store under options.data_dir. Fails with a reason when the directory
   // cannot be created or written, or the database is unusable.
-  static Result<std::unique_ptr<Store>> open(const StoreOptions& options);
+  static Result<std::unique_ptr<LocalStore>> open(const StoreOptions& options);
   virtual ~Store() = default;
 
   // Changes on every open; a client that sees it change resends uncommitted writes.
   virtual std::uint64_t write_verifier() const = 0;
-  // Makes everything durable and stops the store's threads. Idempotent.
+  // Makes everything durable and stops the store's threads. Idempotent. Operations still under
+  // way finish; later ones fail as unavailable.
   virtual void close() = 0;
   // The sysctls efs.bam.atime_enabled and efs.bam.atime_grace_period, changed while serving.
   virtual void set_atime_policy(bool enabled, std::chrono::seconds grace_period) = 0;
@@ -246,6 +250,16 @@ class Store {
   virtual awaitable<Result<FsStatistics>> fsstat() = 0;
   // Makes the file's data and attributes durable.
   virtual awaitable<Result<Wcc>> commit(InodeId inode) = 0;
+};
+
+// The store holding the copy of the namespace on this node's disks, as its home serves it.
+class LocalStore : public Store {
+ public:
+  // Keeps `mirror` in step from now on: first a whole copy of the shard (while it is taken,
+  // changes wait), then every change before the operation that made it completes (metadata
+  // durable on the mirror; data as durable as the write asked). Null stops mirroring. Fails,
+  // leaving the store unmirrored, when the copy did not complete.
+  virtual awaitable<Status> mirror_to(std::shared_ptr<MirrorTarget> mirror) = 0;
 };
 
 }  // namespace tidepool::store

@@ -155,6 +155,12 @@ Status ConfigDb::apply(std::span<const std::uint8_t> encoded, Change& change, St
   return commit(next, written);
 }
 
+bool ConfigDb::exists(const std::string& kind, const std::string& name) {
+  auto row = db_->prepare("SELECT 1 FROM objects WHERE kind = ? AND name = ?");
+  row.bind(1, std::string_view(kind)).bind(2, std::string_view(name));
+  return row.next_row();
+}
+
 Status ConfigDb::apply_change(const Change& change, Status& outcome) {
   outcome = {};
   const NodeInfo& node = change.node;
@@ -206,21 +212,29 @@ Status ConfigDb::apply_change(const Change& change, Status& outcome) {
         outcome = error(Errc::invalid_argument, "a configuration object needs a kind and a name");
         return {};
       }
-      auto write = change.kind == Change::Kind::create_object
-                       ? db_->prepare("INSERT OR IGNORE INTO objects(kind, name, body, changed) "
-                                      "VALUES (?1, ?2, ?3, ?4)")
-                       : db_->prepare("UPDATE objects SET body = ?3, changed = ?4 "
-                                      "WHERE kind = ?1 AND name = ?2");
-      TP_RETURN_IF_ERROR(write.bind(1, std::string_view(object.kind))
-                             .bind(2, std::string_view(object.name))
-                             .bind(3, std::string_view(object.body))
-                             .bind(4, next_epoch)
-                             .run());
-      if (db_->changes() == 0) {
-        outcome = change.kind == Change::Kind::create_object
-                      ? error(Errc::already_exists,
-                              object.kind + " '" + object.name + "' already exists")
-                      : error(Errc::not_found, "no " + object.kind + " '" + object.name + "'");
+      const bool creating = change.kind == Change::Kind::create_object;
+      const bool conditional = !creating && object.changed != 0;
+      auto write = creating ? db_->prepare("INSERT OR IGNORE INTO objects(kind, name, body, changed) "
+                                           "VALUES (?1, ?2, ?3, ?4)")
+                   : conditional ? db_->prepare("UPDATE objects SET body = ?3, changed = ?4 "
+                                                "WHERE kind = ?1 AND name = ?2 AND changed = ?5")
+                                 : db_->prepare("UPDATE objects SET body = ?3, changed = ?4 "
+                                                "WHERE kind = ?1 AND name = ?2");
+      write.bind(1, std::string_view(object.kind))
+          .bind(2, std::string_view(object.name))
+          .bind(3, std::string_view(object.body))
+          .bind(4, next_epoch);
+      if (conditional) write.bind(5, object.changed);
+      TP_RETURN_IF_ERROR(write.run());
+      if (db_->changes() != 0) return {};
+      if (creating) {
+        outcome = error(Errc::already_exists, object.kind + " '" + object.name + "' already exists");
+      } else if (conditional && exists(object.kind, object.name)) {
+        outcome = error(Errc::precondition_failed,
+                        object.kind + " '" + object.name + "' changed after epoch " +
+                            std::to_string(object.changed));
+      } else {
+        outcome = error(Errc::not_found, "no " + object.kind + " '" + object.name + "'");
       }
       return {};
     }

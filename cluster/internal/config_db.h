@@ -42,6 +42,7 @@ class ConfigDb {
  private:
   explicit ConfigDb(std::unique_ptr<sqlite::Database> db) : db_(std::move(db)) {}
   Status apply_change(const Change& change, Status& outcome);
+  bool exists(const std::string& kind, const std::string& name);
   struct Counters {
     Epoch epoch = 0;
     std::uint64_t applied = 0;

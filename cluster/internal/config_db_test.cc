@@ -58,6 +58,16 @@ TEST_F(ConfigDbTest, UpdateAndDeleteNeedTheObjectAndCreateRefusesADuplicate) {
   EXPECT_EQ(db_->view().object("export", "/ifs"), nullptr);
 }
 
+TEST_F(ConfigDbTest, AConditionalUpdateAppliesOnlyToTheObjectAsItWasRead) {
+  ASSERT_TRUE(apply(Change::create_object("cluster", "namespace", "a")).ok());
+  const Epoch read_at = db_->view().object("cluster", "namespace")->changed;
+  EXPECT_TRUE(apply(Change::update_object("cluster", "namespace", "b", read_at)).ok());
+  Status stale = apply(Change::update_object("cluster", "namespace", "c", read_at));
+  EXPECT_EQ(stale.code(), Errc::precondition_failed) << stale.to_string();
+  EXPECT_EQ(db_->view().object("cluster", "namespace")->body, "b");
+  EXPECT_EQ(apply(Change::update_object("cluster", "gone", "c", read_at)).code(), Errc::not_found);
+}
+
 TEST_F(ConfigDbTest, NodesRegisterOnceGoDownAndUpAndLeave) {
   EXPECT_TRUE(apply(Change::add_node(node(1))).ok());
   EXPECT_TRUE(apply(Change::add_node(node(2, "h500"))).ok());

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -318,6 +320,12 @@ Status DataFiles::sync(std::uint64_t inode) {
   return {};
 }
 
+Status DataFiles::sync_all() {
+  if (directories_[0] < 0) return error(Errc::io_error, "the data directory is not prepared");
+  if (::syncfs(directories_[0]) != 0) return errno_status("sync the data files", errno);
+  return {};
+}
+
 Status DataFiles::truncate(std::uint64_t inode, std::uint64_t size) {
   TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, false));
   if (!descriptor) return {};
@@ -350,6 +358,44 @@ Status DataFiles::truncate(std::uint64_t inode, std::uint64_t size) {
   }
   if (::fdatasync(fd) != 0) return errno_status("sync data file", errno);
   return {};
+}
+
+Result<std::vector<std::uint64_t>> DataFiles::list() const {
+  std::vector<std::uint64_t> inodes;
+  std::error_code ec;
+  for (unsigned i = 0; i < kFanout; ++i) {
+    char name[8];
+    std::snprintf(name, sizeof name, "/%02x", i);
+    for (const auto& entry : std::filesystem::directory_iterator(root_ + name, ec)) {
+      const std::string file = entry.path().filename().string();
+      char* end = nullptr;
+      const unsigned long long inode = std::strtoull(file.c_str(), &end, 16);
+      if (file.size() == 16 && end == file.c_str() + file.size()) inodes.push_back(inode);
+    }
+    if (ec) return error(Errc::io_error, "cannot list " + root_ + name + ": " + ec.message());
+  }
+  return inodes;
+}
+
+Result<std::vector<std::pair<std::uint64_t, std::uint64_t>>> DataFiles::extents(
+    std::uint64_t inode) {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> found;
+  TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, false));
+  if (!descriptor) return found;
+  const auto end = static_cast<off_t>(kChecksumTableOffset);
+  off_t position = 0;
+  while (position < end) {
+    const off_t data = ::lseek(descriptor->fd, position, SEEK_DATA);
+    if (data < 0 && errno == ENXIO) break;  // no data after `position`
+    if (data < 0) return errno_status("find data in a data file", errno);
+    if (data >= end) break;
+    off_t hole = ::lseek(descriptor->fd, data, SEEK_HOLE);
+    if (hole < 0) return errno_status("find a hole in a data file", errno);
+    hole = std::min(hole, end);
+    found.emplace_back(static_cast<std::uint64_t>(data), static_cast<std::uint64_t>(hole - data));
+    position = hole;
+  }
+  return found;
 }
 
 void DataFiles::remove(std::uint64_t inode) {

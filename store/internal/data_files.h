@@ -16,6 +16,8 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "common/status.h"
 
@@ -42,10 +44,17 @@ class DataFiles {
   Status write(std::uint64_t inode, std::uint64_t offset, std::span<const std::uint8_t> data);
   // Makes the file's data durable; also its directory entry the first time.
   Status sync(std::uint64_t inode);
+  // Makes every file's data and directory entry durable (a whole copy's: one syncfs).
+  Status sync_all();
   // Cuts the data at `size` (and makes the cut durable); later reads past it give zeros.
   Status truncate(std::uint64_t inode, std::uint64_t size);
   // Removes the file; a missing file is fine.
   void remove(std::uint64_t inode);
+
+  // The inodes that have a data file.
+  Result<std::vector<std::uint64_t>> list() const;
+  // Where the file holds data (start, length), below the checksum table; holes are left out.
+  Result<std::vector<std::pair<std::uint64_t, std::uint64_t>>> extents(std::uint64_t inode);
 
   // Blocks found not matching their checksums since the start.
   std::uint64_t checksum_failures() const { return checksum_failures_.load(); }

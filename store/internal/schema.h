@@ -3,6 +3,10 @@
 
 namespace tidepool::store::internal {
 
+// Where a shard's copy lives under the data directory, on its home and on its mirror alike.
+inline constexpr const char* kShardDatabasePath = "/shards/0000.db";
+inline constexpr const char* kDataFilesPath = "/data";
+
 // Directory entries are ordered by `cookie`, which only grows, so a READDIR cookie stays valid
 // however entries are added and removed. The atime and size indexes let the policy engine find
 // candidates without a full scan.

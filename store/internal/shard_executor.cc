@@ -12,7 +12,7 @@ constexpr auto kPeriod = std::chrono::seconds(1);
 
 ShardExecutor::ShardExecutor(std::unique_ptr<Database> db,
                              std::function<void(Database&)> periodic,
-                             std::function<void(bool)> batch_done)
+                             std::function<Status(bool)> batch_done)
     : db_(std::move(db)), periodic_(std::move(periodic)), batch_done_(std::move(batch_done)) {}
 
 void ShardExecutor::start() { thread_ = std::thread([this] { loop(); }); }
@@ -31,9 +31,14 @@ void ShardExecutor::stop() {
 void ShardExecutor::enqueue(std::unique_ptr<OperationBase> op) {
   {
     std::lock_guard lock(mutex_);
-    queue_.push_back(std::move(op));
+    if (!stopping_) {
+      queue_.push_back(std::move(op));
+      wake_.notify_one();
+      return;
+    }
   }
-  wake_.notify_one();
+  op->fail(error(Errc::unavailable, "the store is closed"));
+  op->complete();
 }
 
 void ShardExecutor::loop() {
@@ -100,7 +105,13 @@ void ShardExecutor::run_batch(std::vector<std::unique_ptr<OperationBase>>& batch
   }
   // Caches forget a removed inode before its data file goes, so a reader that still finds it
   // cached finds its data too (or sees the entry gone when it checks again).
-  if (batch_done_) batch_done_(committed);
+  if (batch_done_) {
+    if (Status done = batch_done_(committed); !done.ok()) {
+      for (auto& op : batch) {
+        if (op->mutates) op->fail(done);
+      }
+    }
+  }
   for (auto& work : after) work();
   for (auto& op : batch) op->complete();
 }

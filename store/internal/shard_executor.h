@@ -32,13 +32,15 @@ using AfterCommit = std::vector<std::function<void()>>;
 class ShardExecutor {
  public:
   // `periodic` runs on the shard thread about once a second, between batches;
-  // `batch_done(committed)` after each batch, before its operations complete.
+  // `batch_done(committed)` after each batch, before its operations complete. When it fails
+  // (the batch's changes did not reach the shard's mirror), so do the batch's changes.
   ShardExecutor(std::unique_ptr<Database> db, std::function<void(Database&)> periodic,
-                std::function<void(bool)> batch_done);
+                std::function<Status(bool)> batch_done);
   ~ShardExecutor();  // stops the thread after the queued work ran
 
   // Until start(), the caller's thread may use the database directly.
   void start();
+  // Runs what is queued; operations queued later fail as unavailable.
   void stop();
 
   // Runs work(db, after_commit) on the shard thread and resumes the caller on its executor with
@@ -96,7 +98,7 @@ class ShardExecutor {
 
   std::unique_ptr<Database> db_;
   std::function<void(Database&)> periodic_;
-  std::function<void(bool)> batch_done_;
+  std::function<Status(bool)> batch_done_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::vector<std::unique_ptr<OperationBase>> queue_;  // guarded by mutex_

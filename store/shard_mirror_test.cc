@@ -1,0 +1,242 @@
+#include "store/shard_mirror.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <numeric>
+#include <vector>
+
+#include "store/internal/mirror_messages.h"
+#include "store/internal/test_util.h"
+
+namespace tidepool::store {
+namespace {
+
+using internal::run_to_completion;
+
+const Caller kRoot{0, 0, {}};
+
+// Hands each message to a ShardCopy in this process, through a copy of its bytes as a network
+// would; `refuse` makes it answer as a mirror that went away.
+class LoopbackTarget final : public MirrorTarget {
+ public:
+  explicit LoopbackTarget(ShardCopy& copy) : copy_(copy) {}
+  Status call(MirrorMethod method, std::span<const std::uint8_t> request) override {
+    std::lock_guard lock(mutex_);
+    ++calls_[static_cast<std::size_t>(method)];
+    if (refuse_) return error(Errc::unavailable, "the mirror went away");
+    const std::vector<std::uint8_t> arrived(request.begin(), request.end());
+    return copy_.apply(static_cast<std::uint32_t>(method), arrived);
+  }
+  void refuse() {
+    std::lock_guard lock(mutex_);
+    refuse_ = true;
+  }
+  int calls(MirrorMethod method) {
+    std::lock_guard lock(mutex_);
+    return calls_[static_cast<std::size_t>(method)];
+  }
+
+ private:
+  ShardCopy& copy_;
+  std::mutex mutex_;
+  bool refuse_ = false;
+  int calls_[kLastMirrorMethod + 1] = {};
+};
+
+std::vector<std::uint8_t> pattern(std::size_t size, std::uint8_t seed) {
+  std::vector<std::uint8_t> bytes(size);
+  for (std::size_t i = 0; i < size; ++i) bytes[i] = static_cast<std::uint8_t>(seed + i * 7 + i / 4096);
+  return bytes;
+}
+
+class ShardMirrorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = std::filesystem::temp_directory_path() /
+            ("tidepool-mirror-test-" + std::to_string(::getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(root_);
+    home_ = open_store("home");
+    auto copy = ShardCopy::open((root_ / "mirror").string());
+    ASSERT_TRUE(copy.ok()) << copy.status().to_string();
+    copy_ = std::move(copy).value();
+    target_ = std::make_shared<LoopbackTarget>(*copy_);
+  }
+  void TearDown() override {
+    home_.reset();
+    copy_.reset();
+    std::filesystem::remove_all(root_);
+  }
+
+  std::unique_ptr<LocalStore> open_store(const std::string& name) {
+    StoreOptions options;
+    options.data_dir = (root_ / name).string();
+    options.threads = 2;
+    auto opened = Store::open(options);
+    EXPECT_TRUE(opened.ok()) << opened.status().to_string();
+    return opened.ok() ? std::move(opened).value() : nullptr;
+  }
+
+  // The mirror's copy opened as the store its node serves once it takes the home's place.
+  std::unique_ptr<LocalStore> promote() {
+    home_->close();
+    copy_->close();
+    return open_store("mirror");
+  }
+
+  InodeId create(Store& store, InodeId directory, const std::string& name) {
+    auto made = run_to_completion(
+        store.create(directory, name, CreateMode::unchecked, {}, {}, kRoot));
+    EXPECT_TRUE(made.ok()) << name << ": " << made.status().to_string();
+    return made.ok() ? made->attributes.inode : 0;
+  }
+
+  Status write(Store& store, InodeId inode, std::uint64_t offset,
+               const std::vector<std::uint8_t>& data, Stability stability) {
+    return run_to_completion(store.write(inode, offset, data, stability, kRoot)).status();
+  }
+
+  std::vector<std::uint8_t> read_all(Store& store, InodeId inode) {
+    auto attributes = run_to_completion(store.getattr(inode));
+    EXPECT_TRUE(attributes.ok()) << attributes.status().to_string();
+    if (!attributes.ok()) return {};
+    std::vector<std::uint8_t> bytes(attributes->size);
+    auto read = run_to_completion(store.read(inode, 0, bytes, kRoot));
+    EXPECT_TRUE(read.ok()) << read.status().to_string();
+    return bytes;
+  }
+
+  std::vector<std::string> names(Store& store, InodeId directory) {
+    auto page = run_to_completion(store.readdir(directory, 0, 0, 1000, false, kRoot));
+    EXPECT_TRUE(page.ok()) << page.status().to_string();
+    std::vector<std::string> found;
+    if (page.ok()) {
+      for (const auto& entry : page->entries) {
+        if (entry.name != "." && entry.name != "..") found.push_back(entry.name);
+      }
+    }
+    std::sort(found.begin(), found.end());
+    return found;
+  }
+
+  std::filesystem::path root_;
+  std::unique_ptr<LocalStore> home_;
+  std::unique_ptr<ShardCopy> copy_;
+  std::shared_ptr<LoopbackTarget> target_;
+};
+
+TEST_F(ShardMirrorTest, WhatTheHomeAcknowledgedBeforeAndAfterTheCopyIsOnThePromotedMirror) {
+  // Before the mirror: a file with data, a sparse one, and one removed.
+  const InodeId early = create(*home_, kRootInode, "early");
+  const auto early_data = pattern(300'000, 1);
+  ASSERT_TRUE(write(*home_, early, 0, early_data, Stability::file_sync).ok());
+  const InodeId sparse = create(*home_, kRootInode, "sparse");
+  const auto far_data = pattern(5000, 2);
+  ASSERT_TRUE(write(*home_, sparse, 10 << 20, far_data, Stability::file_sync).ok());
+  const InodeId gone = create(*home_, kRootInode, "gone");
+  ASSERT_TRUE(write(*home_, gone, 0, pattern(100, 3), Stability::file_sync).ok());
+
+  ASSERT_TRUE(run_to_completion(home_->mirror_to(target_)).ok());
+  EXPECT_EQ(target_->calls(MirrorMethod::copy_begin), 1);
+  EXPECT_EQ(target_->calls(MirrorMethod::copy_end), 1);
+
+  // After: every kind of change goes to the mirror as it is made.
+  ASSERT_TRUE(run_to_completion(home_->remove(kRootInode, "gone", kRoot)).ok());
+  const InodeId late = create(*home_, kRootInode, "late");
+  const auto late_data = pattern(200'000, 4);
+  ASSERT_TRUE(write(*home_, late, 0, late_data, Stability::unstable).ok());
+  ASSERT_TRUE(run_to_completion(home_->commit(late)).ok());
+  auto directory = run_to_completion(home_->mkdir(kRootInode, "dir", {}, kRoot));
+  ASSERT_TRUE(directory.ok());
+  ASSERT_TRUE(run_to_completion(home_->rename(kRootInode, "early", directory->attributes.inode,
+                                              "moved", kRoot))
+                  .ok());
+  AttributeChanges cut;
+  cut.size = 70'000;
+  ASSERT_TRUE(run_to_completion(home_->setattr(early, cut, kRoot, std::nullopt)).ok());
+  EXPECT_GT(target_->calls(MirrorMethod::changes), 0);
+  EXPECT_GT(target_->calls(MirrorMethod::write), 0);
+  EXPECT_EQ(target_->calls(MirrorMethod::truncate), 1);
+  EXPECT_EQ(target_->calls(MirrorMethod::remove), 1);
+
+  auto promoted = promote();
+  ASSERT_NE(promoted, nullptr);
+  EXPECT_EQ(names(*promoted, kRootInode), (std::vector<std::string>{"dir", "late", "sparse"}));
+  EXPECT_EQ(names(*promoted, directory->attributes.inode), std::vector<std::string>{"moved"});
+  EXPECT_EQ(read_all(*promoted, early),
+            std::vector<std::uint8_t>(early_data.begin(), early_data.begin() + 70'000));
+  EXPECT_EQ(read_all(*promoted, late), late_data);
+  auto sparse_bytes = read_all(*promoted, sparse);
+  ASSERT_EQ(sparse_bytes.size(), (10u << 20) + far_data.size());
+  EXPECT_TRUE(std::equal(far_data.begin(), far_data.end(), sparse_bytes.begin() + (10 << 20)));
+  EXPECT_TRUE(std::all_of(sparse_bytes.begin(), sparse_bytes.begin() + (10 << 20),
+                          [](std::uint8_t b) { return b == 0; }));
+  // New inodes on the promoted copy do not reuse the home's numbers.
+  const InodeId after = create(*promoted, kRootInode, "after-promotion");
+  EXPECT_GT(after, late);
+  EXPECT_NE(after, directory->attributes.inode);
+}
+
+TEST_F(ShardMirrorTest, AChangeTheMirrorDidNotTakeFailsTheOperation) {
+  ASSERT_TRUE(run_to_completion(home_->mirror_to(target_)).ok());
+  target_->refuse();
+  auto made = run_to_completion(home_->create(kRootInode, "f", CreateMode::unchecked, {}, {}, kRoot));
+  EXPECT_EQ(made.code(), Errc::unavailable) << made.status().to_string();
+  // Without a mirror the home serves alone again.
+  ASSERT_TRUE(run_to_completion(home_->mirror_to(nullptr)).ok());
+  EXPECT_NE(create(*home_, kRootInode, "g"), 0u);
+}
+
+TEST_F(ShardMirrorTest, AWholeCopyThatFailsLeavesTheHomeServingUnmirrored) {
+  target_->refuse();
+  EXPECT_EQ(run_to_completion(home_->mirror_to(target_)).code(), Errc::unavailable);
+  const int calls = target_->calls(MirrorMethod::changes);
+  EXPECT_NE(create(*home_, kRootInode, "f"), 0u);
+  EXPECT_EQ(target_->calls(MirrorMethod::changes), calls);
+}
+
+TEST_F(ShardMirrorTest, ACopyReopenedAfterACrashTakesNoChangesUntilCopiedAnew) {
+  ASSERT_TRUE(run_to_completion(home_->mirror_to(target_)).ok());
+  copy_->close();
+  auto reopened = ShardCopy::open((root_ / "mirror").string());
+  ASSERT_TRUE(reopened.ok());
+  copy_ = std::move(reopened).value();
+  auto fresh = std::make_shared<LoopbackTarget>(*copy_);
+  EXPECT_EQ(fresh->call(MirrorMethod::write,
+                        internal::encode_mirror_extent({5, 0, true, pattern(10, 1)}))
+                .code(),
+            Errc::unavailable);
+  EXPECT_EQ(fresh->call(MirrorMethod::remove, internal::encode_mirror_inode({5})).code(),
+            Errc::unavailable);
+  ASSERT_TRUE(run_to_completion(home_->mirror_to(fresh)).ok());
+  EXPECT_NE(create(*home_, kRootInode, "f"), 0u);
+}
+
+TEST_F(ShardMirrorTest, MalformedMessagesAreRefusedAndChangeNothing) {
+  ASSERT_TRUE(run_to_completion(home_->mirror_to(target_)).ok());
+  auto write = internal::encode_mirror_extent({7, 0, false, pattern(64, 1)});
+  for (std::size_t cut = 0; cut < write.size(); cut += 3) {
+    std::span<const std::uint8_t> shortened(write.data(), cut);
+    EXPECT_EQ(copy_->apply(static_cast<std::uint32_t>(MirrorMethod::write), shortened).code(),
+              Errc::invalid_argument);
+  }
+  auto beyond = internal::encode_mirror_extent({7, kMaxFileSize, false, pattern(1, 1)});
+  EXPECT_EQ(copy_->apply(static_cast<std::uint32_t>(MirrorMethod::copy_data), beyond).code(),
+            Errc::invalid_argument);
+  EXPECT_EQ(copy_->apply(0, {}).code(), Errc::not_supported);
+  EXPECT_EQ(copy_->apply(kLastMirrorMethod + 1, {}).code(), Errc::not_supported);
+  std::vector<std::uint8_t> torn = {1, 2, 3, 4, 5, 6, 7};
+  EXPECT_EQ(copy_->apply(static_cast<std::uint32_t>(MirrorMethod::changes), torn).code(),
+            Errc::corrupt);
+  EXPECT_EQ(copy_->apply(static_cast<std::uint32_t>(MirrorMethod::copy_database),
+                         internal::encode_mirror_extent({0, 0, false, pattern(8, 1)}))
+                .code(),
+            Errc::unavailable)
+      << "no copy under way";
+}
+
+}  // namespace
+}  // namespace tidepool::store
