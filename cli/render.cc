@@ -256,10 +256,10 @@ void render_view(std::ostream& out, const Json& object) {
   render_fields(out, fields, Align::right);
 }
 
-std::string namespace_home(const Json& where) {
-  const Json& home = field(where, "home");
-  if (home.is_null()) return "- (" + display(field(where, "state")) + ")";
-  return "node " + display(home) + " (" + display(field(where, "state")) + ")";
+// "node 2 (serving)", or "- (unknown)" when there is no such node.
+std::string node_and_state(const Json& node, const Json& state) {
+  if (node.is_null()) return "- (" + display(state) + ")";
+  return "node " + display(node) + " (" + display(state) + ")";
 }
 
 void render_status(std::ostream& out, const Json& status) {
@@ -269,7 +269,11 @@ void render_status(std::ostream& out, const Json& status) {
                  {"Cluster ID", display(field(status, "id"))},
                  {"Epoch", display(field(status, "epoch"))},
                  {"Leader", display(field(status, "leader"))},
-                 {"Namespace Home", namespace_home(field(status, "namespace"))}},
+                 {"Namespace Home", node_and_state(field(field(status, "namespace"), "home"),
+                                                   field(field(status, "namespace"), "state"))},
+                 {"Namespace Mirror",
+                  node_and_state(field(field(status, "namespace"), "mirror"),
+                                 field(field(status, "namespace"), "mirror_state"))}},
                 Align::left);
   out << "\nNodes:\n";
   node_table(field(status, "nodes")).render(out);

@@ -25,7 +25,7 @@ std::string rendered(Render render, const Json& json) {
 Json sample_status(Json jobs) {
   Json status = Json::parse(R"({
     "name": "tidepool", "id": "c0ffee", "epoch": 7, "leader": 1, "health": "degraded",
-    "namespace": {"home": 1, "state": "serving"},
+    "namespace": {"home": 1, "state": "serving", "mirror": 2, "mirror_state": "down"},
     "nodes": [
       {"id": 1, "name": "node1", "pool": "f800", "state": "up",
        "frontend_address": "127.0.0.1", "backend_address": "127.0.0.1:7100",
@@ -122,12 +122,13 @@ TEST(View, KeysAreRightAlignedInTheServersOrder) {
 
 TEST(Status, ShowsTheClusterThenNodesPoolsTiersAndJobs) {
   EXPECT_EQ(rendered(render_status, sample_status(Json::array())),
-            "Cluster Name:   tidepool\n"
-            "Cluster Health: degraded\n"
-            "Cluster ID:     c0ffee\n"
-            "Epoch:          7\n"
-            "Leader:         1\n"
-            "Namespace Home: node 1 (serving)\n"
+            "Cluster Name:     tidepool\n"
+            "Cluster Health:   degraded\n"
+            "Cluster ID:       c0ffee\n"
+            "Epoch:            7\n"
+            "Leader:           1\n"
+            "Namespace Home:   node 1 (serving)\n"
+            "Namespace Mirror: node 2 (down)\n"
             "\n"
             "Nodes:\n"
             "ID  Name   Pool  State  Throughput In  Throughput Out  Used / Size\n"
@@ -174,7 +175,7 @@ TEST(Status, ByteCountsMayComeAsAnyKindOfNumber) {
 
 TEST(Status, AReplyOfTheWrongShapePrintsDashesInsteadOfFailing) {
   const std::string text = rendered(render_status, Json::parse(R"({"nodes": [7, {"id": "x"}]})"));
-  EXPECT_NE(text.find("Cluster Name:   -\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("Cluster Name:     -\n"), std::string::npos) << text;
   EXPECT_NE(text.find("No running jobs."), std::string::npos) << text;
   EXPECT_NO_THROW(rendered(render_status, Json::array()));
   EXPECT_NO_THROW(rendered(render_exports, Json("not a list")));

@@ -78,7 +78,7 @@ class GroupClient::Impl : public std::enable_shared_from_this<Impl> {
                 // The leader fences calls from a node behind its epoch: this node has yet to
                 // receive changes Raft is bringing it. Asking again once they arrived is safe,
                 // as the leader refused before doing anything.
-                if (reply.code() == Errc::precondition_failed &&
+                if (reply.code() == Errc::behind &&
                     self->loop_.now_ms() < give_up_at) {
                   return self->retry(std::move(change), give_up_at, std::move(done));
                 }

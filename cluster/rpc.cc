@@ -106,7 +106,7 @@ void RpcEndpoint::serve(NodeId from, std::uint64_t id, Epoch epoch, std::uint32_
   Epoch mine = epoch_();
   if (epoch < mine) {
     send_reply(from, id,
-               error(Errc::precondition_failed, "request stamped with group epoch " +
+               error(Errc::behind, "request stamped with group epoch " +
                                                     std::to_string(epoch) + ", older than " +
                                                     std::to_string(mine) + " here"));
     return;

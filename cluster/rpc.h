@@ -39,7 +39,7 @@ class RpcEndpoint {
 
   // Calls `method` on node `to`. `done` gets the reply, or: timed_out when none came within
   // `deadline` (the call may still have run), not_supported for a method the callee does not
-  // serve, precondition_failed when the callee's epoch is newer than ours, or the error the
+  // serve, behind when the callee's epoch is newer than ours, or the error the
   // callee's handler returned.
   void call(NodeId to, std::uint32_t method, std::span<const std::uint8_t> request,
             std::chrono::milliseconds deadline, Reply done);

@@ -25,6 +25,7 @@ std::string_view errc_name(Errc code) {
     case Errc::not_supported: return "not_supported";
     case Errc::no_space: return "no_space";
     case Errc::unavailable: return "unavailable";
+    case Errc::behind: return "behind";
     case Errc::timed_out: return "timed_out";
     case Errc::io_error: return "io_error";
     case Errc::corrupt: return "corrupt";

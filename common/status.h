@@ -37,6 +37,7 @@ enum class Errc : unsigned char {
   // Transient: the same request may succeed later.
   unavailable,
   timed_out,
+  behind,  // the caller's view of the cluster is older than the callee's: again once caught up
   // Unexpected: a bug, a disk error or corruption. Logged; the request fails.
   io_error,
   corrupt,

@@ -190,6 +190,7 @@ unsigned http_status_of(Errc code) {
     case Errc::not_supported:
       return 405;
     case Errc::unavailable:
+    case Errc::behind:
     case Errc::no_space:
       return 503;
     case Errc::timed_out:
@@ -340,12 +341,24 @@ json stats_json(const NodeStats& stats) {
               {"size_bytes", stats.size_bytes}};
 }
 
-// Where the namespace lives: its home serves every NFS operation, shipped from the others.
+// Where the namespace lives: its home serves every NFS operation, shipped from the others; its
+// mirror holds a second copy, ready to take over while it is in step.
 json namespace_json(const GroupView& view) {
   const std::optional<NamespaceRecord> record = namespace_of(view);
   const cluster::NodeInfo* home = record ? view.node(record->home) : nullptr;
-  if (home == nullptr) return json{{"home", nullptr}, {"state", "unknown"}};
-  return json{{"home", home->id}, {"state", home->up ? "serving" : "home down"}};
+  if (home == nullptr) {
+    return json{{"home", nullptr}, {"state", "unknown"}, {"mirror", nullptr}, {"mirror_state", "none"}};
+  }
+  json where{{"home", home->id}, {"state", home->up ? "serving" : "home down"}};
+  const cluster::NodeInfo* mirror = view.node(record->mirror);
+  if (mirror == nullptr) {
+    where["mirror"] = nullptr;
+    where["mirror_state"] = "none";
+  } else {
+    where["mirror"] = mirror->id;
+    where["mirror_state"] = !mirror->up ? "down" : record->mirror_in_step ? "in step" : "copying";
+  }
+  return where;
 }
 
 json status_json(Membership& m, const GroupView& view) {

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "cluster/ring.h"
+
 #include <algorithm>
 #include <charconv>
 #include <limits>
@@ -191,8 +193,42 @@ std::string to_hex(std::span<const std::uint8_t> bytes) {
 json namespace_to_json(const NamespaceRecord& record) {
   json body;
   body["home"] = record.home;
+  body["mirror"] = record.mirror;
+  body["mirror_in_step"] = record.mirror_in_step;
   body["handle_key"] = to_hex(record.handle_key);
   return body;
+}
+
+cluster::Change namespace_update(const NamespaceRecord& next) {
+  return cluster::Change::update_object(std::string(kClusterKind), std::string(kNamespaceName),
+                                        namespace_to_json(next).dump(), next.changed);
+}
+
+std::optional<NamespaceRecord> plan_namespace(const NamespaceRecord& record,
+                                              const cluster::GroupView& view) {
+  auto is_up = [&view](cluster::NodeId id) {
+    const cluster::NodeInfo* node = view.node(id);
+    return node != nullptr && node->up;
+  };
+  NamespaceRecord next = record;
+  if (!is_up(record.home)) {
+    if (record.mirror == 0 || !record.mirror_in_step || !is_up(record.mirror)) return std::nullopt;
+    next.home = record.mirror;
+    next.mirror = 0;
+    next.mirror_in_step = false;
+    return next;
+  }
+  if (record.mirror != 0 && record.mirror != record.home && is_up(record.mirror)) {
+    return std::nullopt;
+  }
+  const cluster::Ring ring(view.up_nodes());
+  for (cluster::NodeId candidate : ring.owners(cluster::Ring::key_of(kNamespaceName), 2)) {
+    if (candidate == record.home || candidate == record.mirror) continue;
+    next.mirror = candidate;
+    next.mirror_in_step = false;
+    return next;
+  }
+  return std::nullopt;
 }
 
 std::optional<NamespaceRecord> namespace_of(const cluster::GroupView& view) {
@@ -205,6 +241,13 @@ std::optional<NamespaceRecord> namespace_of(const cluster::GroupView& view) {
   }
   NamespaceRecord record;
   record.home = body["home"].get<cluster::NodeId>();
+  // Records written before mirrors existed have neither field.
+  const json mirror = body.value("mirror", json(0u));
+  const json in_step = body.value("mirror_in_step", json(false));
+  if (!mirror.is_number_unsigned() || !in_step.is_boolean()) return std::nullopt;
+  record.mirror = mirror.get<cluster::NodeId>();
+  record.mirror_in_step = in_step.get<bool>();
+  record.changed = object->changed;
   const std::string key = body["handle_key"];
   if (key.size() != 2 * record.handle_key.size()) return std::nullopt;
   for (std::size_t i = 0; i < record.handle_key.size(); ++i) {

@@ -60,15 +60,31 @@ AtimePolicy atime_policy(const cluster::GroupView& view, const NodeConfig& confi
 // Lowercase hex, as the cluster's ids, token hashes and keys are written.
 std::string to_hex(std::span<const std::uint8_t> bytes);
 
-// Where the namespace lives and the key every node seals file handles under, so that a handle
-// one node gave out is good on all. Body: {"home": node id, "handle_key": 64 hex digits}.
+// Where the namespace lives — its home, and the mirror that takes the home's place if it dies
+// — and the key every node seals file handles under, so that a handle one node gave out is
+// good on all. Body: {"home": node id, "mirror": node id or 0, "mirror_in_step": bool,
+// "handle_key": 64 hex digits}. A mirror is promoted only while in step: it holds everything
+// the home acknowledged.
 struct NamespaceRecord {
   cluster::NodeId home = 0;
+  cluster::NodeId mirror = 0;
+  bool mirror_in_step = false;
   std::array<std::uint8_t, 32> handle_key{};
+  cluster::Epoch changed = 0;  // when the record was last written (not in the body)
+  bool operator==(const NamespaceRecord&) const = default;
 };
 nlohmann::json namespace_to_json(const NamespaceRecord& record);
 // Null when the view has no namespace record or it does not parse.
 std::optional<NamespaceRecord> namespace_of(const cluster::GroupView& view);
+// The change that writes `next` over the record as it was when read (and fails if it changed
+// since).
+cluster::Change namespace_update(const NamespaceRecord& next);
+
+// What the group leader changes next about where the namespace lives, if anything: promote an
+// in-step mirror when the home is down; name a mirror when there is none, or it is down or gone
+// (the next up node on the ring after the home).
+std::optional<NamespaceRecord> plan_namespace(const NamespaceRecord& record,
+                                              const cluster::GroupView& view);
 
 // A tier's body: {"children": [pool, ...]}.
 std::vector<std::string> tier_children(const cluster::ConfigObject& tier);

@@ -124,18 +124,17 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
   store_options.stripe_unit_bytes = config.stripe_unit_bytes;
   store_options.atime_enabled = config.atime_enabled;
   store_options.atime_grace_period = config.atime_grace_period;
-  auto store = store::Store::open(store_options);
-  if (!store.ok()) {
-    report(store.status().message());
-    return 1;
-  }
   asio::io_context io(static_cast<int>(config.io_threads));
   // The cluster side — group view, backend transport, admin API — runs on one thread of its
   // own, all of it on one strand, so client load never delays heartbeats.
   asio::io_context backend_io(1);
   auto backend_work = asio::make_work_guard(backend_io);
   auto strand = asio::make_strand(backend_io);
-  daemon::NamespaceShipping shipping(strand, io.get_executor(), **store, config.node_id);
+  daemon::NamespaceShipping shipping(strand, io.get_executor(), store_options, config.node_id);
+  if (Status opened = shipping.open_local(); !opened.ok()) {
+    report(opened.message());
+    return 1;
+  }
   auto server = nfsd::NfsServer::start(io, config, shipping.store());
   if (!server.ok()) {
     report(server.status().message());
@@ -149,7 +148,7 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
     for (auto& [id, entry] : daemon::exports_of(view)) exports.push_back(std::move(entry));
     (*server)->set_exports(std::move(exports));
     const daemon::AtimePolicy atime = daemon::atime_policy(view, config);
-    (*store)->set_atime_policy(atime.enabled, atime.grace_period);
+    shipping.set_atime_policy(atime.enabled, atime.grace_period);
     const std::optional<daemon::NamespaceRecord> record = daemon::namespace_of(view);
     if (record) {
       if (Status s = (*server)->set_handle_key(record->handle_key); !s.ok()) {
@@ -219,7 +218,7 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
   for (auto& t : threads) t.join();
   backend.join();
   server->reset();
-  (*store)->close();
+  shipping.close();
   spdlog::info("stopped");
   return 0;
 }

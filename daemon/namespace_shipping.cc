@@ -2,9 +2,16 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "daemon/callback_awaitable.h"
@@ -14,18 +21,58 @@ namespace tidepool::daemon {
 namespace {
 
 namespace asio = boost::asio;
+using namespace std::chrono_literals;
 
-// Backend RPC methods 100 + StoreMethod carry shipped store operations.
+// Backend RPC methods 100 + StoreMethod carry shipped store operations; 200 + MirrorMethod,
+// what a home sends its mirror.
 constexpr std::uint32_t kStoreMethodBase = 100;
 constexpr std::uint32_t kLastStoreMethod = static_cast<std::uint32_t>(store::StoreMethod::write_verifier);
+constexpr std::uint32_t kMirrorMethodBase = 200;
 // Long enough for a 1 MiB write under load; a home that died is given up on after this, and the
 // client hears NFS3ERR_JUKEBOX and retries.
 constexpr std::chrono::milliseconds kShippedCallDeadline{5'000};
+// A mirror that takes longer than this for one change is given up on: the home goes on alone.
+constexpr std::chrono::milliseconds kMirrorCallDeadline{5'000};
+constexpr std::chrono::milliseconds kProposalDeadline{5'000};
+// After a whole copy or a change to the record failed, the next attempt waits this long.
+constexpr auto kRetryAfter = 1s;
+constexpr auto kReleasePoll = 20ms;
+// A node answers `behind` to a caller whose view is older than its own: the caller's catches
+// up within a heartbeat or two, so it asks again this often, this many times.
+constexpr auto kBehindPause = 20ms;
+constexpr int kBehindRetries = 100;
 
-asio::awaitable<Result<xdr::Buffer>> run_shipped(store::Store& local, std::uint32_t method,
+asio::awaitable<Result<xdr::Buffer>> run_shipped(std::shared_ptr<store::Store> local,
+                                                 std::uint32_t method,
                                                  std::vector<std::uint8_t> request) {
-  auto served = store::serve_store_call(local, method, request);
+  auto served = store::serve_store_call(*local, method, request);
   co_return co_await std::move(served);
+}
+
+// Runs `start(done)` on the strand and blocks the calling thread (a store thread, never the
+// strand) until `done` ran or `deadline` passed.
+Status wait_on_strand(const asio::any_io_executor& strand, std::chrono::milliseconds deadline,
+                      std::function<void(std::function<void(Status)>)> start) {
+  auto promise = std::make_shared<std::promise<Status>>();
+  std::future<Status> outcome = promise->get_future();
+  asio::post(strand, [start = std::move(start), promise] {
+    start([promise](Status status) { promise->set_value(std::move(status)); });
+  });
+  if (outcome.wait_for(deadline) != std::future_status::ready) {
+    return error(Errc::timed_out, "no answer from the cluster in time");
+  }
+  return outcome.get();
+}
+
+bool is_up(const cluster::GroupView& view, cluster::NodeId id) {
+  const cluster::NodeInfo* node = view.node(id);
+  return node != nullptr && node->up;
+}
+
+bool is_whole_copy(store::MirrorMethod method) {
+  return method == store::MirrorMethod::copy_begin ||
+         method == store::MirrorMethod::copy_database ||
+         method == store::MirrorMethod::copy_data || method == store::MirrorMethod::copy_end;
 }
 
 }  // namespace
@@ -36,20 +83,25 @@ class NamespaceShipping::Channel final : public store::ShardChannel {
 
   asio::awaitable<Result<xdr::Buffer>> call(store::StoreMethod method,
                                             xdr::Buffer request) override {
-    auto start = [this, method, request = std::move(request)](auto done) mutable {
-      asio::post(shipping_.strand_, [this, method, request = std::move(request),
-                                     done = std::move(done)]() mutable {
-        cluster::RpcEndpoint* rpc = shipping_.rpc();
-        if (rpc == nullptr) {
-          done(Result<xdr::Buffer>(error(Errc::unavailable, "this node is not in a cluster")));
-          return;
-        }
-        rpc->call(home_, kStoreMethodBase + static_cast<std::uint32_t>(method), request,
-                  kShippedCallDeadline, std::move(done));
-      });
-    };
-    auto reply = await_callback<Result<xdr::Buffer>>(std::move(start));
-    co_return co_await std::move(reply);
+    for (int attempt = 0;; ++attempt) {
+      auto start = [this, method, &request](auto done) mutable {
+        asio::post(shipping_.strand_, [this, method, request, done = std::move(done)]() mutable {
+          cluster::RpcEndpoint* rpc = shipping_.rpc();
+          if (rpc == nullptr) {
+            done(Result<xdr::Buffer>(error(Errc::unavailable, "this node is not in a cluster")));
+            return;
+          }
+          rpc->call(home_, kStoreMethodBase + static_cast<std::uint32_t>(method), request,
+                    kShippedCallDeadline, std::move(done));
+        });
+      };
+      auto sent = await_callback<Result<xdr::Buffer>>(std::move(start));
+      Result<xdr::Buffer> reply = co_await std::move(sent);
+      if (reply.code() != Errc::behind || attempt == kBehindRetries) co_return reply;
+      asio::steady_timer pause(co_await asio::this_coro::executor, kBehindPause);
+      auto paused = pause.async_wait(asio::use_awaitable);
+      co_await std::move(paused);
+    }
   }
 
  private:
@@ -57,29 +109,108 @@ class NamespaceShipping::Channel final : public store::ShardChannel {
   const cluster::NodeId home_;
 };
 
+// The home's store sends its mirror's messages through this. A change the mirror did not take
+// must not be acknowledged while the cluster still counts on that mirror — it could be
+// promoted without it — so the link first has the mirror dropped from the namespace record,
+// and from then on sends nothing: the leader names a new mirror, which gets a whole copy.
+class NamespaceShipping::MirrorLink final : public store::MirrorTarget {
+ public:
+  MirrorLink(NamespaceShipping& shipping, cluster::NodeId mirror)
+      : shipping_(shipping), mirror_(mirror) {}
+
+  Status call(store::MirrorMethod method, std::span<const std::uint8_t> request) override {
+    if (dropped_.load()) return {};
+    Status sent = shipping_.send_to_mirror(mirror_, method, request);
+    for (int attempt = 0; sent.code() == Errc::behind && attempt < kBehindRetries; ++attempt) {
+      std::this_thread::sleep_for(kBehindPause);
+      sent = shipping_.send_to_mirror(mirror_, method, request);
+    }
+    if (sent.ok() || is_whole_copy(method)) return sent;
+    std::lock_guard lock(dropping_);
+    if (dropped_.load()) return {};
+    spdlog::warn("mirror node {} did not take a change ({}): the namespace goes on without it",
+                 mirror_, sent.to_string());
+    if (Status dropped = shipping_.drop_mirror(mirror_); !dropped.ok()) {
+      return error(Errc::unavailable, "the mirror did not take a change and could not be "
+                                      "dropped from the namespace: " + dropped.message());
+    }
+    dropped_.store(true);
+    return {};
+  }
+
+ private:
+  NamespaceShipping& shipping_;
+  const cluster::NodeId mirror_;
+  std::mutex dropping_;
+  std::atomic<bool> dropped_ = false;
+};
+
 NamespaceShipping::NamespaceShipping(asio::any_io_executor strand,
-                                     asio::any_io_executor store_executor, store::Store& local,
-                                     cluster::NodeId self)
+                                     asio::any_io_executor store_executor,
+                                     store::StoreOptions options, cluster::NodeId self)
     : strand_(std::move(strand)),
       store_executor_(std::move(store_executor)),
-      local_(local),
+      options_(std::move(options)),
       self_(self),
-      router_(local, self, [this](cluster::NodeId home) {
-        return std::make_shared<Channel>(*this, home);
-      }) {}
+      router_(self, [this](cluster::NodeId home) { return std::make_shared<Channel>(*this, home); }),
+      release_timer_(strand_),
+      retry_timer_(strand_),
+      atime_enabled_(options_.atime_enabled),
+      atime_grace_period_(options_.atime_grace_period) {}
+
+NamespaceShipping::~NamespaceShipping() { close(); }
+
+Status NamespaceShipping::open_local() {
+  TP_ASSIGN_OR_RETURN(auto opened, store::Store::open(options_));
+  local_ = std::move(opened);
+  router_.set_home(self_, local_);
+  return {};
+}
+
+void NamespaceShipping::close() {
+  *alive_ = false;
+  router_.set_home(0);
+  if (local_) local_->close();
+  if (copy_) copy_->close();
+  local_.reset();
+  copy_.reset();
+  blocking_.join();
+}
+
+void NamespaceShipping::set_atime_policy(bool enabled, std::chrono::seconds grace_period) {
+  atime_enabled_ = enabled;
+  atime_grace_period_ = grace_period;
+  if (local_) local_->set_atime_policy(enabled, grace_period);
+}
 
 cluster::RpcEndpoint* NamespaceShipping::rpc() const {
   return membership_ ? membership_->rpc() : nullptr;
 }
 
+void NamespaceShipping::attach(Membership* membership) {
+  membership_ = membership;
+  // A member must not answer from its own copy before the view says it is the home: the copy
+  // may be behind the one that serves.
+  if (membership_ != nullptr && membership_->identity() && !followed_) router_.set_home(0);
+}
+
 void NamespaceShipping::follow(const std::optional<NamespaceRecord>& record,
                                const cluster::GroupView& view) {
-  cluster::NodeId home = 0;
+  followed_ = true;
+  record_ = record;
   if (!record) {
     spdlog::warn("the group view has no namespace record yet: NFS answers 'retry later'");
-  } else if (const cluster::NodeInfo* node = view.node(record->home); node && node->up) {
-    home = record->home;
+    router_.set_home(0);
+    return;
   }
+  lead(*record, view);
+  const Role role = record->home == self_     ? Role::home
+                    : record->mirror == self_ ? Role::mirror
+                                              : Role::none;
+  role_ = role;
+  take_role(role, *record);
+
+  const cluster::NodeId home = is_up(view, record->home) ? record->home : 0;
   if (home != router_.home()) {
     if (home == 0) {
       spdlog::warn("the namespace's home is down: NFS answers 'retry later' until it returns");
@@ -87,7 +218,198 @@ void NamespaceShipping::follow(const std::optional<NamespaceRecord>& record,
       spdlog::info("the namespace's home is node {}{}", home, home == self_ ? " (this node)" : "");
     }
   }
-  router_.set_home(home);
+  router_.set_home(home, home == self_ ? local_ : nullptr);
+}
+
+void NamespaceShipping::lead(const NamespaceRecord& record, const cluster::GroupView& view) {
+  if (membership_ == nullptr || membership_->group() == nullptr ||
+      !membership_->group()->is_leader()) {
+    return;
+  }
+  std::optional<NamespaceRecord> next = plan_namespace(record, view);
+  if (!next) return;
+  if (next->home != record.home) {
+    propose(*next, "the home is down: promoting its mirror");
+  } else {
+    propose(*next, "naming a mirror for the namespace");
+  }
+}
+
+void NamespaceShipping::propose(const NamespaceRecord& next, const char* why) {
+  cluster::GroupClient* client = membership_ ? membership_->client() : nullptr;
+  if (proposing_ || client == nullptr) return;
+  proposing_ = true;
+  spdlog::info("namespace: {} (home {}, mirror {}{})", why, next.home, next.mirror,
+               next.mirror_in_step ? ", in step" : "");
+  client->propose(namespace_update(next), kProposalDeadline,
+                  [this, alive = alive_](Status outcome) {
+                    if (!*alive) return;
+                    proposing_ = false;
+                    if (!outcome.ok()) {
+                      spdlog::info("namespace: the change was not made ({}); trying again",
+                                   outcome.to_string());
+                    }
+                    // The view that has the change may have been followed while this was
+                    // still under way.
+                    follow_again_after(outcome.ok() ? 0s : kRetryAfter);
+                  });
+}
+
+void NamespaceShipping::take_role(Role role, const NamespaceRecord& record) {
+  if (role != Role::home && local_) release_local();
+  if (role != Role::mirror && copy_) release_copy();
+  if (role == Role::home && !local_) open_when_released(role);
+  if (role == Role::mirror && !copy_) open_when_released(role);
+  if (role == Role::home && local_) keep_mirror_in_step(record);
+}
+
+void NamespaceShipping::keep_mirror_in_step(const NamespaceRecord& record) {
+  if (mirror_copy_running_) return;  // when it ends, the record is looked at again
+  const cluster::NodeId wanted = record.mirror;
+  if (wanted == mirroring_to_) {
+    if (wanted != 0 && mirror_copied_ && !record.mirror_in_step) {
+      NamespaceRecord next = record;
+      next.mirror_in_step = true;
+      propose(next, "the mirror holds a whole copy");
+    }
+    return;
+  }
+  // A whole copy starts by discarding the mirror's old one: the record must stop promising an
+  // in-step mirror first.
+  if (record.mirror_in_step) {
+    NamespaceRecord next = record;
+    next.mirror_in_step = false;
+    propose(next, "copying the namespace to its mirror anew");
+    return;
+  }
+  mirror_copy_running_ = true;
+  mirroring_to_ = wanted;
+  mirror_copied_ = false;
+  std::shared_ptr<store::MirrorTarget> link;
+  if (wanted != 0) link = std::make_shared<MirrorLink>(*this, wanted);
+  std::shared_ptr<store::LocalStore> store = local_;
+  asio::co_spawn(
+      store_executor_, store->mirror_to(std::move(link)),
+      [this, alive = alive_, store, wanted](std::exception_ptr failure, Status copied) {
+        if (failure) copied = error(Errc::internal, "the whole copy threw");
+        asio::post(strand_, [this, alive, store, wanted, copied] {
+          if (!*alive) return;
+          mirror_copy_running_ = false;
+          if (local_ != store || mirroring_to_ != wanted) return;
+          mirror_copied_ = copied.ok();
+          if (!copied.ok()) {
+            spdlog::warn("namespace: no whole copy for mirror node {} ({}); trying again",
+                         wanted, copied.to_string());
+            mirroring_to_ = 0;
+          }
+          follow_again_after(copied.ok() ? 0s : kRetryAfter);
+        });
+      });
+}
+
+void NamespaceShipping::release_local() {
+  std::shared_ptr<store::LocalStore> store = std::move(local_);
+  router_.set_home(0);
+  mirroring_to_ = 0;
+  mirror_copied_ = false;
+  releasing_ = store;
+  // Closing waits for the store's queued work, which may wait on the strand.
+  asio::post(blocking_, [store = std::move(store)]() mutable {
+    store->close();
+    store.reset();
+  });
+}
+
+void NamespaceShipping::release_copy() {
+  std::shared_ptr<store::ShardCopy> copy = std::move(copy_);
+  releasing_ = copy;
+  asio::post(blocking_, [copy = std::move(copy)]() mutable {
+    copy->close();
+    copy.reset();
+  });
+}
+
+void NamespaceShipping::open_when_released(Role role) {
+  if (!releasing_.expired()) {
+    release_timer_.expires_after(kReleasePoll);
+    release_timer_.async_wait([this, alive = alive_, role](const boost::system::error_code& ec) {
+      if (!ec && *alive) open_when_released(role);
+    });
+    return;
+  }
+  if (role != role_) return;
+  if (role == Role::home && !local_) {
+    auto opened = store::Store::open(options_);
+    if (!opened.ok()) {
+      spdlog::error("namespace: cannot open this node's copy to serve it: {}",
+                    opened.status().to_string());
+      return;
+    }
+    local_ = std::move(opened).value();
+    local_->set_atime_policy(atime_enabled_, atime_grace_period_);
+    spdlog::info("namespace: serving this node's copy as the home");
+  } else if (role == Role::mirror && !copy_) {
+    auto opened = store::ShardCopy::open(options_.data_dir);
+    if (!opened.ok()) {
+      spdlog::error("namespace: cannot open this node's copy as the mirror: {}",
+                    opened.status().to_string());
+      return;
+    }
+    copy_ = std::move(opened).value();
+    spdlog::info("namespace: keeping this node's copy as the mirror");
+  }
+  follow_again_after(0s);
+}
+
+void NamespaceShipping::follow_again_after(std::chrono::milliseconds delay) {
+  retry_timer_.expires_after(delay);
+  retry_timer_.async_wait([this, alive = alive_](const boost::system::error_code& ec) {
+    if (ec || !*alive || membership_ == nullptr || membership_->group() == nullptr) return;
+    const cluster::GroupView& view = membership_->group()->view();
+    follow(namespace_of(view), view);
+  });
+}
+
+Status NamespaceShipping::send_to_mirror(cluster::NodeId mirror, store::MirrorMethod method,
+                                         std::span<const std::uint8_t> request) {
+  // The caller's bytes may be gone when a late answer arrives: the strand works on its own.
+  std::vector<std::uint8_t> body(request.begin(), request.end());
+  return wait_on_strand(
+      strand_, kMirrorCallDeadline + 1s,
+      [this, mirror, method, body = std::move(body)](std::function<void(Status)> done) {
+        cluster::RpcEndpoint* rpc = this->rpc();
+        if (rpc == nullptr) {
+          done(error(Errc::unavailable, "this node is not in a cluster"));
+          return;
+        }
+        rpc->call(mirror, kMirrorMethodBase + static_cast<std::uint32_t>(method), body,
+                  kMirrorCallDeadline,
+                  [done = std::move(done)](Result<xdr::Buffer> reply) { done(reply.status()); });
+      });
+}
+
+Status NamespaceShipping::drop_mirror(cluster::NodeId mirror) {
+  return wait_on_strand(
+      strand_, kProposalDeadline + 1s, [this, mirror](std::function<void(Status)> done) {
+        cluster::GroupClient* client = membership_ ? membership_->client() : nullptr;
+        if (client == nullptr) {
+          done(error(Errc::unavailable, "this node is not in a cluster"));
+          return;
+        }
+        std::optional<NamespaceRecord> record = namespace_of(membership_->group()->view());
+        if (!record || record->home != self_) {
+          done(error(Errc::unavailable, "this node is no longer the namespace's home"));
+          return;
+        }
+        if (record->mirror != mirror) {
+          done(Status{});
+          return;
+        }
+        NamespaceRecord next = *record;
+        next.mirror = 0;
+        next.mirror_in_step = false;
+        client->propose(namespace_update(next), kProposalDeadline, std::move(done));
+      });
 }
 
 void NamespaceShipping::serve(cluster::RpcEndpoint& rpc) {
@@ -96,7 +418,7 @@ void NamespaceShipping::serve(cluster::RpcEndpoint& rpc) {
                                                          std::span<const std::uint8_t> request,
                                                          cluster::RpcEndpoint::Reply reply) {
       // A node that thinks we are the home while we do not is behind: it retries later.
-      if (router_.home() != self_) {
+      if (router_.home() != self_ || !local_) {
         reply(error(Errc::unavailable, "node " + std::to_string(self_) +
                                            " is not the namespace's home"));
         return;
@@ -110,6 +432,30 @@ void NamespaceShipping::serve(cluster::RpcEndpoint& rpc) {
                          reply(result);
                        });
                      });
+    });
+  }
+  for (std::uint32_t method = 1; method <= store::kLastMirrorMethod; ++method) {
+    rpc.handle(kMirrorMethodBase + method, [this, method](cluster::NodeId from,
+                                                          std::span<const std::uint8_t> request,
+                                                          cluster::RpcEndpoint::Reply reply) {
+      // Only the home the view names may change the copy: a deposed one must not.
+      if (role_ != Role::mirror || !copy_ || !record_ || from != record_->home) {
+        reply(error(Errc::unavailable, "node " + std::to_string(self_) +
+                                           " is not the namespace's mirror for node " +
+                                           std::to_string(from)));
+        return;
+      }
+      asio::post(blocking_, [copy = copy_, method, strand = strand_, reply,
+                             body = std::vector<std::uint8_t>(request.begin(), request.end())] {
+        Status applied = copy->apply(method, body);
+        asio::post(strand, [reply, applied] {
+          if (applied.ok()) {
+            reply(xdr::Buffer{});
+          } else {
+            reply(applied);
+          }
+        });
+      });
     });
   }
 }

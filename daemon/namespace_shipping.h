@@ -1,18 +1,27 @@
-// How this node's NFS front end reaches the namespace: the shard router it serves from, the
-// channels that ship operations to the namespace's home over backend RPC, and the handlers
-// that run operations other nodes shipped here on the local store.
+// How this node takes part in the namespace: the shard router its NFS front end serves from,
+// the channels that ship operations to the namespace's home over backend RPC, and this node's
+// own copy of the namespace — the store it serves from while it is the home (kept in step
+// with the mirror), or the ShardCopy it keeps while it is the mirror.
 //
-// The router and the channels may be used from any thread; follow(), serve() and attach() run
-// on the backend strand.
+// It follows the namespace record of the group view (daemon/config_objects.h): it opens and
+// closes the copy as the node's role changes, and on the group leader it makes the record's
+// next change (naming a mirror, promoting it when the home dies).
+//
+// The router and the channels may be used from any thread; everything else runs on the
+// backend strand.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <chrono>
 #include <memory>
 #include <optional>
 
 #include "cluster/group.h"
 #include "cluster/rpc.h"
 #include "daemon/config_objects.h"
+#include "store/shard_mirror.h"
 #include "store/shard_router.h"
 #include "store/store.h"
 
@@ -24,28 +33,75 @@ class NamespaceShipping {
  public:
   // Shipped operations run on `store_executor` (the NFS threads), never on the backend strand.
   NamespaceShipping(boost::asio::any_io_executor strand,
-                    boost::asio::any_io_executor store_executor, store::Store& local,
+                    boost::asio::any_io_executor store_executor, store::StoreOptions options,
                     cluster::NodeId self);
+  ~NamespaceShipping();
 
+  // Opens this node's copy as the store it serves from, as a node outside any cluster does
+  // (a member serves it only once the view makes it the home). Fails with the reason the store
+  // cannot open. Call once, before the strand runs.
+  Status open_local();
   store::Store& store() { return router_; }
+  void set_atime_policy(bool enabled, std::chrono::seconds grace_period);
 
-  // Null detaches: calls then fail as unavailable.
-  void attach(Membership* membership) { membership_ = membership; }
-  // Follows the view's namespace record (null: the view has none yet): where the home is, and
-  // whether it is up.
+  // Null detaches: calls then fail as unavailable. A node that is a member serves nothing
+  // until it has followed a view.
+  void attach(Membership* membership);
+  // Follows the view's namespace record (null: the view has none yet).
   void follow(const std::optional<NamespaceRecord>& record, const cluster::GroupView& view);
   void serve(cluster::RpcEndpoint& rpc);
+  // Stops serving and closes this node's copy; blocks until it is closed. After the strand
+  // stopped.
+  void close();
 
  private:
   class Channel;
+  class MirrorLink;
+  enum class Role { none, home, mirror };
+
   cluster::RpcEndpoint* rpc() const;
+  void lead(const NamespaceRecord& record, const cluster::GroupView& view);
+  void take_role(Role role, const NamespaceRecord& record);
+  void keep_mirror_in_step(const NamespaceRecord& record);
+  void propose(const NamespaceRecord& next, const char* why);
+  // Follows the current view again: after something this node waited for ended.
+  void follow_again_after(std::chrono::milliseconds delay);
+  // Releases the store or the copy; the other opens only once the first is gone.
+  void release_local();
+  void release_copy();
+  void open_when_released(Role role);
+  // Blocking, from the store's threads: sends one mirror message; asks the cluster to stop
+  // counting on `mirror` as a mirror.
+  Status send_to_mirror(cluster::NodeId mirror, store::MirrorMethod method,
+                        std::span<const std::uint8_t> request);
+  Status drop_mirror(cluster::NodeId mirror);
 
   boost::asio::any_io_executor strand_;
   boost::asio::any_io_executor store_executor_;
-  store::Store& local_;
+  const store::StoreOptions options_;
   const cluster::NodeId self_;
   Membership* membership_ = nullptr;  // on the strand
   store::ShardRouter router_;
+
+  // On the strand.
+  bool followed_ = false;
+  Role role_ = Role::none;
+  std::optional<NamespaceRecord> record_;
+  std::shared_ptr<store::LocalStore> local_;
+  std::shared_ptr<store::ShardCopy> copy_;
+  std::weak_ptr<void> releasing_;  // the store or copy last released, until it is gone
+  boost::asio::steady_timer release_timer_;
+  cluster::NodeId mirroring_to_ = 0;  // the mirror the store was last told to keep in step
+  bool mirror_copy_running_ = false;
+  bool mirror_copied_ = false;  // the last whole copy to mirroring_to_ completed
+  boost::asio::steady_timer retry_timer_;
+  bool proposing_ = false;
+  bool atime_enabled_;
+  std::chrono::seconds atime_grace_period_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+
+  // Runs the blocking work of opening, closing and applying to copies off the strand.
+  boost::asio::thread_pool blocking_{4};
 };
 
 }  // namespace tidepool::daemon

@@ -1,26 +1,20 @@
 #include "store/shard_router.h"
 
 namespace tidepool::store {
-namespace {
 
-// The router does not own the local store: an empty owner with an aliased pointer.
-std::shared_ptr<Store> unowned(Store& store) { return std::shared_ptr<Store>(std::shared_ptr<Store>(), &store); }
+ShardRouter::ShardRouter(cluster::NodeId self, ChannelTo channel_to)
+    : self_(self), channel_to_(std::move(channel_to)) {}
 
-}  // namespace
-
-ShardRouter::ShardRouter(Store& local, cluster::NodeId self, ChannelTo channel_to)
-    : local_(local), self_(self), channel_to_(std::move(channel_to)), home_(self),
-      target_(unowned(local)) {}
-
-void ShardRouter::set_home(cluster::NodeId home) {
-  if (home_.exchange(home) == home) return;
-  if (home == 0) {
-    target_.store(nullptr);
-  } else if (home == self_) {
-    target_.store(unowned(local_));
-  } else {
-    target_.store(std::shared_ptr<Store>(make_remote_store(channel_to_(home))));
+void ShardRouter::set_home(cluster::NodeId home, std::shared_ptr<Store> local) {
+  if (home == self_) {
+    local_.store(local);
+    target_.store(std::move(local));
+    home_.store(home);
+    return;
   }
+  local_.store(nullptr);
+  if (home_.exchange(home) == home && home != 0) return;
+  target_.store(home == 0 ? nullptr : std::shared_ptr<Store>(make_remote_store(channel_to_(home))));
 }
 
 std::shared_ptr<Store> ShardRouter::target() const { return target_.load(); }
@@ -35,13 +29,13 @@ awaitable<Result<T>> ShardRouter::route(Call call) {
 
 std::uint64_t ShardRouter::write_verifier() const {
   std::shared_ptr<Store> to = target();
-  return (to ? *to : local_).write_verifier();
+  return to ? to->write_verifier() : 0;
 }
 
 void ShardRouter::close() { target_.store(nullptr); }
 
 void ShardRouter::set_atime_policy(bool enabled, std::chrono::seconds grace_period) {
-  local_.set_atime_policy(enabled, grace_period);
+  if (std::shared_ptr<Store> local = local_.load()) local->set_atime_policy(enabled, grace_period);
 }
 
 awaitable<Result<Attributes>> ShardRouter::getattr(InodeId inode) {

@@ -21,12 +21,13 @@ class ShardRouter final : public Store {
  public:
   using ChannelTo = std::function<std::shared_ptr<ShardChannel>(cluster::NodeId home)>;
 
-  // `local` outlives the router. Until set_home(), the local store is the home.
-  ShardRouter(Store& local, cluster::NodeId self, ChannelTo channel_to);
+  // Until set_home(), there is no home: every operation is unavailable.
+  ShardRouter(cluster::NodeId self, ChannelTo channel_to);
 
-  // Where the shard's home is now; 0 when there is none to reach. Callable from any thread;
-  // operations already under way finish where they started.
-  void set_home(cluster::NodeId home);
+  // Where the shard's home is now: 0 when there is none to reach; this node with the store it
+  // serves from (none yet: unavailable); or another node, reached through its channel.
+  // Callable from any thread; operations already under way finish where they started.
+  void set_home(cluster::NodeId home, std::shared_ptr<Store> local = nullptr);
   cluster::NodeId home() const { return home_.load(); }
 
   std::uint64_t write_verifier() const override;
@@ -77,11 +78,11 @@ class ShardRouter final : public Store {
   template <typename T, typename Call>
   awaitable<Result<T>> route(Call call);
 
-  Store& local_;
   const cluster::NodeId self_;
   const ChannelTo channel_to_;
-  std::atomic<cluster::NodeId> home_;
+  std::atomic<cluster::NodeId> home_ = 0;
   std::atomic<std::shared_ptr<Store>> target_;
+  std::atomic<std::shared_ptr<Store>> local_;  // set while this node is the home
 };
 
 }  // namespace tidepool::store

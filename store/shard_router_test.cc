@@ -54,9 +54,10 @@ class ShardRouterTest : public ::testing::Test {
       ASSERT_TRUE(opened.ok()) << opened.status().to_string();
       stores_.push_back(std::move(opened).value());
     }
-    router_ = std::make_unique<ShardRouter>(*stores_[0], 1, [this](cluster::NodeId node) {
+    router_ = std::make_unique<ShardRouter>(1, [this](cluster::NodeId node) {
       return std::make_shared<CountingChannel>(*stores_[1], node, calls_);
     });
+    router_->set_home(1, stores_[0]);
   }
   void TearDown() override {
     router_.reset();
@@ -72,7 +73,7 @@ class ShardRouterTest : public ::testing::Test {
   }
 
   std::vector<std::filesystem::path> dirs_;
-  std::vector<std::unique_ptr<Store>> stores_;  // [0] this node's, [1] node 2's
+  std::vector<std::shared_ptr<Store>> stores_;  // [0] this node's, [1] node 2's
   std::vector<cluster::NodeId> calls_;
   std::unique_ptr<ShardRouter> router_;
 };
@@ -87,7 +88,7 @@ TEST_F(ShardRouterTest, OperationsGoWhereTheHomeIs) {
   EXPECT_EQ(look_up("here").code(), Errc::not_found);  // node 2's namespace has no "here"
   EXPECT_TRUE(look_up("there").ok());
 
-  router_->set_home(1);
+  router_->set_home(1, stores_[0]);
   EXPECT_TRUE(look_up("here").ok());
   EXPECT_EQ(look_up("there").code(), Errc::not_found);
   EXPECT_EQ(calls_.size(), 3u);
@@ -99,6 +100,9 @@ TEST_F(ShardRouterTest, WithoutAHomeEveryOperationIsUnavailable) {
   EXPECT_EQ(run(router_->getattr(kRootInode)).code(), Errc::unavailable);
   EXPECT_EQ(run(router_->fsstat()).code(), Errc::unavailable);
   router_->set_home(1);
+  EXPECT_EQ(run(router_->getattr(kRootInode)).code(), Errc::unavailable)
+      << "this node is the home but has no store open";
+  router_->set_home(1, stores_[0]);
   EXPECT_TRUE(run(router_->getattr(kRootInode)).ok());
 }
 

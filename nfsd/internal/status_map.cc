@@ -25,7 +25,8 @@ Nfs3Status nfs3_status(Errc code) {
     case Errc::not_supported: return NFS3ERR_NOTSUPP;
     case Errc::no_space: return NFS3ERR_NOSPC;
     case Errc::unavailable:
-    case Errc::timed_out: return NFS3ERR_JUKEBOX;
+    case Errc::timed_out:
+    case Errc::behind: return NFS3ERR_JUKEBOX;
     case Errc::io_error:
     case Errc::corrupt: return NFS3ERR_IO;
     case Errc::internal: return NFS3ERR_SERVERFAULT;

@@ -1,0 +1,87 @@
+#include "daemon/config_objects.h"
+
+#include <gtest/gtest.h>
+
+namespace tidepool::daemon {
+namespace {
+
+cluster::GroupView view_with(std::vector<std::pair<cluster::NodeId, bool>> nodes) {
+  cluster::GroupView view;
+  for (const auto& [id, up] : nodes) {
+    cluster::NodeInfo node;
+    node.id = id;
+    node.name = "node" + std::to_string(id);
+    node.up = up;
+    view.nodes.push_back(node);
+  }
+  return view;
+}
+
+NamespaceRecord record(cluster::NodeId home, cluster::NodeId mirror, bool in_step) {
+  NamespaceRecord r;
+  r.home = home;
+  r.mirror = mirror;
+  r.mirror_in_step = in_step;
+  r.changed = 42;
+  return r;
+}
+
+TEST(PlanNamespace, AHomeWithoutAMirrorGetsOneOfTheOtherUpNodes) {
+  auto next = plan_namespace(record(1, 0, false), view_with({{1, true}, {2, true}, {3, false}}));
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->home, 1u);
+  EXPECT_EQ(next->mirror, 2u);
+  EXPECT_FALSE(next->mirror_in_step);
+  EXPECT_EQ(next->changed, 42u) << "the update is conditional on the record as read";
+}
+
+TEST(PlanNamespace, AHomeAloneKeepsNoMirror) {
+  EXPECT_FALSE(plan_namespace(record(1, 0, false), view_with({{1, true}, {2, false}})));
+}
+
+TEST(PlanNamespace, AnUpMirrorIsLeftAloneInStepOrNot) {
+  const auto view = view_with({{1, true}, {2, true}, {3, true}});
+  EXPECT_FALSE(plan_namespace(record(1, 2, true), view));
+  EXPECT_FALSE(plan_namespace(record(1, 2, false), view));
+}
+
+TEST(PlanNamespace, ADownOrRemovedMirrorIsReplaced) {
+  auto replaced = plan_namespace(record(1, 2, true), view_with({{1, true}, {2, false}, {3, true}}));
+  ASSERT_TRUE(replaced.has_value());
+  EXPECT_EQ(replaced->mirror, 3u);
+  EXPECT_FALSE(replaced->mirror_in_step);
+  auto gone = plan_namespace(record(1, 7, true), view_with({{1, true}, {3, true}}));
+  ASSERT_TRUE(gone.has_value());
+  EXPECT_EQ(gone->mirror, 3u);
+}
+
+TEST(PlanNamespace, ADownHomeIsReplacedByItsMirrorOnlyWhileTheMirrorIsInStepAndUp) {
+  const auto view = view_with({{1, false}, {2, true}, {3, true}});
+  auto promoted = plan_namespace(record(1, 2, true), view);
+  ASSERT_TRUE(promoted.has_value());
+  EXPECT_EQ(promoted->home, 2u);
+  EXPECT_EQ(promoted->mirror, 0u);
+  EXPECT_FALSE(promoted->mirror_in_step);
+  EXPECT_FALSE(plan_namespace(record(1, 2, false), view)) << "a copy under way is not promoted";
+  EXPECT_FALSE(plan_namespace(record(1, 3, true), view_with({{1, false}, {3, false}, {2, true}})));
+  EXPECT_FALSE(plan_namespace(record(1, 0, false), view));
+}
+
+TEST(NamespaceRecordBody, RoundTripsAndReadsRecordsFromBeforeMirrors) {
+  cluster::GroupView view;
+  NamespaceRecord written = record(3, 4, true);
+  written.handle_key[0] = 0xab;
+  view.objects.push_back({std::string(kClusterKind), std::string(kNamespaceName),
+                          namespace_to_json(written).dump(), 42});
+  EXPECT_EQ(namespace_of(view), written);
+  view.objects[0].body = R"({"home": 3, "handle_key": ")" + std::string(64, '0') + R"("})";
+  auto old = namespace_of(view);
+  ASSERT_TRUE(old.has_value());
+  EXPECT_EQ(old->home, 3u);
+  EXPECT_EQ(old->mirror, 0u);
+  view.objects[0].body = R"({"home": 3, "mirror": "two", "handle_key": ")" + std::string(64, '0') + R"("})";
+  EXPECT_FALSE(namespace_of(view).has_value());
+}
+
+}  // namespace
+}  // namespace tidepool::daemon
