@@ -210,10 +210,17 @@ void NamespaceShipping::follow(const std::optional<NamespaceRecord>& record,
   role_ = role;
   take_role(role, *record);
 
-  const cluster::NodeId home = is_up(view, record->home) ? record->home : 0;
+  cluster::NodeId home = is_up(view, record->home) ? record->home : 0;
+  // While the record promises an in-step mirror this store is not feeding (the home restarted,
+  // and says otherwise only once the record changed), what it acknowledged could be lost if
+  // the mirror were promoted: it serves nothing until then.
+  if (home == self_ && record->mirror != 0 && record->mirror_in_step &&
+      !(mirroring_to_ == record->mirror && mirror_copied_)) {
+    home = 0;
+  }
   if (home != router_.home()) {
     if (home == 0) {
-      spdlog::warn("the namespace's home is down: NFS answers 'retry later' until it returns");
+      spdlog::warn("the namespace's home is down or not ready: NFS answers 'retry later'");
     } else {
       spdlog::info("the namespace's home is node {}{}", home, home == self_ ? " (this node)" : "");
     }

@@ -58,10 +58,7 @@ class HomeChannel final : public ShardChannel {
 class RemoteStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("tidepool-remote-store-test-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
+    dir_ = internal::fresh_test_directory("tidepool-remote-store-test");
     StoreOptions options;
     options.data_dir = dir_.string();
     options.threads = 2;

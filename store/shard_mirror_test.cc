@@ -55,10 +55,7 @@ std::vector<std::uint8_t> pattern(std::size_t size, std::uint8_t seed) {
 class ShardMirrorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = std::filesystem::temp_directory_path() /
-            ("tidepool-mirror-test-" + std::to_string(::getpid()) + "-" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(root_);
+    root_ = internal::fresh_test_directory("tidepool-mirror-test");
     home_ = open_store("home");
     auto copy = ShardCopy::open((root_ / "mirror").string());
     ASSERT_TRUE(copy.ok()) << copy.status().to_string();

@@ -10,16 +10,15 @@
 #include <thread>
 #include <vector>
 
+#include "store/internal/test_util.h"
+
 namespace tidepool::store::internal {
 namespace {
 
 class DataFilesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = std::filesystem::temp_directory_path() /
-            ("tidepool-data-files-test-" + std::to_string(::getpid()) + "-" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(root_);
+    root_ = fresh_test_directory("tidepool-data-files-test");
     files_ = std::make_unique<DataFiles>(root_.string());
     ASSERT_TRUE(files_->prepare().ok());
   }
