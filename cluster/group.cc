@@ -21,6 +21,11 @@ const NodeInfo* GroupView::node(NodeId id) const {
   return it != nodes.end() && it->id == id ? &*it : nullptr;
 }
 
+bool GroupView::is_up(NodeId id) const {
+  const NodeInfo* n = node(id);
+  return n != nullptr && n->up;
+}
+
 std::vector<NodeId> GroupView::up_nodes() const {
   std::vector<NodeId> ids;
   for (const auto& n : nodes) {

@@ -57,6 +57,7 @@ struct GroupView {
   std::vector<ConfigObject> objects;  // ordered by (kind, name)
 
   const NodeInfo* node(NodeId id) const;
+  bool is_up(NodeId id) const;  // registered and up
   std::vector<NodeId> up_nodes() const;
   std::vector<NodeId> up_nodes_in_pool(std::string_view pool) const;
   const ConfigObject* object(std::string_view kind, std::string_view name) const;

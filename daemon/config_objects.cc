@@ -206,19 +206,17 @@ cluster::Change namespace_update(const NamespaceRecord& next) {
 
 std::optional<NamespaceRecord> plan_namespace(const NamespaceRecord& record,
                                               const cluster::GroupView& view) {
-  auto is_up = [&view](cluster::NodeId id) {
-    const cluster::NodeInfo* node = view.node(id);
-    return node != nullptr && node->up;
-  };
   NamespaceRecord next = record;
-  if (!is_up(record.home)) {
-    if (record.mirror == 0 || !record.mirror_in_step || !is_up(record.mirror)) return std::nullopt;
+  if (!view.is_up(record.home)) {
+    if (record.mirror == 0 || !record.mirror_in_step || !view.is_up(record.mirror)) {
+      return std::nullopt;
+    }
     next.home = record.mirror;
     next.mirror = 0;
     next.mirror_in_step = false;
     return next;
   }
-  if (record.mirror != 0 && record.mirror != record.home && is_up(record.mirror)) {
+  if (record.mirror != 0 && record.mirror != record.home && view.is_up(record.mirror)) {
     return std::nullopt;
   }
   const cluster::Ring ring(view.up_nodes());

@@ -64,11 +64,6 @@ Status wait_on_strand(const asio::any_io_executor& strand, std::chrono::millisec
   return outcome.get();
 }
 
-bool is_up(const cluster::GroupView& view, cluster::NodeId id) {
-  const cluster::NodeInfo* node = view.node(id);
-  return node != nullptr && node->up;
-}
-
 bool is_whole_copy(store::MirrorMethod method) {
   return method == store::MirrorMethod::copy_begin ||
          method == store::MirrorMethod::copy_database ||
@@ -183,6 +178,12 @@ void NamespaceShipping::set_atime_policy(bool enabled, std::chrono::seconds grac
   if (local_) local_->set_atime_policy(enabled, grace_period);
 }
 
+NamespaceShipping::Role NamespaceShipping::role() const {
+  if (!record_) return Role::none;
+  if (record_->home == self_) return Role::home;
+  return record_->mirror == self_ ? Role::mirror : Role::none;
+}
+
 cluster::RpcEndpoint* NamespaceShipping::rpc() const {
   return membership_ ? membership_->rpc() : nullptr;
 }
@@ -191,12 +192,11 @@ void NamespaceShipping::attach(Membership* membership) {
   membership_ = membership;
   // A member must not answer from its own copy before the view says it is the home: the copy
   // may be behind the one that serves.
-  if (membership_ != nullptr && membership_->identity() && !followed_) router_.set_home(0);
+  if (membership_ != nullptr && membership_->identity() && !record_) router_.set_home(0);
 }
 
 void NamespaceShipping::follow(const std::optional<NamespaceRecord>& record,
                                const cluster::GroupView& view) {
-  followed_ = true;
   record_ = record;
   if (!record) {
     spdlog::warn("the group view has no namespace record yet: NFS answers 'retry later'");
@@ -204,13 +204,9 @@ void NamespaceShipping::follow(const std::optional<NamespaceRecord>& record,
     return;
   }
   lead(*record, view);
-  const Role role = record->home == self_     ? Role::home
-                    : record->mirror == self_ ? Role::mirror
-                                              : Role::none;
-  role_ = role;
-  take_role(role, *record);
+  take_role(role(), *record);
 
-  cluster::NodeId home = is_up(view, record->home) ? record->home : 0;
+  cluster::NodeId home = view.is_up(record->home) ? record->home : 0;
   // While the record promises an in-step mirror this store is not feeding (the home restarted,
   // and says otherwise only once the record changed), what it acknowledged could be lost if
   // the mirror were promoted: it serves nothing until then.
@@ -344,7 +340,7 @@ void NamespaceShipping::open_when_released(Role role) {
     });
     return;
   }
-  if (role != role_) return;
+  if (role != this->role()) return;
   if (role == Role::home && !local_) {
     auto opened = store::Store::open(options_);
     if (!opened.ok()) {
@@ -446,7 +442,7 @@ void NamespaceShipping::serve(cluster::RpcEndpoint& rpc) {
                                                           std::span<const std::uint8_t> request,
                                                           cluster::RpcEndpoint::Reply reply) {
       // Only the home the view names may change the copy: a deposed one must not.
-      if (role_ != Role::mirror || !copy_ || !record_ || from != record_->home) {
+      if (role() != Role::mirror || !copy_ || from != record_->home) {
         reply(error(Errc::unavailable, "node " + std::to_string(self_) +
                                            " is not the namespace's mirror for node " +
                                            std::to_string(from)));

@@ -60,6 +60,7 @@ class NamespaceShipping {
   enum class Role { none, home, mirror };
 
   cluster::RpcEndpoint* rpc() const;
+  Role role() const;  // this node's, by the last record followed
   void lead(const NamespaceRecord& record, const cluster::GroupView& view);
   void take_role(Role role, const NamespaceRecord& record);
   void keep_mirror_in_step(const NamespaceRecord& record);
@@ -84,9 +85,7 @@ class NamespaceShipping {
   store::ShardRouter router_;
 
   // On the strand.
-  bool followed_ = false;
-  Role role_ = Role::none;
-  std::optional<NamespaceRecord> record_;
+  std::optional<NamespaceRecord> record_;  // the last record followed
   std::shared_ptr<store::LocalStore> local_;
   std::shared_ptr<store::ShardCopy> copy_;
   std::weak_ptr<void> releasing_;  // the store or copy last released, until it is gone
