@@ -166,7 +166,10 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
   }
   asio::post(strand, [&] { shipping.attach(membership->get()); });
   std::unique_ptr<daemon::HttpsServer> admin;
-  auto metrics = [&] { return daemon::render_metrics(**membership, (*server)->traffic(), local_stats(config, rates)); };
+  auto metrics = [&] {
+    return daemon::render_metrics(**membership, (*server)->traffic(), local_stats(config, rates),
+                                  shipping.integrity());
+  };
   daemon::AdminApi api(strand, **membership, metrics, [&] {
     if (Status s = admin->set_certificate((*membership)->admin_certificate()); !s.ok()) {
       spdlog::error("admin API keeps its old certificate: {}", s.message());

@@ -30,7 +30,7 @@ class Exposition {
 }  // namespace
 
 std::string render_metrics(Membership& membership, const nfsd::NfsServer::Traffic& traffic,
-                           const NodeStats& stats) {
+                           const NodeStats& stats, const store::IntegrityCounters& integrity) {
   Exposition out;
   const NodeConfig& config = membership.config();
   out.family("tidepool_node_info", "gauge", "This node: its id and pool.");
@@ -44,6 +44,12 @@ std::string render_metrics(Membership& membership, const nfsd::NfsServer::Traffi
              stats.size_bytes);
   out.metric("tidepool_data_used_bytes", "gauge", "Bytes used on that file system.",
              stats.used_bytes);
+  out.metric("tidepool_checksum_failures_total", "counter",
+             "Reads and writes of this node's file data that met a block failing its CRC32C.",
+             integrity.checksum_failures.load());
+  out.metric("tidepool_checksum_repairs_total", "counter",
+             "Blocks of this node's file data put back from the mirror's copy.",
+             integrity.checksum_repairs.load());
 
   const bool member = membership.identity().has_value();
   out.metric("tidepool_cluster_member", "gauge", "1 when this node belongs to a cluster.",

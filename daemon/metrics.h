@@ -5,11 +5,12 @@
 
 #include "daemon/membership.h"
 #include "nfsd/server.h"
+#include "store/store.h"
 
 namespace tidepool::daemon {
 
 // Call on the membership's strand.
 std::string render_metrics(Membership& membership, const nfsd::NfsServer::Traffic& traffic,
-                           const NodeStats& stats);
+                           const NodeStats& stats, const store::IntegrityCounters& integrity);
 
 }  // namespace tidepool::daemon

@@ -51,12 +51,13 @@ asio::awaitable<Result<xdr::Buffer>> run_shipped(std::shared_ptr<store::Store> l
 
 // Runs `start(done)` on the strand and blocks the calling thread (a store thread, never the
 // strand) until `done` ran or `deadline` passed.
-Status wait_on_strand(const asio::any_io_executor& strand, std::chrono::milliseconds deadline,
-                      std::function<void(std::function<void(Status)>)> start) {
-  auto promise = std::make_shared<std::promise<Status>>();
-  std::future<Status> outcome = promise->get_future();
+template <typename T>
+T wait_on_strand(const asio::any_io_executor& strand, std::chrono::milliseconds deadline,
+                 std::function<void(std::function<void(T)>)> start) {
+  auto promise = std::make_shared<std::promise<T>>();
+  std::future<T> outcome = promise->get_future();
   asio::post(strand, [start = std::move(start), promise] {
-    start([promise](Status status) { promise->set_value(std::move(status)); });
+    start([promise](T answer) { promise->set_value(std::move(answer)); });
   });
   if (outcome.wait_for(deadline) != std::future_status::ready) {
     return error(Errc::timed_out, "no answer from the cluster in time");
@@ -115,11 +116,7 @@ class NamespaceShipping::MirrorLink final : public store::MirrorTarget {
 
   Status call(store::MirrorMethod method, std::span<const std::uint8_t> request) override {
     if (dropped_.load()) return {};
-    Status sent = shipping_.send_to_mirror(mirror_, method, request);
-    for (int attempt = 0; sent.code() == Errc::behind && attempt < kBehindRetries; ++attempt) {
-      std::this_thread::sleep_for(kBehindPause);
-      sent = shipping_.send_to_mirror(mirror_, method, request);
-    }
+    Status sent = send(method, request).status();
     if (sent.ok() || is_whole_copy(method)) return sent;
     std::lock_guard lock(dropping_);
     if (dropped_.load()) return {};
@@ -133,7 +130,23 @@ class NamespaceShipping::MirrorLink final : public store::MirrorTarget {
     return {};
   }
 
+  Result<xdr::Buffer> fetch(store::MirrorMethod method,
+                            std::span<const std::uint8_t> request) override {
+    if (dropped_.load()) return error(Errc::unavailable, "the mirror was dropped");
+    return send(method, request);
+  }
+
  private:
+  Result<xdr::Buffer> send(store::MirrorMethod method, std::span<const std::uint8_t> request) {
+    Result<xdr::Buffer> sent = shipping_.send_to_mirror(mirror_, method, request);
+    for (int attempt = 0; sent.status().code() == Errc::behind && attempt < kBehindRetries;
+         ++attempt) {
+      std::this_thread::sleep_for(kBehindPause);
+      sent = shipping_.send_to_mirror(mirror_, method, request);
+    }
+    return sent;
+  }
+
   NamespaceShipping& shipping_;
   const cluster::NodeId mirror_;
   std::mutex dropping_;
@@ -373,13 +386,14 @@ void NamespaceShipping::follow_again_after(std::chrono::milliseconds delay) {
   });
 }
 
-Status NamespaceShipping::send_to_mirror(cluster::NodeId mirror, store::MirrorMethod method,
-                                         std::span<const std::uint8_t> request) {
+Result<xdr::Buffer> NamespaceShipping::send_to_mirror(cluster::NodeId mirror,
+                                                      store::MirrorMethod method,
+                                                      std::span<const std::uint8_t> request) {
   // The caller's bytes may be gone when a late answer arrives: the strand works on its own.
   std::vector<std::uint8_t> body(request.begin(), request.end());
-  return wait_on_strand(
+  return wait_on_strand<Result<xdr::Buffer>>(
       strand_, kMirrorCallDeadline + 1s,
-      [this, mirror, method, body = std::move(body)](std::function<void(Status)> done) {
+      [this, mirror, method, body = std::move(body)](std::function<void(Result<xdr::Buffer>)> done) {
         cluster::RpcEndpoint* rpc = this->rpc();
         if (rpc == nullptr) {
           done(error(Errc::unavailable, "this node is not in a cluster"));
@@ -387,12 +401,12 @@ Status NamespaceShipping::send_to_mirror(cluster::NodeId mirror, store::MirrorMe
         }
         rpc->call(mirror, kMirrorMethodBase + static_cast<std::uint32_t>(method), body,
                   kMirrorCallDeadline,
-                  [done = std::move(done)](Result<xdr::Buffer> reply) { done(reply.status()); });
+                  std::move(done));
       });
 }
 
 Status NamespaceShipping::drop_mirror(cluster::NodeId mirror) {
-  return wait_on_strand(
+  return wait_on_strand<Status>(
       strand_, kProposalDeadline + 1s, [this, mirror](std::function<void(Status)> done) {
         cluster::GroupClient* client = membership_ ? membership_->client() : nullptr;
         if (client == nullptr) {
@@ -450,14 +464,13 @@ void NamespaceShipping::serve(cluster::RpcEndpoint& rpc) {
       }
       asio::post(blocking_, [copy = copy_, method, strand = strand_, reply,
                              body = std::vector<std::uint8_t>(request.begin(), request.end())] {
-        Status applied = copy->apply(method, body);
-        asio::post(strand, [reply, applied] {
-          if (applied.ok()) {
-            reply(xdr::Buffer{});
-          } else {
-            reply(applied);
-          }
-        });
+        Result<xdr::Buffer> answer = xdr::Buffer{};
+        if (method == static_cast<std::uint32_t>(store::MirrorMethod::read)) {
+          answer = copy->read(body);
+        } else if (Status applied = copy->apply(method, body); !applied.ok()) {
+          answer = applied;
+        }
+        asio::post(strand, [reply, answer = std::move(answer)] { reply(answer); });
       });
     });
   }

@@ -43,6 +43,8 @@ class NamespaceShipping {
   Status open_local();
   store::Store& store() { return router_; }
   void set_atime_policy(bool enabled, std::chrono::seconds grace_period);
+  // What the checks of this node's copies of file data found since the daemon started.
+  const store::IntegrityCounters& integrity() const { return *options_.integrity; }
 
   // Null detaches: calls then fail as unavailable. A node that is a member serves nothing
   // until it has followed a view.
@@ -73,8 +75,8 @@ class NamespaceShipping {
   void open_when_released(Role role);
   // Blocking, from the store's threads: sends one mirror message; asks the cluster to stop
   // counting on `mirror` as a mirror.
-  Status send_to_mirror(cluster::NodeId mirror, store::MirrorMethod method,
-                        std::span<const std::uint8_t> request);
+  Result<xdr::Buffer> send_to_mirror(cluster::NodeId mirror, store::MirrorMethod method,
+                                     std::span<const std::uint8_t> request);
   Status drop_mirror(cluster::NodeId mirror);
 
   boost::asio::any_io_executor strand_;

@@ -60,6 +60,28 @@ std::optional<MirrorInode> decode_mirror_inode(std::span<const std::uint8_t> bod
   return message;
 }
 
+std::vector<std::uint8_t> encode_mirror_range(const MirrorRange& range) {
+  xdr::Buffer out;
+  xdr::Encoder encoder(out);
+  encoder.u64(range.inode);
+  encoder.u64(range.offset);
+  encoder.u32(range.length);
+  return {out.begin(), out.end()};
+}
+
+std::optional<MirrorRange> decode_mirror_range(std::span<const std::uint8_t> body) {
+  xdr::Decoder in(body);
+  MirrorRange range;
+  range.inode = in.u64();
+  range.offset = in.u64();
+  range.length = in.u32();
+  if (!in.ok() || in.remaining() != 0 || range.length > kMaxMirrorExtentBytes ||
+      range.offset > kMaxFileSize || range.length > kMaxFileSize - range.offset) {
+    return std::nullopt;
+  }
+  return range;
+}
+
 }  // namespace internal
 
 namespace {
@@ -181,8 +203,22 @@ Status ShardCopy::apply(std::uint32_t number, std::span<const std::uint8_t> requ
       }
       return end_copy();
     }
+    case MirrorMethod::read:
+      return error(Errc::invalid_argument, "a read is answered with data, not applied");
   }
   return malformed(method);
+}
+
+Result<xdr::Buffer> ShardCopy::read(std::span<const std::uint8_t> request) {
+  auto range = internal::decode_mirror_range(request);
+  if (!range) return malformed(MirrorMethod::read);
+  std::shared_lock lock(mutex_);
+  if (closed_ || !in_step_) {
+    return error(Errc::unavailable, "the shard copy is not in step with its home");
+  }
+  xdr::Buffer data(range->length);
+  TP_RETURN_IF_ERROR(data_->read(range->inode, range->offset, data));
+  return data;
 }
 
 // Throws the old copy away: its database, and every data file.

@@ -17,6 +17,7 @@
 
 #include "common/sqlite.h"
 #include "common/status.h"
+#include "common/xdr.h"
 #include "store/store.h"
 
 namespace tidepool::store {
@@ -36,8 +37,9 @@ enum class MirrorMethod : std::uint32_t {
   copy_database,  // offset, bytes of the database image
   copy_data,      // inode, offset, data of a whole copy
   copy_end,       // the whole copy arrived: make it durable and open it
+  read,           // inode, offset, length: the copy's data, to repair the home's
 };
-inline constexpr std::uint32_t kLastMirrorMethod = static_cast<std::uint32_t>(MirrorMethod::copy_end);
+inline constexpr std::uint32_t kLastMirrorMethod = static_cast<std::uint32_t>(MirrorMethod::read);
 
 // Where the home sends its changes. call() blocks the store thread that makes it until the
 // mirror answered, and fails when it did not take the change. It is also where losing the
@@ -47,6 +49,9 @@ class MirrorTarget {
  public:
   virtual ~MirrorTarget() = default;
   virtual Status call(MirrorMethod method, std::span<const std::uint8_t> request) = 0;
+  // Blocks like call(), for a message the mirror answers with bytes (read). Its failure
+  // changes nothing: the mirror is not dropped for it.
+  virtual Result<xdr::Buffer> fetch(MirrorMethod method, std::span<const std::uint8_t> request) = 0;
 };
 
 // The mirror's side. Thread-safe: data messages run concurrently, the rest one at a time.
@@ -63,6 +68,9 @@ class ShardCopy {
   // Applies one message from the home. A message that does not decode is invalid_argument; a
   // change while the copy is not in step (or closed), unavailable.
   Status apply(std::uint32_t method, std::span<const std::uint8_t> request);
+  // Answers a read message with the copy's data, verified against its checksums. Only while
+  // in step: a copy that is behind would hand out old data.
+  Result<xdr::Buffer> read(std::span<const std::uint8_t> request);
   // Makes the copy durable and releases its files; later messages fail as unavailable.
   void close();
 

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <vector>
 
+#include "store/internal/data_files.h"
 #include "store/internal/mirror_messages.h"
 #include "store/internal/test_util.h"
 
@@ -29,6 +30,12 @@ class LoopbackTarget final : public MirrorTarget {
     if (refuse_) return error(Errc::unavailable, "the mirror went away");
     const std::vector<std::uint8_t> arrived(request.begin(), request.end());
     return copy_.apply(static_cast<std::uint32_t>(method), arrived);
+  }
+  Result<xdr::Buffer> fetch(MirrorMethod method, std::span<const std::uint8_t> request) override {
+    std::lock_guard lock(mutex_);
+    ++calls_[static_cast<std::size_t>(method)];
+    if (refuse_) return error(Errc::unavailable, "the mirror went away");
+    return copy_.read(request);
   }
   void refuse() {
     std::lock_guard lock(mutex_);
@@ -69,9 +76,8 @@ class ShardMirrorTest : public ::testing::Test {
   }
 
   std::unique_ptr<LocalStore> open_store(const std::string& name) {
-    StoreOptions options;
+    StoreOptions options = options_;
     options.data_dir = (root_ / name).string();
-    options.threads = 2;
     auto opened = Store::open(options);
     EXPECT_TRUE(opened.ok()) << opened.status().to_string();
     return opened.ok() ? std::move(opened).value() : nullptr;
@@ -119,6 +125,7 @@ class ShardMirrorTest : public ::testing::Test {
     return found;
   }
 
+  StoreOptions options_{.threads = 2};
   std::filesystem::path root_;
   std::unique_ptr<LocalStore> home_;
   std::unique_ptr<ShardCopy> copy_;
@@ -212,6 +219,51 @@ TEST_F(ShardMirrorTest, ACopyReopenedAfterACrashTakesNoChangesUntilCopiedAnew) {
   EXPECT_NE(create(*home_, kRootInode, "f"), 0u);
 }
 
+TEST_F(ShardMirrorTest, ABadBlockAtTheHomeIsPutBackFromTheMirrorsCopy) {
+  ASSERT_TRUE(run_to_completion(home_->mirror_to(target_)).ok());
+  const InodeId file = create(*home_, kRootInode, "f");
+  const auto data = pattern(3 * internal::kChecksumBlock, 5);
+  ASSERT_TRUE(write(*home_, file, 0, data, Stability::file_sync).ok());
+  internal::flip_data_byte(root_ / "home/data", file, 100);
+  internal::flip_data_byte(root_ / "home/data", file, 2 * internal::kChecksumBlock + 9);
+
+  EXPECT_EQ(read_all(*home_, file), data);
+  EXPECT_EQ(target_->calls(MirrorMethod::read), 1);
+  EXPECT_EQ(options_.integrity->checksum_repairs.load(), 2u);
+  EXPECT_EQ(options_.integrity->checksum_failures.load(), 1u);
+  // Put back on disk: the next read needs no repair.
+  EXPECT_EQ(read_all(*home_, file), data);
+  EXPECT_EQ(target_->calls(MirrorMethod::read), 1);
+
+  // A write into part of a bad block repairs the block first.
+  internal::flip_data_byte(root_ / "home/data", file, internal::kChecksumBlock + 1);
+  auto patched = data;
+  std::fill_n(patched.begin() + internal::kChecksumBlock + 10, 20, 0xab);
+  ASSERT_TRUE(write(*home_, file, internal::kChecksumBlock + 10,
+                    std::vector<std::uint8_t>(20, 0xab), Stability::file_sync)
+                  .ok());
+  EXPECT_EQ(read_all(*home_, file), patched);
+  EXPECT_EQ(options_.integrity->checksum_repairs.load(), 3u);
+}
+
+TEST_F(ShardMirrorTest, ABlockBadInEveryCopyFailsTheReadAndNamesTheOffset) {
+  ASSERT_TRUE(run_to_completion(home_->mirror_to(target_)).ok());
+  const InodeId file = create(*home_, kRootInode, "f");
+  ASSERT_TRUE(write(*home_, file, 0, pattern(2 * internal::kChecksumBlock, 6), Stability::file_sync).ok());
+  internal::flip_data_byte(root_ / "home/data", file, internal::kChecksumBlock + 3);
+  internal::flip_data_byte(root_ / "mirror/data", file, internal::kChecksumBlock + 3);
+
+  std::vector<std::uint8_t> into(2 * internal::kChecksumBlock);
+  auto read = run_to_completion(home_->read(file, 0, into, kRoot));
+  EXPECT_EQ(read.code(), Errc::corrupt);
+  EXPECT_NE(read.status().message().find("at offset 4096"), std::string::npos)
+      << read.status().to_string();
+  EXPECT_EQ(options_.integrity->checksum_repairs.load(), 0u);
+  // Without a mirror there is nothing to repair from either.
+  ASSERT_TRUE(run_to_completion(home_->mirror_to(nullptr)).ok());
+  EXPECT_EQ(run_to_completion(home_->read(file, 0, into, kRoot)).code(), Errc::corrupt);
+}
+
 TEST_F(ShardMirrorTest, MalformedMessagesAreRefusedAndChangeNothing) {
   ASSERT_TRUE(run_to_completion(home_->mirror_to(target_)).ok());
   auto write = internal::encode_mirror_extent({7, 0, false, pattern(64, 1)});
@@ -222,6 +274,13 @@ TEST_F(ShardMirrorTest, MalformedMessagesAreRefusedAndChangeNothing) {
   }
   auto beyond = internal::encode_mirror_extent({7, kMaxFileSize, false, pattern(1, 1)});
   EXPECT_EQ(copy_->apply(static_cast<std::uint32_t>(MirrorMethod::copy_data), beyond).code(),
+            Errc::invalid_argument);
+  auto range = internal::encode_mirror_range({7, 0, 64});
+  EXPECT_EQ(copy_->read(std::span(range).first(range.size() - 1)).status().code(),
+            Errc::invalid_argument);
+  EXPECT_EQ(copy_->read(internal::encode_mirror_range({7, 0, (4u << 20) + 1})).status().code(),
+            Errc::invalid_argument);
+  EXPECT_EQ(copy_->apply(static_cast<std::uint32_t>(MirrorMethod::read), range).code(),
             Errc::invalid_argument);
   EXPECT_EQ(copy_->apply(0, {}).code(), Errc::not_supported);
   EXPECT_EQ(copy_->apply(kLastMirrorMethod + 1, {}).code(), Errc::not_supported);

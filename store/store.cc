@@ -49,7 +49,7 @@ constexpr std::size_t kCachedInodes = 128 * 1024;
 constexpr std::size_t kCachedListings = 4096;
 constexpr int kWriteAttempts = 3;
 constexpr std::size_t kTruncationSlots = 1024;
-// A whole copy for a new mirror goes in pieces of this size.
+// A whole copy for a new mirror, and a repair from the mirror's copy, go in pieces of this size.
 constexpr std::size_t kCopyChunkBytes = 1u << 20;
 
 bool is_dot_or_dotdot(std::string_view name) { return name == "." || name == ".."; }
@@ -277,9 +277,11 @@ class StoreImpl final : public LocalStore {
         // Data the page cache holds is copied here without blocking; else it is read on the pool.
         auto buf = into.first(count);
         auto cached_read = data_.read_cached(inode, offset, buf);
-        if (!cached_read.ok()) co_return cached_read.status();
-        if (!*cached_read) {
-          auto fill = offload([this, inode, offset, buf] { return data_.read(inode, offset, buf); });
+        if (!cached_read.ok() && cached_read.status().code() != Errc::corrupt) {
+          co_return cached_read.status();
+        }
+        if (!cached_read.ok() || !*cached_read) {
+          auto fill = offload([this, inode, offset, buf] { return read_data(inode, offset, buf); });
           TP_CO_RETURN_IF_ERROR(co_await std::move(fill));
         }
       }
@@ -307,7 +309,7 @@ class StoreImpl final : public LocalStore {
       const bool durable = stability != Stability::unstable;
       auto store_data = offload([this, inode, offset, data, durable] {
         std::shared_lock gate(mirror_gate_);
-        TP_RETURN_IF_ERROR(data_.write(inode, offset, data));
+        TP_RETURN_IF_ERROR(write_data(inode, offset, data));
         if (durable) TP_RETURN_IF_ERROR(data_.sync(inode));
         if (!mirror_) return Status{};
         return mirror_->call(MirrorMethod::write,
@@ -569,6 +571,58 @@ class StoreImpl final : public LocalStore {
     auto run = asio::co_spawn(
         pool_, [f = std::move(f)]() -> awaitable<Status> { co_return f(); }, asio::use_awaitable);
     co_return co_await std::move(run);
+  }
+
+  // On the pool. A block that fails its checksum is put back from the mirror's copy, when
+  // there is a mirror; then the read is done again.
+  Status read_data(InodeId inode, std::uint64_t offset, std::span<std::uint8_t> into) {
+    Status read = data_.read(inode, offset, into);
+    if (read.code() != Errc::corrupt) return read;
+    {
+      std::shared_lock gate(mirror_gate_);
+      TP_RETURN_IF_ERROR(repair_from_mirror(inode, offset, into.size(), read));
+    }
+    return data_.read(inode, offset, into);
+  }
+
+  // On the pool, holding mirror_gate_ shared. A write into part of a block reads the rest of
+  // it, which must be good first.
+  Status write_data(InodeId inode, std::uint64_t offset, std::span<const std::uint8_t> data) {
+    Status written = data_.write(inode, offset, data);
+    if (written.code() != Errc::corrupt) return written;
+    TP_RETURN_IF_ERROR(repair_from_mirror(inode, offset, data.size(), written));
+    return data_.write(inode, offset, data);
+  }
+
+  // Holding mirror_gate_ shared: `failure` (a checksum mismatch in the range) is returned
+  // unless the mirror's copy of the range put every bad block back.
+  Status repair_from_mirror(InodeId inode, std::uint64_t offset, std::uint64_t length,
+                            const Status& failure) {
+    options_.integrity->checksum_failures.fetch_add(1);
+    if (!mirror_) {
+      spdlog::error("inode {}: no mirror to repair the data at offset {} from", inode, offset);
+      return failure;
+    }
+    const std::uint64_t first = offset / internal::kChecksumBlock * internal::kChecksumBlock;
+    const std::uint64_t end = (offset + length + internal::kChecksumBlock - 1) /
+                              internal::kChecksumBlock * internal::kChecksumBlock;
+    std::uint64_t repaired = 0;
+    for (std::uint64_t at = first; at < end; at += kCopyChunkBytes) {
+      const auto piece = static_cast<std::uint32_t>(std::min<std::uint64_t>(kCopyChunkBytes, end - at));
+      auto good = mirror_->fetch(MirrorMethod::read, internal::encode_mirror_range({inode, at, piece}));
+      if (!good.ok() || good->size() != piece) {
+        spdlog::error("inode {}: the mirror's copy of offsets {}..{} could not be read to repair "
+                      "this node's: {}", inode, at, at + piece,
+                      good.ok() ? "short answer" : good.status().to_string());
+        return failure;
+      }
+      TP_ASSIGN_OR_RETURN(std::uint64_t put_back, data_.repair(inode, at, *good));
+      repaired += put_back;
+    }
+    options_.integrity->checksum_repairs.fetch_add(repaired);
+    spdlog::warn("inode {}: put back {} block(s) between offsets {} and {} from the mirror's copy",
+                 inode, repaired, first, end);
+    return {};
   }
 
   std::int64_t now_ns() const {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <cstdint>
@@ -180,6 +181,13 @@ struct FsStatistics {
   std::uint64_t available_files = 0;
 };
 
+// What the checks of file data found, counted across the stores a process opens one after the
+// other (a node closes and opens its store as its role changes; its counters never go back).
+struct IntegrityCounters {
+  std::atomic<std::uint64_t> checksum_failures{0};  // reads or writes that met a bad block
+  std::atomic<std::uint64_t> checksum_repairs{0};   // blocks put back from the mirror's copy
+};
+
 struct StoreOptions {
   std::string data_dir;
   std::uint32_t threads = 4;
@@ -187,6 +195,7 @@ struct StoreOptions {
   bool atime_enabled = true;
   std::chrono::seconds atime_grace_period{24 * 3600};
   Clock* clock = nullptr;  // null: the real clock
+  std::shared_ptr<IntegrityCounters> integrity = std::make_shared<IntegrityCounters>();
 };
 
 class LocalStore;
@@ -258,7 +267,8 @@ class LocalStore : public Store {
   // Keeps `mirror` in step from now on: first a whole copy of the shard (while it is taken,
   // changes wait), then every change before the operation that made it completes (metadata
   // durable on the mirror; data as durable as the write asked). Null stops mirroring. Fails,
-  // leaving the store unmirrored, when the copy did not complete.
+  // leaving the store unmirrored, when the copy did not complete. While it is mirrored, a
+  // block that fails its checksum here is put back from the mirror's copy.
   virtual awaitable<Status> mirror_to(std::shared_ptr<MirrorTarget> mirror) = 0;
 };
 

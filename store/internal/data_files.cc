@@ -58,15 +58,19 @@ void put_sum(std::span<std::uint8_t> bytes, std::uint32_t sum) {
   for (int i = 0; i < 4; ++i) bytes[i] = static_cast<std::uint8_t>(sum >> (8 * i));
 }
 
+// Whether block `i` of `blocks` has a checksum in `sums` that it does not match.
+bool mismatches(std::span<const std::uint8_t> blocks, std::span<const std::uint8_t> sums,
+                std::uint64_t i) {
+  std::uint32_t expected = get_sum(sums.subspan(i * kSumBytes, kSumBytes));
+  return expected != 0 &&
+         expected != stored_sum(blocks.subspan(i * kChecksumBlock, kChecksumBlock));
+}
+
 // The index of the first block that has a checksum it does not match.
 std::optional<std::uint64_t> first_mismatch(std::span<const std::uint8_t> blocks,
                                             std::span<const std::uint8_t> sums) {
   for (std::uint64_t i = 0; i * kSumBytes < sums.size(); ++i) {
-    std::uint32_t expected = get_sum(sums.subspan(i * kSumBytes, kSumBytes));
-    if (expected != 0 &&
-        expected != stored_sum(blocks.subspan(i * kChecksumBlock, kChecksumBlock))) {
-      return i;
-    }
+    if (mismatches(blocks, sums, i)) return i;
   }
   return std::nullopt;
 }
@@ -305,6 +309,37 @@ Status DataFiles::write(std::uint64_t inode, std::uint64_t offset,
   }
   TP_RETURN_IF_ERROR(write_at(descriptor->fd, data, offset));
   return write_at(descriptor->fd, sums, checksum_offset(span.first));
+}
+
+Result<std::uint64_t> DataFiles::repair(std::uint64_t inode, std::uint64_t offset,
+                                        std::span<const std::uint8_t> good) {
+  if (good.empty()) return 0;
+  const BlockSpan span = BlockSpan::of(offset, good.size());
+  if (!span.aligned(offset, good.size())) {
+    return error(Errc::invalid_argument, "a repair covers whole checksum blocks");
+  }
+  TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, false));
+  if (!descriptor) return 0;
+  RegionLocks locked(region_locks_, inode, span);
+  std::vector<std::uint8_t> blocks(good.size());
+  std::vector<std::uint8_t> sums(span.count * kSumBytes);
+  TP_RETURN_IF_ERROR(read_at(descriptor->fd, blocks, offset, false, "read data file").status());
+  TP_RETURN_IF_ERROR(
+      read_at(descriptor->fd, sums, checksum_offset(span.first), false, "read checksums").status());
+  std::uint64_t repaired = 0;
+  for (std::uint64_t i = 0; i < span.count; ++i) {
+    if (!mismatches(blocks, sums, i)) continue;
+    std::span<const std::uint8_t> block = good.subspan(i * kChecksumBlock, kChecksumBlock);
+    std::uint8_t sum[kSumBytes];
+    put_sum(sum, stored_sum(block));
+    TP_RETURN_IF_ERROR(write_at(descriptor->fd, block, offset + i * kChecksumBlock));
+    TP_RETURN_IF_ERROR(write_at(descriptor->fd, sum, checksum_offset(span.first + i)));
+    ++repaired;
+  }
+  if (repaired > 0 && ::fdatasync(descriptor->fd) != 0) {
+    return errno_status("sync data file", errno);
+  }
+  return repaired;
 }
 
 Status DataFiles::sync(std::uint64_t inode) {

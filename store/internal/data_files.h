@@ -42,6 +42,12 @@ class DataFiles {
   Result<bool> read_cached(std::uint64_t inode, std::uint64_t offset,
                            std::span<std::uint8_t> into);
   Status write(std::uint64_t inode, std::uint64_t offset, std::span<const std::uint8_t> data);
+  // Puts back, from `good` (whole blocks from the block-aligned `offset`, as another copy
+  // holds them), the blocks of that range that fail their checksums, and makes them durable.
+  // A block that matches by now (a writer got there first) is left alone. Returns how many
+  // blocks were put back.
+  Result<std::uint64_t> repair(std::uint64_t inode, std::uint64_t offset,
+                               std::span<const std::uint8_t> good);
   // Makes the file's data durable; also its directory entry the first time.
   Status sync(std::uint64_t inode);
   // Makes every file's data and directory entry durable (a whole copy's: one syncfs).

@@ -32,4 +32,13 @@ struct MirrorInode {
 std::vector<std::uint8_t> encode_mirror_inode(const MirrorInode& message);
 std::optional<MirrorInode> decode_mirror_inode(std::span<const std::uint8_t> body);
 
+// A range of an inode's data (read), at most kMaxMirrorExtentBytes long.
+struct MirrorRange {
+  InodeId inode = 0;
+  std::uint64_t offset = 0;
+  std::uint32_t length = 0;
+};
+std::vector<std::uint8_t> encode_mirror_range(const MirrorRange& range);
+std::optional<MirrorRange> decode_mirror_range(std::span<const std::uint8_t> body);
+
 }  // namespace tidepool::store::internal

@@ -6,8 +6,11 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 
@@ -30,6 +33,23 @@ inline std::filesystem::path fresh_test_directory(const std::string& prefix) {
        ::testing::UnitTest::GetInstance()->current_test_info()->name());
   std::filesystem::remove_all(dir);
   return dir;
+}
+
+// Changes one byte of an inode's data file under `data_files_root` behind the store's back, as a
+// failing disk would.
+inline void flip_data_byte(const std::filesystem::path& data_files_root, std::uint64_t inode,
+                           std::uint64_t offset) {
+  char dir[8], name[24];
+  std::snprintf(dir, sizeof dir, "%02x", static_cast<unsigned>(inode % 256));
+  std::snprintf(name, sizeof name, "%016llx", static_cast<unsigned long long>(inode));
+  const std::string path = (data_files_root / dir / name).string();
+  const int fd = ::open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0) << path;
+  std::uint8_t b = 0;
+  ASSERT_EQ(::pread(fd, &b, 1, static_cast<off_t>(offset)), 1);
+  b ^= 0x5a;
+  ASSERT_EQ(::pwrite(fd, &b, 1, static_cast<off_t>(offset)), 1);
+  ::close(fd);
 }
 
 }  // namespace tidepool::store::internal

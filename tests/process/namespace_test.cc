@@ -174,40 +174,6 @@ TEST_F(NamespaceTest, ConcurrentClientsOnEveryNodeSeeOneNamespace) {
   }
 }
 
-TEST_F(NamespaceTest, DataThatFailsItsChecksumIsAnIoErrorNeverWrongData) {
-  std::mt19937_64 random(11);
-  const std::string contents = random_text(random, 64 * 1024);
-  NfsClient one(endpoint(1));
-  FileHandle fh = one.make_file(roots_[0], "fragile", 0644, contents);
-  ASSERT_FALSE(fh.empty());
-  ASSERT_EQ(one.commit(fh).status, NFS3_OK);
-  const std::uint64_t inode = one.getattr(fh).attr.fileid;
-
-  // The data lives on the namespace's home, node 1, one local file per inode.
-  char name[40];
-  std::snprintf(name, sizeof name, "/data/%02x/%016llx", static_cast<unsigned>(inode % 256),
-                static_cast<unsigned long long>(inode));
-  const std::string path = cluster_->node(1).data_dir() + name;
-  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
-  ASSERT_TRUE(file.good()) << path;
-  file.seekp(40'000);
-  file.put(static_cast<char>(contents[40'000] ^ 0x20));
-  file.close();
-
-  NfsClient three(endpoint(3));
-  ReadResult bad = three.read(fh, 36'864, 8192);
-  EXPECT_EQ(bad.status, NFS3ERR_IO);
-  ReadResult good = three.read(fh, 0, 32'768);
-  ASSERT_EQ(good.status, NFS3_OK);
-  EXPECT_EQ(good.data, contents.substr(0, 32'768));
-  std::ifstream log(cluster_->node(1).log_path());
-  const std::string logged((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-  EXPECT_NE(logged.find("checksum mismatch in the data of inode " + std::to_string(inode) +
-                        " at offset 36864"),
-            std::string::npos)
-      << cluster_->node(1).log_tail();
-}
-
 // Writes files through the nodes in `via`, one writer thread per node, each file created and
 // written FILE_SYNC; keeps what was acknowledged. Errors while a node dies are expected: the
 // writer goes on with its next file.
@@ -386,6 +352,79 @@ TEST_F(NamespaceTest, WithTheHomeAndItsMirrorDownOtherNodesAnswerRetryLater) {
   ASSERT_EQ(status, NFS3_OK);
   NfsClient again(endpoint(survivor));
   EXPECT_EQ(again.read_all(kept), "still here");
+}
+
+// Changes the byte at `offset` of an inode's data file on node `id`'s disk behind tided's
+// back, as a failing disk would; returns the byte now there.
+char flip_on_disk(TidedNode& node, std::uint64_t inode, std::uint64_t offset) {
+  char name[40];
+  std::snprintf(name, sizeof name, "/data/%02x/%016llx", static_cast<unsigned>(inode % 256),
+                static_cast<unsigned long long>(inode));
+  const std::string path = node.data_dir() + name;
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  EXPECT_TRUE(file.good()) << path;
+  file.seekg(static_cast<std::streamoff>(offset));
+  const char flipped = static_cast<char>(file.get() ^ 0x20);
+  file.seekp(static_cast<std::streamoff>(offset));
+  file.put(flipped);
+  return flipped;
+}
+
+char byte_on_disk(TidedNode& node, std::uint64_t inode, std::uint64_t offset) {
+  const char once = flip_on_disk(node, inode, offset);
+  flip_on_disk(node, inode, offset);
+  return static_cast<char>(once ^ 0x20);
+}
+
+TEST_F(NamespaceTest, ABadCopyOfDataIsPutBackFromTheMirrorAndCounted) {
+  const auto [home, mirror] = wait_for_full_protection(*cluster_, 1, 30s);
+  ASSERT_NE(mirror, 0u);
+  std::mt19937_64 random(11);
+  const std::string contents = random_text(random, 256 * 1024);
+  NfsClient one(endpoint(1));
+  FileHandle fh = one.make_file(roots_[0], "fragile", 0644, contents);
+  ASSERT_FALSE(fh.empty());
+  ASSERT_EQ(one.commit(fh).status, NFS3_OK);
+  const std::uint64_t inode = one.getattr(fh).attr.fileid;
+  flip_on_disk(cluster_->node(home), inode, 40'000);
+  flip_on_disk(cluster_->node(home), inode, 200'001);
+
+  NfsClient three(endpoint(3));
+  EXPECT_TRUE(three.read_all(fh, kLibnfsMaxTransfer) == contents);
+  EXPECT_EQ(byte_on_disk(cluster_->node(home), inode, 40'000), contents[40'000]);
+  EXPECT_EQ(byte_on_disk(cluster_->node(home), inode, 200'001), contents[200'001]);
+  EXPECT_EQ(cluster_->metric(home, "tidepool_checksum_repairs_total"), 2);
+  EXPECT_GE(cluster_->metric(home, "tidepool_checksum_failures_total"), 1);
+  EXPECT_TRUE(three.read_all(fh, kLibnfsMaxTransfer) == contents);
+  EXPECT_EQ(cluster_->metric(home, "tidepool_checksum_repairs_total"), 2);
+}
+
+TEST_F(NamespaceTest, DataBadInEveryCopyIsAnIoErrorNeverWrongData) {
+  const auto [home, mirror] = wait_for_full_protection(*cluster_, 1, 30s);
+  ASSERT_NE(mirror, 0u);
+  std::mt19937_64 random(12);
+  const std::string contents = random_text(random, 64 * 1024);
+  NfsClient one(endpoint(1));
+  FileHandle fh = one.make_file(roots_[0], "fragile", 0644, contents);
+  ASSERT_FALSE(fh.empty());
+  ASSERT_EQ(one.commit(fh).status, NFS3_OK);
+  const std::uint64_t inode = one.getattr(fh).attr.fileid;
+  flip_on_disk(cluster_->node(home), inode, 40'000);
+  flip_on_disk(cluster_->node(mirror), inode, 40'001);
+
+  NfsClient three(endpoint(3));
+  ReadResult bad = three.read(fh, 36'864, 8192);
+  EXPECT_EQ(bad.status, NFS3ERR_IO);
+  ReadResult good = three.read(fh, 0, 32'768);
+  ASSERT_EQ(good.status, NFS3_OK);
+  EXPECT_EQ(good.data, contents.substr(0, 32'768));
+  EXPECT_EQ(cluster_->metric(home, "tidepool_checksum_repairs_total"), 0);
+  std::ifstream log(cluster_->node(home).log_path());
+  const std::string logged((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(logged.find("checksum mismatch in the data of inode " + std::to_string(inode) +
+                        " at offset 36864"),
+            std::string::npos)
+      << cluster_->node(home).log_tail();
 }
 
 }  // namespace

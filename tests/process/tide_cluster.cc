@@ -4,8 +4,11 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <sstream>
 
 #include <gtest/gtest.h>
+
+#include "cli/https_transport.h"
 
 namespace tidepool::test {
 namespace {
@@ -109,6 +112,25 @@ std::string TideCluster::state_of(std::size_t via, std::uint64_t id) {
     if (n["id"] == id) return n["state"];
   }
   return "absent";
+}
+
+std::int64_t TideCluster::metric(std::size_t id, const std::string& name) {
+  cli::ConnectionSettings settings;
+  settings.addresses = {cli::AdminAddress{node(id).endpoint().address}};
+  settings.timeout = std::chrono::seconds(10);
+  auto transport = cli::make_https_transport(settings);
+  EXPECT_TRUE(transport.ok()) << transport.status().to_string();
+  if (!transport.ok()) return -1;
+  auto reply = (*transport)->send(cli::Method::get, "/metrics", "");
+  EXPECT_TRUE(reply.ok() && reply->status == 200)
+      << (reply.ok() ? reply->body : reply.status().to_string());
+  if (!reply.ok()) return -1;
+  std::istringstream lines(reply->body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(name + " ", 0) == 0) return std::stoll(line.substr(name.size() + 1));
+  }
+  ADD_FAILURE() << "no " << name << " in the metrics of node " << id << ":\n" << reply->body;
+  return -1;
 }
 
 }  // namespace tidepool::test

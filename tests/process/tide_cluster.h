@@ -46,6 +46,9 @@ class TideCluster {
   nlohmann::json tide_json(std::size_t via, std::vector<std::string> args);
   // "up", "down", "absent" or "error: ..." for node `id`, as `tide status` through `via` says.
   std::string state_of(std::size_t via, std::uint64_t id);
+  // The value of an unlabelled counter or gauge in node `id`'s /metrics (gtest failure and -1
+  // if it cannot be read).
+  std::int64_t metric(std::size_t id, const std::string& name);
 
  private:
   std::string name_;
