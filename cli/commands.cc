@@ -221,6 +221,12 @@ Status show_status(Session& session, Format format) {
   return {};
 }
 
+Status get_file(Session& session, const std::string& target, bool details, Format format) {
+  TP_ASSIGN_OR_RETURN(Json file, session.call(Method::get, target));
+  print(session, format, file, [&](std::ostream& out) { render_file(out, file, details); });
+  return {};
+}
+
 Status list_nodepools(Session& session, Format format) {
   TP_ASSIGN_OR_RETURN(Json reply, session.call(Method::get, "/v1/storagepool/nodepools"));
   print(session, format, reply,

@@ -65,6 +65,8 @@ Status add_node(Session& session, const AdminAddress& address);
 Status remove_node(Session& session, std::uint64_t id);
 // tide status
 Status show_status(Session& session, Format format);
+// `tide get [-D] PATH`; `target` from namespace_target(PATH).
+Status get_file(Session& session, const std::string& target, bool details, Format format);
 // tide storagepool ...
 Status list_nodepools(Session& session, Format format);
 Status view_nodepool(Session& session, const std::string& name, Format format);

@@ -64,5 +64,9 @@ void render_nodepools(std::ostream& out, const Json& nodepools);
 void render_tiers(std::ostream& out, const Json& tiers);
 void render_sysctls(std::ostream& out, const Json& sysctls);
 void render_exports(std::ostream& out, const Json& exports);
+// `tide get`: one line under a header (policy, protection level, access pattern, file); with
+// `details`, as `isi get -D`, then the inode, its shard's home and mirror, its layout and the
+// nodes holding each stripe unit.
+void render_file(std::ostream& out, const Json& file, bool details);
 
 }  // namespace tidepool::cli

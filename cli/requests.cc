@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "cli/admin_client.h"
 #include "common/config.h"
 
 namespace tidepool::cli {
@@ -144,6 +145,20 @@ Result<std::chrono::milliseconds> parse_timeout(std::string_view text) {
     return invalid("--timeout", "seconds from 0.001 to 86400", text);
   }
   return std::chrono::milliseconds(std::llround(seconds * 1000));
+}
+
+Result<std::string> namespace_target(std::string_view path) {
+  if (path != "/ifs" && !path.starts_with("/ifs/")) {
+    return error(Errc::invalid_argument,
+                 "PATH must be absolute and under /ifs: " + std::string(path));
+  }
+  std::string target = "/v1/namespace";
+  for (std::size_t at = 1; at < path.size();) {
+    std::size_t slash = std::min(path.find('/', at), path.size());
+    if (slash > at) target += "/" + path_segment(path.substr(at, slash - at));
+    at = slash + 1;
+  }
+  return target;
 }
 
 Result<SysctlArgument> parse_sysctl_argument(std::string_view text) {

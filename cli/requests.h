@@ -28,6 +28,10 @@ std::vector<std::string> split_lists(const std::vector<std::string>& values);
 // --timeout SECONDS: more than 0, at most a day, fractions allowed ("0.5").
 Result<std::chrono::milliseconds> parse_timeout(std::string_view text);
 
+// The admin API target for `tide get PATH`: /v1/namespace/ifs/... with each component
+// percent-encoded. PATH must be absolute and under /ifs.
+Result<std::string> namespace_target(std::string_view path);
+
 // `tide sysctl NAME` or `tide sysctl NAME=VALUE`.
 struct SysctlArgument {
   std::string name;

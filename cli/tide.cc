@@ -43,6 +43,8 @@ struct Arguments {
   std::optional<std::string> sysctl;
   bool all_sysctls = false;
   bool read_only = false;  // the flag of `nfs exports create`
+  std::string path;        // of `get`
+  bool details = false;    // -D of `get`
   ExportOptions export_options;
 };
 
@@ -102,6 +104,19 @@ Grammar::Grammar() : app_("Administer a Tidepool cluster through its admin API."
                                     return show_status(session, format);
                                   });
                                 }));
+  CLI::App* get = add_command(
+      app_, "get", "Show a file's protection policy and access pattern; -D adds its layout",
+      [this]() -> Result<Operation> {
+        TP_ASSIGN_OR_RETURN(std::string target, namespace_target(arguments_.path));
+        return Operation([target, details = arguments_.details,
+                          format = format()](Session& session) {
+          return get_file(session, target, details, format);
+        });
+      });
+  get->add_option("PATH", arguments_.path, "Absolute path under /ifs")->required();
+  get->add_flag("-D,--details", arguments_.details,
+                "Also the inode, its shard's home and mirror, and each stripe unit's nodes");
+  add_format_option(get);
   add_storagepool_commands();
   add_sysctl_command();
   add_nfs_commands();

@@ -315,6 +315,37 @@ TEST_F(TideTest, StatusAsJsonIsTheServersJsonPrettyInItsOrder) {
   EXPECT_EQ(out_.str(), "{\n  \"name\": \"tidepool\",\n  \"id\": \"c0ffee\",\n  \"jobs\": []\n}\n");
 }
 
+TEST_F(TideTest, GetShowsTheFilesPolicyAndWithDetailsItsLayout) {
+  write_credentials_in(root_.path());
+  const std::string file = R"({"path": "/ifs/data set/a.bin", "inode": 7, "type": "file",
+      "size": 300000, "mode": "0644", "uid": 0, "gid": 0, "nlink": 1,
+      "shard": {"id": 0, "home": 1, "state": "serving", "mirror": 2, "mirror_state": "in step"},
+      "layout": {"pool": "default", "stripe_unit": 131072, "protection": "2x",
+                 "access_pattern": "concurrency"},
+      "stripe_units": [{"first": 0, "count": 3, "nodes": [1, 2]}]})";
+  cluster_.reply(200, file);
+  EXPECT_EQ(tide({"get", "/ifs/data set/a.bin"}), kExitSuccess) << err_.str();
+  EXPECT_EQ(only_request().target, "/v1/namespace/ifs/data%20set/a.bin");
+  EXPECT_EQ(out_.str(),
+            "Policy   Level  Performance  File\n"
+            "----------------------------------\n"
+            "default  2x     concurrency  a.bin\n");
+
+  cluster_.reply(200, file);
+  EXPECT_EQ(tide({"get", "-D", "/ifs/data set/a.bin"}), kExitSuccess) << err_.str();
+  const std::string details = out_.str();
+  for (const char* expected :
+       {"Inode:            7 (shard 0)", "Shard Home:       node 1 (serving)",
+        "Shard Mirror:     node 2 (in step)", "Protection:       2x",
+        "Access Pattern:   concurrency", "0-2    0-393215  1,2"}) {
+    EXPECT_NE(details.find(expected), std::string::npos) << expected << " in\n" << details;
+  }
+
+  EXPECT_EQ(tide({"get", "relative/path"}), kExitUsage);
+  EXPECT_EQ(tide({"get", "/etc/passwd"}), kExitUsage);
+  EXPECT_EQ(cluster_.requests().size(), 2u);
+}
+
 TEST_F(TideTest, SysctlReadsWritesAndLists) {
   write_credentials_in(root_.path());
   cluster_.reply(200, R"({"name": "efs.bam.atime_enabled", "value": "true", "default": "true",

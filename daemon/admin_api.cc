@@ -31,12 +31,29 @@ HttpResponse failure(const Status& status) {
 }
 HttpResponse no_content() { return HttpResponse{204, ""}; }
 
+// A path segment with its %XX escapes undone; a malformed escape stays as it is.
+std::string percent_decoded(std::string_view segment) {
+  std::string decoded;
+  for (std::size_t i = 0; i < segment.size(); ++i) {
+    unsigned value = 0;
+    if (segment[i] == '%' && i + 2 < segment.size() &&
+        std::from_chars(segment.data() + i + 1, segment.data() + i + 3, value, 16).ptr ==
+            segment.data() + i + 3) {
+      decoded += static_cast<char>(value);
+      i += 2;
+    } else {
+      decoded += segment[i];
+    }
+  }
+  return decoded;
+}
+
 std::vector<std::string> split_target(std::string_view target) {
   target = target.substr(0, target.find('?'));
   std::vector<std::string> parts;
   while (!target.empty()) {
     const std::size_t slash = target.find('/');
-    if (slash != 0) parts.emplace_back(target.substr(0, slash));
+    if (slash != 0) parts.push_back(percent_decoded(target.substr(0, slash)));
     if (slash == std::string_view::npos) break;
     target.remove_prefix(slash + 1);
   }
@@ -203,10 +220,11 @@ unsigned http_status_of(Errc code) {
   return 500;
 }
 
-AdminApi::AdminApi(asio::any_io_executor strand, Membership& membership,
+AdminApi::AdminApi(asio::any_io_executor strand, Membership& membership, store::Store& store,
                    std::function<std::string()> metrics, std::function<void()> joined)
     : strand_(std::move(strand)),
       membership_(membership),
+      store_(store),
       metrics_(std::move(metrics)),
       joined_(std::move(joined)) {}
 
@@ -271,6 +289,11 @@ class Route {
   }
   std::string_view at(std::size_t i) const {
     return i < path_.size() ? std::string_view(path_[i]) : std::string_view();
+  }
+  // The segments from `first` on.
+  std::vector<std::string> from(std::size_t first) const {
+    return first < path_.size() ? std::vector<std::string>(path_.begin() + static_cast<long>(first), path_.end())
+                                : std::vector<std::string>{};
   }
   const std::string& method() const { return method_; }
 
@@ -359,6 +382,81 @@ json namespace_json(const GroupView& view) {
     where["mirror_state"] = !mirror->up ? "down" : record->mirror_in_step ? "in step" : "copying";
   }
   return where;
+}
+
+const char* type_name(store::FileType type) {
+  switch (type) {
+    case store::FileType::regular: return "file";
+    case store::FileType::directory: return "directory";
+    case store::FileType::symlink: return "symlink";
+    case store::FileType::block_device: return "block device";
+    case store::FileType::char_device: return "character device";
+    case store::FileType::socket: return "socket";
+    case store::FileType::fifo: return "fifo";
+  }
+  return "unknown";
+}
+
+// The nodes holding each stripe unit of a file of `size` bytes, as runs of consecutive units
+// held by the same nodes: every unit is on the namespace's home and, once in step, its mirror.
+json stripe_units_json(std::uint64_t size, std::uint32_t unit_bytes, const json& where) {
+  json runs = json::array();
+  if (size == 0 || unit_bytes == 0 || where["home"].is_null()) return runs;
+  json nodes = json::array({where["home"]});
+  if (where["mirror_state"] == "in step") nodes.push_back(where["mirror"]);
+  const std::uint64_t units = (size + unit_bytes - 1) / unit_bytes;
+  runs.push_back(json{{"first", 0}, {"count", units}, {"nodes", nodes}});
+  return runs;
+}
+
+// GET /v1/namespace/ifs/PATH: what `tide get` shows of the file or directory at /ifs/PATH.
+asio::awaitable<HttpResponse> file_info(store::Store& store, Membership& m,
+                                        std::vector<std::string> path) {
+  if (path.empty() || path.front() != "ifs") {
+    co_return error_response(404, "paths in the namespace start with /ifs");
+  }
+  const store::Caller root{0, 0, {}};
+  std::string shown = "/ifs";
+  auto getting = store.getattr(store::kRootInode);
+  Result<store::Attributes> attributes = co_await std::move(getting);
+  for (std::size_t i = 1; i < path.size() && attributes.ok(); ++i) {
+    if (path[i] == "." || path[i] == "..") {
+      co_return error_response(400, "the path must not contain '.' or '..'");
+    }
+    auto looking = store.lookup(attributes->inode, path[i], root);
+    Result<store::LookupResult> found = co_await std::move(looking);
+    if (!found.ok()) {
+      attributes = found.status();
+    } else {
+      attributes = found->object;
+    }
+    shown += "/" + path[i];
+  }
+  if (!attributes.ok()) {
+    if (attributes.status().code() == Errc::not_found) co_return error_response(404, "no such file: " + shown);
+    co_return failure(attributes.status());
+  }
+  const store::Attributes& a = *attributes;
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", a.mode);
+  json where = namespace_json(m.group()->view());
+  json info{{"path", shown},      {"inode", a.inode},   {"type", type_name(a.type)},
+            {"size", a.size},     {"mode", mode},       {"uid", a.uid},
+            {"gid", a.gid},       {"nlink", a.nlink},   {"mtime_ns", a.mtime_ns},
+            {"atime_ns", a.atime_ns}, {"ctime_ns", a.ctime_ns},
+            {"shard", {{"id", a.inode >> 48}, {"home", where["home"]}, {"state", where["state"]},
+                       {"mirror", where["mirror"]},
+                       {"mirror_state", where["mirror_state"]}}}};
+  if (a.type != store::FileType::regular) co_return reply(200, info);
+  auto laying = store.layout(a.inode);
+  Result<store::Layout> layout = co_await std::move(laying);
+  if (!layout.ok()) co_return failure(layout.status());
+  info["layout"] = {{"pool", layout->pool},
+                    {"stripe_unit", layout->stripe_unit},
+                    {"protection", std::to_string(layout->protection) + "x"},
+                    {"access_pattern", layout->access_pattern}};
+  info["stripe_units"] = stripe_units_json(a.size, layout->stripe_unit, where);
+  co_return reply(200, info);
 }
 
 json status_json(Membership& m, const GroupView& view) {
@@ -651,6 +749,7 @@ asio::awaitable<HttpResponse> AdminApi::route(HttpRequest request, bool authoriz
   const NodeConfig& config = m.config();
 
   if (route.is("GET", {"v1", "cluster"})) return cluster_status(m);
+  if (route.method() == "GET" && route.at(1) == "namespace") return file_info(store_, m, route.from(2));
   if (route.is("POST", {"v1", "cluster", "nodes"})) return add_node(strand_, m, request.body);
   if (route.is("DELETE", {"v1", "cluster", "nodes", "*"})) {
     return carry_out(m, remove_node(view, route.at(3)));

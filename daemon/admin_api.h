@@ -9,14 +9,15 @@
 
 #include "daemon/http.h"
 #include "daemon/membership.h"
+#include "store/store.h"
 
 namespace tidepool::daemon {
 
 class AdminApi {
  public:
-  // `metrics` renders /metrics; `joined` runs once this node became a member (its admin
+  // `store` answers what `tide get` asks of files; `metrics` renders /metrics; `joined` runs once this node became a member (its admin
   // certificate changed).
-  AdminApi(boost::asio::any_io_executor strand, Membership& membership,
+  AdminApi(boost::asio::any_io_executor strand, Membership& membership, store::Store& store,
            std::function<std::string()> metrics, std::function<void()> joined);
 
   boost::asio::awaitable<HttpResponse> handle(HttpRequest request);
@@ -27,6 +28,7 @@ class AdminApi {
 
   boost::asio::any_io_executor strand_;
   Membership& membership_;
+  store::Store& store_;  // the namespace as this node serves it
   std::function<std::string()> metrics_;
   std::function<void()> joined_;
 };

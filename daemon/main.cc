@@ -170,7 +170,7 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
     return daemon::render_metrics(**membership, (*server)->traffic(), local_stats(config, rates),
                                   shipping.integrity());
   };
-  daemon::AdminApi api(strand, **membership, metrics, [&] {
+  daemon::AdminApi api(strand, **membership, shipping.store(), metrics, [&] {
     if (Status s = admin->set_certificate((*membership)->admin_certificate()); !s.ok()) {
       spdlog::error("admin API keeps its old certificate: {}", s.message());
     }

@@ -26,7 +26,6 @@ using namespace std::chrono_literals;
 // Backend RPC methods 100 + StoreMethod carry shipped store operations; 200 + MirrorMethod,
 // what a home sends its mirror.
 constexpr std::uint32_t kStoreMethodBase = 100;
-constexpr std::uint32_t kLastStoreMethod = static_cast<std::uint32_t>(store::StoreMethod::write_verifier);
 constexpr std::uint32_t kMirrorMethodBase = 200;
 // Long enough for a 1 MiB write under load; a home that died is given up on after this, and the
 // client hears NFS3ERR_JUKEBOX and retries.
@@ -430,7 +429,7 @@ Status NamespaceShipping::drop_mirror(cluster::NodeId mirror) {
 }
 
 void NamespaceShipping::serve(cluster::RpcEndpoint& rpc) {
-  for (std::uint32_t method = 1; method <= kLastStoreMethod; ++method) {
+  for (std::uint32_t method = 1; method <= store::kLastStoreMethod; ++method) {
     rpc.handle(kStoreMethodBase + method, [this, method](cluster::NodeId,
                                                          std::span<const std::uint8_t> request,
                                                          cluster::RpcEndpoint::Reply reply) {

@@ -207,6 +207,14 @@ void fields(Io& io, ReadlinkResult& r) {
 }
 
 template <class Io>
+void fields(Io& io, Layout& l) {
+  io(l.pool, kMaxLayoutNameBytes);
+  io(l.stripe_unit);
+  io(l.protection);
+  io(l.access_pattern, kMaxLayoutNameBytes);
+}
+
+template <class Io>
 void fields(Io& io, ReadResult& r) {
   io(r.count);
   io(r.eof);
@@ -602,6 +610,10 @@ class RemoteStore final : public Store {
     return ship<ReadlinkResult>(StoreMethod::readlink, InodeArgs{inode});
   }
 
+  awaitable<Result<Layout>> layout(InodeId inode) override {
+    return ship<Layout>(StoreMethod::layout, InodeArgs{inode});
+  }
+
   // Asks for no more than one message may carry: a short read is a valid answer.
   awaitable<Result<ReadResult>> read(InodeId inode, std::uint64_t offset,
                                      std::span<std::uint8_t> into, Caller caller) override {
@@ -867,6 +879,8 @@ awaitable<Result<xdr::Buffer>> serve_store_call(Store& store, std::uint32_t meth
                               [s](InodeArgs& a) { return commit_reply(*s, a.inode); });
     case StoreMethod::write_verifier:
       return serve<NoArgs>("write_verifier", request, [s](NoArgs&) { return verifier_reply(*s); });
+    case StoreMethod::layout:
+      return serve<InodeArgs>("layout", request, [s](InodeArgs& a) { return s->layout(a.inode); });
   }
   return fail_with(error(Errc::not_supported, "unknown store method " + std::to_string(method)));
 }

@@ -37,7 +37,9 @@ enum class StoreMethod : std::uint32_t {
   fsstat,
   commit,
   write_verifier,
+  layout,
 };
+inline constexpr std::uint32_t kLastStoreMethod = static_cast<std::uint32_t>(StoreMethod::layout);
 
 // How an initiator reaches the home: sends `request` for `method` and resumes with the reply
 // body, or the Status the home answered with, or why no answer came (unavailable, timed_out).

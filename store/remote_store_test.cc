@@ -187,7 +187,7 @@ TEST_F(RemoteStoreTest, EnumsAndBooleansOutOfRangeAreMalformed) {
 
 TEST_F(RemoteStoreTest, UnknownMethodsAreNotSupported) {
   const xdr::Buffer some_bytes(8, 0);
-  for (std::uint32_t method : {0u, 20u, 0xffffffffu}) {
+  for (std::uint32_t method : {0u, kLastStoreMethod + 1, 0xffffffffu}) {
     EXPECT_EQ(run(serve_store_call(*home_, method, {})).code(), Errc::not_supported);
     EXPECT_EQ(run(serve_store_call(*home_, method, some_bytes)).code(), Errc::not_supported);
   }
@@ -247,6 +247,17 @@ TEST_F(RemoteStoreTest, AMebibyteFileReadsBackThroughTheRemoteStore) {
   EXPECT_TRUE(r->eof);
   got.resize(r->count);
   EXPECT_EQ(got, data);
+}
+
+TEST_F(RemoteStoreTest, AFilesLayoutComesFromTheHome) {
+  InodeId file = make_file("laid-out");
+  auto layout = run(remote_->layout(file));
+  ASSERT_TRUE(layout.ok()) << layout.status().to_string();
+  EXPECT_EQ(layout->pool, "default");
+  EXPECT_EQ(layout->stripe_unit, 128u << 10);
+  EXPECT_EQ(layout->protection, kDefaultProtection);
+  EXPECT_EQ(layout->access_pattern, "concurrency");
+  EXPECT_EQ(run(remote_->layout(kRootInode)).code(), Errc::invalid_argument);
 }
 
 TEST_F(RemoteStoreTest, TheWriteVerifierFollowsTheHomeAndDiffersPerInitiator) {

@@ -62,6 +62,10 @@ awaitable<Result<ReadlinkResult>> ShardRouter::readlink(InodeId inode) {
   return route<ReadlinkResult>([=](Store& s) { return s.readlink(inode); });
 }
 
+awaitable<Result<Layout>> ShardRouter::layout(InodeId inode) {
+  return route<Layout>([=](Store& s) { return s.layout(inode); });
+}
+
 awaitable<Result<ReadResult>> ShardRouter::read(InodeId inode, std::uint64_t offset,
                                                 std::span<std::uint8_t> into, Caller caller) {
   return route<ReadResult>([=](Store& s) { return s.read(inode, offset, into, caller); });

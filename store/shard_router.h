@@ -42,6 +42,7 @@ class ShardRouter final : public Store {
   awaitable<Result<AccessResult>> check_access(InodeId inode, Caller caller,
                                                std::uint32_t requested) override;
   awaitable<Result<ReadlinkResult>> readlink(InodeId inode) override;
+  awaitable<Result<Layout>> layout(InodeId inode) override;
   awaitable<Result<ReadResult>> read(InodeId inode, std::uint64_t offset,
                                      std::span<std::uint8_t> into, Caller caller) override;
   awaitable<Result<WriteResult>> write(InodeId inode, std::uint64_t offset,

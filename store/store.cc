@@ -248,6 +248,18 @@ class StoreImpl final : public LocalStore {
         });
   }
 
+  awaitable<Result<Layout>> layout(InodeId inode) override {
+    return shard_.run<Layout>(false, [=, this](Database& db, AfterCommit&) -> Result<Layout> {
+      TP_ASSIGN_OR_RETURN(Attributes a, load(db, inode));
+      if (a.type != FileType::regular) return error(Errc::invalid_argument, "not a regular file");
+      auto row = db.prepare("SELECT pool, stripe_unit, protection, access_pattern FROM layouts WHERE ino = ?");
+      row.bind(1, inode);
+      if (!row.next_row()) return error(Errc::corrupt, "file " + std::to_string(inode) + " has no layout");
+      return Layout{row.blob(0), static_cast<std::uint32_t>(row.int64(1)),
+                    static_cast<std::uint32_t>(row.int64(2)), row.blob(3)};
+    });
+  }
+
   // GCC 12 destroys lambda temporaries of a co_await full-expression twice, so coroutines here
   // build each awaitable as a named local before awaiting it.
   awaitable<Result<ReadResult>> read(InodeId inode, std::uint64_t offset,
@@ -1003,8 +1015,8 @@ class StoreImpl final : public LocalStore {
     TP_RETURN_IF_ERROR(insert.run());
     if (object.type == FileType::regular) {
       auto layout = db.prepare(
-          "INSERT INTO layouts(ino, pool, stripe_unit, protection) VALUES(?, 'default', ?, 1)");
-      layout.bind(1, object.inode).bind(2, options_.stripe_unit_bytes);
+          "INSERT INTO layouts(ino, pool, stripe_unit, protection) VALUES(?, 'default', ?, ?)");
+      layout.bind(1, object.inode).bind(2, options_.stripe_unit_bytes).bind(3, kDefaultProtection);
       TP_RETURN_IF_ERROR(layout.run());
     }
     TP_RETURN_IF_ERROR(add_entry(db, dir.inode, name, object.inode));

@@ -129,6 +129,17 @@ struct ReadlinkResult {
   Attributes attributes;
 };
 
+// How a regular file's data is laid out: its layouts row.
+struct Layout {
+  std::string pool;               // the pool policy that places its data
+  std::uint32_t stripe_unit = 0;  // bytes per stripe unit
+  std::uint32_t protection = 0;   // copies kept of every unit: 2 is OneFS's 2x
+  std::string access_pattern;     // concurrency, streaming or random: how reads prefetch
+};
+inline constexpr std::uint32_t kDefaultProtection = 2;
+// The longest pool or access pattern name a layout carries.
+inline constexpr std::size_t kMaxLayoutNameBytes = 255;
+
 struct ReadResult {
   std::uint32_t count = 0;
   bool eof = false;
@@ -225,6 +236,8 @@ class Store {
   virtual awaitable<Result<AccessResult>> check_access(InodeId inode, Caller caller,
                                                        std::uint32_t requested) = 0;
   virtual awaitable<Result<ReadlinkResult>> readlink(InodeId inode) = 0;
+  // A regular file's layout; invalid_argument for any other type.
+  virtual awaitable<Result<Layout>> layout(InodeId inode) = 0;
   // Reads up to into.size() bytes at offset into the caller's buffer.
   virtual awaitable<Result<ReadResult>> read(InodeId inode, std::uint64_t offset,
                                              std::span<std::uint8_t> into, Caller caller) = 0;

@@ -45,7 +45,8 @@ CREATE TABLE IF NOT EXISTS layouts(
   ino INTEGER PRIMARY KEY,
   pool TEXT NOT NULL,
   stripe_unit INTEGER NOT NULL,
-  protection INTEGER NOT NULL);
+  protection INTEGER NOT NULL,
+  access_pattern TEXT NOT NULL DEFAULT 'concurrency');
 )sql";
 
 }  // namespace tidepool::store::internal

@@ -54,6 +54,7 @@ awaitable<void> exercise(Store& s) {
   (void)co_await s.read(file, 0, into, user);
   (void)co_await s.commit(file);
   (void)co_await s.getattr(file);
+  (void)co_await s.layout(file);
   AttributeChanges truncate;
   truncate.size = 2;
   (void)co_await s.setattr(file, truncate, user, std::nullopt);

@@ -427,5 +427,46 @@ TEST_F(NamespaceTest, DataBadInEveryCopyIsAnIoErrorNeverWrongData) {
       << cluster_->node(home).log_tail();
 }
 
+TEST_F(NamespaceTest, TideGetShowsAFilesShardLayoutAndTheNodesOfEachUnit) {
+  const auto [home, mirror] = wait_for_full_protection(*cluster_, 1, 30s);
+  ASSERT_NE(mirror, 0u);
+  std::mt19937_64 random(13);
+  const std::string contents = random_text(random, 300'000);
+  NfsClient two(endpoint(2));
+  FileHandle dir = two.make_dir(roots_[1], "data set");
+  FileHandle fh = two.make_file(dir, "a.bin", 0640, contents);
+  ASSERT_FALSE(fh.empty());
+  const std::uint64_t inode = two.getattr(fh).attr.fileid;
+
+  const nlohmann::json file = cluster_->tide_json(3, {"get", "-D", "/ifs/data set/a.bin"});
+  EXPECT_EQ(file["inode"], inode) << file.dump();
+  EXPECT_EQ(file["size"], contents.size());
+  EXPECT_EQ(file["mode"], "0640");
+  EXPECT_EQ(file["shard"]["home"], home);
+  EXPECT_EQ(file["shard"]["mirror"], mirror);
+  EXPECT_EQ(file["layout"]["protection"], "2x");
+  EXPECT_EQ(file["layout"]["stripe_unit"], 128 * 1024);
+  const nlohmann::json units = file["stripe_units"];
+  ASSERT_EQ(units.size(), 1u) << file.dump();
+  EXPECT_EQ(units[0]["count"], 3);
+  EXPECT_EQ(units[0]["nodes"], nlohmann::json::array({home, mirror}));
+
+  const Ran shown = cluster_->tide(4, {"get", "/ifs/data set/a.bin"});
+  EXPECT_EQ(shown.exit_code, 0) << shown.output;
+  EXPECT_NE(shown.output.find("default  2x     concurrency  a.bin"), std::string::npos)
+      << shown.output;
+  const Ran directory = cluster_->tide(1, {"get", "-D", "/ifs/data set"});
+  EXPECT_EQ(directory.exit_code, 0) << directory.output;
+  const std::size_t type = directory.output.find("Type:");
+  ASSERT_NE(type, std::string::npos) << directory.output;
+  EXPECT_EQ(directory.output.substr(directory.output.find_first_not_of(' ', type + 5), 10),
+            "directory\n")
+      << directory.output;
+  const Ran missing = cluster_->tide(1, {"get", "/ifs/data set/nothing"});
+  EXPECT_EQ(missing.exit_code, 1) << missing.output;
+  EXPECT_NE(missing.output.find("no such file: /ifs/data set/nothing"), std::string::npos)
+      << missing.output;
+}
+
 }  // namespace
 }  // namespace tidepool::test
