@@ -134,6 +134,8 @@ TEST_F(NamespaceTest, ConcurrentClientsOnEveryNodeSeeOneNamespace) {
         const std::string contents = random_text(random, 1000 + random() % 200'000);
         FileHandle fh = nfs.make_file(dir.fh, name, 0644, contents);
         ASSERT_FALSE(fh.empty());
+        // Read while the others write, rename and remove.
+        EXPECT_TRUE(nfs.read_all(fh) == contents) << name << " read back via node " << id;
         written[id - 1][name] = contents;
         if (i % 3 == 1) {
           ASSERT_EQ(nfs.rename(dir.fh, name, dir.fh, name + ".renamed").status, NFS3_OK);
