@@ -318,10 +318,10 @@ void render_file(std::ostream& out, const Json& file, bool details) {
   const Json& layout = field(file, "layout");
   const std::string path = display(field(file, "path"));
   Table table({{"Policy"}, {"Level"}, {"Performance"}, {"File"}});
-  table.add_row({display(field(layout, "pool")), display(field(layout, "protection")),
-                 display(field(layout, "access_pattern")),
-                 path.substr(path.find_last_of('/') + 1) +
-                     (field(file, "type") == "directory" ? "/" : "")});
+  table.add_row(
+      {display(field(layout, "pool")), display(field(layout, "protection")),
+       display(field(layout, "access_pattern")),
+       path.substr(path.find_last_of('/') + 1) + (field(file, "type") == "directory" ? "/" : "")});
   table.render(out);
   if (!details) return;
   const Json& shard = field(file, "shard");
@@ -336,10 +336,11 @@ void render_file(std::ostream& out, const Json& file, bool details) {
       {"Shard Home", node_and_state(field(shard, "home"), field(shard, "state"))},
       {"Shard Mirror", node_and_state(field(shard, "mirror"), field(shard, "mirror_state"))}};
   if (layout.is_object()) {
-    fields.insert(fields.end(), {{"Disk Pool Policy", display(field(layout, "pool"))},
-                                 {"Protection", display(field(layout, "protection"))},
-                                 {"Access Pattern", display(field(layout, "access_pattern"))},
-                                 {"Stripe Unit", display(field(layout, "stripe_unit")) + " bytes"}});
+    fields.insert(fields.end(),
+                  {{"Disk Pool Policy", display(field(layout, "pool"))},
+                   {"Protection", display(field(layout, "protection"))},
+                   {"Access Pattern", display(field(layout, "access_pattern"))},
+                   {"Stripe Unit", display(field(layout, "stripe_unit")) + " bytes"}});
   }
   out << '\n';
   render_fields(out, fields, Align::left);

@@ -108,10 +108,10 @@ Grammar::Grammar() : app_("Administer a Tidepool cluster through its admin API."
       app_, "get", "Show a file's protection policy and access pattern; -D adds its layout",
       [this]() -> Result<Operation> {
         TP_ASSIGN_OR_RETURN(std::string target, namespace_target(arguments_.path));
-        return Operation([target, details = arguments_.details,
-                          format = format()](Session& session) {
-          return get_file(session, target, details, format);
-        });
+        return Operation(
+            [target, details = arguments_.details, format = format()](Session& session) {
+              return get_file(session, target, details, format);
+            });
       });
   get->add_option("PATH", arguments_.path, "Absolute path under /ifs")->required();
   get->add_flag("-D,--details", arguments_.details,

@@ -107,7 +107,7 @@ class TideTest : public ::testing::Test {
 TEST_F(TideTest, AnUnknownCommandExits2NamingTheCommandsExpected) {
   EXPECT_EQ(tide({"frobnicate"}), kExitUsage);
   EXPECT_EQ(err_.str(),
-            "tide: unknown command 'tide frobnicate'; expected one of: cluster, status, "
+            "tide: unknown command 'tide frobnicate'; expected one of: cluster, status, get, "
             "storagepool, sysctl, nfs (see 'tide --help')\n");
   EXPECT_EQ(tide({"storagepool", "pools", "list"}), kExitUsage);
   EXPECT_EQ(err_.str(),
@@ -119,8 +119,8 @@ TEST_F(TideTest, AnUnknownCommandExits2NamingTheCommandsExpected) {
 TEST_F(TideTest, AMissingCommandExits2NamingTheCommandsExpected) {
   EXPECT_EQ(tide({}), kExitUsage);
   EXPECT_EQ(err_.str(),
-            "tide: missing command after 'tide'; expected one of: cluster, status, storagepool, "
-            "sysctl, nfs (see 'tide --help')\n");
+            "tide: missing command after 'tide'; expected one of: cluster, status, get, "
+            "storagepool, sysctl, nfs (see 'tide --help')\n");
   EXPECT_EQ(tide({"nfs"}), kExitUsage);
   EXPECT_EQ(err_.str(),
             "tide: missing command after 'tide nfs'; expected one of: exports "

@@ -228,7 +228,6 @@ AdminApi::AdminApi(asio::any_io_executor strand, Membership& membership, store::
       metrics_(std::move(metrics)),
       joined_(std::move(joined)) {}
 
-
 namespace {
 
 // What a request that changes the configuration asks for: the change, and the answer to give
@@ -292,8 +291,9 @@ class Route {
   }
   // The segments from `first` on.
   std::vector<std::string> from(std::size_t first) const {
-    return first < path_.size() ? std::vector<std::string>(path_.begin() + static_cast<long>(first), path_.end())
-                                : std::vector<std::string>{};
+    return first < path_.size()
+               ? std::vector<std::string>(path_.begin() + static_cast<long>(first), path_.end())
+               : std::vector<std::string>{};
   }
   const std::string& method() const { return method_; }
 
@@ -386,13 +386,20 @@ json namespace_json(const GroupView& view) {
 
 const char* type_name(store::FileType type) {
   switch (type) {
-    case store::FileType::regular: return "file";
-    case store::FileType::directory: return "directory";
-    case store::FileType::symlink: return "symlink";
-    case store::FileType::block_device: return "block device";
-    case store::FileType::char_device: return "character device";
-    case store::FileType::socket: return "socket";
-    case store::FileType::fifo: return "fifo";
+    case store::FileType::regular:
+      return "file";
+    case store::FileType::directory:
+      return "directory";
+    case store::FileType::symlink:
+      return "symlink";
+    case store::FileType::block_device:
+      return "block device";
+    case store::FileType::char_device:
+      return "character device";
+    case store::FileType::socket:
+      return "socket";
+    case store::FileType::fifo:
+      return "fifo";
   }
   return "unknown";
 }
@@ -433,20 +440,32 @@ asio::awaitable<HttpResponse> file_info(store::Store& store, Membership& m,
     shown += "/" + path[i];
   }
   if (!attributes.ok()) {
-    if (attributes.status().code() == Errc::not_found) co_return error_response(404, "no such file: " + shown);
+    if (attributes.status().code() == Errc::not_found) {
+      co_return error_response(404, "no such file: " + shown);
+    }
     co_return failure(attributes.status());
   }
   const store::Attributes& a = *attributes;
   char mode[8];
   std::snprintf(mode, sizeof mode, "%04o", a.mode);
   json where = namespace_json(m.group()->view());
-  json info{{"path", shown},      {"inode", a.inode},   {"type", type_name(a.type)},
-            {"size", a.size},     {"mode", mode},       {"uid", a.uid},
-            {"gid", a.gid},       {"nlink", a.nlink},   {"mtime_ns", a.mtime_ns},
-            {"atime_ns", a.atime_ns}, {"ctime_ns", a.ctime_ns},
-            {"shard", {{"id", a.inode >> 48}, {"home", where["home"]}, {"state", where["state"]},
-                       {"mirror", where["mirror"]},
-                       {"mirror_state", where["mirror_state"]}}}};
+  json info{{"path", shown},
+            {"inode", a.inode},
+            {"type", type_name(a.type)},
+            {"size", a.size},
+            {"mode", mode},
+            {"uid", a.uid},
+            {"gid", a.gid},
+            {"nlink", a.nlink},
+            {"mtime_ns", a.mtime_ns},
+            {"atime_ns", a.atime_ns},
+            {"ctime_ns", a.ctime_ns},
+            {"shard",
+             {{"id", a.inode >> store::kShardShift},
+              {"home", where["home"]},
+              {"state", where["state"]},
+              {"mirror", where["mirror"]},
+              {"mirror_state", where["mirror_state"]}}}};
   if (a.type != store::FileType::regular) co_return reply(200, info);
   auto laying = store.layout(a.inode);
   Result<store::Layout> layout = co_await std::move(laying);
@@ -749,7 +768,8 @@ asio::awaitable<HttpResponse> AdminApi::route(HttpRequest request, bool authoriz
   const NodeConfig& config = m.config();
 
   if (route.is("GET", {"v1", "cluster"})) return cluster_status(m);
-  if (route.method() == "GET" && route.at(1) == "namespace") return file_info(store_, m, route.from(2));
+  if (route.method() == "GET" && route.at(1) == "namespace")
+    return file_info(store_, m, route.from(2));
   if (route.is("POST", {"v1", "cluster", "nodes"})) return add_node(strand_, m, request.body);
   if (route.is("DELETE", {"v1", "cluster", "nodes", "*"})) {
     return carry_out(m, remove_node(view, route.at(3)));

@@ -15,8 +15,8 @@ namespace tidepool::daemon {
 
 class AdminApi {
  public:
-  // `store` answers what `tide get` asks of files; `metrics` renders /metrics; `joined` runs once this node became a member (its admin
-  // certificate changed).
+  // `store` answers what `tide get` asks of files; `metrics` renders /metrics; `joined` runs once
+  // this node became a member (its admin certificate changed).
   AdminApi(boost::asio::any_io_executor strand, Membership& membership, store::Store& store,
            std::function<std::string()> metrics, std::function<void()> joined);
 

@@ -392,15 +392,15 @@ Result<xdr::Buffer> NamespaceShipping::send_to_mirror(cluster::NodeId mirror,
   std::vector<std::uint8_t> body(request.begin(), request.end());
   return wait_on_strand<Result<xdr::Buffer>>(
       strand_, kMirrorCallDeadline + 1s,
-      [this, mirror, method, body = std::move(body)](std::function<void(Result<xdr::Buffer>)> done) {
+      [this, mirror, method,
+       body = std::move(body)](std::function<void(Result<xdr::Buffer>)> done) {
         cluster::RpcEndpoint* rpc = this->rpc();
         if (rpc == nullptr) {
           done(error(Errc::unavailable, "this node is not in a cluster"));
           return;
         }
         rpc->call(mirror, kMirrorMethodBase + static_cast<std::uint32_t>(method), body,
-                  kMirrorCallDeadline,
-                  std::move(done));
+                  kMirrorCallDeadline, std::move(done));
       });
 }
 

@@ -249,7 +249,8 @@ TEST_F(ShardMirrorTest, ABadBlockAtTheHomeIsPutBackFromTheMirrorsCopy) {
 TEST_F(ShardMirrorTest, ABlockBadInEveryCopyFailsTheReadAndNamesTheOffset) {
   ASSERT_TRUE(run_to_completion(home_->mirror_to(target_)).ok());
   const InodeId file = create(*home_, kRootInode, "f");
-  ASSERT_TRUE(write(*home_, file, 0, pattern(2 * internal::kChecksumBlock, 6), Stability::file_sync).ok());
+  ASSERT_TRUE(
+      write(*home_, file, 0, pattern(2 * internal::kChecksumBlock, 6), Stability::file_sync).ok());
   internal::flip_data_byte(root_ / "home/data", file, internal::kChecksumBlock + 3);
   internal::flip_data_byte(root_ / "mirror/data", file, internal::kChecksumBlock + 3);
 

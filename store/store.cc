@@ -252,9 +252,11 @@ class StoreImpl final : public LocalStore {
     return shard_.run<Layout>(false, [=, this](Database& db, AfterCommit&) -> Result<Layout> {
       TP_ASSIGN_OR_RETURN(Attributes a, load(db, inode));
       if (a.type != FileType::regular) return error(Errc::invalid_argument, "not a regular file");
-      auto row = db.prepare("SELECT pool, stripe_unit, protection, access_pattern FROM layouts WHERE ino = ?");
+      auto row = db.prepare(
+          "SELECT pool, stripe_unit, protection, access_pattern FROM layouts WHERE ino = ?");
       row.bind(1, inode);
-      if (!row.next_row()) return error(Errc::corrupt, "file " + std::to_string(inode) + " has no layout");
+      if (!row.next_row())
+        return error(Errc::corrupt, "file " + std::to_string(inode) + " has no layout");
       return Layout{row.blob(0), static_cast<std::uint32_t>(row.int64(1)),
                     static_cast<std::uint32_t>(row.int64(2)), row.blob(3)};
     });
@@ -620,12 +622,15 @@ class StoreImpl final : public LocalStore {
                               internal::kChecksumBlock * internal::kChecksumBlock;
     std::uint64_t repaired = 0;
     for (std::uint64_t at = first; at < end; at += kCopyChunkBytes) {
-      const auto piece = static_cast<std::uint32_t>(std::min<std::uint64_t>(kCopyChunkBytes, end - at));
-      auto good = mirror_->fetch(MirrorMethod::read, internal::encode_mirror_range({inode, at, piece}));
+      const auto piece =
+          static_cast<std::uint32_t>(std::min<std::uint64_t>(kCopyChunkBytes, end - at));
+      auto good =
+          mirror_->fetch(MirrorMethod::read, internal::encode_mirror_range({inode, at, piece}));
       if (!good.ok() || good->size() != piece) {
-        spdlog::error("inode {}: the mirror's copy of offsets {}..{} could not be read to repair "
-                      "this node's: {}", inode, at, at + piece,
-                      good.ok() ? "short answer" : good.status().to_string());
+        spdlog::error(
+            "inode {}: the mirror's copy of offsets {}..{} could not be read to repair "
+            "this node's: {}",
+            inode, at, at + piece, good.ok() ? "short answer" : good.status().to_string());
         return failure;
       }
       TP_ASSIGN_OR_RETURN(std::uint64_t put_back, data_.repair(inode, at, *good));

@@ -37,7 +37,9 @@ class DataFilesTest : public ::testing::Test {
     return v;
   }
 
-  void flip_byte(std::uint64_t inode, std::uint64_t offset) { flip_data_byte(root_, inode, offset); }
+  void flip_byte(std::uint64_t inode, std::uint64_t offset) {
+    flip_data_byte(root_, inode, offset);
+  }
 
   std::filesystem::path root_;
   std::unique_ptr<DataFiles> files_;

@@ -1,14 +1,14 @@
 // What the store's tests share.
 #pragma once
 
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
-#include <gtest/gtest.h>
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -46,10 +46,12 @@ inline void flip_data_byte(const std::filesystem::path& data_files_root, std::ui
   const int fd = ::open(path.c_str(), O_RDWR);
   ASSERT_GE(fd, 0) << path;
   std::uint8_t b = 0;
-  ASSERT_EQ(::pread(fd, &b, 1, static_cast<off_t>(offset)), 1);
+  const auto at = static_cast<off_t>(offset);
+  bool flipped = ::pread(fd, &b, 1, at) == 1;
   b ^= 0x5a;
-  ASSERT_EQ(::pwrite(fd, &b, 1, static_cast<off_t>(offset)), 1);
+  flipped = flipped && ::pwrite(fd, &b, 1, at) == 1;
   ::close(fd);
+  ASSERT_TRUE(flipped) << path << " at " << offset;
 }
 
 }  // namespace tidepool::store::internal

@@ -1,12 +1,11 @@
 #include "tests/process/tide_cluster.h"
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <sstream>
-
-#include <gtest/gtest.h>
 
 #include "cli/https_transport.h"
 
