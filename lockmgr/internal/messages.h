@@ -1,0 +1,69 @@
+// The lock manager's messages between a node and a resource's coordinator, in XDR. Every
+// message carries the sender's group epoch, so a coordinator refuses work decided under an
+// older view (recovery may have moved the resource since).
+//
+// The node asks (lock, convert, release, cancel); the coordinator answers with the table's
+// notices (granted, queued, refused, blocking) and acknowledges releases. After a view change
+// each node reports to every coordinator the locks it holds and waits for there (report).
+// Timeouts travel as durations: the nodes' clocks are not comparable.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <variant>
+#include <vector>
+
+#include "cluster/types.h"
+#include "common/xdr.h"
+#include "lockmgr/internal/lock_table.h"
+
+namespace tidepool::lockmgr::internal {
+
+// A report holds at most this many records; a node with more sends several.
+inline constexpr std::size_t kMaxReportRecords = 4096;
+
+struct LockCall {
+  LockRequest request;  // request.deadline_ms carries the timeout, 0: none
+};
+
+struct ConvertCall {
+  LockId id;
+  Mode mode = Mode::null;
+  bool try_only = false;
+  std::uint64_t timeout_ms = 0;
+  std::optional<LockValue> value;
+};
+
+struct ReleaseCall {
+  LockId id;
+  std::optional<LockValue> value;
+};
+
+struct CancelCall {
+  LockId id;
+};
+
+// The coordinator no longer has the lock: released, or never known.
+struct Released {
+  LockId id;
+};
+
+struct Report {
+  std::vector<LockRecord> records;  // deadline_ms carries the time left, 0: none
+  bool last = false;                // the node has nothing more to report for this epoch
+};
+
+struct LockMessage {
+  cluster::Epoch epoch = 0;
+  std::variant<LockCall, ConvertCall, ReleaseCall, CancelCall, Granted, Queued, Refused,
+               Blocking, Released, Report>
+      body;
+};
+
+xdr::Buffer encode_lock_message(const LockMessage& message);
+// Null for anything malformed: a short or over-long body, an unknown kind, mode, state or
+// reason, an empty range, a lock id of node 0, too many records.
+std::optional<LockMessage> decode_lock_message(std::span<const std::uint8_t> bytes);
+
+}  // namespace tidepool::lockmgr::internal
