@@ -55,8 +55,8 @@ struct LockRequest {
   ResourceName resource;
   Mode mode = Mode::null;
   Range range = kWholeResource;
-  bool try_only = false;    // refused at once instead of queued when it cannot be granted now
-  bool expandable = false;  // may be granted the whole resource when nobody else holds it
+  bool try_only = false;          // refused at once instead of queued when it cannot be granted now
+  bool expandable = false;        // may be granted the whole resource when nobody else holds it
   std::uint64_t deadline_ms = 0;  // refused as timed out if still queued then; 0: never
 };
 

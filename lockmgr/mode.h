@@ -24,12 +24,12 @@ inline constexpr std::size_t kModeCount = 6;
 // same time on overlapping ranges. Symmetric.
 inline constexpr std::array<std::array<bool, kModeCount>, kModeCount> kCompatible = {{
     //  NL     CR     CW     PR     PW     EX
-    {true, true, true, true, true, true},        // NL
-    {true, true, true, true, true, false},       // CR
-    {true, true, true, false, false, false},     // CW
-    {true, true, false, true, false, false},     // PR
-    {true, true, false, false, false, false},    // PW
-    {true, false, false, false, false, false},   // EX
+    {true, true, true, true, true, true},       // NL
+    {true, true, true, true, true, false},      // CR
+    {true, true, true, false, false, false},    // CW
+    {true, true, false, true, false, false},    // PR
+    {true, true, false, false, false, false},   // PW
+    {true, false, false, false, false, false},  // EX
 }};
 
 constexpr bool compatible(Mode held, Mode wanted) {
@@ -41,15 +41,18 @@ constexpr bool compatible(Mode held, Mode wanted) {
 // holders it now conflicts with.
 enum class Conversion : std::uint8_t { same, down, up };
 
-inline constexpr std::array<std::array<Conversion, kModeCount>, kModeCount> kConversion = {{
-    // to: NL                CR                CW                PR                PW                EX
-    {Conversion::same, Conversion::up, Conversion::up, Conversion::up, Conversion::up, Conversion::up},
-    {Conversion::down, Conversion::same, Conversion::up, Conversion::up, Conversion::up, Conversion::up},
-    {Conversion::down, Conversion::down, Conversion::same, Conversion::up, Conversion::up, Conversion::up},
-    {Conversion::down, Conversion::down, Conversion::up, Conversion::same, Conversion::up, Conversion::up},
-    {Conversion::down, Conversion::down, Conversion::down, Conversion::down, Conversion::same, Conversion::up},
-    {Conversion::down, Conversion::down, Conversion::down, Conversion::down, Conversion::down, Conversion::same},
-}};
+inline constexpr std::array<std::array<Conversion, kModeCount>, kModeCount> kConversion = [] {
+  using enum Conversion;
+  return std::array<std::array<Conversion, kModeCount>, kModeCount>{{
+      // to NL, CR, CW, PR, PW, EX
+      {same, up, up, up, up, up},            // from NL
+      {down, same, up, up, up, up},          // from CR
+      {down, down, same, up, up, up},        // from CW
+      {down, down, up, same, up, up},        // from PR
+      {down, down, down, down, same, up},    // from PW
+      {down, down, down, down, down, same},  // from EX
+  }};
+}();
 
 constexpr Conversion conversion(Mode from, Mode to) {
   return kConversion[static_cast<std::size_t>(from)][static_cast<std::size_t>(to)];

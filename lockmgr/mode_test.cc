@@ -10,7 +10,8 @@ constexpr Mode kModes[] = {Mode::null,           Mode::concurrent_read, Mode::co
 
 TEST(Mode, CompatibilityIsSymmetric) {
   for (Mode a : kModes) {
-    for (Mode b : kModes) EXPECT_EQ(compatible(a, b), compatible(b, a)) << mode_name(a) << mode_name(b);
+    for (Mode b : kModes)
+      EXPECT_EQ(compatible(a, b), compatible(b, a)) << mode_name(a) << mode_name(b);
   }
 }
 

@@ -39,9 +39,8 @@ Status LockTable::request(const LockRequest& request, std::vector<Notice>& notic
   if (!request.range.valid()) return error(Errc::invalid_argument, "empty lock range");
   if (locks_.contains(request.id)) return error(Errc::invalid_argument, "lock id already in use");
   Resource& resource = resources_[request.resource];
-  LockRecord lock{request.id,    request.resource, request.range,
-                  LockState::waiting, Mode::null,       request.mode,
-                  resource.next_position, request.deadline_ms};
+  LockRecord lock{request.id, request.resource, request.range,          LockState::waiting,
+                  Mode::null, request.mode,     resource.next_position, request.deadline_ms};
   if (grantable(resource, lock)) {
     if (request.expandable && resource.locks.empty()) lock.range = kWholeResource;
     grant(lock);
@@ -113,8 +112,7 @@ Status LockTable::convert(LockId id, Mode mode, bool try_only, std::uint64_t dea
   return {};
 }
 
-Status LockTable::release(LockId id, std::optional<LockValue> value,
-                          std::vector<Notice>& notices) {
+Status LockTable::release(LockId id, std::optional<LockValue> value, std::vector<Notice>& notices) {
   Resource* resource = resource_of(id);
   if (resource == nullptr) return error(Errc::not_found, "no such lock");
   if (value) {
@@ -178,9 +176,9 @@ Status LockTable::adopt(const LockRecord& record) {
   if (!record.range.valid()) return error(Errc::invalid_argument, "empty lock range");
   if (locks_.contains(record.id)) return error(Errc::invalid_argument, "lock id already in use");
   if (record.state == LockState::granted ? record.requested != record.granted
-                                          : record.position == 0) {
-    return error(Errc::invalid_argument, "a granted lock with a conversion, or a queued one "
-                                         "without a position");
+                                         : record.position == 0) {
+    return error(Errc::invalid_argument,
+                 "a granted lock with a conversion, or a queued one without a position");
   }
   Resource& resource = resources_[record.resource];
   if (holds(record)) {

@@ -207,12 +207,12 @@ TEST_F(LockTableTest, ACancelledConversionKeepsTheOldMode) {
 
 TEST_F(LockTableTest, RequestsPastTheirDeadlineAreRefusedAsTimedOut) {
   ASSERT_TRUE(request(a1, Mode::exclusive).ok());
-  ASSERT_TRUE(table_.request({b1, kFile, Mode::exclusive, kWholeResource, false, false, 100},
-                             notices_)
-                  .ok());
-  ASSERT_TRUE(table_.request({c1, kFile, Mode::exclusive, kWholeResource, false, false, 200},
-                             notices_)
-                  .ok());
+  ASSERT_TRUE(
+      table_.request({b1, kFile, Mode::exclusive, kWholeResource, false, false, 100}, notices_)
+          .ok());
+  ASSERT_TRUE(
+      table_.request({c1, kFile, Mode::exclusive, kWholeResource, false, false, 200}, notices_)
+          .ok());
   said();
   table_.expire(99, notices_);
   EXPECT_EQ(said(), "");
@@ -225,13 +225,11 @@ TEST_F(LockTableTest, RequestsPastTheirDeadlineAreRefusedAsTimedOut) {
 }
 
 TEST_F(LockTableTest, AnUncontendedExpandableRequestGetsTheWholeResource) {
-  ASSERT_TRUE(table_.request({a1, kFile, Mode::protected_read, {0, 4096}, false, true},
-                             notices_)
-                  .ok());
+  ASSERT_TRUE(
+      table_.request({a1, kFile, Mode::protected_read, {0, 4096}, false, true}, notices_).ok());
   EXPECT_EQ(said(), "granted a1 PR");
-  ASSERT_TRUE(table_.request({b1, kFile, Mode::protected_read, {0, 4096}, false, true},
-                             notices_)
-                  .ok());
+  ASSERT_TRUE(
+      table_.request({b1, kFile, Mode::protected_read, {0, 4096}, false, true}, notices_).ok());
   EXPECT_EQ(said(), "granted b1 PR [0,4096)");
 }
 
@@ -269,11 +267,11 @@ TEST_F(LockTableTest, ANodeThatLeftLosesItsLocksAndItsWaitersMoveUp) {
 }
 
 TEST_F(LockTableTest, AdoptedLocksAreQueuedInTheirOldOrder) {
-  LockRecord held{a1, kFile, kWholeResource, LockState::granted, Mode::protected_read,
-                  Mode::protected_read};
+  LockRecord held{
+      a1, kFile, kWholeResource, LockState::granted, Mode::protected_read, Mode::protected_read};
   LockRecord first{b1, kFile, kWholeResource, LockState::waiting, Mode::null, Mode::exclusive, 4};
-  LockRecord second{c1, kFile, kWholeResource, LockState::waiting, Mode::null,
-                    Mode::protected_read, 9};
+  LockRecord second{c1, kFile, kWholeResource, LockState::waiting, Mode::null, Mode::protected_read,
+                    9};
   ASSERT_TRUE(table_.adopt(second).ok());
   ASSERT_TRUE(table_.adopt(held).ok());
   ASSERT_TRUE(table_.adopt(first).ok());
@@ -281,8 +279,8 @@ TEST_F(LockTableTest, AdoptedLocksAreQueuedInTheirOldOrder) {
   EXPECT_EQ(said(), "blocking a1 for EX");
   ASSERT_TRUE(request(d1, Mode::concurrent_read).ok());
   EXPECT_EQ(said(), "queued d1 @10");
-  LockRecord conflicting{b2, kFile, kWholeResource, LockState::granted, Mode::exclusive,
-                         Mode::exclusive};
+  LockRecord conflicting{
+      b2, kFile, kWholeResource, LockState::granted, Mode::exclusive, Mode::exclusive};
   EXPECT_EQ(table_.adopt(conflicting).code(), Errc::internal);
   LockRecord unplaced{b2, kFile, kWholeResource, LockState::waiting, Mode::null, Mode::exclusive};
   EXPECT_EQ(table_.adopt(unplaced).code(), Errc::invalid_argument);
@@ -310,20 +308,32 @@ TEST(LockTableRandom, NeverGrantsConflictsAndNeverLeavesAGrantableRequestWaiting
       switch (pick(6)) {
         case 0:
         case 1:
-          if (table.request({id, {ResourceKind::data, pick(2)}, mode, kRanges[pick(5)],
-                             pick(4) == 0, pick(4) == 0, pick(2) ? now + pick(100) : 0},
-                            notices)
+          if (table
+                  .request({id,
+                            {ResourceKind::data, pick(2)},
+                            mode,
+                            kRanges[pick(5)],
+                            pick(4) == 0,
+                            pick(4) == 0,
+                            pick(2) ? now + pick(100) : 0},
+                           notices)
                   .ok()) {
             ids.push_back(id);
           }
           break;
         case 2:
-          (void)table.convert(id, mode, pick(4) == 0, pick(2) ? now + pick(100) : 0,
-                              std::nullopt, notices);
+          (void)table.convert(id, mode, pick(4) == 0, pick(2) ? now + pick(100) : 0, std::nullopt,
+                              notices);
           break;
-        case 3: (void)table.release(id, std::nullopt, notices); break;
-        case 4: (void)table.cancel(id, notices); break;
-        default: table.expire(now, notices); break;
+        case 3:
+          (void)table.release(id, std::nullopt, notices);
+          break;
+        case 4:
+          (void)table.cancel(id, notices);
+          break;
+        default:
+          table.expire(now, notices);
+          break;
       }
       std::vector<LockRecord> all = table.records();
       for (std::size_t i = 0; i < all.size(); ++i) {
@@ -339,8 +349,8 @@ TEST(LockTableRandom, NeverGrantsConflictsAndNeverLeavesAGrantableRequestWaiting
       notices.clear();
       table.settle(notices);
       for (const Notice& notice : notices) {
-        ASSERT_FALSE(std::holds_alternative<Granted>(notice)) << "step " << step << ": "
-                                                               << describe(notice);
+        ASSERT_FALSE(std::holds_alternative<Granted>(notice))
+            << "step " << step << ": " << describe(notice);
       }
       notices.clear();
     }

@@ -166,7 +166,8 @@ class Reader {
         call.value = optional_value();
         return call;
       }
-      case 4: return CancelCall{id()};
+      case 4:
+        return CancelCall{id()};
       case 5: {
         Granted granted;
         granted.id = id();
@@ -194,7 +195,8 @@ class Reader {
         blocking.range = range();
         return blocking;
       }
-      case 9: return Released{id()};
+      case 9:
+        return Released{id()};
       default: {
         Report report;
         // A record is 18 XDR words.

@@ -56,8 +56,8 @@ struct Report {
 
 struct LockMessage {
   cluster::Epoch epoch = 0;
-  std::variant<LockCall, ConvertCall, ReleaseCall, CancelCall, Granted, Queued, Refused,
-               Blocking, Released, Report>
+  std::variant<LockCall, ConvertCall, ReleaseCall, CancelCall, Granted, Queued, Refused, Blocking,
+               Released, Report>
       body;
 };
 

@@ -8,15 +8,21 @@ namespace {
 constexpr LockId kLock{3, 77};
 constexpr ResourceName kFile{ResourceKind::data, (std::uint64_t{5} << 48) | 12};
 constexpr Range kRange{4096, 8192};
-constexpr LockValue kValue = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+constexpr LockValue kValue = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16,
                               17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32};
 
 // One message of every kind, each field away from its default.
 std::vector<LockMessage> every_kind() {
-  LockRecord held{kLock, kFile, kRange, LockState::converting, Mode::protected_read,
-                  Mode::exclusive, 12, 500};
-  LockRecord waiting{{4, 1}, {ResourceKind::advisory, 9}, kWholeResource, LockState::waiting,
-                     Mode::null, Mode::concurrent_write, 13, 0};
+  LockRecord held{kLock,           kFile, kRange, LockState::converting, Mode::protected_read,
+                  Mode::exclusive, 12,    500};
+  LockRecord waiting{{4, 1},
+                     {ResourceKind::advisory, 9},
+                     kWholeResource,
+                     LockState::waiting,
+                     Mode::null,
+                     Mode::concurrent_write,
+                     13,
+                     0};
   return {
       {7, LockCall{{kLock, kFile, Mode::protected_write, kRange, true, true, 250}}},
       {7, ConvertCall{kLock, Mode::concurrent_read, true, 100, kValue}},
@@ -83,14 +89,14 @@ TEST(LockMessages, ValuesOutsideTheirTypesAreRefused) {
   // epoch 0-7, kind 8-11, id 12-27, resource kind 28-31, resource id 32-39, mode 40-43,
   // range 44-59, try_only 60-63, expandable 64-67.
   EXPECT_TRUE(lock_call_with(43, 5).has_value());
-  EXPECT_FALSE(lock_call_with(11, 0).has_value());   // kind 0
-  EXPECT_FALSE(lock_call_with(11, 11).has_value());  // kind past the last
-  EXPECT_FALSE(lock_call_with(19, 0).has_value());   // lock of node 0
-  EXPECT_FALSE(lock_call_with(31, 0).has_value());   // resource kind 0
-  EXPECT_FALSE(lock_call_with(31, 5).has_value());   // resource kind past share
-  EXPECT_FALSE(lock_call_with(43, 6).has_value());   // mode past EX
+  EXPECT_FALSE(lock_call_with(11, 0).has_value());     // kind 0
+  EXPECT_FALSE(lock_call_with(11, 11).has_value());    // kind past the last
+  EXPECT_FALSE(lock_call_with(19, 0).has_value());     // lock of node 0
+  EXPECT_FALSE(lock_call_with(31, 0).has_value());     // resource kind 0
+  EXPECT_FALSE(lock_call_with(31, 5).has_value());     // resource kind past share
+  EXPECT_FALSE(lock_call_with(43, 6).has_value());     // mode past EX
   EXPECT_FALSE(lock_call_with(50, 0x30).has_value());  // range start past its end
-  EXPECT_FALSE(lock_call_with(63, 2).has_value());   // a boolean of 2
+  EXPECT_FALSE(lock_call_with(63, 2).has_value());     // a boolean of 2
 }
 
 TEST(LockMessages, AReportThatLiesAboutItsLengthIsRefusedWithoutAllocating) {
