@@ -3,6 +3,8 @@
 // through every other; file handles one node gave out are good on all; when the namespace's
 // home dies its mirror serves everything the home acknowledged; while neither is up the
 // others answer "retry later" (NFS3ERR_JUKEBOX), never STALE or a hang.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -15,9 +17,8 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "tests/process/tide_cluster.h"
 
@@ -378,16 +379,35 @@ char byte_on_disk(TidedNode& node, std::uint64_t inode, std::uint64_t offset) {
   return static_cast<char>(once ^ 0x20);
 }
 
+// A file of `size` random bytes written through node 1 and committed once the namespace has an
+// in-step mirror, and the nodes holding its copies. `fh` is empty if it could not be made.
+struct CommittedFile {
+  std::uint64_t home = 0;
+  std::uint64_t mirror = 0;
+  std::string contents;
+  FileHandle fh;
+  std::uint64_t inode = 0;
+};
+
+CommittedFile write_committed(TideCluster& cluster, const FileHandle& root, std::uint64_t seed,
+                              std::size_t size) {
+  CommittedFile file;
+  std::tie(file.home, file.mirror) = wait_for_full_protection(cluster, 1, 30s);
+  std::mt19937_64 random(seed);
+  file.contents = random_text(random, size);
+  NfsClient one(cluster.node(1).endpoint());
+  FileHandle fh = one.make_file(root, "fragile", 0644, file.contents);
+  if (fh.empty() || one.commit(fh).status != NFS3_OK) return file;
+  file.inode = one.getattr(fh).attr.fileid;
+  file.fh = fh;
+  return file;
+}
+
 TEST_F(NamespaceTest, ABadCopyOfDataIsPutBackFromTheMirrorAndCounted) {
-  const auto [home, mirror] = wait_for_full_protection(*cluster_, 1, 30s);
-  ASSERT_NE(mirror, 0u);
-  std::mt19937_64 random(11);
-  const std::string contents = random_text(random, 256 * 1024);
-  NfsClient one(endpoint(1));
-  FileHandle fh = one.make_file(roots_[0], "fragile", 0644, contents);
-  ASSERT_FALSE(fh.empty());
-  ASSERT_EQ(one.commit(fh).status, NFS3_OK);
-  const std::uint64_t inode = one.getattr(fh).attr.fileid;
+  const CommittedFile file = write_committed(*cluster_, roots_[0], 11, 256 * 1024);
+  ASSERT_NE(file.mirror, 0u);
+  ASSERT_FALSE(file.fh.empty());
+  const auto& [home, mirror, contents, fh, inode] = file;
   flip_on_disk(cluster_->node(home), inode, 40'000);
   flip_on_disk(cluster_->node(home), inode, 200'001);
 
@@ -402,15 +422,10 @@ TEST_F(NamespaceTest, ABadCopyOfDataIsPutBackFromTheMirrorAndCounted) {
 }
 
 TEST_F(NamespaceTest, DataBadInEveryCopyIsAnIoErrorNeverWrongData) {
-  const auto [home, mirror] = wait_for_full_protection(*cluster_, 1, 30s);
-  ASSERT_NE(mirror, 0u);
-  std::mt19937_64 random(12);
-  const std::string contents = random_text(random, 64 * 1024);
-  NfsClient one(endpoint(1));
-  FileHandle fh = one.make_file(roots_[0], "fragile", 0644, contents);
-  ASSERT_FALSE(fh.empty());
-  ASSERT_EQ(one.commit(fh).status, NFS3_OK);
-  const std::uint64_t inode = one.getattr(fh).attr.fileid;
+  const CommittedFile file = write_committed(*cluster_, roots_[0], 12, 64 * 1024);
+  ASSERT_NE(file.mirror, 0u);
+  ASSERT_FALSE(file.fh.empty());
+  const auto& [home, mirror, contents, fh, inode] = file;
   flip_on_disk(cluster_->node(home), inode, 40'000);
   flip_on_disk(cluster_->node(mirror), inode, 40'001);
 
