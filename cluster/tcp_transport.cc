@@ -43,8 +43,8 @@ constexpr auto kHandshakeTimeout = std::chrono::seconds(5);
 constexpr auto kWriteTimeout = std::chrono::seconds(30);
 
 bool known_channel(std::uint32_t channel) {
-  return channel == static_cast<std::uint32_t>(Channel::raft) ||
-         channel == static_cast<std::uint32_t>(Channel::rpc);
+  return channel >= static_cast<std::uint32_t>(Channel::raft) &&
+         channel <= static_cast<std::uint32_t>(Channel::lock);
 }
 
 // Runs `operation` with a deadline; a timeout comes back as timed_out.

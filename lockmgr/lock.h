@@ -3,11 +3,14 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <optional>
+#include <string>
 
 #include "cluster/types.h"
 #include "lockmgr/mode.h"
@@ -58,6 +61,89 @@ struct LockRequest {
   bool try_only = false;          // refused at once instead of queued when it cannot be granted now
   bool expandable = false;        // may be granted the whole resource when nobody else holds it
   std::uint64_t deadline_ms = 0;  // refused as timed out if still queued then; 0: never
+};
+
+// Why a request or a conversion was not granted.
+enum class Refusal : std::uint8_t {
+  would_block,  // a try-only request that could not be granted at once
+  deadlock,     // a conversion that would wait for a holder waiting for it
+  timed_out,    // its deadline passed while it waited
+  cancelled,    // its requester gave up on it
+};
+
+enum class LockState : std::uint8_t { granted, converting, waiting };
+
+// One lock as a coordinator's table has it, and as its node keeps it to rebuild that table
+// after the coordinator died.
+struct LockRecord {
+  LockId id;
+  ResourceName resource;
+  Range range;
+  LockState state = LockState::waiting;
+  Mode granted = Mode::null;    // meaningless while waiting
+  Mode requested = Mode::null;  // equals `granted` once settled
+  std::uint64_t position = 0;   // in the resource's queue while converting or waiting
+  std::uint64_t deadline_ms = 0;
+  LockValue value{};     // the resource's value block, as the table has it or the holder saw it
+  std::uint64_t op = 0;  // the node's latest operation number on the lock, in its reports
+};
+
+// What a node asks of the lock manager for one of its users.
+struct LockSpec {
+  ResourceName resource;
+  Mode mode = Mode::null;
+  Range range = kWholeResource;
+  bool try_only = false;
+  bool expandable = false;
+  std::chrono::milliseconds timeout{0};  // 0: wait as long as it takes
+  std::string owner;                     // who it is for, in listings: "nfs client 10.1.2.3"
+};
+
+struct ConvertSpec {
+  Mode mode = Mode::null;
+  bool try_only = false;
+  std::chrono::milliseconds timeout{0};
+  std::optional<LockValue> value;  // a PW or EX holder converting down may leave a new value
+};
+
+struct LockGrant {
+  LockId id;
+  Mode mode = Mode::null;
+  Range range;  // wider than asked when an expandable request met no competition
+  LockValue value{};
+};
+
+// How a request or a conversion ended.
+struct LockResult {
+  std::optional<Refusal> refused;  // why it was not granted; empty when it was
+  // The lock as its node now holds it: as granted; after a refused conversion, in the mode it
+  // still has (see protected_by_both); after a refused request, not at all (NL).
+  LockGrant lock;
+  bool granted() const { return !refused.has_value(); }
+};
+
+// A lock of this node, granted or wanted, as listings show it.
+struct HeldLock {
+  LockRecord record;
+  std::string owner;
+  std::uint64_t since_ms = 0;  // when it was asked for, on the node's clock
+};
+
+// A node's lock manager counters: as the node that asks, then as a coordinator.
+struct LockStatistics {
+  std::uint64_t requests = 0;
+  std::uint64_t grants = 0;
+  std::uint64_t conversions = 0;  // conversions granted
+  std::uint64_t refusals = 0;
+  std::uint64_t callbacks_received = 0;
+  std::uint64_t retransmissions = 0;
+  std::uint64_t unwanted_released = 0;  // grants that came after the node let the lock go
+  std::uint64_t stale_dropped = 0;      // messages of another epoch, or overtaken calls
+  std::uint64_t callbacks_sent = 0;
+  std::uint64_t recoveries = 0;
+  std::uint64_t last_recovery_ms = 0;
+  std::uint64_t conflicting_reports = 0;  // never seen unless a node lies: a bug
+  std::uint64_t coordinated_locks = 0;
 };
 
 }  // namespace tidepool::lockmgr

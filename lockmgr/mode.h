@@ -58,6 +58,24 @@ constexpr Conversion conversion(Mode from, Mode to) {
   return kConversion[static_cast<std::size_t>(from)][static_cast<std::size_t>(to)];
 }
 
+// What a lock still protects while it converts from `a` to `b` (or the other way): only what
+// both modes protect, since the holder gives up the rest the moment it asks. The strongest mode
+// compatible with every mode that either of them is compatible with: `b` converting down, `a`
+// converting up, CR between CW and PR.
+constexpr Mode protected_by_both(Mode a, Mode b) {
+  for (std::size_t m = kModeCount - 1; m > 0; --m) {
+    bool covers = true;
+    for (std::size_t other = 0; other < kModeCount; ++other) {
+      const auto o = static_cast<Mode>(other);
+      if ((compatible(a, o) || compatible(b, o)) && !compatible(static_cast<Mode>(m), o)) {
+        covers = false;
+      }
+    }
+    if (covers) return static_cast<Mode>(m);
+  }
+  return Mode::null;
+}
+
 // "NL", "CR", "CW", "PR", "PW", "EX": how the CLI and the logs show a mode.
 std::string_view mode_name(Mode mode);
 // The inverse of mode_name (case-insensitive); nullopt for anything else.

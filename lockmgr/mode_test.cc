@@ -52,6 +52,19 @@ TEST(Mode, CwAndPrAreSidewaysBothWays) {
   EXPECT_EQ(conversion(Mode::protected_read, Mode::concurrent_write), Conversion::up);
 }
 
+TEST(Mode, AConvertingLockProtectsWhatBothModesProtect) {
+  for (Mode from : kModes) {
+    for (Mode to : kModes) {
+      Mode expected = conversion(from, to) == Conversion::up ? from : to;
+      if (conversion(from, to) == Conversion::up && conversion(to, from) == Conversion::up) {
+        expected = Mode::concurrent_read;  // sideways
+      }
+      EXPECT_EQ(protected_by_both(from, to), expected) << mode_name(from) << " " << mode_name(to);
+      EXPECT_EQ(protected_by_both(from, to), protected_by_both(to, from));
+    }
+  }
+}
+
 TEST(Mode, NamesRoundTripAndParseIgnoresCase) {
   for (Mode m : kModes) EXPECT_EQ(parse_mode(mode_name(m)), m);
   EXPECT_EQ(parse_mode("ex"), Mode::exclusive);

@@ -137,19 +137,38 @@ Status LockTable::cancel(LockId id, std::vector<Notice>& notices) {
   return {};
 }
 
-void LockTable::expire(std::uint64_t now_ms, std::vector<Notice>& notices) {
+std::uint64_t LockTable::expire(std::uint64_t now_ms, std::vector<Notice>& notices) {
   std::vector<std::pair<ResourceName, LockId>> due;
-  for (const auto& [name, resource] : resources_) {
-    for (const LockRecord& lock : resource.locks) {
-      if (queued(lock) && lock.deadline_ms != 0 && lock.deadline_ms <= now_ms) {
+  std::uint64_t next = 0;
+  for (const ResourceName& name : contended_) {
+    for (const LockRecord& lock : resources_.at(name).locks) {
+      if (!queued(lock) || lock.deadline_ms == 0) continue;
+      if (lock.deadline_ms <= now_ms) {
         due.emplace_back(name, lock.id);
+      } else if (next == 0 || lock.deadline_ms < next) {
+        next = lock.deadline_ms;
       }
     }
   }
+  std::sort(due.begin(), due.end());
   for (const auto& [name, id] : due) {
+    // Withdrawing one may have granted another that was due as well: that one stays granted.
     auto found = resources_.find(name);
-    if (found != resources_.end() && locks_.contains(id)) {
+    if (found == resources_.end() || !locks_.contains(id)) continue;
+    if (queued(*find_in(found->second, id))) {
       withdraw(name, found->second, id, Refusal::timed_out, notices);
+    }
+  }
+  return next;
+}
+
+void LockTable::remind(std::vector<Notice>& notices) {
+  std::vector<ResourceName> names(contended_.begin(), contended_.end());
+  std::sort(names.begin(), names.end());
+  for (const ResourceName& name : names) {
+    Resource& resource = resources_.at(name);
+    for (const LockRecord& lock : resource.locks) {
+      if (queued(lock)) warn_holders_in_the_way(resource, lock, notices, true);
     }
   }
 }
@@ -175,10 +194,8 @@ void LockTable::drop_node(cluster::NodeId node, std::vector<Notice>& notices) {
 Status LockTable::adopt(const LockRecord& record) {
   if (!record.range.valid()) return error(Errc::invalid_argument, "empty lock range");
   if (locks_.contains(record.id)) return error(Errc::invalid_argument, "lock id already in use");
-  if (record.state == LockState::granted ? record.requested != record.granted
-                                         : record.position == 0) {
-    return error(Errc::invalid_argument,
-                 "a granted lock with a conversion, or a queued one without a position");
+  if (record.state == LockState::granted && record.requested != record.granted) {
+    return error(Errc::invalid_argument, "a granted lock with a conversion");
   }
   Resource& resource = resources_[record.resource];
   if (holds(record)) {
@@ -188,9 +205,17 @@ Status LockTable::adopt(const LockRecord& record) {
         return error(Errc::internal, "two nodes report conflicting grants");
       }
     }
+    bool writer = may_set_value(record);
+    bool first_holder = std::none_of(resource.locks.begin(), resource.locks.end(), holds);
+    if (first_holder || (writer && !resource.value_from_writer)) {
+      resource.value = record.value;
+      resource.value_from_writer = writer;
+    }
   }
   resource.locks.push_back(record);
-  resource.next_position = std::max(resource.next_position, record.position + 1);
+  LockRecord& adopted = resource.locks.back();
+  if (queued(adopted) && adopted.position == 0) adopted.position = resource.next_position;
+  resource.next_position = std::max(resource.next_position, adopted.position + 1);
   locks_.emplace(record.id, record.resource);
   return {};
 }
@@ -200,14 +225,29 @@ void LockTable::settle(std::vector<Notice>& notices) {
   names.reserve(resources_.size());
   for (const auto& entry : resources_) names.push_back(entry.first);
   std::sort(names.begin(), names.end());
-  for (const ResourceName& name : names) settle(name, resources_.at(name), notices);
+  for (const ResourceName& name : names) {
+    Resource& resource = resources_.at(name);
+    // Adopted conversions may wait for each other in a way no single conversion was let
+    // into: refuse the later of each such pair, as convert() would have refused it.
+    std::sort(resource.locks.begin(), resource.locks.end(),
+              [](const LockRecord& a, const LockRecord& b) { return queue_key(a) < queue_key(b); });
+    for (LockRecord& lock : resource.locks) {
+      if (lock.state != LockState::converting || !waits_for_it(resource, lock)) continue;
+      keep_old_mode(lock);
+      notices.push_back(Refused{lock.id, Refusal::deadlock});
+    }
+    settle(name, resource, notices);
+  }
 }
 
 std::optional<LockRecord> LockTable::find(LockId id) const {
   auto name = locks_.find(id);
   if (name == locks_.end()) return std::nullopt;
-  for (const LockRecord& lock : resources_.at(name->second).locks) {
-    if (lock.id == id) return lock;
+  const Resource& resource = resources_.at(name->second);
+  for (LockRecord lock : resource.locks) {
+    if (lock.id != id) continue;
+    lock.value = resource.value;
+    return lock;
   }
   return std::nullopt;
 }
@@ -215,8 +255,11 @@ std::optional<LockRecord> LockTable::find(LockId id) const {
 std::vector<LockRecord> LockTable::records() const {
   std::vector<LockRecord> all;
   all.reserve(locks_.size());
-  for (const auto& entry : resources_) {
-    all.insert(all.end(), entry.second.locks.begin(), entry.second.locks.end());
+  for (const auto& [name, resource] : resources_) {
+    for (LockRecord lock : resource.locks) {
+      lock.value = resource.value;
+      all.push_back(lock);
+    }
   }
   std::sort(all.begin(), all.end(), [](const LockRecord& a, const LockRecord& b) {
     return std::tie(a.resource, a.state, a.position, a.id) <
@@ -275,7 +318,7 @@ bool LockTable::grantable(const Resource& resource, const LockRecord& lock) cons
 bool LockTable::waits_for_it(const Resource& resource, const LockRecord& conversion) const {
   for (const LockRecord& other : resource.locks) {
     if (other.id == conversion.id || other.state != LockState::converting ||
-        !other.range.overlaps(conversion.range)) {
+        queue_key(conversion) < queue_key(other) || !other.range.overlaps(conversion.range)) {
       continue;
     }
     bool other_waits_for_this = !compatible(conversion.granted, other.requested);
@@ -287,14 +330,14 @@ bool LockTable::waits_for_it(const Resource& resource, const LockRecord& convers
 }
 
 void LockTable::warn_holders_in_the_way(Resource& resource, const LockRecord& wanting,
-                                        std::vector<Notice>& notices) {
+                                        std::vector<Notice>& notices, bool again) {
   for (const LockRecord& holder : resource.locks) {
     if (holder.id == wanting.id || !holds(holder) || !holder.range.overlaps(wanting.range) ||
         compatible(holder.granted, wanting.requested)) {
       continue;
     }
     auto [warned, first] = resource.warned.try_emplace(holder.id, holder.granted);
-    if (!first && warned->second == holder.granted) continue;
+    if (!first && warned->second == holder.granted && !again) continue;
     warned->second = holder.granted;
     notices.push_back(Blocking{holder.id, wanting.requested, wanting.range});
   }
@@ -309,8 +352,16 @@ void LockTable::settle(ResourceName name, Resource& resource, std::vector<Notice
     resource.warned.erase(lock.id);
     notices.push_back(Granted{lock.id, lock.granted, lock.range, resource.value});
   }
+  bool contended = false;
   for (const LockRecord& lock : resource.locks) {
-    if (queued(lock)) warn_holders_in_the_way(resource, lock, notices);
+    if (!queued(lock)) continue;
+    contended = true;
+    warn_holders_in_the_way(resource, lock, notices);
+  }
+  if (contended) {
+    contended_.insert(name);
+  } else {
+    contended_.erase(name);
   }
   if (resource.locks.empty()) resources_.erase(name);
 }

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 #include <variant>
 #include <vector>
 
@@ -38,13 +39,6 @@ struct Queued {
   std::uint64_t position = 0;
 };
 
-enum class Refusal : std::uint8_t {
-  would_block,  // a try-only request that could not be granted at once
-  deadlock,     // a conversion that would wait for a holder waiting for it
-  timed_out,    // its deadline passed while it waited
-  cancelled,    // its requester gave up on it
-};
-
 // A request was refused; a refused conversion leaves the lock held in its old mode.
 struct Refused {
   LockId id;
@@ -62,21 +56,6 @@ struct Blocking {
 
 using Notice = std::variant<Granted, Queued, Refused, Blocking>;
 
-enum class LockState : std::uint8_t { granted, converting, waiting };
-
-// One lock as the table has it: what the coordinator reports, and what a holder keeps of its
-// own locks to rebuild the table after the coordinator died.
-struct LockRecord {
-  LockId id;
-  ResourceName resource;
-  Range range;
-  LockState state = LockState::waiting;
-  Mode granted = Mode::null;    // meaningless while waiting
-  Mode requested = Mode::null;  // equals `granted` once settled
-  std::uint64_t position = 0;   // in the resource's queue while converting or waiting
-  std::uint64_t deadline_ms = 0;
-};
-
 class LockTable {
  public:
   // A new request: granted, queued or refused. invalid_argument for an empty range or an id
@@ -93,13 +72,20 @@ class LockTable {
   // Withdraws a queued request or conversion. precondition_failed when there is nothing queued
   // (it may just have been granted: the requester then holds it and releases it).
   Status cancel(LockId id, std::vector<Notice>& notices);
-  // Refuses as timed out every queued request whose deadline is at or before `now_ms`.
-  void expire(std::uint64_t now_ms, std::vector<Notice>& notices);
+  // Refuses as timed out every queued request whose deadline is at or before `now_ms`. Returns
+  // the earliest deadline still ahead, 0 when none.
+  std::uint64_t expire(std::uint64_t now_ms, std::vector<Notice>& notices);
+  // The blocking callbacks again, to every holder in the way of a queued request, whether or
+  // not it had one: the coordinator repeats them until they are heeded, as a message may be
+  // lost.
+  void remind(std::vector<Notice>& notices);
   // Drops every lock of a node that left the cluster, and grants what that frees.
   void drop_node(cluster::NodeId node, std::vector<Notice>& notices);
 
   // Recovery: a new coordinator adopts the locks survivors report (granted as they were, queued
-  // in their old positions), then settles the table once all have reported.
+  // in their old positions; a queued one without a position goes to the end of its queue, so
+  // adopt those last), then settles the table once all have reported. The value block comes
+  // from a PW or EX holder's record, else from any holder's.
   Status adopt(const LockRecord& record);
   void settle(std::vector<Notice>& notices);
 
@@ -107,6 +93,8 @@ class LockTable {
   // Every lock, resource by resource, each resource's locks in queue order.
   std::vector<LockRecord> records() const;
   std::size_t size() const { return locks_.size(); }
+  // Whether anything is queued.
+  bool contended() const { return !contended_.empty(); }
 
  private:
   struct Resource {
@@ -115,6 +103,7 @@ class LockTable {
     std::uint64_t next_position = 1;
     // Holders sent a blocking callback, with the mode they held then.
     std::unordered_map<LockId, Mode> warned;
+    bool value_from_writer = false;  // while adopting: the value came from a PW or EX holder
   };
 
   Resource* resource_of(LockId id);
@@ -131,13 +120,15 @@ class LockTable {
   // Sends the blocking callback to each holder whose mode conflicts with `wanting`, unless it
   // had one for the mode it holds.
   void warn_holders_in_the_way(Resource& resource, const LockRecord& wanting,
-                               std::vector<Notice>& notices);
+                               std::vector<Notice>& notices, bool again = false);
   // Grants what can be granted, in queue order, then warns the holders in the way of what
   // still waits. Forgets the resource when it has no locks left.
   void settle(ResourceName name, Resource& resource, std::vector<Notice>& notices);
 
   std::unordered_map<ResourceName, Resource> resources_;
   std::unordered_map<LockId, ResourceName> locks_;
+  // Resources with a queued request or conversion: the only ones remind() has to visit.
+  std::unordered_set<ResourceName> contended_;
 };
 
 }  // namespace tidepool::lockmgr::internal

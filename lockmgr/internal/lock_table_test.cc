@@ -14,7 +14,7 @@ constexpr LockValue kSize42 = {42};
 // Lock `n` of node `node`; the tests name locks a1, b1, c2... by node letter and number.
 LockId lock_of(cluster::NodeId node, std::uint64_t n) { return {node, n}; }
 const LockId a1 = lock_of(1, 1), a2 = lock_of(1, 2), b1 = lock_of(2, 1), b2 = lock_of(2, 2),
-             c1 = lock_of(3, 1), d1 = lock_of(4, 1);
+             c1 = lock_of(3, 1), c2 = lock_of(3, 2), d1 = lock_of(4, 1);
 
 std::string name_of(LockId id) {
   return std::string(1, static_cast<char>('a' + id.node - 1)) + std::to_string(id.sequence);
@@ -224,6 +224,37 @@ TEST_F(LockTableTest, RequestsPastTheirDeadlineAreRefusedAsTimedOut) {
   EXPECT_EQ(said(), "");
 }
 
+TEST_F(LockTableTest, ExpiryReturnsTheNextDeadlineAndKeepsAGrantThatOneExpiryFreed) {
+  ASSERT_TRUE(
+      table_.request({a1, kFile, Mode::exclusive, {0, 10}, false, false, 0}, notices_).ok());
+  // b1 waits behind a1 on [0,10); c1, due as well, waits behind b1 on [5,20).
+  ASSERT_TRUE(
+      table_.request({b1, kFile, Mode::exclusive, {0, 10}, false, false, 100}, notices_).ok());
+  ASSERT_TRUE(
+      table_.request({c1, kFile, Mode::exclusive, {5, 20}, false, false, 100}, notices_).ok());
+  ASSERT_TRUE(
+      table_.request({d1, kFile, Mode::exclusive, {0, 20}, false, false, 300}, notices_).ok());
+  said();
+  release(a1).ok();
+  EXPECT_EQ(said(), "granted b1 EX [0,10); blocking b1 for EX");
+  // b1 is granted now; c1, due, is refused; d1's deadline is the next one.
+  EXPECT_EQ(table_.expire(100, notices_), 300u);
+  EXPECT_EQ(said(), "refused c1 timed_out");
+  EXPECT_EQ(table_.find(b1)->state, LockState::granted);
+}
+
+TEST_F(LockTableTest, AdoptedConversionsWaitingForEachOtherAreUntangled) {
+  LockRecord a{a1,  kFile, kWholeResource, LockState::converting, Mode::null, Mode::exclusive,
+               112, 0};
+  LockRecord b{b1,  kFile, {150, 151}, LockState::converting, Mode::protected_read, Mode::exclusive,
+               114, 0};
+  ASSERT_TRUE(table_.adopt(a).ok());
+  ASSERT_TRUE(table_.adopt(b).ok());
+  table_.settle(notices_);
+  EXPECT_EQ(said(), "refused b1 deadlock; blocking b1 for EX");
+  EXPECT_EQ(table_.find(b1)->granted, Mode::protected_read);
+}
+
 TEST_F(LockTableTest, AnUncontendedExpandableRequestGetsTheWholeResource) {
   ASSERT_TRUE(
       table_.request({a1, kFile, Mode::protected_read, {0, 4096}, false, true}, notices_).ok());
@@ -282,8 +313,35 @@ TEST_F(LockTableTest, AdoptedLocksAreQueuedInTheirOldOrder) {
   LockRecord conflicting{
       b2, kFile, kWholeResource, LockState::granted, Mode::exclusive, Mode::exclusive};
   EXPECT_EQ(table_.adopt(conflicting).code(), Errc::internal);
+  // A waiter whose node never learned its place goes to the end of the queue.
   LockRecord unplaced{b2, kFile, kWholeResource, LockState::waiting, Mode::null, Mode::exclusive};
-  EXPECT_EQ(table_.adopt(unplaced).code(), Errc::invalid_argument);
+  ASSERT_TRUE(table_.adopt(unplaced).ok());
+  EXPECT_EQ(table_.find(b2)->position, 11u);
+  LockRecord converting_granted{c2,         kFile,          kWholeResource, LockState::granted,
+                                Mode::null, Mode::exclusive};
+  EXPECT_EQ(table_.adopt(converting_granted).code(), Errc::invalid_argument);
+}
+
+TEST_F(LockTableTest, AdoptionTakesTheValueBlockFromAWriterFirst) {
+  LockValue read{1}, written{2};
+  LockRecord reader{a1,
+                    kFile,
+                    kWholeResource,
+                    LockState::granted,
+                    Mode::concurrent_read,
+                    Mode::concurrent_read,
+                    0,
+                    0,
+                    read};
+  LockRecord writer{
+      b1, kFile, kWholeResource, LockState::granted, Mode::protected_write, Mode::protected_write,
+      0,  0,     written};
+  LockRecord waiter{c1, kFile, kWholeResource, LockState::waiting, Mode::null, Mode::exclusive,
+                    3,  0,     LockValue{9}};
+  ASSERT_TRUE(table_.adopt(reader).ok());
+  ASSERT_TRUE(table_.adopt(waiter).ok());
+  ASSERT_TRUE(table_.adopt(writer).ok());
+  EXPECT_EQ(table_.find(a1)->value, written);
 }
 
 // Random requests, conversions, releases, cancellations and expiries on a few overlapping

@@ -39,6 +39,8 @@ class Writer {
     mode(r.requested);
     out_.u64(r.position);
     out_.u64(r.deadline_ms);
+    value(r.value);
+    out_.u64(r.op);
   }
 
   void operator()(const LockCall& call) {
@@ -87,8 +89,10 @@ class Writer {
   void operator()(const Report& report) {
     out_.u32(static_cast<std::uint32_t>(report.records.size()));
     for (const LockRecord& r : report.records) record(r);
-    out_.boolean(report.last);
+    out_.u32(report.part);
+    out_.u32(report.parts);
   }
+  void operator()(const ReportAck&) {}
 
  private:
   xdr::Encoder out_;
@@ -135,6 +139,8 @@ class Reader {
     r.requested = mode();
     r.position = in_.u64();
     r.deadline_ms = in_.u64();
+    r.value = value();
+    r.op = in_.u64();
     return r;
   }
 
@@ -197,15 +203,19 @@ class Reader {
       }
       case 9:
         return Released{id()};
-      default: {
+      case 10: {
         Report report;
-        // A record is 18 XDR words.
-        std::uint32_t count = in_.array_count(kMaxReportRecords, 18 * 4);
+        // A record is 28 XDR words.
+        std::uint32_t count = in_.array_count(kMaxReportRecords, 28 * 4);
         report.records.reserve(count);
         for (std::uint32_t i = 0; i < count && in_.ok(); ++i) report.records.push_back(record());
-        report.last = in_.boolean();
+        report.part = in_.u32();
+        report.parts = in_.u32();
+        if (report.part >= report.parts || report.parts > kMaxReportParts) in_.fail();
         return report;
       }
+      default:
+        return ReportAck{};
     }
   }
 
@@ -226,6 +236,7 @@ xdr::Buffer encode_lock_message(const LockMessage& message) {
   xdr::Buffer out;
   xdr::Encoder header(out);
   header.u64(message.epoch);
+  header.u64(message.op);
   header.u32(static_cast<std::uint32_t>(message.body.index() + 1));
   Writer writer(out);
   std::visit(writer, message.body);
@@ -236,6 +247,7 @@ std::optional<LockMessage> decode_lock_message(std::span<const std::uint8_t> byt
   xdr::Decoder in(bytes);
   LockMessage message;
   message.epoch = in.u64();
+  message.op = in.u64();
   std::uint32_t kind = in.u32();
   if (!in.ok() || kind == 0 || kind > kKinds) return std::nullopt;
   Reader reader(in);

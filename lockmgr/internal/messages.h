@@ -4,8 +4,14 @@
 //
 // The node asks (lock, convert, release, cancel); the coordinator answers with the table's
 // notices (granted, queued, refused, blocking) and acknowledges releases. After a view change
-// each node reports to every coordinator the locks it holds and waits for there (report).
+// each node reports to every coordinator the locks it holds and waits for there (report, in
+// parts), and the coordinator acknowledges a node's whole report (report_ack).
 // Timeouts travel as durations: the nodes' clocks are not comparable.
+//
+// Calls and their answers carry the requesting node's operation number on the lock (op): the
+// node numbers the operations on each lock 1, 2, 3…, so that the coordinator can tell a
+// repeated or overtaken call from a new one, and the node an answer to its current operation
+// from a late answer to an old one.
 #pragma once
 
 #include <cstdint>
@@ -20,8 +26,10 @@
 
 namespace tidepool::lockmgr::internal {
 
-// A report holds at most this many records; a node with more sends several.
+// A report holds at most this many records; a node with more sends several, up to
+// kMaxReportParts (64 million locks per node and coordinator).
 inline constexpr std::size_t kMaxReportRecords = 4096;
+inline constexpr std::uint32_t kMaxReportParts = 16384;
 
 struct LockCall {
   LockRequest request;  // request.deadline_ms carries the timeout, 0: none
@@ -51,19 +59,24 @@ struct Released {
 
 struct Report {
   std::vector<LockRecord> records;  // deadline_ms carries the time left, 0: none
-  bool last = false;                // the node has nothing more to report for this epoch
+  std::uint32_t part = 0;           // this is part `part` of `parts`, counted from 0
+  std::uint32_t parts = 1;
 };
 
+// The coordinator has every part of the node's report for this epoch.
+struct ReportAck {};
+
 struct LockMessage {
+  using Body = std::variant<LockCall, ConvertCall, ReleaseCall, CancelCall, Granted, Queued,
+                            Refused, Blocking, Released, Report, ReportAck>;
   cluster::Epoch epoch = 0;
-  std::variant<LockCall, ConvertCall, ReleaseCall, CancelCall, Granted, Queued, Refused, Blocking,
-               Released, Report>
-      body;
+  std::uint64_t op = 0;  // 0 in blocking callbacks and reports
+  Body body;
 };
 
 xdr::Buffer encode_lock_message(const LockMessage& message);
 // Null for anything malformed: a short or over-long body, an unknown kind, mode, state or
-// reason, an empty range, a lock id of node 0, too many records.
+// reason, an empty range, a lock id of node 0, too many records or parts, a part past the parts.
 std::optional<LockMessage> decode_lock_message(std::span<const std::uint8_t> bytes);
 
 }  // namespace tidepool::lockmgr::internal

@@ -13,8 +13,9 @@ constexpr LockValue kValue = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13
 
 // One message of every kind, each field away from its default.
 std::vector<LockMessage> every_kind() {
-  LockRecord held{kLock,           kFile, kRange, LockState::converting, Mode::protected_read,
-                  Mode::exclusive, 12,    500};
+  LockRecord held{
+      kLock, kFile,  kRange, LockState::converting, Mode::protected_read, Mode::exclusive, 12,
+      500,   kValue, 6};
   LockRecord waiting{{4, 1},
                      {ResourceKind::advisory, 9},
                      kWholeResource,
@@ -22,32 +23,34 @@ std::vector<LockMessage> every_kind() {
                      Mode::null,
                      Mode::concurrent_write,
                      13,
-                     0};
+                     0,
+                     {}};
   return {
-      {7, LockCall{{kLock, kFile, Mode::protected_write, kRange, true, true, 250}}},
-      {7, ConvertCall{kLock, Mode::concurrent_read, true, 100, kValue}},
-      {7, ConvertCall{kLock, Mode::exclusive, false, 0, std::nullopt}},
-      {8, ReleaseCall{kLock, kValue}},
-      {8, ReleaseCall{kLock, std::nullopt}},
-      {9, CancelCall{kLock}},
-      {9, Granted{kLock, Mode::exclusive, kRange, kValue}},
-      {9, Queued{kLock, 41}},
-      {9, Refused{kLock, Refusal::timed_out}},
-      {9, Blocking{kLock, Mode::protected_read, kRange}},
-      {9, Released{kLock}},
-      {10, Report{{held, waiting}, true}},
-      {10, Report{{}, false}},
+      {7, 1, LockCall{{kLock, kFile, Mode::protected_write, kRange, true, true, 250}}},
+      {7, 2, ConvertCall{kLock, Mode::concurrent_read, true, 100, kValue}},
+      {7, 2, ConvertCall{kLock, Mode::exclusive, false, 0, std::nullopt}},
+      {8, 3, ReleaseCall{kLock, kValue}},
+      {8, 3, ReleaseCall{kLock, std::nullopt}},
+      {9, 4, CancelCall{kLock}},
+      {9, 5, Granted{kLock, Mode::exclusive, kRange, kValue}},
+      {9, 6, Queued{kLock, 41}},
+      {9, 7, Refused{kLock, Refusal::timed_out}},
+      {9, 0, Blocking{kLock, Mode::protected_read, kRange}},
+      {9, 3, Released{kLock}},
+      {10, 0, Report{{held, waiting}, 2, 3}},
+      {10, 0, Report{{}, 0, 1}},
+      {10, 0, ReportAck{}},
   };
 }
 
 bool same(const LockRecord& a, const LockRecord& b) {
   return a.id == b.id && a.resource == b.resource && a.range == b.range && a.state == b.state &&
          a.granted == b.granted && a.requested == b.requested && a.position == b.position &&
-         a.deadline_ms == b.deadline_ms;
+         a.deadline_ms == b.deadline_ms && a.value == b.value && a.op == b.op;
 }
 
 bool same(const LockMessage& a, const LockMessage& b) {
-  if (a.epoch != b.epoch || a.body.index() != b.body.index()) return false;
+  if (a.epoch != b.epoch || a.op != b.op || a.body.index() != b.body.index()) return false;
   // Equal encodings of equal kinds: every field round-tripped.
   return encode_lock_message(a) == encode_lock_message(b);
 }
@@ -64,6 +67,13 @@ TEST(LockMessages, EveryKindRoundTrips) {
   ASSERT_EQ(records.size(), 2u);
   EXPECT_TRUE(same(records[0], std::get<Report>(every_kind()[11].body).records[0]));
   EXPECT_TRUE(same(records[1], std::get<Report>(every_kind()[11].body).records[1]));
+}
+
+TEST(LockMessages, AReportPartPastItsPartsIsRefused) {
+  EXPECT_FALSE(decode_lock_message(encode_lock_message({1, 0, Report{{}, 1, 1}})).has_value());
+  EXPECT_FALSE(decode_lock_message(encode_lock_message({1, 0, Report{{}, 0, 0}})).has_value());
+  EXPECT_FALSE(decode_lock_message(encode_lock_message({1, 0, Report{{}, 0, kMaxReportParts + 1}}))
+                   .has_value());
 }
 
 TEST(LockMessages, EveryTruncationAndAnyTrailingByteIsRefused) {
@@ -86,27 +96,27 @@ std::optional<LockMessage> lock_call_with(std::size_t offset, std::uint8_t value
 }
 
 TEST(LockMessages, ValuesOutsideTheirTypesAreRefused) {
-  // epoch 0-7, kind 8-11, id 12-27, resource kind 28-31, resource id 32-39, mode 40-43,
-  // range 44-59, try_only 60-63, expandable 64-67.
-  EXPECT_TRUE(lock_call_with(43, 5).has_value());
-  EXPECT_FALSE(lock_call_with(11, 0).has_value());     // kind 0
-  EXPECT_FALSE(lock_call_with(11, 11).has_value());    // kind past the last
-  EXPECT_FALSE(lock_call_with(19, 0).has_value());     // lock of node 0
-  EXPECT_FALSE(lock_call_with(31, 0).has_value());     // resource kind 0
-  EXPECT_FALSE(lock_call_with(31, 5).has_value());     // resource kind past share
-  EXPECT_FALSE(lock_call_with(43, 6).has_value());     // mode past EX
-  EXPECT_FALSE(lock_call_with(50, 0x30).has_value());  // range start past its end
-  EXPECT_FALSE(lock_call_with(63, 2).has_value());     // a boolean of 2
+  // epoch 0-7, op 8-15, kind 16-19, id 20-35, resource kind 36-39, resource id 40-47,
+  // mode 48-51, range 52-67, try_only 68-71, expandable 72-75.
+  EXPECT_TRUE(lock_call_with(51, 5).has_value());
+  EXPECT_FALSE(lock_call_with(19, 0).has_value());     // kind 0
+  EXPECT_FALSE(lock_call_with(19, 12).has_value());    // kind past the last
+  EXPECT_FALSE(lock_call_with(27, 0).has_value());     // lock of node 0
+  EXPECT_FALSE(lock_call_with(39, 0).has_value());     // resource kind 0
+  EXPECT_FALSE(lock_call_with(39, 5).has_value());     // resource kind past share
+  EXPECT_FALSE(lock_call_with(51, 6).has_value());     // mode past EX
+  EXPECT_FALSE(lock_call_with(58, 0x30).has_value());  // range start past its end
+  EXPECT_FALSE(lock_call_with(71, 2).has_value());     // a boolean of 2
 }
 
 TEST(LockMessages, AReportThatLiesAboutItsLengthIsRefusedWithoutAllocating) {
-  xdr::Buffer bytes = encode_lock_message({1, Report{{}, true}});
-  // The record count sits after epoch and kind; claim the most a report may hold, then more.
+  xdr::Buffer bytes = encode_lock_message({1, 0, Report{{}, 0, 1}});
+  // The record count sits after epoch, op and kind; claim the most a report may hold, then more.
   for (std::uint32_t count : {std::uint32_t{kMaxReportRecords}, std::uint32_t{0xFFFFFFFF}}) {
-    bytes[12] = static_cast<std::uint8_t>(count >> 24);
-    bytes[13] = static_cast<std::uint8_t>(count >> 16);
-    bytes[14] = static_cast<std::uint8_t>(count >> 8);
-    bytes[15] = static_cast<std::uint8_t>(count);
+    bytes[20] = static_cast<std::uint8_t>(count >> 24);
+    bytes[21] = static_cast<std::uint8_t>(count >> 16);
+    bytes[22] = static_cast<std::uint8_t>(count >> 8);
+    bytes[23] = static_cast<std::uint8_t>(count);
     EXPECT_FALSE(decode_lock_message(bytes).has_value()) << count;
   }
 }

@@ -29,7 +29,7 @@ struct Apply {
   void operator()(const CancelCall& call) { (void)table.cancel(call.id, notices); }
   void operator()(const Report& report) {
     for (const LockRecord& record : report.records) (void)table.adopt(record);
-    if (report.last) table.settle(notices);
+    if (report.part + 1 == report.parts) table.settle(notices);
   }
   template <typename Answer>
   void operator()(const Answer&) {}

@@ -1,0 +1,116 @@
+#include "lockmgr/lock_manager.h"
+
+#include "lockmgr/internal/coordinator.h"
+#include "lockmgr/internal/messages.h"
+#include "lockmgr/internal/requester.h"
+
+namespace tidepool::lockmgr {
+
+using internal::LockMessage;
+
+class LockManager::Impl {
+ public:
+  Impl(cluster::EventLoop& loop, cluster::Transport& transport, const LockManagerOptions& options)
+      : loop_(loop),
+        transport_(transport),
+        self_(options.self),
+        coordinator_(
+            loop, [this](cluster::NodeId to, const LockMessage& m) { send(to, m); },
+            {options.remind, options.max_held_back, options.tombstone_lifetime,
+             options.max_tombstones},
+            statistics_),
+        requester_(
+            loop, [this](cluster::NodeId to, const LockMessage& m) { send(to, m); }, options.self,
+            options.first_sequence, {options.retransmit, options.poll}, statistics_) {
+    transport_.set_receiver(cluster::Channel::lock,
+                            [this](cluster::NodeId from, std::span<const std::uint8_t> bytes) {
+                              auto message = internal::decode_lock_message(bytes);
+                              if (message) route(from, *message);
+                            });
+  }
+
+  ~Impl() {
+    transport_.set_receiver(cluster::Channel::lock, {});
+    *alive_ = false;
+  }
+
+  void send(cluster::NodeId to, const LockMessage& message) {
+    if (to != self_) {
+      transport_.send(to, cluster::Channel::lock, internal::encode_lock_message(message));
+      return;
+    }
+    // To itself the node skips the wire, but still later, as if it had come in: a handler
+    // never runs inside another.
+    loop_.post([this, alive = alive_, message] {
+      if (*alive) route(self_, message);
+    });
+  }
+
+  void route(cluster::NodeId from, const LockMessage& message) {
+    const bool to_coordinator =
+        std::visit([](const auto& body) { return is_call(body); }, message.body);
+    if (to_coordinator) {
+      coordinator_.receive(from, message);
+    } else {
+      requester_.receive(from, message);
+    }
+  }
+
+  template <typename Body>
+  static bool is_call(const Body&) {
+    return std::is_same_v<Body, internal::LockCall> ||
+           std::is_same_v<Body, internal::ConvertCall> ||
+           std::is_same_v<Body, internal::ReleaseCall> ||
+           std::is_same_v<Body, internal::CancelCall> || std::is_same_v<Body, internal::Report>;
+  }
+
+  cluster::EventLoop& loop_;
+  cluster::Transport& transport_;
+  cluster::NodeId self_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  LockStatistics statistics_;
+  internal::Coordinator coordinator_;
+  internal::Requester requester_;
+};
+
+LockManager::LockManager(cluster::EventLoop& loop, cluster::Transport& transport,
+                         LockManagerOptions options)
+    : impl_(std::make_unique<Impl>(loop, transport, options)) {}
+
+LockManager::~LockManager() = default;
+
+void LockManager::set_view(cluster::Epoch epoch, const std::vector<cluster::NodeId>& up_nodes) {
+  // The coordinator first: the node's own report to itself must find it in the new epoch.
+  impl_->coordinator_.set_view(epoch, up_nodes);
+  impl_->requester_.set_view(epoch, up_nodes);
+}
+
+LockId LockManager::lock(const LockSpec& spec, Completion done, BlockingHandler on_blocking) {
+  return impl_->requester_.lock(spec, std::move(done), std::move(on_blocking));
+}
+
+Status LockManager::convert(LockId id, const ConvertSpec& spec, Completion done) {
+  return impl_->requester_.convert(id, spec, std::move(done));
+}
+
+Status LockManager::release(LockId id, std::optional<LockValue> value) {
+  return impl_->requester_.release(id, value);
+}
+
+Status LockManager::cancel(LockId id) { return impl_->requester_.cancel(id); }
+
+std::vector<HeldLock> LockManager::held() const { return impl_->requester_.held(); }
+
+std::vector<LockRecord> LockManager::coordinated() const { return impl_->coordinator_.records(); }
+
+bool LockManager::recovering() const { return impl_->coordinator_.recovering(); }
+
+bool LockManager::settled() const { return impl_->requester_.settled(); }
+
+LockStatistics LockManager::statistics() const {
+  LockStatistics statistics = impl_->statistics_;
+  statistics.coordinated_locks = impl_->coordinator_.size();
+  return statistics;
+}
+
+}  // namespace tidepool::lockmgr

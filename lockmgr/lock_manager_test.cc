@@ -1,0 +1,134 @@
+// The lock manager between nodes on the simulated network: the story of one contended lock,
+// told step by step. tests/cluster/lock_sim_test.cc runs thousands of random ones.
+#include "lockmgr/lock_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "cluster/sim.h"
+
+namespace tidepool::lockmgr {
+namespace {
+
+using cluster::NodeId;
+
+constexpr ResourceName kFile{ResourceKind::advisory, 42};
+
+class LockManagerTest : public ::testing::Test {
+ protected:
+  LockManagerTest() {
+    for (NodeId node : {1, 2, 3}) {
+      LockManagerOptions options;
+      options.self = node;
+      managers_[node] =
+          std::make_unique<LockManager>(world_.loop(node), world_.transport(node), options);
+    }
+    view({1, 2, 3});
+  }
+
+  void view(const std::vector<NodeId>& up) {
+    epoch_++;
+    for (NodeId node : up) managers_.at(node)->set_view(epoch_, up);
+  }
+
+  // Asks for `mode` through `node`; the result lands in `result`.
+  LockId lock(NodeId node, Mode mode, std::optional<LockResult>& result) {
+    LockSpec spec{kFile, mode};
+    spec.owner = "test client";
+    return managers_.at(node)->lock(
+        spec, [&result](const LockResult& r) { result = r; },
+        [this, node](LockId holder, Mode wanted, Range) {
+          blocked_[node] = {holder, wanted};
+        });
+  }
+
+  bool run_until(const std::function<bool()>& done) {
+    return world_.run_until(done, world_.now_ms() + 10'000);
+  }
+
+  cluster::SimWorld world_{7};
+  cluster::Epoch epoch_ = 0;
+  std::map<NodeId, std::unique_ptr<LockManager>> managers_;
+  std::map<NodeId, std::pair<LockId, Mode>> blocked_;
+};
+
+TEST_F(LockManagerTest, AConflictingRequestWaitsUntilTheHolderGivesWayAfterItsCallback) {
+  std::optional<LockResult> first, second;
+  const LockId held = lock(1, Mode::exclusive, first);
+  ASSERT_TRUE(run_until([&] { return first.has_value(); }));
+  ASSERT_TRUE(first->granted());
+
+  lock(3, Mode::protected_read, second);
+  ASSERT_TRUE(run_until([&] { return blocked_.contains(1); }));
+  EXPECT_EQ(blocked_[1].first, held);
+  EXPECT_EQ(blocked_[1].second, Mode::protected_read);
+  EXPECT_FALSE(second.has_value());
+  ASSERT_EQ(managers_[3]->held().size(), 1u);
+  EXPECT_EQ(managers_[3]->held()[0].record.state, LockState::waiting);
+  EXPECT_EQ(managers_[3]->held()[0].owner, "test client");
+
+  ASSERT_TRUE(managers_[1]->release(held).ok());
+  ASSERT_TRUE(run_until([&] { return second.has_value(); }));
+  EXPECT_TRUE(second->granted());
+  EXPECT_EQ(second->lock.mode, Mode::protected_read);
+  EXPECT_TRUE(managers_[1]->held().empty());
+}
+
+TEST_F(LockManagerTest, ATryLockIsRefusedAtOnceAndAWaiterGivesUpAtItsDeadline) {
+  std::optional<LockResult> holder, tried, timed;
+  lock(1, Mode::exclusive, holder);
+  ASSERT_TRUE(run_until([&] { return holder.has_value(); }));
+
+  LockSpec spec{kFile, Mode::exclusive};
+  spec.try_only = true;
+  managers_[2]->lock(spec, [&](const LockResult& r) { tried = r; });
+  spec.try_only = false;
+  spec.timeout = std::chrono::milliseconds(300);
+  managers_[3]->lock(spec, [&](const LockResult& r) { timed = r; });
+  ASSERT_TRUE(run_until([&] { return tried.has_value() && timed.has_value(); }));
+  EXPECT_EQ(tried->refused, Refusal::would_block);
+  EXPECT_EQ(timed->refused, Refusal::timed_out);
+  EXPECT_GE(world_.now_ms(), 300u);
+}
+
+TEST_F(LockManagerTest, WhenTheHolderDiesTheViewDropsItsLocksAndTheWaiterProceeds) {
+  std::optional<LockResult> first, second;
+  lock(1, Mode::exclusive, first);
+  ASSERT_TRUE(run_until([&] { return first.has_value(); }));
+  lock(3, Mode::exclusive, second);
+  ASSERT_TRUE(run_until([&] { return blocked_.contains(1); }));
+
+  // Node 1 dies holding the lock; nothing moves until the group view says so.
+  world_.crash(1);
+  managers_.erase(1);
+  world_.run_until(world_.now_ms() + 2'000);
+  EXPECT_FALSE(second.has_value());
+
+  view({2, 3});
+  ASSERT_TRUE(run_until([&] { return second.has_value(); }));
+  EXPECT_TRUE(second->granted());
+  ASSERT_TRUE(
+      run_until([&] { return !managers_[2]->recovering() && !managers_[3]->recovering(); }));
+  std::size_t coordinated = 0;
+  for (auto& [node, manager] : managers_) coordinated += manager->coordinated().size();
+  EXPECT_EQ(coordinated, 1u);
+  EXPECT_EQ(managers_[2]->statistics().recoveries + managers_[3]->statistics().recoveries, 4u);
+}
+
+TEST_F(LockManagerTest, OperationsOnLocksTheNodeDoesNotHaveAreRefused) {
+  const LockId unknown{1, 999};
+  EXPECT_EQ(managers_[1]->release(unknown).code(), Errc::not_found);
+  EXPECT_EQ(managers_[1]->cancel(unknown).code(), Errc::not_found);
+  EXPECT_EQ(managers_[1]->convert(unknown, {Mode::null}, [](const LockResult&) {}).code(),
+            Errc::not_found);
+  std::optional<LockResult> granted;
+  const LockId id = lock(1, Mode::protected_read, granted);
+  ASSERT_TRUE(run_until([&] { return granted.has_value(); }));
+  EXPECT_EQ(managers_[1]->cancel(id).code(), Errc::precondition_failed);
+}
+
+}  // namespace
+}  // namespace tidepool::lockmgr
