@@ -47,21 +47,11 @@ class LockManager::Impl {
   }
 
   void route(cluster::NodeId from, const LockMessage& message) {
-    const bool to_coordinator =
-        std::visit([](const auto& body) { return is_call(body); }, message.body);
-    if (to_coordinator) {
+    if (internal::to_coordinator(message)) {
       coordinator_.receive(from, message);
     } else {
       requester_.receive(from, message);
     }
-  }
-
-  template <typename Body>
-  static bool is_call(const Body&) {
-    return std::is_same_v<Body, internal::LockCall> ||
-           std::is_same_v<Body, internal::ConvertCall> ||
-           std::is_same_v<Body, internal::ReleaseCall> ||
-           std::is_same_v<Body, internal::CancelCall> || std::is_same_v<Body, internal::Report>;
   }
 
   cluster::EventLoop& loop_;

@@ -19,17 +19,6 @@ LockId subject(const Notice& notice) {
                     notice);
 }
 
-// The ids of calls, to look up their operation numbers.
-std::optional<LockId> called(const LockMessage& message) {
-  return std::visit(
-      Overloaded{[](const LockCall& call) -> std::optional<LockId> { return call.request.id; },
-                 [](const ConvertCall& call) -> std::optional<LockId> { return call.id; },
-                 [](const ReleaseCall& call) -> std::optional<LockId> { return call.id; },
-                 [](const CancelCall& call) -> std::optional<LockId> { return call.id; },
-                 [](const auto&) -> std::optional<LockId> { return std::nullopt; }},
-      message.body);
-}
-
 }  // namespace
 
 Coordinator::Coordinator(cluster::EventLoop& loop, Send send, Limits limits,
@@ -71,7 +60,7 @@ void Coordinator::receive(cluster::NodeId from, const LockMessage& message) {
     take_report(from, *report);
     return;
   }
-  if (!called(message)) return;
+  if (!to_coordinator(message)) return;
   if (recovering()) {
     if (held_back_.size() < limits_.max_held_back) held_back_.emplace_back(from, message);
     return;
@@ -81,7 +70,7 @@ void Coordinator::receive(cluster::NodeId from, const LockMessage& message) {
 }
 
 void Coordinator::serve(cluster::NodeId from, const LockMessage& message) {
-  const LockId id = *called(message);
+  const LockId id = *lock_of(message);
   // A node only speaks for its own locks.
   if (id.node != from) return;
   auto applied = ops_.find(id);

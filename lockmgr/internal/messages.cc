@@ -232,6 +232,34 @@ class Reader {
 
 }  // namespace
 
+bool to_coordinator(const LockMessage& message) {
+  return std::visit(
+      [](const auto& body) {
+        using T = std::decay_t<decltype(body)>;
+        return std::is_same_v<T, LockCall> || std::is_same_v<T, ConvertCall> ||
+               std::is_same_v<T, ReleaseCall> || std::is_same_v<T, CancelCall> ||
+               std::is_same_v<T, Report>;
+      },
+      message.body);
+}
+
+std::optional<LockId> lock_of(const LockMessage& message) {
+  return std::visit(
+      [](const auto& body) -> std::optional<LockId> {
+        using T = std::decay_t<decltype(body)>;
+        if constexpr (std::is_same_v<T, LockCall>) {
+          return body.request.id;
+        } else if constexpr (std::is_same_v<T, Blocking>) {
+          return body.holder;
+        } else if constexpr (std::is_same_v<T, Report> || std::is_same_v<T, ReportAck>) {
+          return std::nullopt;
+        } else {
+          return body.id;
+        }
+      },
+      message.body);
+}
+
 xdr::Buffer encode_lock_message(const LockMessage& message) {
   xdr::Buffer out;
   xdr::Encoder header(out);

@@ -74,6 +74,13 @@ struct LockMessage {
   Body body;
 };
 
+// Whether the message is for a coordinator (a call or a report) rather than for the node that
+// asks (an answer, a blocking callback, a report's acknowledgement).
+bool to_coordinator(const LockMessage& message);
+// The lock a call or an answer is about, or the holder a blocking callback is for; none for
+// reports and their acknowledgements.
+std::optional<LockId> lock_of(const LockMessage& message);
+
 xdr::Buffer encode_lock_message(const LockMessage& message);
 // Null for anything malformed: a short or over-long body, an unknown kind, mode, state or
 // reason, an empty range, a lock id of node 0, too many records or parts, a part past the parts.

@@ -76,6 +76,19 @@ TEST(LockMessages, AReportPartPastItsPartsIsRefused) {
                    .has_value());
 }
 
+TEST(LockMessages, CallsAndReportsGoToTheCoordinatorAndNameTheirLock) {
+  for (const LockMessage& message : every_kind()) {
+    const std::size_t kind = message.body.index() + 1;
+    const bool report = std::holds_alternative<Report>(message.body);
+    EXPECT_EQ(to_coordinator(message), kind <= 4 || report) << "kind " << kind;
+    if (report || std::holds_alternative<ReportAck>(message.body)) {
+      EXPECT_FALSE(lock_of(message).has_value()) << "kind " << kind;
+    } else {
+      EXPECT_EQ(lock_of(message), kLock) << "kind " << kind;
+    }
+  }
+}
+
 TEST(LockMessages, EveryTruncationAndAnyTrailingByteIsRefused) {
   for (const LockMessage& message : every_kind()) {
     xdr::Buffer bytes = encode_lock_message(message);

@@ -140,16 +140,7 @@ void Requester::receive(cluster::NodeId from, const LockMessage& message) {
     handler(blocking->holder, blocking->wanted, blocking->range);
     return;
   }
-  std::optional<LockId> id;
-  std::visit(
-      [&id](const auto& body) {
-        using T = std::decay_t<decltype(body)>;
-        if constexpr (std::is_same_v<T, Granted> || std::is_same_v<T, Queued> ||
-                      std::is_same_v<T, Refused> || std::is_same_v<T, Released>) {
-          id = body.id;
-        }
-      },
-      message.body);
+  const std::optional<LockId> id = lock_of(message);
   if (!id || id->node != self_) return;
   auto it = entries_.find(*id);
   if (it == entries_.end()) {

@@ -43,6 +43,11 @@ std::string describe(LockId id) {
   return std::to_string(id.node) + ":" + std::to_string(id.sequence);
 }
 
+std::string describe(const ResourceName& resource, Range range) {
+  return "r" + std::to_string(resource.id) + "[" + std::to_string(range.start) + "," +
+         (range.end == kWholeResource.end ? std::string("end") : std::to_string(range.end)) + ")";
+}
+
 class Scenario {
  public:
   Scenario(std::uint64_t seed, bool trace) : seed_(seed), world_(seed), trace_(trace) {}
@@ -95,12 +100,6 @@ class Scenario {
     if (trace_)
       std::printf("%6llu ms  %s\n", static_cast<unsigned long long>(world_.now_ms()), line.c_str());
   }
-  static std::string describe(LockId id) { return lockmgr::describe(id); }
-  static std::string describe(const ResourceName& resource, Range range) {
-    return "r" + std::to_string(resource.id) + "[" + std::to_string(range.start) + "," +
-           (range.end == kWholeResource.end ? std::string("end") : std::to_string(range.end)) + ")";
-  }
-
   void start_node(NodeId node) {
     LockManagerOptions options;
     options.self = node;
