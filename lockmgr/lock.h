@@ -42,6 +42,19 @@ struct Range {
 };
 inline constexpr Range kWholeResource{};
 
+// Who a POSIX-style lock belongs to: NLM's byte-range locks, whose owner is a process on an NFS
+// client. Locks of one owner never conflict with each other; they are granted as soon as they are
+// compatible with the locks other owners hold, without regard to requests queued before them (as
+// POSIX locks, which do not promise fairness), and their holders get no blocking callbacks (an
+// advisory lock is given up by its client only). The zero owner is no owner: the lock stands
+// alone, queues in FIFO order and is called back, as the cache's locks are.
+struct LockOwner {
+  std::uint64_t high = 0;
+  std::uint64_t low = 0;
+  auto operator<=>(const LockOwner&) const = default;
+  bool none() const { return high == 0 && low == 0; }
+};
+
 // Every lock has an id its requesting node chose: unique in the cluster, never reused.
 struct LockId {
   cluster::NodeId node = 0;
@@ -61,6 +74,7 @@ struct LockRequest {
   bool try_only = false;          // refused at once instead of queued when it cannot be granted now
   bool expandable = false;        // may be granted the whole resource when nobody else holds it
   std::uint64_t deadline_ms = 0;  // refused as timed out if still queued then; 0: never
+  LockOwner owner;
 };
 
 // Why a request or a conversion was not granted.
@@ -86,6 +100,7 @@ struct LockRecord {
   std::uint64_t deadline_ms = 0;
   LockValue value{};     // the resource's value block, as the table has it or the holder saw it
   std::uint64_t op = 0;  // the node's latest operation number on the lock, in its reports
+  LockOwner owner;
 };
 
 // What a node asks of the lock manager for one of its users.
@@ -96,7 +111,8 @@ struct LockSpec {
   bool try_only = false;
   bool expandable = false;
   std::chrono::milliseconds timeout{0};  // 0: wait as long as it takes
-  std::string owner;                     // who it is for, in listings: "nfs client 10.1.2.3"
+  LockOwner owner;
+  std::string holder;  // who it is for, in listings: "nfs client 10.1.2.3"
 };
 
 struct ConvertSpec {
@@ -125,7 +141,7 @@ struct LockResult {
 // A lock of this node, granted or wanted, as listings show it.
 struct HeldLock {
   LockRecord record;
-  std::string owner;
+  std::string holder;
   std::uint64_t since_ms = 0;  // when it was asked for, on the node's clock
 };
 

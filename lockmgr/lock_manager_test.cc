@@ -37,7 +37,7 @@ class LockManagerTest : public ::testing::Test {
   // Asks for `mode` through `node`; the result lands in `result`.
   LockId lock(NodeId node, Mode mode, std::optional<LockResult>& result) {
     LockSpec spec{kFile, mode};
-    spec.owner = "test client";
+    spec.holder = "test client";
     return managers_.at(node)->lock(
         spec, [&result](const LockResult& r) { result = r; },
         [this, node](LockId holder, Mode wanted, Range) {
@@ -68,7 +68,7 @@ TEST_F(LockManagerTest, AConflictingRequestWaitsUntilTheHolderGivesWayAfterItsCa
   EXPECT_FALSE(second.has_value());
   ASSERT_EQ(managers_[3]->held().size(), 1u);
   EXPECT_EQ(managers_[3]->held()[0].record.state, LockState::waiting);
-  EXPECT_EQ(managers_[3]->held()[0].owner, "test client");
+  EXPECT_EQ(managers_[3]->held()[0].holder, "test client");
 
   ASSERT_TRUE(managers_[1]->release(held).ok());
   ASSERT_TRUE(run_until([&] { return second.has_value(); }));

@@ -8,6 +8,9 @@ namespace {
 
 bool holds(const LockRecord& lock) { return lock.state != LockState::waiting; }
 bool queued(const LockRecord& lock) { return lock.state != LockState::granted; }
+bool same_owner(const LockRecord& a, const LockRecord& b) {
+  return !a.owner.none() && a.owner == b.owner;
+}
 
 // Conversions queue ahead of new requests; within each, the earlier position goes first.
 std::tuple<int, std::uint64_t> queue_key(const LockRecord& lock) {
@@ -41,6 +44,7 @@ Status LockTable::request(const LockRequest& request, std::vector<Notice>& notic
   Resource& resource = resources_[request.resource];
   LockRecord lock{request.id, request.resource, request.range,          LockState::waiting,
                   Mode::null, request.mode,     resource.next_position, request.deadline_ms};
+  lock.owner = request.owner;
   if (grantable(resource, lock)) {
     if (request.expandable && resource.locks.empty()) lock.range = kWholeResource;
     grant(lock);
@@ -200,7 +204,7 @@ Status LockTable::adopt(const LockRecord& record) {
   Resource& resource = resources_[record.resource];
   if (holds(record)) {
     for (const LockRecord& other : resource.locks) {
-      if (holds(other) && other.range.overlaps(record.range) &&
+      if (holds(other) && other.range.overlaps(record.range) && !same_owner(other, record) &&
           !compatible(other.granted, record.granted)) {
         return error(Errc::internal, "two nodes report conflicting grants");
       }
@@ -305,9 +309,11 @@ void LockTable::enqueue(Resource& resource, LockRecord& lock, std::vector<Notice
 
 bool LockTable::grantable(const Resource& resource, const LockRecord& lock) const {
   for (const LockRecord& other : resource.locks) {
-    if (other.id == lock.id || !other.range.overlaps(lock.range)) continue;
+    if (other.id == lock.id || !other.range.overlaps(lock.range) || same_owner(other, lock)) {
+      continue;
+    }
     if (holds(other) && !compatible(other.granted, lock.requested)) return false;
-    if (queued(other) && queue_key(other) < queue_key(lock) &&
+    if (lock.owner.none() && queued(other) && queue_key(other) < queue_key(lock) &&
         !compatible(other.requested, lock.requested)) {
       return false;
     }
@@ -318,7 +324,8 @@ bool LockTable::grantable(const Resource& resource, const LockRecord& lock) cons
 bool LockTable::waits_for_it(const Resource& resource, const LockRecord& conversion) const {
   for (const LockRecord& other : resource.locks) {
     if (other.id == conversion.id || other.state != LockState::converting ||
-        queue_key(conversion) < queue_key(other) || !other.range.overlaps(conversion.range)) {
+        same_owner(other, conversion) || queue_key(conversion) < queue_key(other) ||
+        !other.range.overlaps(conversion.range)) {
       continue;
     }
     bool other_waits_for_this = !compatible(conversion.granted, other.requested);
@@ -332,8 +339,8 @@ bool LockTable::waits_for_it(const Resource& resource, const LockRecord& convers
 void LockTable::warn_holders_in_the_way(Resource& resource, const LockRecord& wanting,
                                         std::vector<Notice>& notices, bool again) {
   for (const LockRecord& holder : resource.locks) {
-    if (holder.id == wanting.id || !holds(holder) || !holder.range.overlaps(wanting.range) ||
-        compatible(holder.granted, wanting.requested)) {
+    if (holder.id == wanting.id || !holds(holder) || !holder.owner.none() ||
+        !holder.range.overlaps(wanting.range) || compatible(holder.granted, wanting.requested)) {
       continue;
     }
     auto [warned, first] = resource.warned.try_emplace(holder.id, holder.granted);

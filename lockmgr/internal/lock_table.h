@@ -10,6 +10,8 @@
 // mode of every other lock whose range overlaps, and with the requested mode of every request
 // queued before it whose range overlaps (conversions queue ahead of new requests). So a reader
 // never overtakes a waiting writer, and a holder converting never waits behind a newcomer.
+// Locks with an owner (LockOwner) follow POSIX instead: they ignore the queue before them and
+// other locks of their owner, and their holders are not called back.
 #pragma once
 
 #include <cstdint>

@@ -122,6 +122,31 @@ TEST_F(LockTableTest, LocksConflictOnlyWhereTheirRangesOverlap) {
   EXPECT_EQ(said(), "granted c1 PR [50,150)");
 }
 
+TEST_F(LockTableTest, OwnedLocksFollowPosixSemantics) {
+  constexpr LockOwner kProcessA{1, 1}, kProcessB{1, 2};
+  auto owned = [&](LockId id, Mode mode, Range range, LockOwner owner) {
+    LockRequest request{id, kFile, mode, range};
+    request.owner = owner;
+    return table_.request(request, notices_);
+  };
+  ASSERT_TRUE(owned(a1, Mode::exclusive, {0, 100}, kProcessA).ok());
+  // The owner's own locks never stand in its way.
+  ASSERT_TRUE(owned(a2, Mode::exclusive, {50, 150}, kProcessA).ok());
+  EXPECT_EQ(said(), "granted a1 EX [0,100); granted a2 EX [50,150)");
+  // Another owner waits, and the holder is not called back: its client lets go, nobody else.
+  ASSERT_TRUE(owned(b1, Mode::exclusive, {0, 10}, kProcessB).ok());
+  EXPECT_EQ(said(), "queued b1 @1");
+  // No fairness, as POSIX: what is compatible with the granted locks goes past the waiter.
+  ASSERT_TRUE(owned(c1, Mode::protected_read, {200, 300}, kProcessB).ok());
+  ASSERT_TRUE(owned(c2, Mode::protected_read, {0, 10}, kProcessA).ok());
+  EXPECT_EQ(said(), "granted c1 PR [200,300); granted c2 PR [0,10)");
+  ASSERT_TRUE(release(a1).ok());
+  ASSERT_TRUE(release(a2).ok());
+  EXPECT_EQ(said(), "");
+  ASSERT_TRUE(release(c2).ok());
+  EXPECT_EQ(said(), "granted b1 EX [0,10)");
+}
+
 TEST_F(LockTableTest, AnEmptyRangeOrAReusedIdIsRefused) {
   EXPECT_EQ(request(a1, Mode::exclusive, {10, 10}).code(), Errc::invalid_argument);
   ASSERT_TRUE(request(a1, Mode::exclusive).ok());
@@ -345,10 +370,12 @@ TEST_F(LockTableTest, AdoptionTakesTheValueBlockFromAWriterFirst) {
 }
 
 // Random requests, conversions, releases, cancellations and expiries on a few overlapping
-// ranges. After every step: no two locks held in incompatible modes on overlapping ranges, and
+// ranges, with and without owners. After every step: no two locks of different owners held in
+// incompatible modes on overlapping ranges, and
 // nothing queued that could be granted (no lost wake-up).
 TEST(LockTableRandom, NeverGrantsConflictsAndNeverLeavesAGrantableRequestWaiting) {
   constexpr Range kRanges[] = {{0, 100}, {50, 150}, {100, 200}, kWholeResource, {150, 151}};
+  constexpr LockOwner kOwners[] = {{}, {1, 1}, {1, 2}};
   for (std::uint64_t seed = 1; seed <= 200; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 random(seed);
@@ -373,7 +400,8 @@ TEST(LockTableRandom, NeverGrantsConflictsAndNeverLeavesAGrantableRequestWaiting
                             kRanges[pick(5)],
                             pick(4) == 0,
                             pick(4) == 0,
-                            pick(2) ? now + pick(100) : 0},
+                            pick(2) ? now + pick(100) : 0,
+                            kOwners[pick(3)]},
                            notices)
                   .ok()) {
             ids.push_back(id);
@@ -399,7 +427,8 @@ TEST(LockTableRandom, NeverGrantsConflictsAndNeverLeavesAGrantableRequestWaiting
           const LockRecord& x = all[i];
           const LockRecord& y = all[j];
           bool both_hold = x.state != LockState::waiting && y.state != LockState::waiting;
-          if (both_hold && x.resource == y.resource && x.range.overlaps(y.range)) {
+          bool same_owner = !x.owner.none() && x.owner == y.owner;
+          if (both_hold && !same_owner && x.resource == y.resource && x.range.overlaps(y.range)) {
             ASSERT_TRUE(compatible(x.granted, y.granted)) << "step " << step;
           }
         }

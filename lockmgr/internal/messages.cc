@@ -24,6 +24,10 @@ class Writer {
     out_.u64(range.start);
     out_.u64(range.end);
   }
+  void owner(LockOwner owner) {
+    out_.u64(owner.high);
+    out_.u64(owner.low);
+  }
   void value(const LockValue& value) { out_.fixed_opaque(value); }
   void value(const std::optional<LockValue>& value) {
     out_.boolean(value.has_value());
@@ -41,6 +45,7 @@ class Writer {
     out_.u64(r.deadline_ms);
     value(r.value);
     out_.u64(r.op);
+    owner(r.owner);
   }
 
   void operator()(const LockCall& call) {
@@ -53,6 +58,7 @@ class Writer {
     out_.boolean(r.try_only);
     out_.boolean(r.expandable);
     out_.u64(r.deadline_ms);
+    owner(r.owner);
   }
   void operator()(const ConvertCall& call) {
     id(call.id);
@@ -125,6 +131,7 @@ class Reader {
     if (in_.ok()) std::copy(bytes.begin(), bytes.end(), value.begin());
     return value;
   }
+  LockOwner owner() { return {in_.u64(), in_.u64()}; }
   std::optional<LockValue> optional_value() {
     if (!in_.boolean()) return std::nullopt;
     return value();
@@ -141,6 +148,7 @@ class Reader {
     r.deadline_ms = in_.u64();
     r.value = value();
     r.op = in_.u64();
+    r.owner = owner();
     return r;
   }
 
@@ -155,6 +163,7 @@ class Reader {
         call.request.try_only = in_.boolean();
         call.request.expandable = in_.boolean();
         call.request.deadline_ms = in_.u64();
+        call.request.owner = owner();
         return call;
       }
       case 2: {
@@ -205,8 +214,8 @@ class Reader {
         return Released{id()};
       case 10: {
         Report report;
-        // A record is 28 XDR words.
-        std::uint32_t count = in_.array_count(kMaxReportRecords, 28 * 4);
+        // A record is 32 XDR words.
+        std::uint32_t count = in_.array_count(kMaxReportRecords, 32 * 4);
         report.records.reserve(count);
         for (std::uint32_t i = 0; i < count && in_.ok(); ++i) report.records.push_back(record());
         report.part = in_.u32();

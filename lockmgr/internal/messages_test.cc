@@ -15,7 +15,7 @@ constexpr LockValue kValue = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13
 std::vector<LockMessage> every_kind() {
   LockRecord held{
       kLock, kFile,  kRange, LockState::converting, Mode::protected_read, Mode::exclusive, 12,
-      500,   kValue, 6};
+      500,   kValue, 6,      {0x1234, 0x5678}};
   LockRecord waiting{{4, 1},
                      {ResourceKind::advisory, 9},
                      kWholeResource,
@@ -26,7 +26,7 @@ std::vector<LockMessage> every_kind() {
                      0,
                      {}};
   return {
-      {7, 1, LockCall{{kLock, kFile, Mode::protected_write, kRange, true, true, 250}}},
+      {7, 1, LockCall{{kLock, kFile, Mode::protected_write, kRange, true, true, 250, {9, 10}}}},
       {7, 2, ConvertCall{kLock, Mode::concurrent_read, true, 100, kValue}},
       {7, 2, ConvertCall{kLock, Mode::exclusive, false, 0, std::nullopt}},
       {8, 3, ReleaseCall{kLock, kValue}},
@@ -46,7 +46,7 @@ std::vector<LockMessage> every_kind() {
 bool same(const LockRecord& a, const LockRecord& b) {
   return a.id == b.id && a.resource == b.resource && a.range == b.range && a.state == b.state &&
          a.granted == b.granted && a.requested == b.requested && a.position == b.position &&
-         a.deadline_ms == b.deadline_ms && a.value == b.value && a.op == b.op;
+         a.deadline_ms == b.deadline_ms && a.value == b.value && a.op == b.op && a.owner == b.owner;
 }
 
 bool same(const LockMessage& a, const LockMessage& b) {

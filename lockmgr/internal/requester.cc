@@ -95,8 +95,9 @@ void Requester::send_call(LockId id, Entry& entry) {
   LockMessage message{epoch_, entry.op, ReportAck{}};
   switch (entry.doing) {
     case Doing::locking:
-      message.body = LockCall{{id, entry.spec.resource, entry.spec.mode, entry.spec.range,
-                               entry.spec.try_only, entry.spec.expandable, timeout}};
+      message.body =
+          LockCall{{id, entry.spec.resource, entry.spec.mode, entry.spec.range, entry.spec.try_only,
+                    entry.spec.expandable, timeout, entry.spec.owner}};
       break;
     case Doing::converting:
       message.body = ConvertCall{id, entry.conversion.mode, entry.conversion.try_only, timeout,
@@ -310,6 +311,7 @@ std::vector<HeldLock> Requester::held() const {
     record.deadline_ms = doing == Doing::nothing ? 0 : entry.deadline_ms;
     record.position = entry.position;
     record.op = entry.op;
+    record.owner = entry.spec.owner;
     if (doing == Doing::locking) {
       record.state = LockState::waiting;
       record.range = entry.spec.range;
@@ -321,7 +323,7 @@ std::vector<HeldLock> Requester::held() const {
       record.granted = entry.mode;
       record.requested = converting ? entry.conversion.mode : entry.mode;
     }
-    locks.push_back(HeldLock{record, entry.spec.owner, entry.since_ms});
+    locks.push_back(HeldLock{record, entry.spec.holder, entry.since_ms});
   }
   std::sort(locks.begin(), locks.end(),
             [](const HeldLock& a, const HeldLock& b) { return a.record.id < b.record.id; });

@@ -4,8 +4,8 @@
 // reorders, loses and duplicates messages; partitions come and heal; nodes are killed (the
 // group view then drops them) and restarted (the view takes them back).
 //
-// Checked throughout: no grant ever meets an incompatible lock held elsewhere on an overlapping
-// range. Checked once the faults stop: every node's own record of its locks equals the
+// Checked throughout: no grant ever meets an incompatible lock of another owner held on an
+// overlapping range. Checked once the faults stop: every node's own record of its locks equals the
 // coordinators' tables (recovery lost nothing and invented nothing), and when users stop asking
 // every request still open ends — granted, refused or timed out — and every table empties.
 // A failing seed replays exactly: TIDEPOOL_LOCK_SIM_SEED=n lock_sim_test
@@ -38,6 +38,9 @@ constexpr Range kRanges[] = {{0, 100}, {50, 150}, {100, 200}, {150, 151}, kWhole
 constexpr Mode kModes[] = {
     Mode::concurrent_read, Mode::concurrent_write, Mode::protected_read, Mode::protected_write,
     Mode::exclusive,       Mode::protected_read,   Mode::exclusive,      Mode::null};
+// Some users lock as POSIX processes (NLM's clients) do; one process may lock through several
+// nodes.
+constexpr LockOwner kProcesses[] = {{7, 1}, {7, 2}};
 
 std::string describe(LockId id) {
   return std::to_string(id.node) + ":" + std::to_string(id.sequence);
@@ -91,6 +94,7 @@ class Scenario {
     Mode mode = Mode::null;
     bool granted = false;
     bool busy = false;  // a request or conversion of it is open
+    LockOwner owner;
   };
 
   LockManager& manager(NodeId node) { return *managers_.at(node); }
@@ -213,15 +217,19 @@ class Scenario {
     if (world_.random_fraction() < 0.3) {
       spec.timeout = std::chrono::milliseconds(world_.random_between(50, 2000));
     }
+    if (world_.random_fraction() < 0.3) {
+      spec.owner = kProcesses[world_.random_between(0, std::size(kProcesses) - 1)];
+    }
     auto id_holder = std::make_shared<LockId>();
     *id_holder = manager(node).lock(
         spec, [this, id_holder](const LockResult& result) { on_result(*id_holder, result); },
         [this, node](LockId holder, Mode, Range) { on_blocking(node, holder); });
-    uses_[*id_holder] = Use{node, spec.resource, spec.range, Mode::null, false, true};
+    uses_[*id_holder] = Use{node, spec.resource, spec.range, Mode::null, false, true, spec.owner};
     trace("lock " + describe(*id_holder) + " " + std::string(mode_name(spec.mode)) + " " +
           describe(spec.resource, spec.range) + (spec.try_only ? " try" : "") +
           (spec.expandable ? " expandable" : "") +
-          (spec.timeout.count() ? " timeout " + std::to_string(spec.timeout.count()) : ""));
+          (spec.timeout.count() ? " timeout " + std::to_string(spec.timeout.count()) : "") +
+          (spec.owner.none() ? "" : " owner " + std::to_string(spec.owner.low)));
   }
 
   void convert(LockId id, Mode mode) {
@@ -314,7 +322,8 @@ class Scenario {
   // The safety invariant, checked at the only step that can break it: a grant.
   void check_grant(LockId id, const Use& use) {
     for (const auto& [other_id, other] : uses_) {
-      if (other_id == id || !other.granted || other.resource != use.resource ||
+      const bool same_owner = !use.owner.none() && use.owner == other.owner;
+      if (other_id == id || !other.granted || same_owner || other.resource != use.resource ||
           !other.range.overlaps(use.range) || compatible(other.mode, use.mode)) {
         continue;
       }
@@ -331,7 +340,8 @@ class Scenario {
     return true;
   }
 
-  using Row = std::tuple<LockId, ResourceName, Range, LockState, Mode, Mode, std::uint64_t>;
+  using Row =
+      std::tuple<LockId, ResourceName, Range, LockState, Mode, Mode, std::uint64_t, LockOwner>;
   static Row row(const LockRecord& r) {
     return {r.id,
             r.resource,
@@ -339,7 +349,8 @@ class Scenario {
             r.state,
             r.state == LockState::waiting ? Mode::null : r.granted,
             r.requested,
-            r.position};
+            r.position,
+            r.owner};
   }
 
   std::pair<std::set<Row>, std::set<Row>> tables() {
