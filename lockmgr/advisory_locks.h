@@ -1,0 +1,64 @@
+// The NLM personality: NFS clients' byte-range locks on files, with POSIX semantics per owner,
+// kept as the owner's locks on the file's advisory resource in the lock manager — so a client
+// locking through one node conflicts with a client locking through any other.
+//
+// POSIX semantics: after a lock, the owner holds exactly the new mode on its range, whatever it
+// held there before (a shared lock over an exclusive one downgrades it); an unlock of part of a
+// lock leaves the rest locked. The owner's lock manager locks stay disjoint: a lock or an unlock
+// that cuts into an older one replaces it by the pieces outside the new range (granted at once:
+// they ask for no more than the owner already holds), then releases it.
+//
+// Thread-safe: every member may be called from any thread; the work runs on the lock manager's
+// loop, and so do the callbacks.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "cluster/event_loop.h"
+#include "lockmgr/lock.h"
+#include "lockmgr/lock_manager.h"
+
+namespace tidepool::lockmgr {
+
+struct AdvisoryLock {
+  std::uint64_t file = 0;  // the inode
+  LockOwner owner;         // the client's process
+  std::string client;      // the client's name, as free_client() names it
+  std::string holder;      // who it is for, in listings
+  Range range = kWholeResource;
+  bool exclusive = false;
+};
+
+enum class AdvisoryOutcome {
+  granted,
+  denied,   // another owner holds a conflicting lock, and the caller would not wait
+  blocked,  // queued: `granted_later` runs once it is granted
+};
+
+class AdvisoryLocks {
+ public:
+  // `manager` lives on `loop` and outlives this object.
+  static std::shared_ptr<AdvisoryLocks> make(cluster::EventLoop& loop, LockManager& manager);
+  virtual ~AdvisoryLocks() = default;
+
+  // Takes `lock`. Without `wait`: granted or denied. With it: granted, or blocked and then
+  // `granted_later` once it is granted — unless the request is cancelled, or the client freed,
+  // first. A request like one already blocked (same owner, range and mode) is that request.
+  virtual void lock(const AdvisoryLock& lock, bool wait, std::function<void(AdvisoryOutcome)> done,
+                    std::function<void()> granted_later) = 0;
+  // Whether another owner holds a lock that conflicts with `lock`.
+  virtual void test(const AdvisoryLock& lock, std::function<void(bool conflicts)> done) = 0;
+  // Gives up the owner's locks on the range (the mode does not matter).
+  virtual void unlock(const AdvisoryLock& lock, std::function<void()> done) = 0;
+  // Withdraws the owner's blocked request for that range and mode; whether there was one.
+  virtual void cancel(const AdvisoryLock& lock, std::function<void(bool cancelled)> done) = 0;
+  // Gives up every lock and blocked request of `client` (a client that rebooted, or asked).
+  virtual void free_client(const std::string& client, std::function<void()> done) = 0;
+  // Called on the loop before the lock manager goes: work still to come is dropped, and its
+  // callbacks never run.
+  virtual void close() = 0;
+};
+
+}  // namespace tidepool::lockmgr

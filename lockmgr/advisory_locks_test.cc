@@ -1,0 +1,175 @@
+// NFS clients' locks through different nodes of a simulated cluster, with POSIX semantics per
+// owner.
+#include "lockmgr/advisory_locks.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "cluster/sim.h"
+
+namespace tidepool::lockmgr {
+namespace {
+
+using cluster::NodeId;
+
+constexpr std::uint64_t kFile = 42;
+
+AdvisoryLock lock_of(std::uint64_t process, Range range, bool exclusive) {
+  AdvisoryLock lock;
+  lock.file = kFile;
+  lock.owner = {1, process};
+  lock.client = "client-" + std::to_string(process);
+  lock.holder = lock.client;
+  lock.range = range;
+  lock.exclusive = exclusive;
+  return lock;
+}
+
+class AdvisoryLocksTest : public ::testing::Test {
+ protected:
+  AdvisoryLocksTest() {
+    for (NodeId node : {1, 2, 3}) {
+      LockManagerOptions options;
+      options.self = node;
+      managers_[node] =
+          std::make_unique<LockManager>(world_.loop(node), world_.transport(node), options);
+      locks_[node] = AdvisoryLocks::make(world_.loop(node), *managers_[node]);
+    }
+    for (NodeId node : {1, 2, 3}) managers_[node]->set_view(1, {1, 2, 3});
+  }
+
+  // The outcome of a lock through `node`; `granted_later` is set when a blocked one is granted.
+  AdvisoryOutcome take(NodeId node, const AdvisoryLock& lock, bool wait = false,
+                       bool* granted_later = nullptr) {
+    std::optional<AdvisoryOutcome> outcome;
+    locks_[node]->lock(
+        lock, wait, [&outcome](AdvisoryOutcome o) { outcome = o; },
+        [granted_later] {
+          if (granted_later) *granted_later = true;
+        });
+    EXPECT_TRUE(run_until([&] { return outcome.has_value(); }));
+    return outcome.value_or(AdvisoryOutcome::denied);
+  }
+
+  bool conflicts(NodeId node, const AdvisoryLock& lock) {
+    std::optional<bool> answer;
+    locks_[node]->test(lock, [&answer](bool c) { answer = c; });
+    EXPECT_TRUE(run_until([&] { return answer.has_value(); }));
+    return answer.value_or(false);
+  }
+
+  void unlock(NodeId node, const AdvisoryLock& lock) {
+    bool done = false;
+    locks_[node]->unlock(lock, [&done] { done = true; });
+    EXPECT_TRUE(run_until([&] { return done; }));
+    settle();
+  }
+
+  // Until every lock manager has nothing in flight.
+  void settle() {
+    EXPECT_TRUE(run_until([this] {
+      for (auto& [node, manager] : managers_) {
+        if (!manager->settled()) return false;
+      }
+      return true;
+    }));
+  }
+
+  // The ranges `node` holds for lock managers' users, in order.
+  std::vector<Range> held_ranges(NodeId node) {
+    std::vector<Range> ranges;
+    for (const HeldLock& held : managers_[node]->held()) {
+      if (held.record.state == LockState::granted) ranges.push_back(held.record.range);
+    }
+    std::sort(ranges.begin(), ranges.end());
+    return ranges;
+  }
+
+  bool run_until(const std::function<bool()>& done) {
+    return world_.run_until(done, world_.now_ms() + 10'000);
+  }
+
+  cluster::SimWorld world_{11};
+  std::map<NodeId, std::unique_ptr<LockManager>> managers_;
+  std::map<NodeId, std::shared_ptr<AdvisoryLocks>> locks_;
+};
+
+TEST_F(AdvisoryLocksTest, ALockThroughOneNodeBlocksAConflictingOneThroughAnotherUntilUnlocked) {
+  EXPECT_EQ(take(1, lock_of(1, {0, 100}, true)), AdvisoryOutcome::granted);
+  EXPECT_EQ(take(3, lock_of(2, {50, 60}, true)), AdvisoryOutcome::denied);
+  EXPECT_TRUE(conflicts(3, lock_of(2, {50, 60}, false)));
+  EXPECT_FALSE(conflicts(3, lock_of(2, {100, 200}, true)));
+  bool granted_later = false;
+  EXPECT_EQ(take(3, lock_of(2, {50, 60}, true), true, &granted_later), AdvisoryOutcome::blocked);
+  // The same request again (a client's retransmission) is the one already waiting.
+  EXPECT_EQ(take(3, lock_of(2, {50, 60}, true), true, &granted_later), AdvisoryOutcome::blocked);
+  unlock(1, lock_of(1, kWholeResource, true));
+  EXPECT_TRUE(run_until([&] { return granted_later; }));
+  EXPECT_EQ(held_ranges(3), (std::vector<Range>{{50, 60}}));
+  EXPECT_TRUE(held_ranges(1).empty());
+}
+
+TEST_F(AdvisoryLocksTest, UnlockingTheMiddleOfALockLeavesBothEnds) {
+  ASSERT_EQ(take(1, lock_of(1, {0, 100}, true)), AdvisoryOutcome::granted);
+  unlock(1, lock_of(1, {40, 60}, true));
+  EXPECT_EQ(held_ranges(1), (std::vector<Range>{{0, 40}, {60, 100}}));
+  EXPECT_EQ(take(2, lock_of(2, {45, 55}, true)), AdvisoryOutcome::granted);
+  EXPECT_EQ(take(2, lock_of(2, {30, 45}, true)), AdvisoryOutcome::denied);
+  EXPECT_EQ(take(2, lock_of(2, {55, 61}, false)), AdvisoryOutcome::denied);
+}
+
+TEST_F(AdvisoryLocksTest, AnOwnersNewLockReplacesWhatItHeldOnTheRange) {
+  // Upgrading its own shared lock never waits for itself.
+  ASSERT_EQ(take(1, lock_of(1, {0, 100}, false)), AdvisoryOutcome::granted);
+  ASSERT_EQ(take(1, lock_of(1, {20, 30}, true)), AdvisoryOutcome::granted);
+  settle();
+  EXPECT_EQ(held_ranges(1), (std::vector<Range>{{0, 20}, {20, 30}, {30, 100}}));
+  EXPECT_FALSE(conflicts(2, lock_of(2, {0, 20}, false)));
+  EXPECT_TRUE(conflicts(2, lock_of(2, {25, 26}, false)));
+  // Downgrading it lets other readers in.
+  ASSERT_EQ(take(1, lock_of(1, {0, 100}, false)), AdvisoryOutcome::granted);
+  settle();
+  EXPECT_EQ(held_ranges(1), (std::vector<Range>{{0, 100}}));
+  EXPECT_EQ(take(3, lock_of(3, {25, 26}, false)), AdvisoryOutcome::granted);
+  EXPECT_EQ(take(3, lock_of(4, {25, 26}, true)), AdvisoryOutcome::denied);
+}
+
+TEST_F(AdvisoryLocksTest, FreeingAClientDropsItsLocksAndItsWaitingRequests) {
+  ASSERT_EQ(take(1, lock_of(1, {0, 10}, true)), AdvisoryOutcome::granted);
+  ASSERT_EQ(take(1, lock_of(1, {20, 30}, false)), AdvisoryOutcome::granted);
+  bool granted_later = false;
+  ASSERT_EQ(take(1, lock_of(1, {100, 110}, true), true), AdvisoryOutcome::granted);
+  ASSERT_EQ(take(2, lock_of(5, {100, 110}, true), true, &granted_later), AdvisoryOutcome::blocked);
+  bool freed = false;
+  locks_[2]->free_client("client-5", [&freed] { freed = true; });
+  ASSERT_TRUE(run_until([&] { return freed; }));
+  locks_[1]->free_client("client-1", [&freed] { freed = true; });
+  settle();
+  EXPECT_FALSE(granted_later);
+  EXPECT_TRUE(held_ranges(1).empty());
+  EXPECT_TRUE(managers_[2]->held().empty());
+  EXPECT_EQ(take(3, lock_of(6, kWholeResource, true)), AdvisoryOutcome::granted);
+}
+
+TEST_F(AdvisoryLocksTest, ABlockedRequestCancelledIsNeverGranted) {
+  ASSERT_EQ(take(1, lock_of(1, {0, 10}, true)), AdvisoryOutcome::granted);
+  bool granted_later = false;
+  ASSERT_EQ(take(2, lock_of(2, {0, 10}, false), true, &granted_later), AdvisoryOutcome::blocked);
+  std::optional<bool> cancelled;
+  locks_[2]->cancel(lock_of(2, {0, 10}, true), [&](bool c) { cancelled = c; });
+  ASSERT_TRUE(run_until([&] { return cancelled.has_value(); }));
+  EXPECT_FALSE(*cancelled) << "a different mode is a different request";
+  cancelled.reset();
+  locks_[2]->cancel(lock_of(2, {0, 10}, false), [&](bool c) { cancelled = c; });
+  ASSERT_TRUE(run_until([&] { return cancelled.has_value(); }));
+  EXPECT_TRUE(*cancelled);
+  unlock(1, lock_of(1, {0, 10}, true));
+  EXPECT_FALSE(granted_later);
+  EXPECT_TRUE(managers_[2]->held().empty());
+}
+
+}  // namespace
+}  // namespace tidepool::lockmgr
