@@ -282,6 +282,13 @@ std::optional<Status> ConfigReader::nfs_key(std::string_view key, const toml::no
   if (key == "duplicate_request_cache_entries") {
     return integer(value, name, config_.duplicate_request_cache_entries, 1, 1 << 20);
   }
+  if (key == "nlm_grace_period") {
+    TP_RETURN_IF_ERROR(duration(value, name, config_.nlm_grace_period));
+    if (config_.nlm_grace_period > std::chrono::hours(1)) {
+      return fail(value.source(), quote(name) + " must be at most 1h");
+    }
+    return Status::success();
+  }
   return std::nullopt;
 }
 
@@ -611,6 +618,7 @@ read_size_preferred = "128KiB"  # READ size advertised to clients (rtpref), at m
 write_size_max = "1MiB"         # largest WRITE (wtmax), 4KiB..1MiB
 write_size_preferred = "512KiB" # WRITE size advertised to clients (wtpref), at most write_size_max
 duplicate_request_cache_entries = 4096  # replies kept to answer retransmissions, 1..1048576
+nlm_grace_period = "45s"        # after a start, only reclaims of NFS locks; at most 1h
 
 [store]
 threads = 4                     # threads for SQLite and block I/O, 1..64

@@ -55,6 +55,7 @@ struct NodeConfig {
   std::uint32_t write_size_max = 1u << 20;               // "write_size_max"
   std::uint32_t write_size_preferred = 512u << 10;       // "write_size_preferred"
   std::uint32_t duplicate_request_cache_entries = 4096;  // same key, 1..1048576
+  std::chrono::seconds nlm_grace_period{45};             // "nlm_grace_period", at most 1h
   // [store]
   std::uint32_t store_threads = 4;               // "threads", 1..64
   std::uint32_t stripe_unit_bytes = 128u << 10;  // "stripe_unit", a power of two 4KiB..16MiB

@@ -95,6 +95,7 @@ read_size_preferred = "64KiB"
 write_size_max = "256KiB"
 write_size_preferred = 131072
 duplicate_request_cache_entries = 1000
+nlm_grace_period = "5s"
 
 [store]
 threads = 16
@@ -143,6 +144,7 @@ map_all_gid = 501
   expected.write_size_max = 256u << 10;
   expected.write_size_preferred = 128u << 10;
   expected.duplicate_request_cache_entries = 1000;
+  expected.nlm_grace_period = std::chrono::seconds(5);
   expected.store_threads = 16;
   expected.stripe_unit_bytes = 1u << 20;
   expected.atime_enabled = false;

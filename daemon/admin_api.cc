@@ -1,13 +1,14 @@
 #include "daemon/admin_api.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <charconv>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <spdlog/spdlog.h>
 
-#include "daemon/callback_awaitable.h"
+#include "common/callback_awaitable.h"
 #include "daemon/config_objects.h"
 
 namespace tidepool::daemon {

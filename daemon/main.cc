@@ -159,6 +159,9 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
   };
   hooks.local_stats = [&] { return local_stats(config, rates); };
   hooks.serve_rpc = [&](cluster::RpcEndpoint& rpc) { shipping.serve(rpc); };
+  hooks.advisory_locks = [&](std::shared_ptr<lockmgr::AdvisoryLocks> locks) {
+    (*server)->set_advisory_locks(locks);
+  };
   auto membership = daemon::Membership::open(strand, config, std::move(hooks));
   if (!membership.ok()) {
     report(membership.status().message());

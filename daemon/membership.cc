@@ -4,6 +4,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,10 +14,9 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 #include <sstream>
 
-#include "daemon/callback_awaitable.h"
+#include "common/callback_awaitable.h"
 #include "daemon/config_objects.h"
 
 namespace tidepool::daemon {
@@ -210,12 +210,51 @@ Status Membership::start_member(bool bootstrap) {
     out.u64(stats.size_bytes);
     reply(std::move(body));
   });
-  group_->on_applied([this](const cluster::AppliedChange&) { changes_applied(); });
+  lockmgr::LockManagerOptions lock_options;
+  lock_options.self = config_.node_id;
+  // Past every lock id an earlier run of this node used, unless it handed out more than a
+  // thousand per millisecond.
+  lock_options.first_sequence =
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count()) *
+      1000;
+  lock_manager_ = std::make_unique<lockmgr::LockManager>(*loop_, *transport_, lock_options);
+  advisory_locks_ = lockmgr::AdvisoryLocks::make(*loop_, *lock_manager_);
+  group_->on_applied([this](const cluster::AppliedChange& applied) {
+    membership_changed(applied);
+    changes_applied();
+  });
   TP_RETURN_IF_ERROR(group_->start());
+  if (hooks_.advisory_locks) hooks_.advisory_locks(advisory_locks_);
+  if (!bootstrap && group_->view().node(config_.node_id) != nullptr) announce_up();
   spdlog::info("member of cluster '{}' ({}) as node {}, backend {}{}", identity_->name,
                identity_->id, config_.node_id, config_.backend_address,
                config_.backend_tls ? " (mutual TLS)" : " (no TLS)");
   return {};
+}
+
+void Membership::membership_changed(const cluster::AppliedChange& applied) {
+  using Kind = cluster::Change::Kind;
+  const Kind kind = applied.change.kind;
+  if (!lock_manager_ || !applied.outcome.ok() ||
+      (kind != Kind::add_node && kind != Kind::remove_node && kind != Kind::set_node_state)) {
+    return;
+  }
+  // The change's own epoch, the same on every node: the lock manager's epoch moves only when
+  // membership does, not with every change to the configuration.
+  lock_manager_->set_view(applied.epoch, group_->view().up_nodes());
+}
+
+void Membership::announce_up() {
+  client_->propose(cluster::Change::set_node_state(config_.node_id, true), kChangeDeadline,
+                   [this, alive = std::weak_ptr<bool>(alive_)](Status s) {
+                     if (alive.expired() || s.ok() || !client_) return;
+                     spdlog::warn("cannot record this node up yet ({}); trying again", s.message());
+                     loop_->schedule(std::chrono::seconds(1), [this, alive] {
+                       if (!alive.expired() && client_) announce_up();
+                     });
+                   });
 }
 
 void Membership::changes_applied() {
@@ -344,6 +383,12 @@ Status Membership::install(const JoinPackage& package, bool bootstrap) {
 }
 
 void Membership::stop_member() {
+  if (advisory_locks_) {
+    if (hooks_.advisory_locks) hooks_.advisory_locks(nullptr);
+    advisory_locks_->close();
+    advisory_locks_.reset();
+  }
+  lock_manager_.reset();
   client_.reset();
   rpc_.reset();
   group_.reset();

@@ -21,6 +21,8 @@
 #include "cluster/tls.h"
 #include "common/config.h"
 #include "common/status.h"
+#include "lockmgr/advisory_locks.h"
+#include "lockmgr/lock_manager.h"
 
 namespace tidepool::daemon {
 
@@ -58,6 +60,8 @@ class Membership {
     std::function<NodeStats()> local_stats;
     // When backend RPC starts (the node became a member), to add the node's services to it.
     std::function<void(cluster::RpcEndpoint&)> serve_rpc;
+    // When the lock manager starts (the node became a member) and, with null, when it stops.
+    std::function<void(std::shared_ptr<lockmgr::AdvisoryLocks>)> advisory_locks;
   };
 
   // Makes the node's key at its first start. A data directory that belongs to another node id
@@ -80,6 +84,7 @@ class Membership {
   cluster::GroupMember* group() { return group_.get(); }
   cluster::GroupClient* client() { return client_.get(); }
   cluster::RpcEndpoint* rpc() { return rpc_.get(); }
+  lockmgr::LockManager* lock_manager() { return lock_manager_.get(); }
   cluster::TcpTransport::Stats transport_stats() const;
 
   // Whether `token` is the cluster's admin token.
@@ -105,6 +110,11 @@ class Membership {
   Status start_member(bool bootstrap);
   void stop_member();
   void changes_applied();
+  // A change to who is up: every node's lock manager rebuilds its tables for the new view.
+  void membership_changed(const cluster::AppliedChange& applied);
+  // Says this node is up, so that every lock manager rebuilds: a node that restarted before
+  // the group marked it down has lost its locks and its coordinator's table.
+  void announce_up();
 
   boost::asio::any_io_executor strand_;
   NodeConfig config_;
@@ -119,6 +129,8 @@ class Membership {
   std::unique_ptr<cluster::GroupMember> group_;
   std::unique_ptr<cluster::RpcEndpoint> rpc_;
   std::unique_ptr<cluster::GroupClient> client_;
+  std::unique_ptr<lockmgr::LockManager> lock_manager_;
+  std::shared_ptr<lockmgr::AdvisoryLocks> advisory_locks_;
   bool refresh_posted_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

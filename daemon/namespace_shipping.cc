@@ -1,12 +1,12 @@
 #include "daemon/namespace_shipping.h"
 
+#include <spdlog/spdlog.h>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <spdlog/spdlog.h>
-
 #include <chrono>
 #include <functional>
 #include <future>
@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "daemon/callback_awaitable.h"
+#include "common/callback_awaitable.h"
 #include "daemon/membership.h"
 
 namespace tidepool::daemon {

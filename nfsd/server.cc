@@ -7,6 +7,7 @@
 
 #include "nfsd/internal/mount_program.h"
 #include "nfsd/internal/nfs3_program.h"
+#include "nfsd/internal/nlm_program.h"
 #include "nfsd/internal/portmap_program.h"
 #include "nfsd/internal/rpc_transport.h"
 
@@ -23,14 +24,17 @@ class NfsServerImpl final : public NfsServer {
         service_(store, config_, sealer),
         nfs_(service_),
         mount_(service_),
+        nlm_(service_, io.get_executor()),
         portmap_(mappings()),
         transport_(io, dispatcher_, udp_dispatcher_,
                    TransportLimits{config.max_record_bytes, config.max_calls_per_connection}) {
     dispatcher_.add(&nfs_);
     dispatcher_.add(&mount_);
     dispatcher_.add(&portmap_);
+    dispatcher_.add(&nlm_);
     udp_dispatcher_.add(&mount_);
     udp_dispatcher_.add(&portmap_);
+    udp_dispatcher_.add(&nlm_);
   }
 
   ~NfsServerImpl() override { stop(); }
@@ -77,6 +81,10 @@ class NfsServerImpl final : public NfsServer {
     if (registered_) (void)register_with_rpcbind(mappings(), true);
   }
 
+  void set_advisory_locks(std::weak_ptr<lockmgr::AdvisoryLocks> locks) override {
+    nlm_.set_locks(std::move(locks));
+  }
+
   void set_exports(std::vector<ExportConfig> exports) override {
     if (service_.exports.replace(exports)) {
       spdlog::info("export list replaced: {} exports", exports.size());
@@ -89,6 +97,9 @@ class NfsServerImpl final : public NfsServer {
         {Nfs3Program::kProgram, 3, kProtocolTcp, config_.nfs_port},
         {MountProgram::kProgram, 3, kProtocolTcp, config_.mount_port},
         {MountProgram::kProgram, 3, kProtocolUdp, config_.mount_port},
+        // NLM shares the NFS port over TCP and MOUNT's over UDP.
+        {NlmProgram::kProgram, NlmProgram::kVersion, kProtocolTcp, config_.nfs_port},
+        {NlmProgram::kProgram, NlmProgram::kVersion, kProtocolUdp, config_.mount_port},
     };
     if (config_.portmap_port != 0) {
       m.push_back({PortmapProgram::kProgram, 2, kProtocolTcp, config_.portmap_port});
@@ -106,7 +117,7 @@ class NfsServerImpl final : public NfsServer {
       return {};
     }
     registered_ = true;
-    spdlog::info("registered NFS and MOUNT with rpcbind");
+    spdlog::info("registered NFS, MOUNT and NLM with rpcbind");
     return {};
   }
 
@@ -114,6 +125,7 @@ class NfsServerImpl final : public NfsServer {
   Service service_;
   Nfs3Program nfs_;
   MountProgram mount_;
+  NlmProgram nlm_;
   PortmapProgram portmap_;
   RpcDispatcher dispatcher_;
   RpcDispatcher udp_dispatcher_;

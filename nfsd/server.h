@@ -1,4 +1,4 @@
-// The node's NFS front end: NFSv3, MOUNT v3 and the portmapper over ONC RPC.
+// The node's NFS front end: NFSv3, MOUNT v3, NLM v4 and the portmapper over ONC RPC.
 #pragma once
 
 #include <array>
@@ -9,6 +9,7 @@
 
 #include "common/config.h"
 #include "common/status.h"
+#include "lockmgr/advisory_locks.h"
 #include "store/store.h"
 
 namespace tidepool::nfsd {
@@ -38,6 +39,9 @@ class NfsServer {
   // bad handles. Keeps it for the next start. Callable from any thread; the same key again does
   // nothing.
   virtual Status set_handle_key(const std::array<std::uint8_t, 32>& key) = 0;
+  // The cluster's advisory locks, which NLM's locks become; until the node is a member (and
+  // after it left) NLM refuses locks. Callable from any thread.
+  virtual void set_advisory_locks(std::weak_ptr<lockmgr::AdvisoryLocks> locks) = 0;
 };
 
 }  // namespace tidepool::nfsd

@@ -45,18 +45,17 @@ Ran run(const std::string& program, const std::vector<std::string>& args,
   return ran;
 }
 
-TideCluster::TideCluster(std::string name, const std::vector<std::string>& pools,
-                         std::string tag)
+TideCluster::TideCluster(std::string name, const std::vector<std::string>& pools, std::string tag,
+                         const std::string& extra_toml)
     : name_(std::move(name)),
-      workdir_(fs::temp_directory_path() /
-               ("tidepool-" + tag + "-" + std::to_string(::getpid()))) {
+      workdir_(fs::temp_directory_path() / ("tidepool-" + tag + "-" + std::to_string(::getpid()))) {
   fs::create_directories(workdir_);
   for (std::size_t i = 0; i < pools.size(); ++i) {
     NodeOptions options;
     options.node_id = static_cast<std::uint32_t>(i + 1);
     options.pool = pools[i];
     options.exports = {ExportSpec{.path = "/ifs", .root_squash = false}};
-    options.extra_toml = "[cluster]\nname = \"" + name_ + "\"\n";
+    options.extra_toml = "[cluster]\nname = \"" + name_ + "\"\n" + extra_toml;
     nodes_.push_back(std::make_unique<TidedNode>(options));
   }
 }

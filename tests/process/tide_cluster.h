@@ -25,9 +25,10 @@ Ran run(const std::string& program, const std::vector<std::string>& args,
 
 class TideCluster {
  public:
-  // Nodes 1..pools.size() (node k in pools[k-1]) of the cluster `name`, exporting /ifs; none
-  // started yet.
-  TideCluster(std::string name, const std::vector<std::string>& pools, std::string tag);
+  // Nodes 1..pools.size() (node k in pools[k-1]) of the cluster `name`, exporting /ifs, with
+  // `extra_toml` appended to each node's configuration; none started yet.
+  TideCluster(std::string name, const std::vector<std::string>& pools, std::string tag,
+              const std::string& extra_toml = "");
   ~TideCluster();
 
   // Starts every node (false with *error naming the node if one does not start).

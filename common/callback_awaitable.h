@@ -1,5 +1,5 @@
-// Awaiting an operation of the cluster layer, which reports through a callback that runs
-// exactly once on the member's loop.
+// Awaiting an operation that reports through a callback run exactly once, on any thread: the
+// cluster layer's and the lock manager's, which run on their own loop.
 #pragma once
 
 #include <boost/asio/async_result.hpp>
@@ -9,7 +9,7 @@
 #include <memory>
 #include <utility>
 
-namespace tidepool::daemon {
+namespace tidepool {
 
 // `start(callback)` begins the operation; the coroutine resumes with the value the callback
 // receives, on the coroutine's own executor.
@@ -19,9 +19,8 @@ boost::asio::awaitable<T> await_callback(Start start) {
     auto shared = std::make_shared<decltype(handler)>(std::move(handler));
     start([shared](T value) mutable {
       auto executor = boost::asio::get_associated_executor(*shared);
-      boost::asio::post(executor, [shared, value = std::move(value)]() mutable {
-        (*shared)(std::move(value));
-      });
+      boost::asio::post(
+          executor, [shared, value = std::move(value)]() mutable { (*shared)(std::move(value)); });
     });
   };
   auto operation = boost::asio::async_initiate<decltype(boost::asio::use_awaitable), void(T)>(
@@ -29,4 +28,4 @@ boost::asio::awaitable<T> await_callback(Start start) {
   co_return co_await std::move(operation);
 }
 
-}  // namespace tidepool::daemon
+}  // namespace tidepool

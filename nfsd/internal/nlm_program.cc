@@ -1,0 +1,430 @@
+#include "nfsd/internal/nlm_program.h"
+
+#include <openssl/evp.h>
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <cstring>
+#include <limits>
+
+#include "common/callback_awaitable.h"
+#include "nfsd/internal/rpc_client.h"
+
+namespace tidepool::nfsd {
+
+namespace asio = boost::asio;
+
+// nlm4_lock: what a client asks to lock, echoed back in GRANTED callbacks.
+struct NlmProgram::Lock {
+  std::string caller_name;
+  std::vector<std::uint8_t> fh;
+  std::vector<std::uint8_t> oh;
+  std::uint32_t svid = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;  // 0: to the end of the file
+};
+
+// The arguments of TEST, LOCK, CANCEL and UNLOCK, each using the fields it has.
+struct NlmProgram::Request {
+  std::vector<std::uint8_t> cookie;
+  bool block = false;
+  bool exclusive = false;
+  Lock lock;
+  bool reclaim = false;
+};
+
+namespace {
+
+enum Nlm4Status : std::uint32_t {
+  NLM4_GRANTED = 0,
+  NLM4_DENIED = 1,
+  NLM4_DENIED_NOLOCKS = 2,
+  NLM4_BLOCKED = 3,
+  NLM4_DENIED_GRACE_PERIOD = 4,
+  NLM4_STALE_FH = 7,
+  NLM4_FBIG = 8,
+};
+
+enum Procedure : std::uint32_t {
+  kNull = 0,
+  kTest = 1,
+  kLock = 2,
+  kCancel = 3,
+  kUnlock = 4,
+  kGranted = 5,
+  kTestMsg = 6,
+  kLockMsg = 7,
+  kCancelMsg = 8,
+  kUnlockMsg = 9,
+  kGrantedMsg = 10,
+  kTestRes = 11,
+  kLockRes = 12,
+  kCancelRes = 13,
+  kUnlockRes = 14,
+  kGrantedRes = 15,
+  kNmLock = 22,
+  kFreeAll = 23,
+};
+
+constexpr std::size_t kMaxNetobj = 1024;  // MAXNETOBJ_SZ
+constexpr std::size_t kMaxName = 1024;    // LM_MAXSTRLEN
+constexpr int kGrantedAttempts = 6;
+constexpr std::chrono::seconds kCallbackTimeout{5};
+
+std::vector<std::uint8_t> netobj(xdr::Decoder& in) {
+  auto bytes = in.opaque(kMaxNetobj);
+  return {bytes.begin(), bytes.end()};
+}
+
+NlmProgram::Lock decode_lock(xdr::Decoder& in) {
+  NlmProgram::Lock lock;
+  lock.caller_name = std::string(in.string(kMaxName));
+  lock.fh = netobj(in);
+  lock.oh = netobj(in);
+  lock.svid = in.u32();
+  lock.offset = in.u64();
+  lock.length = in.u64();
+  return lock;
+}
+
+void encode_lock(xdr::Encoder& out, const NlmProgram::Lock& lock) {
+  out.string(lock.caller_name);
+  out.opaque(lock.fh);
+  out.opaque(lock.oh);
+  out.u32(lock.svid);
+  out.u64(lock.offset);
+  out.u64(lock.length);
+}
+
+// The arguments of `procedure` (a synchronous one or its _MSG twin).
+NlmProgram::Request decode_request(std::uint32_t procedure, xdr::Decoder& in) {
+  NlmProgram::Request request;
+  request.cookie = netobj(in);
+  switch (procedure) {
+    case kTest:
+    case kTestMsg:
+      request.exclusive = in.boolean();
+      request.lock = decode_lock(in);
+      break;
+    case kLock:
+    case kLockMsg:
+    case kNmLock:
+      request.block = in.boolean();
+      request.exclusive = in.boolean();
+      request.lock = decode_lock(in);
+      request.reclaim = in.boolean();
+      in.u32();  // the client's NSM state
+      break;
+    case kCancel:
+    case kCancelMsg:
+      request.block = in.boolean();
+      request.exclusive = in.boolean();
+      request.lock = decode_lock(in);
+      break;
+    default:
+      request.lock = decode_lock(in);
+      break;
+  }
+  return request;
+}
+
+// The bytes a lock covers; empty when they run past the largest offset.
+std::optional<lockmgr::Range> range_of(const NlmProgram::Lock& lock) {
+  constexpr std::uint64_t kEnd = std::numeric_limits<std::uint64_t>::max();
+  const std::uint64_t end =
+      lock.length == 0 || lock.length > kEnd - lock.offset ? kEnd : lock.offset + lock.length;
+  if (lock.offset >= end) return std::nullopt;
+  return lockmgr::Range{lock.offset, end};
+}
+
+// One owner per process of a client, the same through every node: the client's name, the
+// process id and the owner handle, hashed.
+lockmgr::LockOwner owner_of(const NlmProgram::Lock& lock) {
+  EVP_MD_CTX* context = EVP_MD_CTX_new();
+  const std::uint32_t svid = lock.svid;
+  const std::uint32_t name_length = static_cast<std::uint32_t>(lock.caller_name.size());
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_DigestInit_ex(context, EVP_sha256(), nullptr);
+  EVP_DigestUpdate(context, &name_length, sizeof name_length);
+  EVP_DigestUpdate(context, lock.caller_name.data(), lock.caller_name.size());
+  EVP_DigestUpdate(context, &svid, sizeof svid);
+  EVP_DigestUpdate(context, lock.oh.data(), lock.oh.size());
+  EVP_DigestFinal_ex(context, digest, &length);
+  EVP_MD_CTX_free(context);
+  lockmgr::LockOwner owner;
+  std::memcpy(&owner.high, digest, sizeof owner.high);
+  std::memcpy(&owner.low, digest + sizeof owner.high, sizeof owner.low);
+  // The zero owner means "no owner"; a hash that lands on it still names an owner.
+  if (owner.none()) owner.low = 1;
+  return owner;
+}
+
+lockmgr::AdvisoryLock advisory_of(const CallContext& context, const NlmProgram::Request& request,
+                                  std::uint64_t file, lockmgr::Range range) {
+  lockmgr::AdvisoryLock lock;
+  lock.file = file;
+  lock.owner = owner_of(request.lock);
+  lock.client = request.lock.caller_name;
+  lock.holder = "nfs client " + request.lock.caller_name + " (" + context.client.to_string() +
+                ") pid " + std::to_string(request.lock.svid);
+  lock.range = range;
+  lock.exclusive = request.exclusive;
+  return lock;
+}
+
+// The client's own lock manager, where callbacks and results go.
+RpcTarget callback_target(const CallContext& context) {
+  return RpcTarget{context.client, NlmProgram::kProgram, NlmProgram::kVersion};
+}
+
+void encode_status(xdr::Encoder& out, const std::vector<std::uint8_t>& cookie,
+                   std::uint32_t status) {
+  out.opaque(cookie);
+  out.u32(status);
+}
+
+// nlm4_testres. The lock manager says whether some other owner's lock conflicts, not whose it
+// is: the holder reported is the range asked about, exclusive unless only a shared lock could
+// be in the way, of an unknown process.
+void encode_test_result(xdr::Encoder& out, const NlmProgram::Request& request,
+                        std::uint32_t status) {
+  encode_status(out, request.cookie, status);
+  if (status != NLM4_DENIED) return;
+  out.boolean(!request.exclusive);
+  out.u32(0);
+  out.opaque(std::span<const std::uint8_t>());
+  out.u64(request.lock.offset);
+  out.u64(request.lock.length);
+}
+
+}  // namespace
+
+NlmProgram::NlmProgram(Service& service, asio::any_io_executor executor)
+    : service_(service),
+      executor_(std::move(executor)),
+      grace_ends_(std::chrono::steady_clock::now() + service.config.nlm_grace_period) {}
+
+void NlmProgram::set_locks(std::weak_ptr<lockmgr::AdvisoryLocks> locks) {
+  std::lock_guard guard(mutex_);
+  locks_ = std::move(locks);
+}
+
+std::shared_ptr<lockmgr::AdvisoryLocks> NlmProgram::locks() const {
+  std::lock_guard guard(mutex_);
+  return locks_.lock();
+}
+
+awaitable<std::optional<AcceptStatus>> NlmProgram::call(const CallContext& context,
+                                                        xdr::Decoder& in, xdr::Encoder& out) {
+  const std::uint32_t procedure = context.procedure;
+  switch (procedure) {
+    case kNull:
+      co_return AcceptStatus::success;
+    case kTest:
+    case kLock:
+    case kCancel:
+    case kUnlock:
+    case kNmLock:
+    case kTestMsg:
+    case kLockMsg:
+    case kCancelMsg:
+    case kUnlockMsg: {
+      Request request = decode_request(procedure, in);
+      if (!in.ok()) co_return AcceptStatus::garbage_args;
+      std::uint32_t status = NLM4_DENIED;
+      switch (procedure) {
+        case kTest:
+        case kTestMsg:
+          status = co_await test(context, request);
+          break;
+        case kLock:
+        case kLockMsg:
+          status = co_await lock(context, request);
+          break;
+        case kNmLock:
+          // Not monitored: the client takes no blocking requests.
+          request.block = false;
+          status = co_await lock(context, request);
+          break;
+        case kCancel:
+        case kCancelMsg:
+          status = co_await cancel(context, request);
+          break;
+        default:
+          status = co_await unlock(context, request);
+          break;
+      }
+      const bool asynchronous = procedure >= kTestMsg && procedure <= kUnlockMsg;
+      xdr::Buffer results;
+      xdr::Encoder encoder(results);
+      if (procedure == kTest || procedure == kTestMsg) {
+        encode_test_result(asynchronous ? encoder : out, request, status);
+      } else {
+        encode_status(asynchronous ? encoder : out, request.cookie, status);
+      }
+      if (asynchronous) send_result(context, procedure - kTestMsg + kTestRes, std::move(results));
+      co_return AcceptStatus::success;
+    }
+    case kFreeAll: {
+      const std::string name(in.string(kMaxName));
+      in.u32();  // the client's new NSM state
+      if (!in.ok()) co_return AcceptStatus::garbage_args;
+      if (auto locks = this->locks()) {
+        auto freeing = await_callback<bool>([&locks, &name](auto done) {
+          locks->free_client(name, [done]() mutable { done(true); });
+        });
+        co_await std::move(freeing);
+        spdlog::info("nlm: freed every lock of client {}", name);
+      }
+      co_return AcceptStatus::success;
+    }
+    case kGrantedMsg:
+    case kTestRes:
+    case kLockRes:
+    case kCancelRes:
+    case kUnlockRes:
+    case kGrantedRes:
+      // Results of calls this server never makes asynchronously, or callbacks meant for a
+      // client: acknowledged, nothing to do.
+      co_return AcceptStatus::success;
+    case kGranted:
+    default:
+      co_return AcceptStatus::proc_unavail;
+  }
+}
+
+awaitable<std::optional<std::uint64_t>> NlmProgram::file_of(const CallContext& context,
+                                                            const Lock& lock) {
+  auto contents = service_.sealer()->unseal(lock.fh);
+  if (!contents.ok()) co_return std::nullopt;
+  {
+    std::shared_ptr<const ExportTable> exports = service_.exports.snapshot();
+    const Export* exported = exports->by_id(contents->export_id);
+    if (exported == nullptr || !exported->allows(context.client)) co_return std::nullopt;
+  }
+  auto attributes = co_await service_.store.getattr(contents->inode);
+  if (!attributes.ok() || attributes->generation != contents->generation) co_return std::nullopt;
+  co_return contents->inode;
+}
+
+awaitable<std::uint32_t> NlmProgram::test(const CallContext& context, const Request& request) {
+  auto locks = this->locks();
+  if (!locks) co_return NLM4_DENIED_NOLOCKS;
+  if (in_grace()) co_return NLM4_DENIED_GRACE_PERIOD;
+  const std::optional<std::uint64_t> file = co_await file_of(context, request.lock);
+  if (!file) co_return NLM4_STALE_FH;
+  const std::optional<lockmgr::Range> range = range_of(request.lock);
+  if (!range) co_return NLM4_FBIG;
+  const lockmgr::AdvisoryLock lock = advisory_of(context, request, *file, *range);
+  auto testing = await_callback<bool>([&locks, &lock](auto done) { locks->test(lock, done); });
+  const bool conflicts = co_await std::move(testing);
+  co_return conflicts ? NLM4_DENIED : NLM4_GRANTED;
+}
+
+awaitable<std::uint32_t> NlmProgram::lock(const CallContext& context, const Request& request) {
+  auto locks = this->locks();
+  if (!locks) co_return NLM4_DENIED_NOLOCKS;
+  // In the grace period only reclaims; after it, none.
+  if (in_grace() != request.reclaim) co_return NLM4_DENIED_GRACE_PERIOD;
+  const std::optional<std::uint64_t> file = co_await file_of(context, request.lock);
+  if (!file) co_return NLM4_STALE_FH;
+  const std::optional<lockmgr::Range> range = range_of(request.lock);
+  if (!range) co_return NLM4_FBIG;
+  const lockmgr::AdvisoryLock lock = advisory_of(context, request, *file, *range);
+  auto granted_later = [this, context, request] {
+    asio::co_spawn(executor_, send_granted(context, request), asio::detached);
+  };
+  auto locking = await_callback<lockmgr::AdvisoryOutcome>(
+      [&locks, &lock, &request, &granted_later](auto done) {
+        locks->lock(lock, request.block, done, granted_later);
+      });
+  const lockmgr::AdvisoryOutcome outcome = co_await std::move(locking);
+  switch (outcome) {
+    case lockmgr::AdvisoryOutcome::granted:
+      co_return NLM4_GRANTED;
+    case lockmgr::AdvisoryOutcome::blocked:
+      co_return NLM4_BLOCKED;
+    case lockmgr::AdvisoryOutcome::denied:
+      break;
+  }
+  co_return NLM4_DENIED;
+}
+
+awaitable<std::uint32_t> NlmProgram::cancel(const CallContext& context, const Request& request) {
+  auto locks = this->locks();
+  if (!locks) co_return NLM4_DENIED_NOLOCKS;
+  const std::optional<std::uint64_t> file = co_await file_of(context, request.lock);
+  if (!file) co_return NLM4_STALE_FH;
+  const std::optional<lockmgr::Range> range = range_of(request.lock);
+  if (!range) co_return NLM4_FBIG;
+  const lockmgr::AdvisoryLock lock = advisory_of(context, request, *file, *range);
+  auto cancelling = await_callback<bool>([&locks, &lock](auto done) { locks->cancel(lock, done); });
+  const bool cancelled = co_await std::move(cancelling);
+  co_return cancelled ? NLM4_GRANTED : NLM4_DENIED;
+}
+
+awaitable<std::uint32_t> NlmProgram::unlock(const CallContext& context, const Request& request) {
+  auto locks = this->locks();
+  if (!locks) co_return NLM4_DENIED_NOLOCKS;
+  const std::optional<std::uint64_t> file = co_await file_of(context, request.lock);
+  if (!file) co_return NLM4_STALE_FH;
+  const std::optional<lockmgr::Range> range = range_of(request.lock);
+  if (!range) co_return NLM4_FBIG;
+  const lockmgr::AdvisoryLock lock = advisory_of(context, request, *file, *range);
+  auto unlocking = await_callback<bool>(
+      [&locks, &lock](auto done) { locks->unlock(lock, [done]() mutable { done(true); }); });
+  co_await std::move(unlocking);
+  co_return NLM4_GRANTED;
+}
+
+awaitable<void> NlmProgram::send_granted(CallContext context, Request request) {
+  xdr::Buffer arguments;
+  xdr::Encoder out(arguments);
+  out.opaque(request.cookie);
+  out.boolean(request.exclusive);
+  encode_lock(out, request.lock);
+  const RpcTarget client = callback_target(context);
+  std::string why;
+  for (int attempt = 1; attempt <= kGrantedAttempts; ++attempt) {
+    auto calling = call_client(client, kGranted, arguments, kCallbackTimeout);
+    Result<xdr::Buffer> reply = co_await std::move(calling);
+    if (reply.ok()) {
+      xdr::Decoder in(*reply);
+      netobj(in);
+      const std::uint32_t status = in.u32();
+      if (in.ok() && status == NLM4_GRANTED) co_return;
+      why = "it no longer wants the lock";
+      break;
+    }
+    why = reply.status().message();
+    spdlog::info("nlm: GRANTED callback to {} for pid {}, attempt {}: {}",
+                 context.client.to_string(), request.lock.svid, attempt, why);
+    asio::steady_timer pause(executor_, std::chrono::seconds(attempt));
+    co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
+  }
+  spdlog::warn("nlm: GRANTED callback to {} for pid {} failed ({}): giving the lock back",
+               context.client.to_string(), request.lock.svid, why);
+  co_await unlock(context, request);
+}
+
+void NlmProgram::send_result(const CallContext& context, std::uint32_t procedure,
+                             xdr::Buffer results) {
+  auto send = [](RpcTarget client, std::uint32_t procedure,
+                 xdr::Buffer results) -> awaitable<void> {
+    auto calling = call_client(client, procedure, results, kCallbackTimeout);
+    Result<xdr::Buffer> reply = co_await std::move(calling);
+    if (!reply.ok()) {
+      spdlog::info("nlm: result {} to {} not delivered: {}", procedure, client.host.to_string(),
+                   reply.status().message());
+    }
+  };
+  asio::co_spawn(executor_, send(callback_target(context), procedure, std::move(results)),
+                 asio::detached);
+}
+
+}  // namespace tidepool::nfsd

@@ -1,0 +1,66 @@
+// NLM version 4 (the Network Lock Manager that goes with NFSv3; X/Open XNFS, and RFC 1813's
+// companion): NFS clients' byte-range locks, kept as the cluster's advisory locks so that a
+// client locking through one node conflicts with a client locking through any other.
+//
+// TEST, LOCK (blocking requests answered BLOCKED and later granted through a GRANTED callback to
+// the client's lock manager), CANCEL, UNLOCK, NM_LOCK, FREE_ALL and the asynchronous _MSG
+// variants, whose results go back to the client as _RES calls. After the node starts, a grace
+// period admits only reclaims. A GRANTED callback the client never acknowledges (it vanished)
+// gives the lock back, so nobody else waits on it forever.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <chrono>
+#include <memory>
+#include <mutex>
+
+#include "lockmgr/advisory_locks.h"
+#include "nfsd/internal/rpc.h"
+#include "nfsd/internal/service.h"
+
+namespace tidepool::nfsd {
+
+class NlmProgram final : public RpcProgram {
+ public:
+  static constexpr std::uint32_t kProgram = 100021;
+  static constexpr std::uint32_t kVersion = 4;
+  // Callbacks to clients run on `executor`.
+  NlmProgram(Service& service, boost::asio::any_io_executor executor);
+
+  std::uint32_t number() const override { return kProgram; }
+  std::uint32_t min_version() const override { return kVersion; }
+  std::uint32_t max_version() const override { return kVersion; }
+  awaitable<std::optional<AcceptStatus>> call(const CallContext& context, xdr::Decoder& arguments,
+                                              xdr::Encoder& results) override;
+
+  // The cluster's advisory locks, once the node is a member (until then locks are refused as
+  // DENIED_NOLOCKS); empty again when it leaves. Callable from any thread.
+  void set_locks(std::weak_ptr<lockmgr::AdvisoryLocks> locks);
+
+  struct Lock;
+  struct Request;
+
+ private:
+  std::shared_ptr<lockmgr::AdvisoryLocks> locks() const;
+  bool in_grace() const { return std::chrono::steady_clock::now() < grace_ends_; }
+  // What the handle names, as the advisory locks know it; empty for a stale or forged handle
+  // or one the client may not use.
+  awaitable<std::optional<std::uint64_t>> file_of(const CallContext& context, const Lock& lock);
+  awaitable<std::uint32_t> test(const CallContext& context, const Request& request);
+  awaitable<std::uint32_t> lock(const CallContext& context, const Request& request);
+  awaitable<std::uint32_t> cancel(const CallContext& context, const Request& request);
+  awaitable<std::uint32_t> unlock(const CallContext& context, const Request& request);
+  // Tells the client its blocked request is granted; gives the lock back if it never says
+  // it still wants it.
+  awaitable<void> send_granted(CallContext context, Request request);
+  // The result of a _MSG call, as the matching _RES call to the client.
+  void send_result(const CallContext& context, std::uint32_t procedure, xdr::Buffer results);
+
+  Service& service_;
+  boost::asio::any_io_executor executor_;
+  const std::chrono::steady_clock::time_point grace_ends_;
+  mutable std::mutex mutex_;
+  std::weak_ptr<lockmgr::AdvisoryLocks> locks_;  // guarded by mutex_
+};
+
+}  // namespace tidepool::nfsd

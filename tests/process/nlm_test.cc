@@ -1,0 +1,301 @@
+// NLM through real tided nodes: libnfs's NLM calls lock a file through one node and another,
+// and the client's own lock manager — a portmapper and NLM's GRANTED procedure on port 111 of
+// the client's loopback address, served by libnfs — receives the GRANTED callbacks.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/process/tide_cluster.h"
+
+// After libnfs.h, which tide_cluster.h brings and these need.
+#include <nfsc/libnfs-raw-nlm.h>
+#include <nfsc/libnfs-raw-portmap.h>
+
+namespace tidepool::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+constexpr uint16_t kPortmapPort = 111;
+
+// A TCP socket bound to `address` (port 0: any), connected to `to`:`port` when `to` is given,
+// else listening. -1 on failure.
+int bound_socket(const std::string& address, uint16_t port, const std::string& to = {},
+                 uint16_t to_port = 0) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in local{};
+  local.sin_family = AF_INET;
+  local.sin_port = htons(port);
+  ::inet_pton(AF_INET, address.c_str(), &local.sin_addr);
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) == 0;
+  if (ok && to.empty()) ok = ::listen(fd, 16) == 0;
+  if (ok && !to.empty()) {
+    sockaddr_in remote{};
+    remote.sin_family = AF_INET;
+    remote.sin_port = htons(to_port);
+    ::inet_pton(AF_INET, to.c_str(), &remote.sin_addr);
+    ok = ::connect(fd, reinterpret_cast<sockaddr*>(&remote), sizeof remote) == 0;
+  }
+  if (!ok) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// The client host's lock manager: answers PMAP GETPORT for NLM with port 111 itself, and
+// records the GRANTED callbacks it receives. libnfs's service callbacks carry no user pointer,
+// so the one instance is reached through `current`.
+class ClientLockd {
+ public:
+  ClientLockd() {
+    for (int i = 0; i < 50 && listener_ < 0; ++i) {
+      address_ = "127.201." + std::to_string((::getpid() + i) % 250 + 1) + "." +
+                 std::to_string(i % 250 + 1);
+      listener_ = bound_socket(address_, kPortmapPort);
+    }
+    current = this;
+    if (listener_ >= 0) thread_ = std::thread([this] { serve(); });
+  }
+  ~ClientLockd() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    if (listener_ >= 0) ::close(listener_);
+    current = nullptr;
+  }
+
+  bool listening() const { return listener_ >= 0; }
+  const std::string& address() const { return address_; }
+
+  // Waits (bounded) for a GRANTED callback for process `svid`.
+  bool wait_granted(uint32_t svid, std::chrono::milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+      {
+        std::lock_guard lock(mutex_);
+        if (granted_.contains(svid)) return true;
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+    return false;
+  }
+
+ private:
+  static int getport(rpc_context* rpc, rpc_msg* call) {
+    uint32_t port = kPortmapPort;
+    return rpc_send_reply(rpc, call, &port, reinterpret_cast<zdrproc_t>(zdr_uint32_t), sizeof port);
+  }
+  static int granted(rpc_context* rpc, rpc_msg* call) {
+    auto* args = static_cast<NLM4_GRANTEDargs*>(call->body.cbody.args);
+    {
+      std::lock_guard lock(current->mutex_);
+      current->granted_.insert(args->lock.svid);
+    }
+    NLM4_GRANTEDres res{};
+    res.cookie = args->cookie;
+    res.status = NLM4_GRANTED;
+    return rpc_send_reply(rpc, call, &res, reinterpret_cast<zdrproc_t>(zdr_NLM4_GRANTEDres),
+                          sizeof res);
+  }
+
+  void serve() {
+    static service_proc portmap[] = {{PMAP2_GETPORT, getport,
+                                      reinterpret_cast<zdrproc_t>(zdr_pmap2_mapping),
+                                      sizeof(pmap2_mapping)}};
+    static service_proc nlm[] = {{NLM4_GRANT, granted,
+                                  reinterpret_cast<zdrproc_t>(zdr_NLM4_GRANTEDargs),
+                                  sizeof(NLM4_GRANTEDargs)}};
+    std::vector<rpc_context*> connections;
+    const auto deadline = Clock::now() + 5min;
+    while (!stop_ && Clock::now() < deadline && connections.size() < 256) {
+      std::vector<pollfd> fds{{listener_, POLLIN, 0}};
+      for (rpc_context* rpc : connections) {
+        fds.push_back({rpc_get_fd(rpc), static_cast<short>(rpc_which_events(rpc)), 0});
+      }
+      if (::poll(fds.data(), fds.size(), 100) < 0) break;
+      for (std::size_t i = 1; i < fds.size(); ++i) {
+        if (fds[i].revents != 0) rpc_service(connections[i - 1], fds[i].revents);
+      }
+      if (fds[0].revents & POLLIN) {
+        int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd < 0) continue;
+        rpc_context* rpc = rpc_init_server_context(fd);
+        rpc_register_service(rpc, PMAP_PROGRAM, PMAP_V2, portmap, 1);
+        rpc_register_service(rpc, NLM_PROGRAM, NLM_V4, nlm, 1);
+        connections.push_back(rpc);
+      }
+    }
+    for (rpc_context* rpc : connections) rpc_destroy_context(rpc);
+  }
+
+  static inline ClientLockd* current = nullptr;
+  std::string address_;
+  int listener_ = -1;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::mutex mutex_;
+  std::set<uint32_t> granted_;  // guarded by mutex_
+};
+
+// NLM v4 calls through libnfs to one node, from `source` when given (where the node sends its
+// callbacks).
+class NlmClient {
+ public:
+  NlmClient(const Endpoint& node, std::string caller, const std::string& source = {})
+      : caller_(std::move(caller)) {
+    connected_ = connection_.connect(node.address, node.nfs_port, NLM_PROGRAM, NLM_V4, {});
+    if (!connected_ || source.empty()) return;
+    // libnfs cannot choose its source address: put a socket that did in place of its own.
+    int fd = bound_socket(source, 0, node.address, node.nfs_port);
+    connected_ = fd >= 0 && ::dup2(fd, rpc_get_fd(connection_.get())) >= 0;
+    if (fd >= 0) ::close(fd);
+  }
+  bool connected() const { return connected_; }
+
+  uint32_t lock(const FileHandle& fh, uint32_t svid, bool exclusive, bool block,
+                bool reclaim = false) {
+    NLM4_LOCKargs args{};
+    args.block = block;
+    args.exclusive = exclusive;
+    args.lock = lock_of(fh, svid);
+    args.reclaim = reclaim;
+    return call("LOCK", [&](rpc_cb cb, void* priv) {
+      return rpc_nlm4_lock_async(connection_.get(), cb, &args, priv);
+    });
+  }
+  uint32_t test(const FileHandle& fh, uint32_t svid, bool exclusive) {
+    NLM4_TESTargs args{};
+    args.exclusive = exclusive;
+    args.lock = lock_of(fh, svid);
+    return call("TEST", [&](rpc_cb cb, void* priv) {
+      return rpc_nlm4_test_async(connection_.get(), cb, &args, priv);
+    });
+  }
+  uint32_t unlock(const FileHandle& fh, uint32_t svid) {
+    NLM4_UNLOCKargs args{};
+    args.lock = lock_of(fh, svid);
+    return call("UNLOCK", [&](rpc_cb cb, void* priv) {
+      return rpc_nlm4_unlock_async(connection_.get(), cb, &args, priv);
+    });
+  }
+
+ private:
+  nlm4_lock lock_of(const FileHandle& fh, uint32_t svid) {
+    owner_ = std::to_string(svid) + "@" + caller_;
+    nlm4_lock lock{};
+    lock.caller_name = const_cast<char*>(caller_.c_str());
+    lock.fh.data.data_len = static_cast<u_int>(fh.size());
+    lock.fh.data.data_val = const_cast<char*>(fh.data());
+    lock.oh = const_cast<char*>(owner_.c_str());
+    lock.svid = svid;
+    return lock;
+  }
+
+  // The status of the reply; the first word of every NLM result after its cookie.
+  uint32_t call(std::string_view what, const std::function<int(rpc_cb, void*)>& issue) {
+    uint32_t status = 1000;
+    const bool answered = connection_.call(what, issue, [&status](void* data) {
+      // NLM4_TESTres and NLM4_LOCKres/UNLOCKres all begin with the cookie and the status.
+      status = static_cast<NLM4_LOCKres*>(data)->status;
+    });
+    EXPECT_TRUE(answered) << what << ": " << connection_.error();
+    return status;
+  }
+
+  std::string caller_;
+  std::string owner_;
+  RpcConnection connection_;
+  bool connected_ = false;
+};
+
+class NlmTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (tide_path().empty()) GTEST_SKIP() << "no tide binary in this build";
+    ASSERT_TRUE(lockd_.listening()) << "no free loopback address for the client's lock manager";
+    cluster_ = std::make_unique<TideCluster>("nlm", std::vector<std::string>(3, "default"), "nlm",
+                                             "[nfs]\nnlm_grace_period = \"2s\"\n");
+    std::string error;
+    ASSERT_TRUE(cluster_->start(&error)) << error;
+    cluster_->form();
+    MountClient mount(cluster_->node(1).endpoint());
+    MountResult root = mount.mnt("/ifs");
+    ASSERT_EQ(root.status, MNT3_OK);
+    NfsClient nfs(cluster_->node(1).endpoint());
+    file_ = nfs.make_file(root.fh, "locked");
+    ASSERT_FALSE(file_.empty());
+  }
+
+  // Until the node `client` talks to is past its grace period (bounded).
+  void wait_out_grace(NlmClient& client) {
+    const auto deadline = Clock::now() + 20s;
+    while (client.test(file_, 99, false) == NLM4_DENIED_GRACE_PERIOD && Clock::now() < deadline) {
+      std::this_thread::sleep_for(200ms);
+    }
+  }
+
+  ClientLockd lockd_;
+  std::unique_ptr<TideCluster> cluster_;
+  FileHandle file_;
+};
+
+TEST_F(NlmTest, ALockThroughOneNodeBlocksAnotherThroughAnotherNodeUntilUnlocked) {
+  NlmClient a(cluster_->node(1).endpoint(), "client-a");
+  NlmClient b(cluster_->node(3).endpoint(), "client-b", lockd_.address());
+  ASSERT_TRUE(a.connected() && b.connected());
+  wait_out_grace(a);
+  wait_out_grace(b);
+  ASSERT_EQ(a.lock(file_, 1, true, false), NLM4_GRANTED);
+  EXPECT_EQ(b.test(file_, 2, false), NLM4_DENIED);
+  EXPECT_EQ(b.lock(file_, 2, true, false), NLM4_DENIED);
+  EXPECT_EQ(b.lock(file_, 2, true, true), NLM4_BLOCKED);
+  // After the grace period a reclaim is refused.
+  EXPECT_EQ(b.lock(file_, 3, false, false, true), NLM4_DENIED_GRACE_PERIOD);
+  EXPECT_EQ(a.unlock(file_, 1), NLM4_GRANTED);
+  EXPECT_TRUE(lockd_.wait_granted(2, 15s))
+      << "no GRANTED callback reached the waiting client; node 3 said:\n"
+      << cluster_->node(3).log_tail();
+  EXPECT_EQ(a.test(file_, 1, false), NLM4_DENIED);
+  EXPECT_EQ(b.unlock(file_, 2), NLM4_GRANTED);
+  // UNLOCK is answered once the node let go; its coordinator learns of it a moment later.
+  const auto deadline = Clock::now() + 5s;
+  uint32_t status = NLM4_DENIED;
+  while (status != NLM4_GRANTED && Clock::now() < deadline) status = a.test(file_, 1, true);
+  EXPECT_EQ(status, NLM4_GRANTED);
+
+  FileHandle forged = file_;
+  forged.back() ^= 1;
+  EXPECT_EQ(a.lock(forged, 1, true, false), NLM4_STALE_FH);
+}
+
+TEST_F(NlmTest, KillingTheHoldersNodeReleasesItsLocksAndTheWaiterProceeds) {
+  NlmClient a(cluster_->node(1).endpoint(), "client-a");
+  NlmClient b(cluster_->node(3).endpoint(), "client-b", lockd_.address());
+  ASSERT_TRUE(a.connected() && b.connected());
+  wait_out_grace(a);
+  wait_out_grace(b);
+  ASSERT_EQ(a.lock(file_, 1, true, false), NLM4_GRANTED);
+  ASSERT_EQ(b.lock(file_, 2, true, true), NLM4_BLOCKED);
+  cluster_->node(1).kill();
+  EXPECT_TRUE(lockd_.wait_granted(2, 40s))
+      << "the waiter was not granted after the holder's node died";
+}
+
+}  // namespace
+}  // namespace tidepool::test
