@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <vector>
 
 namespace tidepool::lockmgr {
@@ -197,19 +198,24 @@ class AdvisoryLocksImpl final : public AdvisoryLocks,
 
   void waited(const Key& key, LockId id, const LockResult& result) {
     auto owned = owners_.find(key);
-    auto& waiters = owned == owners_.end() ? no_waiters_ : owned->second.waiters;
-    auto waiter =
-        std::find_if(waiters.begin(), waiters.end(), [id](const Waiter& w) { return w.id == id; });
-    if (waiter == waiters.end()) {
+    std::optional<Waiter> waited;
+    if (owned != owners_.end()) {
+      auto& waiters = owned->second.waiters;
+      auto waiter = std::find_if(waiters.begin(), waiters.end(),
+                                 [id](const Waiter& w) { return w.id == id; });
+      if (waiter != waiters.end()) {
+        waited = std::move(*waiter);
+        waiters.erase(waiter);
+      }
+    }
+    if (!waited) {
       // Cancelled or freed while the grant was on its way.
       if (result.granted()) (void)manager_.release(id);
       return;
     }
-    Waiter granted = std::move(*waiter);
-    waiters.erase(waiter);
     if (!result.granted()) return forget_if_empty(owned);
-    adopt(key, Held{id, granted.range, granted.exclusive});
-    if (granted.granted_later) granted.granted_later();
+    adopt(key, Held{id, waited->range, waited->exclusive});
+    if (waited->granted_later) waited->granted_later();
   }
 
   // A new lock of the owner: what it held on the range gives way to it.
@@ -264,7 +270,6 @@ class AdvisoryLocksImpl final : public AdvisoryLocks,
   cluster::EventLoop& loop_;
   LockManager& manager_;
   Owners owners_;
-  std::vector<Waiter> no_waiters_;
   bool closed_ = false;
 };
 

@@ -312,15 +312,24 @@ awaitable<std::optional<std::uint64_t>> NlmProgram::file_of(const CallContext& c
   co_return contents->inode;
 }
 
-awaitable<std::uint32_t> NlmProgram::test(const CallContext& context, const Request& request) {
-  auto locks = this->locks();
-  if (!locks) co_return NLM4_DENIED_NOLOCKS;
-  if (in_grace()) co_return NLM4_DENIED_GRACE_PERIOD;
+awaitable<std::uint32_t> NlmProgram::advisory_lock(const CallContext& context,
+                                                   const Request& request,
+                                                   lockmgr::AdvisoryLock& lock) {
   const std::optional<std::uint64_t> file = co_await file_of(context, request.lock);
   if (!file) co_return NLM4_STALE_FH;
   const std::optional<lockmgr::Range> range = range_of(request.lock);
   if (!range) co_return NLM4_FBIG;
-  const lockmgr::AdvisoryLock lock = advisory_of(context, request, *file, *range);
+  lock = advisory_of(context, request, *file, *range);
+  co_return NLM4_GRANTED;
+}
+
+awaitable<std::uint32_t> NlmProgram::test(const CallContext& context, const Request& request) {
+  auto locks = this->locks();
+  if (!locks) co_return NLM4_DENIED_NOLOCKS;
+  if (in_grace()) co_return NLM4_DENIED_GRACE_PERIOD;
+  lockmgr::AdvisoryLock lock;
+  const std::uint32_t named = co_await advisory_lock(context, request, lock);
+  if (named != NLM4_GRANTED) co_return named;
   auto testing = await_callback<bool>([&locks, &lock](auto done) { locks->test(lock, done); });
   const bool conflicts = co_await std::move(testing);
   co_return conflicts ? NLM4_DENIED : NLM4_GRANTED;
@@ -331,11 +340,9 @@ awaitable<std::uint32_t> NlmProgram::lock(const CallContext& context, const Requ
   if (!locks) co_return NLM4_DENIED_NOLOCKS;
   // In the grace period only reclaims; after it, none.
   if (in_grace() != request.reclaim) co_return NLM4_DENIED_GRACE_PERIOD;
-  const std::optional<std::uint64_t> file = co_await file_of(context, request.lock);
-  if (!file) co_return NLM4_STALE_FH;
-  const std::optional<lockmgr::Range> range = range_of(request.lock);
-  if (!range) co_return NLM4_FBIG;
-  const lockmgr::AdvisoryLock lock = advisory_of(context, request, *file, *range);
+  lockmgr::AdvisoryLock lock;
+  const std::uint32_t named = co_await advisory_lock(context, request, lock);
+  if (named != NLM4_GRANTED) co_return named;
   auto granted_later = [this, context, request] {
     asio::co_spawn(executor_, send_granted(context, request), asio::detached);
   };
@@ -358,11 +365,9 @@ awaitable<std::uint32_t> NlmProgram::lock(const CallContext& context, const Requ
 awaitable<std::uint32_t> NlmProgram::cancel(const CallContext& context, const Request& request) {
   auto locks = this->locks();
   if (!locks) co_return NLM4_DENIED_NOLOCKS;
-  const std::optional<std::uint64_t> file = co_await file_of(context, request.lock);
-  if (!file) co_return NLM4_STALE_FH;
-  const std::optional<lockmgr::Range> range = range_of(request.lock);
-  if (!range) co_return NLM4_FBIG;
-  const lockmgr::AdvisoryLock lock = advisory_of(context, request, *file, *range);
+  lockmgr::AdvisoryLock lock;
+  const std::uint32_t named = co_await advisory_lock(context, request, lock);
+  if (named != NLM4_GRANTED) co_return named;
   auto cancelling = await_callback<bool>([&locks, &lock](auto done) { locks->cancel(lock, done); });
   const bool cancelled = co_await std::move(cancelling);
   co_return cancelled ? NLM4_GRANTED : NLM4_DENIED;
@@ -371,11 +376,9 @@ awaitable<std::uint32_t> NlmProgram::cancel(const CallContext& context, const Re
 awaitable<std::uint32_t> NlmProgram::unlock(const CallContext& context, const Request& request) {
   auto locks = this->locks();
   if (!locks) co_return NLM4_DENIED_NOLOCKS;
-  const std::optional<std::uint64_t> file = co_await file_of(context, request.lock);
-  if (!file) co_return NLM4_STALE_FH;
-  const std::optional<lockmgr::Range> range = range_of(request.lock);
-  if (!range) co_return NLM4_FBIG;
-  const lockmgr::AdvisoryLock lock = advisory_of(context, request, *file, *range);
+  lockmgr::AdvisoryLock lock;
+  const std::uint32_t named = co_await advisory_lock(context, request, lock);
+  if (named != NLM4_GRANTED) co_return named;
   auto unlocking = await_callback<bool>(
       [&locks, &lock](auto done) { locks->unlock(lock, [done]() mutable { done(true); }); });
   co_await std::move(unlocking);

@@ -46,6 +46,10 @@ class NlmProgram final : public RpcProgram {
   // What the handle names, as the advisory locks know it; empty for a stale or forged handle
   // or one the client may not use.
   awaitable<std::optional<std::uint64_t>> file_of(const CallContext& context, const Lock& lock);
+  // The advisory lock a request names, in `lock`: NLM4_GRANTED, or why it names none
+  // (NLM4_STALE_FH, NLM4_FBIG).
+  awaitable<std::uint32_t> advisory_lock(const CallContext& context, const Request& request,
+                                         lockmgr::AdvisoryLock& lock);
   awaitable<std::uint32_t> test(const CallContext& context, const Request& request);
   awaitable<std::uint32_t> lock(const CallContext& context, const Request& request);
   awaitable<std::uint32_t> cancel(const CallContext& context, const Request& request);

@@ -61,16 +61,8 @@ Status register_with_rpcbind(const std::vector<PortMapping>& mappings, bool unse
     const PortMapping& m = mappings[i];
     xdr::Buffer message(4);
     xdr::Encoder out(message);
-    out.u32(0x74696400u + static_cast<std::uint32_t>(i));  // xid
-    out.u32(0);                                           // CALL
-    out.u32(kRpcVersion);
-    out.u32(PortmapProgram::kProgram);
-    out.u32(2);
-    out.u32(unset ? kProcUnset : kProcSet);
-    for (int auth = 0; auth < 2; ++auth) {  // AUTH_NONE credential and verifier
-      out.u32(0);
-      out.u32(0);
-    }
+    encode_call(out, 0x74696400u + static_cast<std::uint32_t>(i), PortmapProgram::kProgram, 2,
+                unset ? kProcUnset : kProcSet);
     out.u32(m.program);
     out.u32(m.version);
     out.u32(m.protocol);

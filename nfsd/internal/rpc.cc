@@ -46,6 +46,20 @@ bool parse_auth_sys(std::span<const std::uint8_t> body, CallerIdentity& identity
 
 }  // namespace
 
+void encode_call(xdr::Encoder& out, std::uint32_t xid, std::uint32_t program, std::uint32_t version,
+                 std::uint32_t procedure) {
+  out.u32(xid);
+  out.u32(kCall);
+  out.u32(kRpcVersion);
+  out.u32(program);
+  out.u32(version);
+  out.u32(procedure);
+  for (int auth = 0; auth < 2; ++auth) {  // credential, then verifier
+    out.u32(static_cast<std::uint32_t>(AuthFlavor::none));
+    out.u32(0);
+  }
+}
+
 RpcProgram* RpcDispatcher::find(std::uint32_t number) const {
   for (RpcProgram* p : programs_) {
     if (p->number() == number) return p;

@@ -71,6 +71,11 @@ class RpcProgram {
                                                       xdr::Encoder& results) = 0;
 };
 
+// The header of a call this server makes (AUTH_NONE credential and verifier); the arguments
+// follow.
+void encode_call(xdr::Encoder& out, std::uint32_t xid, std::uint32_t program, std::uint32_t version,
+                 std::uint32_t procedure);
+
 // Handles one call message and produces the reply message (without record marking) in `reply`.
 // Returns false when no reply must be sent.
 class RpcDispatcher {

@@ -51,16 +51,7 @@ awaitable<Result<xdr::Buffer>> call_at(tcp::endpoint to, std::uint32_t program,
   const std::uint32_t xid = next_xid.fetch_add(1);
   xdr::Buffer message(4);
   xdr::Encoder out(message);
-  out.u32(xid);
-  out.u32(0);  // CALL
-  out.u32(kRpcVersion);
-  out.u32(program);
-  out.u32(version);
-  out.u32(procedure);
-  for (int auth = 0; auth < 2; ++auth) {  // AUTH_NONE credential and verifier
-    out.u32(static_cast<std::uint32_t>(AuthFlavor::none));
-    out.u32(0);
-  }
+  encode_call(out, xid, program, version, procedure);
   message.insert(message.end(), arguments.begin(), arguments.end());
   boost::endian::store_big_u32(message.data(),
                                kLastFragment | static_cast<std::uint32_t>(message.size() - 4));

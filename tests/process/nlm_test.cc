@@ -253,25 +253,32 @@ class NlmTest : public ::testing::Test {
     ASSERT_FALSE(file_.empty());
   }
 
-  // Until the node `client` talks to is past its grace period (bounded).
-  void wait_out_grace(NlmClient& client) {
-    const auto deadline = Clock::now() + 20s;
-    while (client.test(file_, 99, false) == NLM4_DENIED_GRACE_PERIOD && Clock::now() < deadline) {
-      std::this_thread::sleep_for(200ms);
+  // Client a through node 1, client b (whose callbacks reach lockd_) through node 3, once both
+  // nodes are past their grace period (bounded).
+  void connect_clients() {
+    a_ = std::make_unique<NlmClient>(cluster_->node(1).endpoint(), "client-a");
+    b_ = std::make_unique<NlmClient>(cluster_->node(3).endpoint(), "client-b", lockd_.address());
+    ASSERT_TRUE(a_->connected() && b_->connected());
+    for (NlmClient* client : {a_.get(), b_.get()}) {
+      const auto deadline = Clock::now() + 20s;
+      while (client->test(file_, 99, false) == NLM4_DENIED_GRACE_PERIOD &&
+             Clock::now() < deadline) {
+        std::this_thread::sleep_for(200ms);
+      }
     }
   }
 
   ClientLockd lockd_;
   std::unique_ptr<TideCluster> cluster_;
   FileHandle file_;
+  std::unique_ptr<NlmClient> a_;
+  std::unique_ptr<NlmClient> b_;
 };
 
 TEST_F(NlmTest, ALockThroughOneNodeBlocksAnotherThroughAnotherNodeUntilUnlocked) {
-  NlmClient a(cluster_->node(1).endpoint(), "client-a");
-  NlmClient b(cluster_->node(3).endpoint(), "client-b", lockd_.address());
-  ASSERT_TRUE(a.connected() && b.connected());
-  wait_out_grace(a);
-  wait_out_grace(b);
+  ASSERT_NO_FATAL_FAILURE(connect_clients());
+  NlmClient& a = *a_;
+  NlmClient& b = *b_;
   ASSERT_EQ(a.lock(file_, 1, true, false), NLM4_GRANTED);
   EXPECT_EQ(b.test(file_, 2, false), NLM4_DENIED);
   EXPECT_EQ(b.lock(file_, 2, true, false), NLM4_DENIED);
@@ -296,11 +303,9 @@ TEST_F(NlmTest, ALockThroughOneNodeBlocksAnotherThroughAnotherNodeUntilUnlocked)
 }
 
 TEST_F(NlmTest, KillingTheHoldersNodeReleasesItsLocksAndTheWaiterProceeds) {
-  NlmClient a(cluster_->node(1).endpoint(), "client-a");
-  NlmClient b(cluster_->node(3).endpoint(), "client-b", lockd_.address());
-  ASSERT_TRUE(a.connected() && b.connected());
-  wait_out_grace(a);
-  wait_out_grace(b);
+  ASSERT_NO_FATAL_FAILURE(connect_clients());
+  NlmClient& a = *a_;
+  NlmClient& b = *b_;
   ASSERT_EQ(a.lock(file_, 1, true, false), NLM4_GRANTED);
   ASSERT_EQ(b.lock(file_, 2, true, true), NLM4_BLOCKED);
   cluster_->node(1).kill();
