@@ -23,8 +23,9 @@ class AsioEventLoop final : public EventLoop {
     timers_->live.clear();
   }
 
-  std::uint64_t now_ms() const override {
-    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+  std::uint64_t now_ms() const override { return now_us() / 1000; }
+  std::uint64_t now_us() const override {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
                                           std::chrono::steady_clock::now().time_since_epoch())
                                           .count());
   }

@@ -21,6 +21,8 @@ class EventLoop {
 
   // Milliseconds on a monotonic clock.
   virtual std::uint64_t now_ms() const = 0;
+  // The same clock in microseconds, for measuring what takes less than a millisecond.
+  virtual std::uint64_t now_us() const = 0;
   // Runs `task` on the loop soon. The only member that may be called from any thread.
   virtual void post(Task task) = 0;
   // Runs `task` on the loop after `delay`, unless cancelled first.

@@ -9,6 +9,7 @@ class SimWorld::Loop final : public EventLoop {
   Loop(SimWorld& world, NodeId node) : world_(world), node_(node) {}
 
   std::uint64_t now_ms() const override { return world_.now_ms_; }
+  std::uint64_t now_us() const override { return world_.now_ms_ * 1000; }
   void post(Task task) override { world_.add_event(node_, 0, 0, std::move(task)); }
   TimerId schedule(std::chrono::milliseconds delay, Task task) override {
     TimerId timer = world_.next_timer_++;

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "cluster/types.h"
+#include "common/latency_histogram.h"
 #include "lockmgr/mode.h"
 
 namespace tidepool::lockmgr {
@@ -153,6 +154,9 @@ struct LockStatistics {
   std::uint64_t refusals = 0;
   std::uint64_t callbacks_received = 0;
   std::uint64_t retransmissions = 0;
+  // From a call's first sending to the coordinator's first answer (granted, queued, refused or
+  // released): what a request costs when nothing stands in its way.
+  LatencyHistogram round_trips;
   std::uint64_t unwanted_released = 0;  // grants that came after the node let the lock go
   std::uint64_t stale_dropped = 0;      // messages of another epoch, or overtaken calls
   std::uint64_t callbacks_sent = 0;

@@ -83,8 +83,9 @@ Status LockManager::convert(LockId id, const ConvertSpec& spec, Completion done)
   return impl_->requester_.convert(id, spec, std::move(done));
 }
 
-Status LockManager::release(LockId id, std::optional<LockValue> value) {
-  return impl_->requester_.release(id, value);
+Status LockManager::release(LockId id, std::optional<LockValue> value,
+                            std::function<void()> released) {
+  return impl_->requester_.release(id, value, std::move(released));
 }
 
 Status LockManager::cancel(LockId id) { return impl_->requester_.cancel(id); }

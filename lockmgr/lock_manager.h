@@ -62,7 +62,9 @@ class LockManager {
   // stronger mode at once: the user stops relying on it before it calls.
   Status convert(LockId id, const ConvertSpec& spec, Completion done);
   // Gives up a lock, or a request still waiting (whose completion then runs, cancelled).
-  Status release(LockId id, std::optional<LockValue> value = std::nullopt);
+  // `released` runs once the coordinator no longer has it, so nobody else waits behind it.
+  Status release(LockId id, std::optional<LockValue> value = std::nullopt,
+                 std::function<void()> released = {});
   // Withdraws a waiting request or conversion: its completion runs, cancelled, or granted if
   // the grant came first. precondition_failed when nothing waits.
   Status cancel(LockId id);

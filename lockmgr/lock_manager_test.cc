@@ -70,11 +70,17 @@ TEST_F(LockManagerTest, AConflictingRequestWaitsUntilTheHolderGivesWayAfterItsCa
   EXPECT_EQ(managers_[3]->held()[0].record.state, LockState::waiting);
   EXPECT_EQ(managers_[3]->held()[0].holder, "test client");
 
-  ASSERT_TRUE(managers_[1]->release(held).ok());
+  bool released = false;
+  ASSERT_TRUE(managers_[1]->release(held, std::nullopt, [&released] { released = true; }).ok());
+  ASSERT_TRUE(run_until([&] { return released; }));
+  EXPECT_TRUE(managers_[1]->held().empty());
   ASSERT_TRUE(run_until([&] { return second.has_value(); }));
   EXPECT_TRUE(second->granted());
   EXPECT_EQ(second->lock.mode, Mode::protected_read);
-  EXPECT_TRUE(managers_[1]->held().empty());
+
+  // Each node timed its calls: node 1 its lock and release, node 3 its request.
+  EXPECT_EQ(managers_[1]->statistics().round_trips.count(), 2u);
+  EXPECT_EQ(managers_[3]->statistics().round_trips.count(), 1u);
 }
 
 TEST_F(LockManagerTest, ATryLockIsRefusedAtOnceAndAWaiterGivesUpAtItsDeadline) {

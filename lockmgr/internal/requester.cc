@@ -47,10 +47,12 @@ Status Requester::convert(LockId id, const ConvertSpec& spec, Completion done) {
   return {};
 }
 
-Status Requester::release(LockId id, std::optional<LockValue> value) {
+Status Requester::release(LockId id, std::optional<LockValue> value,
+                          std::function<void()> released) {
   auto it = entries_.find(id);
   if (it == entries_.end() || it->second.unwanted) return error(Errc::not_found, "no such lock");
   Entry& entry = it->second;
+  if (released) entry.released.push_back(std::move(released));
   if (entry.doing == Doing::releasing) return {};
   Completion pending = std::move(entry.done);
   entry.done = nullptr;
@@ -76,6 +78,7 @@ void Requester::begin(LockId id, Entry& entry, Doing doing) {
   entry.doing = doing;
   entry.op++;
   entry.answered = false;
+  entry.call_started_us = loop_.now_us();
   in_flight_.insert(id);
   send_call(id, entry);
   keep_pumping();
@@ -159,6 +162,10 @@ void Requester::on_answer(LockId id, Entry& entry, const LockMessage& message) {
     counters_.stale_dropped++;
     return;
   }
+  if (entry.call_started_us) {
+    counters_.round_trips.record(loop_.now_us() - *entry.call_started_us);
+    entry.call_started_us.reset();
+  }
   const Doing doing = entry.doing == Doing::cancelling ? entry.cancelled : entry.doing;
   if (const auto* granted = std::get_if<Granted>(&message.body)) {
     if (entry.doing == Doing::releasing) return;
@@ -190,7 +197,7 @@ void Requester::on_answer(LockId id, Entry& entry, const LockMessage& message) {
     return finish(id, entry, refused->reason);
   }
   // Released: the coordinator no longer has the lock.
-  if (entry.doing == Doing::releasing) return forget(id);
+  if (entry.doing == Doing::releasing) return released(id);
   entry.granted = false;
   finish(id, entry, Refusal::cancelled);
 }
@@ -230,6 +237,12 @@ void Requester::forget(LockId id) {
   in_flight_.erase(id);
 }
 
+void Requester::released(LockId id) {
+  std::vector<std::function<void()>> waiting = std::move(entries_.at(id).released);
+  forget(id);
+  for (auto& done : waiting) done();
+}
+
 void Requester::set_view(cluster::Epoch epoch, const std::vector<cluster::NodeId>& up_nodes) {
   if (epoch <= epoch_) return;
   epoch_ = epoch;
@@ -237,6 +250,7 @@ void Requester::set_view(cluster::Epoch epoch, const std::vector<cluster::NodeId
   // A release or cancel in flight is done: the lock is left out of the report, so the new
   // coordinator never has it.
   std::vector<std::pair<Completion, LockResult>> completions;
+  std::vector<std::vector<std::function<void()>>> released_early;
   std::vector<LockId> ids;
   ids.reserve(entries_.size());
   for (const auto& entry : entries_) ids.push_back(entry.first);
@@ -249,6 +263,7 @@ void Requester::set_view(cluster::Epoch epoch, const std::vector<cluster::NodeId
     if (doing == Doing::converting)
       entry.mode = protected_by_both(entry.mode, entry.conversion.mode);
     if (entry.doing == Doing::releasing) {
+      released_early.push_back(std::move(entry.released));
       forget(id);
     } else if (entry.doing == Doing::cancelling) {
       completions.emplace_back(std::move(entry.done), outcome(id, entry, Refusal::cancelled));
@@ -268,6 +283,9 @@ void Requester::set_view(cluster::Epoch epoch, const std::vector<cluster::NodeId
   keep_pumping();
   for (auto& [done, result] : completions) {
     if (done) done(result);
+  }
+  for (auto& waiting : released_early) {
+    for (auto& done : waiting) done();
   }
 }
 

@@ -52,7 +52,7 @@ class Requester {
 
   LockId lock(const LockSpec& spec, Completion done, BlockingHandler on_blocking);
   Status convert(LockId id, const ConvertSpec& spec, Completion done);
-  Status release(LockId id, std::optional<LockValue> value);
+  Status release(LockId id, std::optional<LockValue> value, std::function<void()> released);
   Status cancel(LockId id);
 
   std::vector<HeldLock> held() const;
@@ -75,10 +75,12 @@ class Requester {
     std::uint64_t deadline_ms = 0;
     std::uint64_t next_send_ms = 0;
     std::uint64_t since_ms = 0;
+    std::optional<std::uint64_t> call_started_us;  // the current call's first sending, unanswered
     ConvertSpec conversion;
     std::optional<LockValue> release_value;
     std::optional<Mode> warned;  // the mode held when the last blocking callback came
     Completion done;
+    std::vector<std::function<void()>> released;  // run once the coordinator let the lock go
     BlockingHandler on_blocking;
     bool unwanted = false;            // not the user's: released as soon as the coordinator has it
     cluster::NodeId coordinator = 0;  // where an unwanted lock is released
@@ -93,6 +95,8 @@ class Requester {
   static LockResult outcome(LockId id, const Entry& entry, std::optional<Refusal> refused);
   void finish(LockId id, Entry& entry, std::optional<Refusal> refused);
   void forget(LockId id);
+  // Forgets a lock being released, and tells those waiting for the release.
+  void released(LockId id);
   void report(const std::vector<cluster::NodeId>& up_nodes);
   void pump();
   void keep_pumping();
