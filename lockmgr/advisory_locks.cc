@@ -10,6 +10,18 @@ namespace {
 
 Mode mode_of(bool exclusive) { return exclusive ? Mode::exclusive : Mode::protected_read; }
 
+// A share reservation is two locks on the file's share resource: one on the read aspect, one on
+// the write aspect. On each, access is CW and denial PR (two accesses or two denials are
+// compatible, an access and a denial are not), both are PW, neither is no lock at all.
+constexpr Range kReadAspect{0, 1};
+constexpr Range kWriteAspect{1, 2};
+std::optional<Mode> aspect_mode(bool access, bool deny) {
+  if (access && deny) return Mode::protected_write;
+  if (access) return Mode::concurrent_write;
+  if (deny) return Mode::protected_read;
+  return std::nullopt;
+}
+
 // The parts of `range` outside `cut`: none, one or two.
 std::vector<Range> outside(Range range, Range cut) {
   std::vector<Range> pieces;
@@ -40,16 +52,23 @@ class AdvisoryLocksImpl final : public AdvisoryLocks,
                                [weak, id, done = std::move(done)](const LockResult& result) {
                                  auto alive = weak.lock();
                                  if (!alive) return;
-                                 if (result.granted()) (void)alive->manager_.release(*id);
-                                 done(!result.granted());
+                                 if (!result.granted()) return done(true);
+                                 // The probe is answered once it is gone, so that it never
+                                 // stands in the way of a request the caller makes next.
+                                 auto no_conflict = [done] { done(false); };
+                                 if (!alive->manager_.release(*id, std::nullopt, no_conflict)
+                                          .ok()) {
+                                   no_conflict();
+                                 }
                                });
     });
   }
 
   void unlock(const AdvisoryLock& lock, std::function<void()> done) override {
-    on_loop([lock, done = std::move(done)](AdvisoryLocksImpl& self) {
-      self.cut(Key{lock.file, lock.owner}, lock.range);
-      done();
+    on_loop([lock, done = std::move(done)](AdvisoryLocksImpl& self) mutable {
+      const Key key{lock.file, lock.owner};
+      self.cut(key, lock.range, std::move(done));
+      self.forget_if_empty(self.owners_.find(key));
     });
   }
 
@@ -70,6 +89,40 @@ class AdvisoryLocksImpl final : public AdvisoryLocks,
     });
   }
 
+  void share(const ShareReservation& share, std::function<void(bool)> done) override {
+    on_loop([share, done = std::move(done)](AdvisoryLocksImpl& self) mutable {
+      self.reserve(share, std::move(done));
+    });
+  }
+
+  void unshare(const ShareReservation& share, std::function<void()> done) override {
+    on_loop([share, done = std::move(done)](AdvisoryLocksImpl& self) {
+      auto owned = self.owners_.find(Key{share.file, share.owner});
+      if (owned != self.owners_.end()) {
+        for (const LockId& id : owned->second.shares) (void)self.manager_.release(id);
+        owned->second.shares.clear();
+        self.forget_if_empty(owned);
+      }
+      done();
+    });
+  }
+
+  void clients(std::function<void(std::vector<AdvisoryClient>)> done) override {
+    on_loop([done = std::move(done)](AdvisoryLocksImpl& self) {
+      std::map<std::string, AdvisoryClient> by_name;
+      for (const auto& [key, owned] : self.owners_) {
+        AdvisoryClient& client = by_name[owned.client];
+        client.client = owned.client;
+        client.locks += owned.held.size();
+        client.waiting += owned.waiters.size();
+        client.shares += owned.shares.empty() ? 0 : 1;
+      }
+      std::vector<AdvisoryClient> clients;
+      for (auto& [name, client] : by_name) clients.push_back(std::move(client));
+      done(std::move(clients));
+    });
+  }
+
   void close() override { closed_ = true; }
 
   void free_client(const std::string& client, std::function<void()> done) override {
@@ -87,6 +140,7 @@ class AdvisoryLocksImpl final : public AdvisoryLocks,
       for (const Owned& owned : freed) {
         for (const Held& held : owned.held) (void)self.manager_.release(held.id);
         for (const Waiter& waiter : owned.waiters) (void)self.manager_.release(waiter.id);
+        for (const LockId& share : owned.shares) (void)self.manager_.release(share);
       }
       done();
     });
@@ -114,6 +168,7 @@ class AdvisoryLocksImpl final : public AdvisoryLocks,
     std::string holder;
     std::vector<Held> held;  // disjoint
     std::vector<Waiter> waiters;
+    std::vector<LockId> shares;  // the reservation's locks: none, one or two aspects
   };
   using Owners = std::map<Key, Owned>;
 
@@ -225,10 +280,21 @@ class AdvisoryLocksImpl final : public AdvisoryLocks,
   }
 
   // Takes `range` out of the owner's locks: each lock cut into is replaced by its pieces outside
-  // the range, and released once they are granted.
-  void cut(const Key& key, Range range) {
+  // the range, and released once they are granted. Keeps the owner's entry, even empty. `released`
+  // runs once no coordinator has any of the old locks, so that a conflicting request is no longer
+  // held back by them.
+  void cut(const Key& key, Range range, std::function<void()> released = {}) {
+    // One count for each old lock, and one for the cut itself, given back when it has begun them
+    // all.
+    auto outstanding_releases = std::make_shared<std::size_t>(1);
+    auto one_released = [outstanding_releases, released = std::move(released)] {
+      if (--*outstanding_releases == 0 && released) released();
+    };
+    auto release = [this, one_released](LockId id) {
+      if (!manager_.release(id, std::nullopt, one_released).ok()) one_released();
+    };
     auto owned = owners_.find(key);
-    if (owned == owners_.end()) return;
+    if (owned == owners_.end()) return one_released();
     std::vector<Held> kept;
     std::vector<Held> retired;
     for (const Held& held : owned->second.held) {
@@ -240,29 +306,84 @@ class AdvisoryLocksImpl final : public AdvisoryLocks,
     piece_of.owner = key.owner;
     piece_of.holder = owned->second.holder;
     for (const Held& old : retired) {
+      ++*outstanding_releases;
       const std::vector<Range> pieces = outside(old.range, range);
       if (pieces.empty()) {
-        (void)manager_.release(old.id);
+        release(old.id);
         continue;
       }
-      const auto outstanding = std::make_shared<std::size_t>(pieces.size());
+      const auto outstanding_pieces = std::make_shared<std::size_t>(pieces.size());
       for (const Range& piece : pieces) {
-        const LockId id =
-            manager_.lock(spec_of(piece_of, piece, old.exclusive, false),
-                          [weak = weak_from_this(), outstanding, old](const LockResult&) {
-                            auto self = weak.lock();
-                            if (self && --*outstanding == 0) {
-                              (void)self->manager_.release(old.id);
-                            }
-                          });
+        const LockId id = manager_.lock(
+            spec_of(piece_of, piece, old.exclusive, false),
+            [weak = weak_from_this(), outstanding_pieces, old, release](const LockResult&) {
+              if (weak.lock() && --*outstanding_pieces == 0) release(old.id);
+            });
         owned->second.held.push_back(Held{id, piece, old.exclusive});
       }
     }
-    forget_if_empty(owned);
+    one_released();
+  }
+
+  // Tries for the reservation's aspects; once every answer is in, adopts them all in place of
+  // the owner's old reservation, or gives back those granted.
+  void reserve(const ShareReservation& share, std::function<void(bool)> done) {
+    struct Attempt {
+      std::vector<LockId> granted;
+      std::size_t outstanding = 0;
+      bool refused = false;
+      std::function<void(bool)> done;
+    };
+    auto attempt = std::make_shared<Attempt>();
+    attempt->done = std::move(done);
+    const Key key{share.file, share.owner};
+    std::vector<std::pair<Range, Mode>> aspects;
+    if (auto mode = aspect_mode(share.read, share.deny_read))
+      aspects.emplace_back(kReadAspect, *mode);
+    if (auto mode = aspect_mode(share.write, share.deny_write)) {
+      aspects.emplace_back(kWriteAspect, *mode);
+    }
+    auto settle = [weak = weak_from_this(), attempt, key, share] {
+      auto self = weak.lock();
+      if (!self || attempt->outstanding != 0) return;
+      if (attempt->refused) {
+        for (const LockId& id : attempt->granted) (void)self->manager_.release(id);
+        self->forget_if_empty(self->owners_.find(key));
+        return attempt->done(false);
+      }
+      Owned& owned = self->owners_[key];
+      owned.client = share.client;
+      owned.holder = share.holder;
+      for (const LockId& id : owned.shares) (void)self->manager_.release(id);
+      owned.shares = attempt->granted;
+      self->forget_if_empty(self->owners_.find(key));
+      attempt->done(true);
+    };
+    attempt->outstanding = aspects.size();
+    if (aspects.empty()) return settle();
+    for (const auto& [range, mode] : aspects) {
+      LockSpec spec;
+      spec.resource = {ResourceKind::share, share.file};
+      spec.mode = mode;
+      spec.range = range;
+      spec.try_only = true;
+      spec.owner = share.owner;
+      spec.holder = share.holder;
+      manager_.lock(spec, [attempt, settle](const LockResult& result) {
+        if (result.granted()) {
+          attempt->granted.push_back(result.lock.id);
+        } else {
+          attempt->refused = true;
+        }
+        attempt->outstanding--;
+        settle();
+      });
+    }
   }
 
   void forget_if_empty(Owners::iterator owned) {
-    if (owned != owners_.end() && owned->second.held.empty() && owned->second.waiters.empty()) {
+    if (owned != owners_.end() && owned->second.held.empty() && owned->second.waiters.empty() &&
+        owned->second.shares.empty()) {
       owners_.erase(owned);
     }
   }

@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cluster/event_loop.h"
 #include "lockmgr/lock.h"
@@ -29,6 +30,28 @@ struct AdvisoryLock {
   std::string holder;      // who it is for, in listings
   Range range = kWholeResource;
   bool exclusive = false;
+};
+
+// A share reservation (NLM SHARE, as DOS and Windows clients open files): what the opener will
+// do with the file, and what it denies everybody else. One per file and owner; a new one
+// replaces the last.
+struct ShareReservation {
+  std::uint64_t file = 0;
+  LockOwner owner;
+  std::string client;
+  std::string holder;
+  bool read = false;  // access
+  bool write = false;
+  bool deny_read = false;
+  bool deny_write = false;
+};
+
+// One client's share of the advisory locks taken through this node.
+struct AdvisoryClient {
+  std::string client;
+  std::size_t locks = 0;    // granted ranges
+  std::size_t waiting = 0;  // blocked requests
+  std::size_t shares = 0;   // share reservations
 };
 
 enum class AdvisoryOutcome {
@@ -48,14 +71,24 @@ class AdvisoryLocks {
   // first. A request like one already blocked (same owner, range and mode) is that request.
   virtual void lock(const AdvisoryLock& lock, bool wait, std::function<void(AdvisoryOutcome)> done,
                     std::function<void()> granted_later) = 0;
-  // Whether another owner holds a lock that conflicts with `lock`.
+  // Whether another owner holds a lock that conflicts with `lock`. Asking leaves nothing behind
+  // by the time `done` runs: the next request of any owner finds the locks as they were.
   virtual void test(const AdvisoryLock& lock, std::function<void(bool conflicts)> done) = 0;
-  // Gives up the owner's locks on the range (the mode does not matter).
+  // Gives up the owner's locks on the range (the mode does not matter); `done` runs once their
+  // coordinators let them go, so a conflicting request is granted or about to be.
   virtual void unlock(const AdvisoryLock& lock, std::function<void()> done) = 0;
   // Withdraws the owner's blocked request for that range and mode; whether there was one.
   virtual void cancel(const AdvisoryLock& lock, std::function<void(bool cancelled)> done) = 0;
-  // Gives up every lock and blocked request of `client` (a client that rebooted, or asked).
+  // Takes `share` unless another owner's reservation conflicts with it (its access is denied by
+  // the other's, or it denies what the other accesses): whether it was granted. Never waits.
+  virtual void share(const ShareReservation& share, std::function<void(bool granted)> done) = 0;
+  // Gives up the owner's reservation on the file, if it has one.
+  virtual void unshare(const ShareReservation& share, std::function<void()> done) = 0;
+  // Gives up every lock, reservation and blocked request of `client` (a client that rebooted, or
+  // asked).
   virtual void free_client(const std::string& client, std::function<void()> done) = 0;
+  // Every client with locks or blocked requests through this node, by name.
+  virtual void clients(std::function<void(std::vector<AdvisoryClient>)> done) = 0;
   // Called on the loop before the lock manager goes: work still to come is dropped, and its
   // callbacks never run.
   virtual void close() = 0;

@@ -112,6 +112,54 @@ TEST_F(AdvisoryLocksTest, ALockThroughOneNodeBlocksAConflictingOneThroughAnother
   EXPECT_TRUE(held_ranges(1).empty());
 }
 
+TEST_F(AdvisoryLocksTest, ATestLeavesNothingInTheWayOfTheNextLock) {
+  // Asked through one node, then locked through another at once: on many files, so that the
+  // probe's release and the lock would race on some of them if the test answered before it.
+  for (std::uint64_t file = 1; file <= 50; ++file) {
+    AdvisoryLock probe = lock_of(2, {0, 100}, false);
+    probe.file = file;
+    ASSERT_FALSE(conflicts(3, probe));
+    AdvisoryLock exclusive = lock_of(1, {0, 100}, true);
+    exclusive.file = file;
+    ASSERT_EQ(take(1, exclusive), AdvisoryOutcome::granted) << "file " << file;
+  }
+}
+
+TEST_F(AdvisoryLocksTest, EachClientsLocksAndWaitersAreCounted) {
+  AdvisoryLock shared = lock_of(1, {0, 10}, false);
+  shared.client = "alpha";
+  AdvisoryLock other = lock_of(2, {20, 30}, false);
+  other.client = "alpha";
+  AdvisoryLock blocked = lock_of(3, {0, 10}, true);
+  blocked.client = "beta";
+  ASSERT_EQ(take(1, shared), AdvisoryOutcome::granted);
+  ASSERT_EQ(take(1, other), AdvisoryOutcome::granted);
+  ASSERT_EQ(take(1, blocked, true), AdvisoryOutcome::blocked);
+  std::optional<std::vector<AdvisoryClient>> clients;
+  locks_[1]->clients([&clients](std::vector<AdvisoryClient> c) { clients = std::move(c); });
+  ASSERT_TRUE(run_until([&] { return clients.has_value(); }));
+  ASSERT_EQ(clients->size(), 2u);
+  EXPECT_EQ((*clients)[0].client, "alpha");
+  EXPECT_EQ((*clients)[0].locks, 2u);
+  EXPECT_EQ((*clients)[0].waiting, 0u);
+  EXPECT_EQ((*clients)[1].client, "beta");
+  EXPECT_EQ((*clients)[1].locks, 0u);
+  EXPECT_EQ((*clients)[1].waiting, 1u);
+}
+
+TEST_F(AdvisoryLocksTest, AnUnlockIsDoneOnceAConflictingLockCanBeGranted) {
+  ASSERT_EQ(take(1, lock_of(1, {0, 100}, true)), AdvisoryOutcome::granted);
+  ASSERT_EQ(take(1, lock_of(1, {200, 300}, true)), AdvisoryOutcome::granted);
+  settle();
+  bool done = false;
+  // All of one lock and the middle of the other.
+  locks_[1]->unlock(lock_of(1, {50, 250}, true), [&done] { done = true; });
+  ASSERT_TRUE(run_until([&] { return done; }));
+  EXPECT_EQ(take(2, lock_of(2, {50, 250}, true)), AdvisoryOutcome::granted);
+  EXPECT_EQ(take(3, lock_of(3, {49, 50}, false)), AdvisoryOutcome::denied);
+  EXPECT_EQ(take(3, lock_of(3, {250, 251}, false)), AdvisoryOutcome::denied);
+}
+
 TEST_F(AdvisoryLocksTest, UnlockingTheMiddleOfALockLeavesBothEnds) {
   ASSERT_EQ(take(1, lock_of(1, {0, 100}, true)), AdvisoryOutcome::granted);
   unlock(1, lock_of(1, {40, 60}, true));
@@ -169,6 +217,51 @@ TEST_F(AdvisoryLocksTest, ABlockedRequestCancelledIsNeverGranted) {
   unlock(1, lock_of(1, {0, 10}, true));
   EXPECT_FALSE(granted_later);
   EXPECT_TRUE(managers_[2]->held().empty());
+}
+
+ShareReservation share_of(std::uint64_t process, bool read, bool write, bool deny_read,
+                          bool deny_write) {
+  ShareReservation share;
+  share.file = kFile;
+  share.owner = {2, process};
+  share.client = "client-" + std::to_string(process);
+  share.holder = share.client;
+  share.read = read;
+  share.write = write;
+  share.deny_read = deny_read;
+  share.deny_write = deny_write;
+  return share;
+}
+
+TEST_F(AdvisoryLocksTest, ShareReservationsConflictWhereOneDeniesWhatAnotherAccesses) {
+  auto reserve = [this](NodeId node, const ShareReservation& share) {
+    std::optional<bool> granted;
+    locks_[node]->share(share, [&granted](bool g) { granted = g; });
+    EXPECT_TRUE(run_until([&] { return granted.has_value(); }));
+    return granted.value_or(false);
+  };
+  // A reader that denies writers, through node 1.
+  ASSERT_TRUE(reserve(1, share_of(1, true, false, false, true)));
+  // Other readers are welcome, through any node; writers are not.
+  EXPECT_TRUE(reserve(2, share_of(2, true, false, false, false)));
+  EXPECT_FALSE(reserve(3, share_of(3, true, true, false, false)));
+  // Nor may anybody deny reading to those already reading.
+  EXPECT_FALSE(reserve(3, share_of(3, false, false, true, false)));
+  // The owner itself may change its reservation: to a writer that denies everything, once the
+  // other reader has gone.
+  bool gone = false;
+  locks_[2]->unshare(share_of(2, true, false, false, false), [&gone] { gone = true; });
+  ASSERT_TRUE(run_until([&] { return gone; }));
+  settle();
+  EXPECT_TRUE(reserve(1, share_of(1, true, true, true, true)));
+  settle();
+  EXPECT_FALSE(reserve(2, share_of(2, true, false, false, false)));
+  // Freeing the client frees its reservation.
+  bool freed = false;
+  locks_[1]->free_client("client-1", [&freed] { freed = true; });
+  ASSERT_TRUE(run_until([&] { return freed; }));
+  settle();
+  EXPECT_TRUE(reserve(2, share_of(2, true, true, true, true)));
 }
 
 }  // namespace

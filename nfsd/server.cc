@@ -8,6 +8,7 @@
 #include "nfsd/internal/mount_program.h"
 #include "nfsd/internal/nfs3_program.h"
 #include "nfsd/internal/nlm_program.h"
+#include "nfsd/internal/nsm_program.h"
 #include "nfsd/internal/portmap_program.h"
 #include "nfsd/internal/rpc_transport.h"
 
@@ -25,6 +26,7 @@ class NfsServerImpl final : public NfsServer {
         nfs_(service_),
         mount_(service_),
         nlm_(service_, io.get_executor()),
+        nsm_(nlm_),
         portmap_(mappings()),
         transport_(io, dispatcher_, udp_dispatcher_,
                    TransportLimits{config.max_record_bytes, config.max_calls_per_connection}) {
@@ -32,9 +34,11 @@ class NfsServerImpl final : public NfsServer {
     dispatcher_.add(&mount_);
     dispatcher_.add(&portmap_);
     dispatcher_.add(&nlm_);
+    dispatcher_.add(&nsm_);
     udp_dispatcher_.add(&mount_);
     udp_dispatcher_.add(&portmap_);
     udp_dispatcher_.add(&nlm_);
+    udp_dispatcher_.add(&nsm_);
   }
 
   ~NfsServerImpl() override { stop(); }
@@ -85,6 +89,10 @@ class NfsServerImpl final : public NfsServer {
     nlm_.set_locks(std::move(locks));
   }
 
+  void nlm_sessions(std::function<void(std::vector<NlmSession>)> done) const override {
+    nlm_.sessions(std::move(done));
+  }
+
   void set_exports(std::vector<ExportConfig> exports) override {
     if (service_.exports.replace(exports)) {
       spdlog::info("export list replaced: {} exports", exports.size());
@@ -100,6 +108,8 @@ class NfsServerImpl final : public NfsServer {
         // NLM shares the NFS port over TCP and MOUNT's over UDP.
         {NlmProgram::kProgram, NlmProgram::kVersion, kProtocolTcp, config_.nfs_port},
         {NlmProgram::kProgram, NlmProgram::kVersion, kProtocolUdp, config_.mount_port},
+        {NsmProgram::kProgram, NsmProgram::kVersion, kProtocolTcp, config_.nfs_port},
+        {NsmProgram::kProgram, NsmProgram::kVersion, kProtocolUdp, config_.mount_port},
     };
     if (config_.portmap_port != 0) {
       m.push_back({PortmapProgram::kProgram, 2, kProtocolTcp, config_.portmap_port});
@@ -111,7 +121,10 @@ class NfsServerImpl final : public NfsServer {
   Status register_elsewhere() {
     if (!config_.register_with_rpcbind) return {};
     std::vector<PortMapping> ours = mappings();
-    std::erase_if(ours, [](const PortMapping& m) { return m.program == PortmapProgram::kProgram; });
+    // A host with rpcbind has its own rpc.statd, which owns NSM there.
+    std::erase_if(ours, [](const PortMapping& m) {
+      return m.program == PortmapProgram::kProgram || m.program == NsmProgram::kProgram;
+    });
     if (Status s = register_with_rpcbind(ours, false); !s.ok()) {
       spdlog::warn("not registered with rpcbind: {}", s.message());
       return {};
@@ -126,6 +139,7 @@ class NfsServerImpl final : public NfsServer {
   Nfs3Program nfs_;
   MountProgram mount_;
   NlmProgram nlm_;
+  NsmProgram nsm_;
   PortmapProgram portmap_;
   RpcDispatcher dispatcher_;
   RpcDispatcher udp_dispatcher_;

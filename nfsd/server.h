@@ -3,8 +3,11 @@
 
 #include <array>
 #include <boost/asio/io_context.hpp>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/config.h"
@@ -13,6 +16,17 @@
 #include "store/store.h"
 
 namespace tidepool::nfsd {
+
+// A client that used NLM through this node, and what it holds here.
+struct NlmSession {
+  std::string client;   // its caller_name
+  std::string address;  // where its calls last came from
+  std::chrono::system_clock::time_point first_seen;
+  std::chrono::system_clock::time_point last_seen;
+  std::size_t locks = 0;
+  std::size_t waiting = 0;
+  std::size_t shares = 0;
+};
 
 class NfsServer {
  public:
@@ -42,6 +56,8 @@ class NfsServer {
   // The cluster's advisory locks, which NLM's locks become; until the node is a member (and
   // after it left) NLM refuses locks. Callable from any thread.
   virtual void set_advisory_locks(std::weak_ptr<lockmgr::AdvisoryLocks> locks) = 0;
+  // The clients that used NLM through this node; `done` may run on another thread.
+  virtual void nlm_sessions(std::function<void(std::vector<NlmSession>)> done) const = 0;
 };
 
 }  // namespace tidepool::nfsd

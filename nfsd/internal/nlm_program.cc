@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -37,6 +38,15 @@ struct NlmProgram::Request {
   bool reclaim = false;
 };
 
+// nlm4_shareargs, SHARE's and UNSHARE's; the lock names the file and owner only.
+struct NlmProgram::ShareRequest {
+  std::vector<std::uint8_t> cookie;
+  Lock lock;
+  std::uint32_t deny = 0;    // fsh4_mode
+  std::uint32_t access = 0;  // fsh4_access
+  bool reclaim = false;
+};
+
 namespace {
 
 enum Nlm4Status : std::uint32_t {
@@ -66,9 +76,14 @@ enum Procedure : std::uint32_t {
   kCancelRes = 13,
   kUnlockRes = 14,
   kGrantedRes = 15,
+  kShare = 20,
+  kUnshare = 21,
   kNmLock = 22,
   kFreeAll = 23,
 };
+
+// fsh4_mode: what a share reservation denies others; fsh4_access: what it does itself.
+enum ShareBits : std::uint32_t { kShareRead = 1, kShareWrite = 2 };
 
 constexpr std::size_t kMaxNetobj = 1024;  // MAXNETOBJ_SZ
 constexpr std::size_t kMaxName = 1024;    // LM_MAXSTRLEN
@@ -132,6 +147,18 @@ NlmProgram::Request decode_request(std::uint32_t procedure, xdr::Decoder& in) {
   return request;
 }
 
+NlmProgram::ShareRequest decode_share(xdr::Decoder& in) {
+  NlmProgram::ShareRequest request;
+  request.cookie = netobj(in);
+  request.lock.caller_name = std::string(in.string(kMaxName));
+  request.lock.fh = netobj(in);
+  request.lock.oh = netobj(in);
+  request.deny = in.u32();
+  request.access = in.u32();
+  request.reclaim = in.boolean();
+  return request;
+}
+
 // The bytes a lock covers; empty when they run past the largest offset.
 std::optional<lockmgr::Range> range_of(const NlmProgram::Lock& lock) {
   constexpr std::uint64_t kEnd = std::numeric_limits<std::uint64_t>::max();
@@ -164,14 +191,19 @@ lockmgr::LockOwner owner_of(const NlmProgram::Lock& lock) {
   return owner;
 }
 
+// Who a lock is for, in listings: "nfs client NAME (ADDRESS) WHAT".
+std::string holder_of(const CallContext& context, const NlmProgram::Lock& lock,
+                      const std::string& what) {
+  return "nfs client " + lock.caller_name + " (" + context.client.to_string() + ") " + what;
+}
+
 lockmgr::AdvisoryLock advisory_of(const CallContext& context, const NlmProgram::Request& request,
                                   std::uint64_t file, lockmgr::Range range) {
   lockmgr::AdvisoryLock lock;
   lock.file = file;
   lock.owner = owner_of(request.lock);
   lock.client = request.lock.caller_name;
-  lock.holder = "nfs client " + request.lock.caller_name + " (" + context.client.to_string() +
-                ") pid " + std::to_string(request.lock.svid);
+  lock.holder = holder_of(context, request.lock, "pid " + std::to_string(request.lock.svid));
   lock.range = range;
   lock.exclusive = request.exclusive;
   return lock;
@@ -236,6 +268,7 @@ awaitable<std::optional<AcceptStatus>> NlmProgram::call(const CallContext& conte
     case kUnlockMsg: {
       Request request = decode_request(procedure, in);
       if (!in.ok()) co_return AcceptStatus::garbage_args;
+      saw_client(context, request.lock.caller_name);
       std::uint32_t status = NLM4_DENIED;
       switch (procedure) {
         case kTest:
@@ -270,17 +303,21 @@ awaitable<std::optional<AcceptStatus>> NlmProgram::call(const CallContext& conte
       if (asynchronous) send_result(context, procedure - kTestMsg + kTestRes, std::move(results));
       co_return AcceptStatus::success;
     }
+    case kShare:
+    case kUnshare: {
+      const ShareRequest request = decode_share(in);
+      if (!in.ok()) co_return AcceptStatus::garbage_args;
+      saw_client(context, request.lock.caller_name);
+      const std::uint32_t status = co_await share(context, request, procedure == kShare);
+      encode_status(out, request.cookie, status);
+      out.u32(0);  // sequence, unused
+      co_return AcceptStatus::success;
+    }
     case kFreeAll: {
       const std::string name(in.string(kMaxName));
       in.u32();  // the client's new NSM state
       if (!in.ok()) co_return AcceptStatus::garbage_args;
-      if (auto locks = this->locks()) {
-        auto freeing = await_callback<bool>([&locks, &name](auto done) {
-          locks->free_client(name, [done]() mutable { done(true); });
-        });
-        co_await std::move(freeing);
-        spdlog::info("nlm: freed every lock of client {}", name);
-      }
+      co_await free_client(name);
       co_return AcceptStatus::success;
     }
     case kGrantedMsg:
@@ -383,6 +420,100 @@ awaitable<std::uint32_t> NlmProgram::unlock(const CallContext& context, const Re
       [&locks, &lock](auto done) { locks->unlock(lock, [done]() mutable { done(true); }); });
   co_await std::move(unlocking);
   co_return NLM4_GRANTED;
+}
+
+awaitable<std::uint32_t> NlmProgram::share(const CallContext& context, const ShareRequest& request,
+                                           bool reserve) {
+  auto locks = this->locks();
+  if (!locks) co_return NLM4_DENIED_NOLOCKS;
+  if (reserve && in_grace() != request.reclaim) co_return NLM4_DENIED_GRACE_PERIOD;
+  const std::optional<std::uint64_t> file = co_await file_of(context, request.lock);
+  if (!file) co_return NLM4_STALE_FH;
+  lockmgr::ShareReservation share;
+  share.file = *file;
+  share.owner = owner_of(request.lock);
+  share.client = request.lock.caller_name;
+  share.holder = holder_of(context, request.lock, "share");
+  share.read = (request.access & kShareRead) != 0;
+  share.write = (request.access & kShareWrite) != 0;
+  share.deny_read = (request.deny & kShareRead) != 0;
+  share.deny_write = (request.deny & kShareWrite) != 0;
+  if (!reserve) {
+    auto unsharing = await_callback<bool>(
+        [&locks, &share](auto done) { locks->unshare(share, [done]() mutable { done(true); }); });
+    co_await std::move(unsharing);
+    co_return NLM4_GRANTED;
+  }
+  auto sharing = await_callback<bool>([&locks, &share](auto done) { locks->share(share, done); });
+  const bool granted = co_await std::move(sharing);
+  co_return granted ? NLM4_GRANTED : NLM4_DENIED;
+}
+
+awaitable<void> NlmProgram::free_client(const std::string& name) {
+  {
+    std::lock_guard guard(mutex_);
+    seen_.erase(name);
+  }
+  auto locks = this->locks();
+  if (!locks) co_return;
+  auto freeing = await_callback<bool>(
+      [&locks, &name](auto done) { locks->free_client(name, [done]() mutable { done(true); }); });
+  co_await std::move(freeing);
+  spdlog::info("nlm: freed every lock of client {}", name);
+}
+
+void NlmProgram::client_rebooted(const std::string& name, const asio::ip::address_v4& address) {
+  std::vector<std::string> names{name};
+  {
+    std::lock_guard guard(mutex_);
+    for (const auto& [client, seen] : seen_) {
+      if (client != name && seen.address == address.to_string()) names.push_back(client);
+    }
+  }
+  for (const std::string& client : names) {
+    asio::co_spawn(executor_, free_client(client), asio::detached);
+  }
+}
+
+void NlmProgram::saw_client(const CallContext& context, const std::string& name) {
+  const auto now = std::chrono::system_clock::now();
+  std::lock_guard guard(mutex_);
+  auto [it, fresh] = seen_.try_emplace(name, NlmSession{name, {}, now, now, 0, 0, 0});
+  it->second.address = context.client.to_string();
+  it->second.last_seen = now;
+  if (!fresh || seen_.size() <= kMaxSessions) return;
+  auto oldest = std::min_element(seen_.begin(), seen_.end(), [](const auto& a, const auto& b) {
+    return a.second.last_seen < b.second.last_seen;
+  });
+  seen_.erase(oldest);
+}
+
+void NlmProgram::sessions(std::function<void(std::vector<NlmSession>)> done) const {
+  std::map<std::string, NlmSession> sessions;
+  {
+    std::lock_guard guard(mutex_);
+    sessions = seen_;
+  }
+  auto listed = [](std::map<std::string, NlmSession>& by_name) {
+    std::vector<NlmSession> list;
+    for (auto& [name, session] : by_name) list.push_back(std::move(session));
+    return list;
+  };
+  auto locks = this->locks();
+  if (!locks) return done(listed(sessions));
+  locks->clients([sessions = std::move(sessions), listed,
+                  done = std::move(done)](std::vector<lockmgr::AdvisoryClient> clients) mutable {
+    for (const lockmgr::AdvisoryClient& client : clients) {
+      // A client evicted from the table while it still holds locks is listed all the same.
+      NlmSession& session =
+          sessions.try_emplace(client.client, NlmSession{client.client, "", {}, {}, 0, 0, 0})
+              .first->second;
+      session.locks = client.locks;
+      session.waiting = client.waiting;
+      session.shares = client.shares;
+    }
+    done(listed(sessions));
+  });
 }
 
 awaitable<void> NlmProgram::send_granted(CallContext context, Request request) {

@@ -3,20 +3,24 @@
 // client locking through one node conflicts with a client locking through any other.
 //
 // TEST, LOCK (blocking requests answered BLOCKED and later granted through a GRANTED callback to
-// the client's lock manager), CANCEL, UNLOCK, NM_LOCK, FREE_ALL and the asynchronous _MSG
-// variants, whose results go back to the client as _RES calls. After the node starts, a grace
-// period admits only reclaims. A GRANTED callback the client never acknowledges (it vanished)
-// gives the lock back, so nobody else waits on it forever.
+// the client's lock manager), CANCEL, UNLOCK, SHARE, UNSHARE, NM_LOCK, FREE_ALL and the
+// asynchronous _MSG variants, whose results go back to the client as _RES calls. After the node
+// starts, a grace period admits only reclaims. A GRANTED callback the client never acknowledges (it
+// vanished) gives the lock back, so nobody else waits on it forever.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "lockmgr/advisory_locks.h"
 #include "nfsd/internal/rpc.h"
 #include "nfsd/internal/service.h"
+#include "nfsd/server.h"
 
 namespace tidepool::nfsd {
 
@@ -37,8 +41,19 @@ class NlmProgram final : public RpcProgram {
   // DENIED_NOLOCKS); empty again when it leaves. Callable from any thread.
   void set_locks(std::weak_ptr<lockmgr::AdvisoryLocks> locks);
 
+  // The clients that used NLM through this node (at most kMaxSessions, the most recently
+  // seen), with what each holds; `done` may run on another thread.
+  void sessions(std::function<void(std::vector<NlmSession>)> done) const;
+  // A client's status monitor says it restarted (SM_NOTIFY): its locks and reservations are
+  // gone with its processes. Frees those of the client named `name` and of any client whose
+  // calls came from `address`.
+  void client_rebooted(const std::string& name, const boost::asio::ip::address_v4& address);
+
+  static constexpr std::size_t kMaxSessions = 4096;
+
   struct Lock;
   struct Request;
+  struct ShareRequest;
 
  private:
   std::shared_ptr<lockmgr::AdvisoryLocks> locks() const;
@@ -54,6 +69,12 @@ class NlmProgram final : public RpcProgram {
   awaitable<std::uint32_t> lock(const CallContext& context, const Request& request);
   awaitable<std::uint32_t> cancel(const CallContext& context, const Request& request);
   awaitable<std::uint32_t> unlock(const CallContext& context, const Request& request);
+  // SHARE when `reserve`, else UNSHARE.
+  awaitable<std::uint32_t> share(const CallContext& context, const ShareRequest& request,
+                                 bool reserve);
+  awaitable<void> free_client(const std::string& name);
+  // Records that `name` called from the context's address.
+  void saw_client(const CallContext& context, const std::string& name);
   // Tells the client its blocked request is granted; gives the lock back if it never says
   // it still wants it.
   awaitable<void> send_granted(CallContext context, Request request);
@@ -65,6 +86,8 @@ class NlmProgram final : public RpcProgram {
   const std::chrono::steady_clock::time_point grace_ends_;
   mutable std::mutex mutex_;
   std::weak_ptr<lockmgr::AdvisoryLocks> locks_;  // guarded by mutex_
+  // By caller_name, without lock counts (the advisory locks have them); guarded by mutex_.
+  std::map<std::string, NlmSession> seen_;
 };
 
 }  // namespace tidepool::nfsd

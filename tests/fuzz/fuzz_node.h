@@ -10,6 +10,8 @@
 #include "common/config.h"
 #include "nfsd/internal/mount_program.h"
 #include "nfsd/internal/nfs3_program.h"
+#include "nfsd/internal/nlm_program.h"
+#include "nfsd/internal/nsm_program.h"
 #include "nfsd/internal/portmap_program.h"
 #include "store/store.h"
 
@@ -32,6 +34,9 @@ class FuzzNode {
   std::unique_ptr<nfsd::Nfs3Program> nfs_;
   std::unique_ptr<nfsd::MountProgram> mount_;
   std::unique_ptr<nfsd::PortmapProgram> portmap_;
+  // Without a cluster's locks: decoding is what is under test.
+  std::unique_ptr<nfsd::NlmProgram> nlm_;
+  std::unique_ptr<nfsd::NsmProgram> nsm_;
   nfsd::RpcDispatcher dispatcher_;
   boost::asio::io_context io_;
 };
