@@ -339,4 +339,22 @@ Status delete_export(Session& session, std::uint64_t id) {
   return {};
 }
 
+Status list_locks(Session& session, const std::string& target, Format format) {
+  TP_ASSIGN_OR_RETURN(Json reply, session.call(Method::get, target));
+  print(session, format, reply, [&](std::ostream& out) { render_locks(out, reply); });
+  return {};
+}
+
+Status list_nlm_sessions(Session& session, Format format) {
+  TP_ASSIGN_OR_RETURN(Json reply, session.call(Method::get, "/v1/nfs/nlm/sessions"));
+  print(session, format, reply, [&](std::ostream& out) { render_nlm_sessions(out, reply); });
+  return {};
+}
+
+Status show_lock_statistics(Session& session, Format format) {
+  TP_ASSIGN_OR_RETURN(Json reply, session.call(Method::get, "/v1/statistics/locks"));
+  print(session, format, reply, [&](std::ostream& out) { render_lock_statistics(out, reply); });
+  return {};
+}
+
 }  // namespace tidepool::cli

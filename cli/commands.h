@@ -87,4 +87,11 @@ Status view_export(Session& session, std::uint64_t id, Format format);
 Status modify_export(Session& session, std::uint64_t id, const Json& body);
 Status delete_export(Session& session, std::uint64_t id);
 
+// tide locks list; `target` from locks_target().
+Status list_locks(Session& session, const std::string& target, Format format);
+// tide nfs nlm sessions list
+Status list_nlm_sessions(Session& session, Format format);
+// tide statistics locks
+Status show_lock_statistics(Session& session, Format format);
+
 }  // namespace tidepool::cli

@@ -69,4 +69,10 @@ void render_exports(std::ostream& out, const Json& exports);
 // nodes holding each stripe unit.
 void render_file(std::ostream& out, const Json& file, bool details);
 
+// `tide locks list`, `tide nfs nlm sessions list`, `tide statistics locks`: the gathered
+// reports of every node, then the nodes that did not answer, if any.
+void render_locks(std::ostream& out, const Json& reply);
+void render_nlm_sessions(std::ostream& out, const Json& reply);
+void render_lock_statistics(std::ostream& out, const Json& reply);
+
 }  // namespace tidepool::cli

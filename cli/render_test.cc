@@ -196,6 +196,36 @@ TEST(Listings, ExportsShowOneRowEach) {
             "Total: 2\n");
 }
 
+TEST(Listings, LocksShowModeStateAgeAndWhoTheyAreFor) {
+  const std::string text = rendered(render_locks, Json::parse(R"({
+      "locks": [
+        {"node": 1, "kind": "advisory", "file": 42, "start": 0, "end": null, "state": "granted",
+         "mode": "EX", "requested": "EX", "holder": "nfs client a", "age_ms": 1500},
+        {"node": 3, "kind": "advisory", "file": 42, "start": 10, "end": 20, "state": "waiting",
+         "mode": null, "requested": "PR", "holder": "nfs client b", "age_ms": 61000}],
+      "unlisted": 0, "unreachable": [2]})"));
+  EXPECT_NE(text.find("1  advisory    42  [0, EOF)  EX    granted   1.5s  nfs client a"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("3  advisory    42  [10, 20)  (PR)  waiting  1m01s  nfs client b"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("Total: 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("Not answering, left out: nodes 2\n"), std::string::npos) << text;
+}
+
+TEST(Listings, LockStatisticsShowRoundTripsInMicroseconds) {
+  const std::string text = rendered(render_lock_statistics, Json::parse(R"({
+      "statistics": [{"node": 1, "requests": 5, "grants": 4, "conversions": 0, "refusals": 1,
+                      "callbacks_sent": 2, "round_trip_mean_us": 81.4, "round_trip_p99_us": 119,
+                      "coordinated_locks": 3}],
+      "unreachable": []})"));
+  EXPECT_NE(text.find("81 us"), std::string::npos) << text;
+  EXPECT_NE(text.find("119 us"), std::string::npos) << text;
+  EXPECT_EQ(text.find("Not answering"), std::string::npos) << text;
+  EXPECT_NO_THROW(rendered(render_nlm_sessions, Json("not an object")));
+}
+
 TEST(Listings, SysctlsShowValueDefaultAndDescription) {
   EXPECT_EQ(rendered(render_sysctls, Json::parse(R"([
       {"name": "efs.bam.atime_enabled", "value": "true", "default": "true",

@@ -161,6 +161,28 @@ Result<std::string> namespace_target(std::string_view path) {
   return target;
 }
 
+Result<std::string> locks_target(const std::optional<std::string>& path,
+                                 const std::optional<std::string>& kind, bool waiters) {
+  std::vector<std::string> query;
+  if (path) {
+    if (*path != "/ifs" && !path->starts_with("/ifs/")) {
+      return error(Errc::invalid_argument, "--path must be absolute and under /ifs: " + *path);
+    }
+    query.push_back("path=" + path_segment(*path));
+  }
+  if (kind) {
+    if (*kind != "data" && *kind != "attributes" && *kind != "advisory" && *kind != "share") {
+      return error(Errc::invalid_argument,
+                   "--kind must be data, attributes, advisory or share: " + *kind);
+    }
+    query.push_back("kind=" + *kind);
+  }
+  if (waiters) query.push_back("waiters=true");
+  std::string target = "/v1/locks";
+  for (std::size_t i = 0; i < query.size(); ++i) target += (i == 0 ? "?" : "&") + query[i];
+  return target;
+}
+
 Result<SysctlArgument> parse_sysctl_argument(std::string_view text) {
   auto equals = text.find('=');
   SysctlArgument argument{std::string(text.substr(0, equals)), std::nullopt};

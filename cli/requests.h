@@ -32,6 +32,11 @@ Result<std::chrono::milliseconds> parse_timeout(std::string_view text);
 // percent-encoded. PATH must be absolute and under /ifs.
 Result<std::string> namespace_target(std::string_view path);
 
+// The admin API target for `tide locks list`: /v1/locks with the filters given. PATH must be
+// absolute and under /ifs; KIND one of data, attributes, advisory, share.
+Result<std::string> locks_target(const std::optional<std::string>& path,
+                                 const std::optional<std::string>& kind, bool waiters);
+
 // `tide sysctl NAME` or `tide sysctl NAME=VALUE`.
 struct SysctlArgument {
   std::string name;

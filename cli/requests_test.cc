@@ -76,6 +76,16 @@ TEST(ExportBody, ModifyNeedsAChangeAndNoContradiction) {
             "--map-all and --clear-map-all exclude each other");
 }
 
+TEST(LocksTarget, FiltersBecomeQueryParametersWithThePathEncoded) {
+  EXPECT_EQ(*locks_target(std::nullopt, std::nullopt, false), "/v1/locks");
+  EXPECT_EQ(*locks_target("/ifs/data set/f", "advisory", true),
+            "/v1/locks?path=%2Fifs%2Fdata%20set%2Ff&kind=advisory&waiters=true");
+  EXPECT_EQ(error_of(locks_target("data/f", std::nullopt, false)),
+            "--path must be absolute and under /ifs: data/f");
+  EXPECT_EQ(error_of(locks_target(std::nullopt, "exclusive", false)),
+            "--kind must be data, attributes, advisory or share: exclusive");
+}
+
 TEST(TierBody, NameAndChildren) {
   Result<Json> body = tier_create_body("hot-tier", {"f800", "h500"});
   ASSERT_TRUE(body.ok());

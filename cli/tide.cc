@@ -45,6 +45,9 @@ struct Arguments {
   bool read_only = false;  // the flag of `nfs exports create`
   std::string path;        // of `get`
   bool details = false;    // -D of `get`
+  std::optional<std::string> lock_path;  // --path of `locks list`
+  std::optional<std::string> lock_kind;  // --kind of `locks list`
+  bool waiters = false;                  // --waiters of `locks list`
   ExportOptions export_options;
 };
 
@@ -72,6 +75,7 @@ class Grammar {
   void add_storagepool_commands();
   void add_sysctl_command();
   void add_nfs_commands();
+  void add_lock_commands();
 
   CLI::App app_;
   Arguments arguments_;
@@ -120,6 +124,7 @@ Grammar::Grammar() : app_("Administer a Tidepool cluster through its admin API."
   add_storagepool_commands();
   add_sysctl_command();
   add_nfs_commands();
+  add_lock_commands();
 }
 
 Result<GlobalOptions> Grammar::global_options() const {
@@ -336,6 +341,38 @@ void Grammar::add_sysctl_command() {
   add_format_option(sysctl);
 }
 
+void Grammar::add_lock_commands() {
+  CLI::App* locks = add_group(app_, "locks", "The cluster's locks");
+  CLI::App* list = add_command(
+      *locks, "list", "List the locks every node holds and waits for",
+      [this]() -> Result<Operation> {
+        TP_ASSIGN_OR_RETURN(
+            std::string target,
+            locks_target(arguments_.lock_path, arguments_.lock_kind, arguments_.waiters));
+        return Operation([target, format = format()](Session& session) {
+          return list_locks(session, target, format);
+        });
+      });
+  list->add_option("--path", arguments_.lock_path, "Only the locks on this file, under /ifs")
+      ->type_name("PATH");
+  list->add_option("--kind", arguments_.lock_kind,
+                   "Only locks of this kind: data, attributes, advisory (NLM byte ranges) or "
+                   "share (NLM share reservations)")
+      ->type_name("KIND");
+  list->add_flag("--waiters", arguments_.waiters, "Only requests and conversions still waiting");
+  add_format_option(list);
+
+  CLI::App* statistics = add_group(app_, "statistics", "Counters of the cluster's services");
+  add_format_option(add_command(
+      *statistics, "locks",
+      "Each node's lock manager: grants, conversions, callbacks sent, request round trips",
+      [this]() -> Result<Operation> {
+        return Operation([format = format()](Session& session) {
+          return show_lock_statistics(session, format);
+        });
+      }));
+}
+
 void Grammar::add_nfs_commands() {
   CLI::App* nfs = add_group(app_, "nfs", "NFS settings");
   CLI::App* exports = add_group(*nfs, "exports", "NFS exports: what clients may mount");
@@ -388,6 +425,15 @@ void Grammar::add_nfs_commands() {
               })
       ->add_option("ID", arguments_.id, "The export's id")
       ->required();
+
+  CLI::App* nlm = add_group(*nfs, "nlm", "NFS advisory locking (NLM)");
+  CLI::App* sessions = add_group(*nlm, "sessions", "The clients that lock through each node");
+  add_format_option(add_command(
+      *sessions, "list", "List NLM clients: where they lock through, what they hold and wait for",
+      [this]() -> Result<Operation> {
+        return Operation(
+            [format = format()](Session& session) { return list_nlm_sessions(session, format); });
+      }));
 }
 
 // The deepest command the parser selected (the root when none was).

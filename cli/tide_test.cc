@@ -108,7 +108,7 @@ TEST_F(TideTest, AnUnknownCommandExits2NamingTheCommandsExpected) {
   EXPECT_EQ(tide({"frobnicate"}), kExitUsage);
   EXPECT_EQ(err_.str(),
             "tide: unknown command 'tide frobnicate'; expected one of: cluster, status, get, "
-            "storagepool, sysctl, nfs (see 'tide --help')\n");
+            "storagepool, sysctl, nfs, locks, statistics (see 'tide --help')\n");
   EXPECT_EQ(tide({"storagepool", "pools", "list"}), kExitUsage);
   EXPECT_EQ(err_.str(),
             "tide: unknown command 'tide storagepool pools'; expected one of: nodepools, tiers "
@@ -120,10 +120,10 @@ TEST_F(TideTest, AMissingCommandExits2NamingTheCommandsExpected) {
   EXPECT_EQ(tide({}), kExitUsage);
   EXPECT_EQ(err_.str(),
             "tide: missing command after 'tide'; expected one of: cluster, status, get, "
-            "storagepool, sysctl, nfs (see 'tide --help')\n");
+            "storagepool, sysctl, nfs, locks, statistics (see 'tide --help')\n");
   EXPECT_EQ(tide({"nfs"}), kExitUsage);
   EXPECT_EQ(err_.str(),
-            "tide: missing command after 'tide nfs'; expected one of: exports "
+            "tide: missing command after 'tide nfs'; expected one of: exports, nlm "
             "(see 'tide nfs --help')\n");
 }
 

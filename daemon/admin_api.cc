@@ -49,16 +49,21 @@ std::string percent_decoded(std::string_view segment) {
   return decoded;
 }
 
-std::vector<std::string> split_target(std::string_view target) {
-  target = target.substr(0, target.find('?'));
+// The non-empty segments of a slash-separated path, each percent-decoded if `decode`.
+std::vector<std::string> split_path(std::string_view path, bool decode) {
   std::vector<std::string> parts;
-  while (!target.empty()) {
-    const std::size_t slash = target.find('/');
-    if (slash != 0) parts.push_back(percent_decoded(target.substr(0, slash)));
+  while (!path.empty()) {
+    const std::size_t slash = path.find('/');
+    const std::string_view segment = path.substr(0, slash);
+    if (!segment.empty()) parts.push_back(decode ? percent_decoded(segment) : std::string(segment));
     if (slash == std::string_view::npos) break;
-    target.remove_prefix(slash + 1);
+    path.remove_prefix(slash + 1);
   }
   return parts;
+}
+
+std::vector<std::string> split_target(std::string_view target) {
+  return split_path(target.substr(0, target.find('?')), true);
 }
 
 Result<json> parse_body(const std::string& body) {
@@ -273,7 +278,7 @@ asio::awaitable<HttpResponse> carry_out(Membership& m, Plan plan) {
 class Route {
  public:
   Route(std::string method, const std::string& target)
-      : method_(std::move(method)), path_(split_target(target)) {}
+      : method_(std::move(method)), path_(split_target(target)), query_(split_query(target)) {}
 
   bool is(std::string_view method, std::initializer_list<std::string_view> parts) const {
     return method == method_ && matches(parts);
@@ -297,10 +302,34 @@ class Route {
                : std::vector<std::string>{};
   }
   const std::string& method() const { return method_; }
+  // The value of query parameter `name` (`?name=value&...`), decoded.
+  std::optional<std::string> query(std::string_view name) const {
+    const auto it = query_.find(std::string(name));
+    if (it == query_.end()) return std::nullopt;
+    return it->second;
+  }
 
  private:
+  static std::map<std::string, std::string> split_query(std::string_view target) {
+    std::map<std::string, std::string> query;
+    const std::size_t mark = target.find('?');
+    if (mark == std::string_view::npos) return query;
+    std::string_view rest = target.substr(mark + 1);
+    while (!rest.empty()) {
+      const std::size_t amp = rest.find('&');
+      const std::string_view pair = rest.substr(0, amp);
+      const std::size_t equals = pair.find('=');
+      query[percent_decoded(pair.substr(0, equals))] =
+          equals == std::string_view::npos ? "" : percent_decoded(pair.substr(equals + 1));
+      if (amp == std::string_view::npos) break;
+      rest.remove_prefix(amp + 1);
+    }
+    return query;
+  }
+
   std::string method_;
   std::vector<std::string> path_;
+  std::map<std::string, std::string> query_;
 };
 
 HttpResponse health(Membership& m) {
@@ -418,18 +447,25 @@ json stripe_units_json(std::uint64_t size, std::uint32_t unit_bytes, const json&
 }
 
 // GET /v1/namespace/ifs/PATH: what `tide get` shows of the file or directory at /ifs/PATH.
-asio::awaitable<HttpResponse> file_info(store::Store& store, Membership& m,
-                                        std::vector<std::string> path) {
+std::string shown_path(const std::vector<std::string>& path) {
+  std::string shown;
+  for (const std::string& segment : path) shown += "/" + segment;
+  return shown;
+}
+
+// The file at `path` (its segments, "ifs" first); a copy, since the coroutine may outlive the
+// caller's.
+asio::awaitable<Result<store::Attributes>> resolve_path(store::Store& store,
+                                                        std::vector<std::string> path) {
   if (path.empty() || path.front() != "ifs") {
-    co_return error_response(404, "paths in the namespace start with /ifs");
+    co_return error(Errc::not_found, "paths in the namespace start with /ifs");
   }
   const store::Caller root{0, 0, {}};
-  std::string shown = "/ifs";
   auto getting = store.getattr(store::kRootInode);
   Result<store::Attributes> attributes = co_await std::move(getting);
   for (std::size_t i = 1; i < path.size() && attributes.ok(); ++i) {
     if (path[i] == "." || path[i] == "..") {
-      co_return error_response(400, "the path must not contain '.' or '..'");
+      co_return error(Errc::invalid_argument, "the path must not contain '.' or '..'");
     }
     auto looking = store.lookup(attributes->inode, path[i], root);
     Result<store::LookupResult> found = co_await std::move(looking);
@@ -438,19 +474,23 @@ asio::awaitable<HttpResponse> file_info(store::Store& store, Membership& m,
     } else {
       attributes = found->object;
     }
-    shown += "/" + path[i];
   }
-  if (!attributes.ok()) {
-    if (attributes.status().code() == Errc::not_found) {
-      co_return error_response(404, "no such file: " + shown);
-    }
-    co_return failure(attributes.status());
+  if (!attributes.ok() && attributes.status().code() == Errc::not_found) {
+    co_return error(Errc::not_found, "no such file: " + shown_path(path));
   }
+  co_return attributes;
+}
+
+asio::awaitable<HttpResponse> file_info(store::Store& store, Membership& m,
+                                        std::vector<std::string> path) {
+  auto resolving = resolve_path(store, path);
+  const Result<store::Attributes> attributes = co_await std::move(resolving);
+  if (!attributes.ok()) co_return failure(attributes.status());
   const store::Attributes& a = *attributes;
   char mode[8];
   std::snprintf(mode, sizeof mode, "%04o", a.mode);
   json where = namespace_json(m.group()->view());
-  json info{{"path", shown},
+  json info{{"path", shown_path(path)},
             {"inode", a.inode},
             {"type", type_name(a.type)},
             {"size", a.size},
@@ -508,6 +548,67 @@ asio::awaitable<HttpResponse> cluster_status(Membership& m) {
   status["nodes"] = std::move(list);
   status["health"] = m.group()->leader() == 0 ? "no-quorum" : any_down ? "degraded" : "ok";
   co_return reply(200, status);
+}
+
+// Every node's report of one kind, gathered from each node up: the entries under `key` from
+// all of them (a list from each, or one object each), the locks they left unlisted, and the
+// nodes that did not answer.
+asio::awaitable<HttpResponse> gather_reports(Membership& m, NodeReport report, json parameters,
+                                             std::string key) {
+  json entries = json::array();
+  json unreachable = json::array();
+  std::uint64_t unlisted = 0;
+  for (const cluster::NodeInfo& node : m.group()->view().nodes) {
+    if (!node.up) {
+      unreachable.push_back(node.id);
+      continue;
+    }
+    auto asking = m.report_of(node.id, report, parameters, kStatsDeadline);
+    Result<json> answer = co_await std::move(asking);
+    if (!answer.ok()) {
+      if (answer.status().code() == Errc::invalid_argument) co_return failure(answer.status());
+      unreachable.push_back(node.id);
+      continue;
+    }
+    const json part = answer->value(key, json());
+    if (part.is_array()) {
+      for (const json& entry : part) entries.push_back(entry);
+    } else if (part.is_object()) {
+      entries.push_back(part);
+    }
+    unlisted += answer->value("unlisted", std::uint64_t{0});
+  }
+  json body{{key, std::move(entries)}, {"unreachable", std::move(unreachable)}};
+  if (report == NodeReport::locks) body["unlisted"] = unlisted;
+  co_return reply(200, body);
+}
+
+// GET /v1/locks[?kind=K][&path=P][&waiters=true]; the route is a copy: the coroutine outlives
+// the caller's.
+asio::awaitable<HttpResponse> list_locks(store::Store& store, Membership& m, Route route) {
+  LocksFilter filter;
+  if (const auto kind = route.query("kind")) {
+    filter.kind = parse_resource_kind(*kind);
+    if (!filter.kind) {
+      co_return error_response(
+          400, "unknown lock kind '" + *kind + "' (data, attributes, advisory or share)");
+    }
+  }
+  if (const auto path = route.query("path")) {
+    // Already decoded as a query value: a '%' in a name is the name's.
+    auto resolving = resolve_path(store, split_path(*path, false));
+    const Result<store::Attributes> file = co_await std::move(resolving);
+    if (!file.ok()) co_return failure(file.status());
+    filter.file = file->inode;
+  }
+  if (const auto waiters = route.query("waiters")) {
+    if (*waiters != "true" && *waiters != "false") {
+      co_return error_response(400, "'waiters' is true or false");
+    }
+    filter.waiters_only = *waiters == "true";
+  }
+  auto gathering = gather_reports(m, NodeReport::locks, filter.to_json(), "locks");
+  co_return co_await std::move(gathering);
 }
 
 json join_package(Membership& m, const std::string& certificate) {
@@ -774,6 +875,13 @@ asio::awaitable<HttpResponse> AdminApi::route(HttpRequest request, bool authoriz
   if (route.is("POST", {"v1", "cluster", "nodes"})) return add_node(strand_, m, request.body);
   if (route.is("DELETE", {"v1", "cluster", "nodes", "*"})) {
     return carry_out(m, remove_node(view, route.at(3)));
+  }
+  if (route.is("GET", {"v1", "locks"})) return list_locks(store_, m, route);
+  if (route.is("GET", {"v1", "statistics", "locks"})) {
+    return gather_reports(m, NodeReport::lock_statistics, json::object(), "statistics");
+  }
+  if (route.is("GET", {"v1", "nfs", "nlm", "sessions"})) {
+    return gather_reports(m, NodeReport::nlm_sessions, json::object(), "sessions");
   }
   if (route.is("GET", {"v1", "storagepool", "nodepools"})) {
     return ready(reply(200, json{{"nodepools", nodepools_json(view)}}));

@@ -162,6 +162,9 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
   hooks.advisory_locks = [&](std::shared_ptr<lockmgr::AdvisoryLocks> locks) {
     (*server)->set_advisory_locks(locks);
   };
+  hooks.nlm_sessions = [&](std::function<void(std::vector<nfsd::NlmSession>)> done) {
+    (*server)->nlm_sessions(std::move(done));
+  };
   auto membership = daemon::Membership::open(strand, config, std::move(hooks));
   if (!membership.ok()) {
     report(membership.status().message());

@@ -27,6 +27,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 constexpr std::uint32_t kStatsMethod = 2;
+constexpr std::uint32_t kReportMethod = 4;
+constexpr std::size_t kMaxReportBytes = 64 << 20;
 constexpr std::chrono::milliseconds kChangeDeadline{10'000};
 
 Result<std::string> random_hex(std::size_t bytes) {
@@ -209,6 +211,23 @@ Status Membership::start_member(bool bootstrap) {
     out.u64(stats.used_bytes);
     out.u64(stats.size_bytes);
     reply(std::move(body));
+  });
+  rpc_->handle(kReportMethod, [this](cluster::NodeId, std::span<const std::uint8_t> request,
+                                     cluster::RpcEndpoint::Reply reply) {
+    xdr::Decoder in(request);
+    const std::uint32_t report = in.u32();
+    const json parameters = json::parse(in.string(kMaxReportBytes), nullptr, false);
+    if (!in.ok() || parameters.is_discarded()) {
+      return reply(error(Errc::invalid_argument, "malformed report request"));
+    }
+    local_report(static_cast<NodeReport>(report), parameters, [reply](Result<json> answer) {
+      if (!answer.ok()) return reply(answer.status());
+      const std::string text = answer->dump();
+      xdr::Buffer body;
+      xdr::Encoder out(body);
+      out.string(text);
+      reply(std::move(body));
+    });
   });
   lockmgr::LockManagerOptions lock_options;
   lock_options.self = config_.node_id;
@@ -426,6 +445,60 @@ asio::awaitable<Result<NodeStats>> Membership::stats_of(cluster::NodeId node,
   stats.size_bytes = in.u64();
   if (!in.ok()) co_return error(Errc::internal, "malformed stats reply");
   co_return stats;
+}
+
+void Membership::local_report(NodeReport report, const json& parameters,
+                              std::function<void(Result<json>)> done) {
+  const cluster::NodeId self = config_.node_id;
+  switch (report) {
+    case NodeReport::locks: {
+      if (!lock_manager_) return done(error(Errc::unavailable, "this node is not in a cluster"));
+      auto filter = LocksFilter::from_json(parameters);
+      if (!filter.ok()) return done(filter.status());
+      return done(locks_report(self, lock_manager_->held(), loop_->now_ms(), *filter));
+    }
+    case NodeReport::lock_statistics:
+      if (!lock_manager_) return done(error(Errc::unavailable, "this node is not in a cluster"));
+      return done(lock_statistics_report(self, lock_manager_->statistics()));
+    case NodeReport::nlm_sessions:
+      if (!hooks_.nlm_sessions) return done(nlm_sessions_report(self, {}));
+      // The sessions come from another thread: back to the strand, unless the node is gone.
+      hooks_.nlm_sessions([strand = strand_, alive = std::weak_ptr<bool>(alive_), self,
+                           done = std::move(done)](std::vector<nfsd::NlmSession> sessions) {
+        asio::post(strand, [alive, self, done, sessions = std::move(sessions)] {
+          if (!alive.expired()) done(nlm_sessions_report(self, sessions));
+        });
+      });
+      return;
+  }
+  done(error(Errc::invalid_argument, "no such report"));
+}
+
+asio::awaitable<Result<json>> Membership::report_of(cluster::NodeId node, NodeReport report,
+                                                    json parameters,
+                                                    std::chrono::milliseconds deadline) {
+  if (node == config_.node_id || !rpc_) {
+    auto reporting = await_callback<Result<json>>(
+        [this, report, &parameters](auto done) { local_report(report, parameters, done); });
+    co_return co_await std::move(reporting);
+  }
+  xdr::Buffer request;
+  xdr::Encoder out(request);
+  out.u32(static_cast<std::uint32_t>(report));
+  out.string(parameters.dump());
+  cluster::RpcEndpoint* rpc = rpc_.get();
+  auto calling = await_callback<Result<xdr::Buffer>>([rpc, node, &request, deadline](auto done) {
+    rpc->call(node, kReportMethod, request, deadline, done);
+  });
+  Result<xdr::Buffer> reply = co_await std::move(calling);
+  if (!reply.ok()) co_return reply.status();
+  xdr::Decoder in(*reply);
+  const std::string text(in.string(kMaxReportBytes));
+  json parsed = json::parse(text, nullptr, false);
+  if (!in.ok() || parsed.is_discarded() || !parsed.is_object()) {
+    co_return error(Errc::internal, "malformed report from node " + std::to_string(node));
+  }
+  co_return parsed;
 }
 
 }  // namespace tidepool::daemon

@@ -21,6 +21,7 @@
 #include "cluster/tls.h"
 #include "common/config.h"
 #include "common/status.h"
+#include "daemon/lock_reports.h"
 #include "lockmgr/advisory_locks.h"
 #include "lockmgr/lock_manager.h"
 
@@ -62,6 +63,8 @@ class Membership {
     std::function<void(cluster::RpcEndpoint&)> serve_rpc;
     // When the lock manager starts (the node became a member) and, with null, when it stops.
     std::function<void(std::shared_ptr<lockmgr::AdvisoryLocks>)> advisory_locks;
+    // The NLM clients of this node; `done` may run on any thread.
+    std::function<void(std::function<void(std::vector<nfsd::NlmSession>)> done)> nlm_sessions;
   };
 
   // Makes the node's key at its first start. A data directory that belongs to another node id
@@ -103,6 +106,11 @@ class Membership {
   // Asks node `node` (this one included) for its stats.
   boost::asio::awaitable<Result<NodeStats>> stats_of(cluster::NodeId node,
                                                     std::chrono::milliseconds deadline);
+  // Asks node `node` (this one included) for one of its reports (daemon/lock_reports.h), with
+  // the report's parameters (a LocksFilter's JSON for the locks).
+  boost::asio::awaitable<Result<nlohmann::json>> report_of(cluster::NodeId node, NodeReport report,
+                                                           nlohmann::json parameters,
+                                                           std::chrono::milliseconds deadline);
 
  private:
   Membership(boost::asio::any_io_executor strand, const NodeConfig& config, Hooks hooks);
@@ -115,6 +123,9 @@ class Membership {
   // Says this node is up, so that every lock manager rebuilds: a node that restarted before
   // the group marked it down has lost its locks and its coordinator's table.
   void announce_up();
+  // This node's report, to `done` on the strand.
+  void local_report(NodeReport report, const nlohmann::json& parameters,
+                    std::function<void(Result<nlohmann::json>)> done);
 
   boost::asio::any_io_executor strand_;
   NodeConfig config_;
