@@ -138,6 +138,9 @@ void Requester::receive(cluster::NodeId from, const LockMessage& message) {
     if (!it->second.granted || it->second.unwanted) return;
     Entry& entry = it->second;
     if (entry.warned == entry.mode || !entry.on_blocking) return;
+    // Sent for a stronger mode the lock held before a conversion down: the mode it holds now
+    // is not in the way, and the callback must not stand for a later one that is.
+    if (compatible(entry.mode, blocking->wanted) || !entry.range.overlaps(blocking->range)) return;
     entry.warned = entry.mode;
     counters_.callbacks_received++;
     BlockingHandler handler = entry.on_blocking;
