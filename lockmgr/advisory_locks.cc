@@ -22,6 +22,14 @@ std::optional<Mode> aspect_mode(bool access, bool deny) {
   return std::nullopt;
 }
 
+// What stood in the way of a probe for `lock`: the lock the coordinator named or, when it named
+// none, one of an unknown owner over the range asked about that conflicts with any mode.
+AdvisoryConflict conflict_of(const AdvisoryLock& lock, const LockResult& refused) {
+  if (!refused.in_the_way) return AdvisoryConflict{{}, lock.range, true};
+  return AdvisoryConflict{refused.in_the_way->owner, refused.in_the_way->range,
+                          refused.in_the_way->mode == Mode::exclusive};
+}
+
 // The parts of `range` outside `cut`: none, one or two.
 std::vector<Range> outside(Range range, Range cut) {
   std::vector<Range> pieces;
@@ -44,18 +52,19 @@ class AdvisoryLocksImpl final : public AdvisoryLocks,
     });
   }
 
-  void test(const AdvisoryLock& lock, std::function<void(bool)> done) override {
+  void test(const AdvisoryLock& lock,
+            std::function<void(std::optional<AdvisoryConflict>)> done) override {
     on_loop([lock, done = std::move(done)](AdvisoryLocksImpl& self) mutable {
       auto weak = self.weak_from_this();
       const auto id = std::make_shared<LockId>();
       *id = self.manager_.lock(self.spec_of(lock, lock.range, lock.exclusive, true),
-                               [weak, id, done = std::move(done)](const LockResult& result) {
+                               [weak, id, lock, done = std::move(done)](const LockResult& result) {
                                  auto alive = weak.lock();
                                  if (!alive) return;
-                                 if (!result.granted()) return done(true);
+                                 if (!result.granted()) return done(conflict_of(lock, result));
                                  // The probe is answered once it is gone, so that it never
                                  // stands in the way of a request the caller makes next.
-                                 auto no_conflict = [done] { done(false); };
+                                 auto no_conflict = [done] { done(std::nullopt); };
                                  if (!alive->manager_.release(*id, std::nullopt, no_conflict)
                                           .ok()) {
                                    no_conflict();

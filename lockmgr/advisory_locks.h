@@ -54,6 +54,13 @@ struct AdvisoryClient {
   std::size_t shares = 0;   // share reservations
 };
 
+// Another owner's lock that TEST found in the way.
+struct AdvisoryConflict {
+  LockOwner owner;
+  Range range;
+  bool exclusive = false;
+};
+
 enum class AdvisoryOutcome {
   granted,
   denied,   // another owner holds a conflicting lock, and the caller would not wait
@@ -71,9 +78,10 @@ class AdvisoryLocks {
   // first. A request like one already blocked (same owner, range and mode) is that request.
   virtual void lock(const AdvisoryLock& lock, bool wait, std::function<void(AdvisoryOutcome)> done,
                     std::function<void()> granted_later) = 0;
-  // Whether another owner holds a lock that conflicts with `lock`. Asking leaves nothing behind
+  // Another owner's lock that conflicts with `lock`, if one does. Asking leaves nothing behind
   // by the time `done` runs: the next request of any owner finds the locks as they were.
-  virtual void test(const AdvisoryLock& lock, std::function<void(bool conflicts)> done) = 0;
+  virtual void test(const AdvisoryLock& lock,
+                    std::function<void(std::optional<AdvisoryConflict>)> done) = 0;
   // Gives up the owner's locks on the range (the mode does not matter); `done` runs once their
   // coordinators let them go, so a conflicting request is granted or about to be.
   virtual void unlock(const AdvisoryLock& lock, std::function<void()> done) = 0;

@@ -56,7 +56,8 @@ class AdvisoryLocksTest : public ::testing::Test {
 
   bool conflicts(NodeId node, const AdvisoryLock& lock) {
     std::optional<bool> answer;
-    locks_[node]->test(lock, [&answer](bool c) { answer = c; });
+    locks_[node]->test(lock,
+                       [&answer](std::optional<AdvisoryConflict> c) { answer = c.has_value(); });
     EXPECT_TRUE(run_until([&] { return answer.has_value(); }));
     return answer.value_or(false);
   }
@@ -123,6 +124,18 @@ TEST_F(AdvisoryLocksTest, ATestLeavesNothingInTheWayOfTheNextLock) {
     exclusive.file = file;
     ASSERT_EQ(take(1, exclusive), AdvisoryOutcome::granted) << "file " << file;
   }
+}
+
+TEST_F(AdvisoryLocksTest, ATestNamesTheLockInTheWay) {
+  ASSERT_EQ(take(1, lock_of(1, {100, 200}, false)), AdvisoryOutcome::granted);
+  std::optional<std::optional<AdvisoryConflict>> answer;
+  locks_[3]->test(lock_of(2, {150, 300}, true),
+                  [&answer](std::optional<AdvisoryConflict> c) { answer = c; });
+  ASSERT_TRUE(run_until([&] { return answer.has_value(); }));
+  ASSERT_TRUE(answer->has_value());
+  EXPECT_EQ((*answer)->owner, lock_of(1, {}, false).owner);
+  EXPECT_EQ((*answer)->range, (Range{100, 200}));
+  EXPECT_FALSE((*answer)->exclusive);
 }
 
 TEST_F(AdvisoryLocksTest, EachClientsLocksAndWaitersAreCounted) {

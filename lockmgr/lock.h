@@ -130,12 +130,22 @@ struct LockGrant {
   LockValue value{};
 };
 
+// A granted lock of another owner that stands in the way of a request.
+struct Conflict {
+  Range range;
+  Mode mode = Mode::null;
+  LockOwner owner;
+};
+
 // How a request or a conversion ended.
 struct LockResult {
   std::optional<Refusal> refused;  // why it was not granted; empty when it was
   // The lock as its node now holds it: as granted; after a refused conversion, in the mode it
   // still has (see protected_by_both); after a refused request, not at all (NL).
   LockGrant lock;
+  // For a request refused as would_block: a granted lock in its way, when one is (it may wait
+  // only behind queued requests).
+  std::optional<Conflict> in_the_way;
   bool granted() const { return !refused.has_value(); }
 };
 

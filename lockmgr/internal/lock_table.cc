@@ -54,7 +54,7 @@ Status LockTable::request(const LockRequest& request, std::vector<Notice>& notic
     return {};
   }
   if (request.try_only) {
-    notices.push_back(Refused{lock.id, Refusal::would_block});
+    notices.push_back(Refused{lock.id, Refusal::would_block, in_the_way(resource, lock)});
     warn_holders_in_the_way(resource, lock, notices);
     return {};
   }
@@ -319,6 +319,16 @@ bool LockTable::grantable(const Resource& resource, const LockRecord& lock) cons
     }
   }
   return true;
+}
+
+std::optional<Conflict> LockTable::in_the_way(const Resource& resource, const LockRecord& lock) {
+  for (const LockRecord& other : resource.locks) {
+    if (other.id != lock.id && holds(other) && other.range.overlaps(lock.range) &&
+        !same_owner(other, lock) && !compatible(other.granted, lock.requested)) {
+      return Conflict{other.range, other.granted, other.owner};
+    }
+  }
+  return std::nullopt;
 }
 
 bool LockTable::waits_for_it(const Resource& resource, const LockRecord& conversion) const {

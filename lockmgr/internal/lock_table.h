@@ -45,6 +45,7 @@ struct Queued {
 struct Refused {
   LockId id;
   Refusal reason = Refusal::would_block;
+  std::optional<Conflict> in_the_way;  // for a request refused as would_block
 };
 
 // The blocking callback: `holder` stands in the way of a request for `wanted` on `range`, and
@@ -116,6 +117,8 @@ class LockTable {
                 std::vector<Notice>& notices);
   void enqueue(Resource& resource, LockRecord& lock, std::vector<Notice>& notices);
   bool grantable(const Resource& resource, const LockRecord& lock) const;
+  // The first granted lock of another owner that conflicts with `lock`, if any.
+  static std::optional<Conflict> in_the_way(const Resource& resource, const LockRecord& lock);
   // Whether a conversion queued before `conversion` waits for the mode it holds while it would
   // wait for that one: neither could ever be granted.
   bool waits_for_it(const Resource& resource, const LockRecord& conversion) const;

@@ -34,7 +34,9 @@ std::string describe(const Notice& notice) {
     }
     std::string operator()(const Refused& r) const {
       constexpr const char* kReasons[] = {"would_block", "deadlock", "timed_out", "cancelled"};
-      return "refused " + name_of(r.id) + " " + kReasons[static_cast<int>(r.reason)];
+      std::string text = "refused " + name_of(r.id) + " " + kReasons[static_cast<int>(r.reason)];
+      if (r.in_the_way) text += " behind " + std::string(mode_name(r.in_the_way->mode));
+      return text;
     }
     std::string operator()(const Blocking& b) const {
       return "blocking " + name_of(b.holder) + " for " + std::string(mode_name(b.wanted));
@@ -199,13 +201,23 @@ TEST_F(LockTableTest, ATryOnlyRequestIsRefusedAtOnceAndStillWarnsTheHolder) {
   ASSERT_TRUE(request(a1, Mode::protected_write).ok());
   said();
   ASSERT_TRUE(try_request(b1, Mode::exclusive).ok());
-  EXPECT_EQ(said(), "refused b1 would_block; blocking a1 for EX");
+  // The refusal names the granted lock in the way.
+  EXPECT_EQ(said(), "refused b1 would_block behind PW; blocking a1 for EX");
   EXPECT_FALSE(table_.find(b1).has_value());
   ASSERT_TRUE(try_request(c1, Mode::concurrent_read).ok());
   EXPECT_EQ(said(), "granted c1 CR");
   ASSERT_TRUE(table_.convert(c1, Mode::exclusive, true, 0, std::nullopt, notices_).ok());
   EXPECT_EQ(said(), "refused c1 would_block");  // a1 was warned for the mode it holds
   EXPECT_EQ(table_.find(c1)->granted, Mode::concurrent_read);
+}
+
+TEST_F(LockTableTest, ATryOnlyRequestBehindAQueuedOneHasNoLockInTheWay) {
+  ASSERT_TRUE(request(a1, Mode::protected_read).ok());
+  ASSERT_TRUE(request(b1, Mode::exclusive).ok());
+  said();
+  // Compatible with every granted lock, but not to overtake the writer queued first.
+  ASSERT_TRUE(try_request(c1, Mode::protected_read).ok());
+  EXPECT_EQ(said(), "refused c1 would_block");
 }
 
 TEST_F(LockTableTest, ACancelledRequestNoLongerHoldsBackThoseBehindIt) {

@@ -85,6 +85,12 @@ class Writer {
   void operator()(const Refused& refused) {
     id(refused.id);
     out_.u32(static_cast<std::uint32_t>(refused.reason));
+    out_.boolean(refused.in_the_way.has_value());
+    if (refused.in_the_way) {
+      range(refused.in_the_way->range);
+      mode(refused.in_the_way->mode);
+      owner(refused.in_the_way->owner);
+    }
   }
   void operator()(const Blocking& blocking) {
     id(blocking.holder);
@@ -201,6 +207,7 @@ class Reader {
         Refused refused;
         refused.id = id();
         refused.reason = bounded<Refusal>(static_cast<std::uint32_t>(Refusal::cancelled));
+        if (in_.boolean()) refused.in_the_way = Conflict{range(), mode(), owner()};
         return refused;
       }
       case 8: {

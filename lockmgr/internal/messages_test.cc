@@ -40,6 +40,7 @@ std::vector<LockMessage> every_kind() {
       {10, 0, Report{{held, waiting}, 2, 3}},
       {10, 0, Report{{}, 0, 1}},
       {10, 0, ReportAck{}},
+      {9, 7, Refused{kLock, Refusal::would_block, Conflict{kRange, Mode::exclusive, {3, 4}}}},
   };
 }
 

@@ -197,7 +197,7 @@ void Requester::on_answer(LockId id, Entry& entry, const LockMessage& message) {
   }
   if (const auto* refused = std::get_if<Refused>(&message.body)) {
     if (entry.doing == Doing::releasing) return;
-    return finish(id, entry, refused->reason);
+    return finish(id, entry, refused->reason, refused->in_the_way);
   }
   // Released: the coordinator no longer has the lock.
   if (entry.doing == Doing::releasing) return released(id);
@@ -220,8 +220,10 @@ LockResult Requester::outcome(LockId id, const Entry& entry, std::optional<Refus
           LockGrant{id, entry.granted ? entry.mode : Mode::null, entry.range, entry.value}};
 }
 
-void Requester::finish(LockId id, Entry& entry, std::optional<Refusal> refused) {
-  const LockResult result = outcome(id, entry, refused);
+void Requester::finish(LockId id, Entry& entry, std::optional<Refusal> refused,
+                       std::optional<Conflict> in_the_way) {
+  LockResult result = outcome(id, entry, refused);
+  result.in_the_way = in_the_way;
   Completion done = std::move(entry.done);
   entry.done = nullptr;
   entry.doing = Doing::nothing;

@@ -93,7 +93,8 @@ class Requester {
   void release_unwanted(LockId id, cluster::NodeId coordinator, std::uint64_t op);
   // Ends the entry's lock or convert operation; forgets the entry unless it holds a lock.
   static LockResult outcome(LockId id, const Entry& entry, std::optional<Refusal> refused);
-  void finish(LockId id, Entry& entry, std::optional<Refusal> refused);
+  void finish(LockId id, Entry& entry, std::optional<Refusal> refused,
+              std::optional<Conflict> in_the_way = std::nullopt);
   void forget(LockId id);
   // Forgets a lock being released, and tells those waiting for the release.
   void released(LockId id);

@@ -186,9 +186,15 @@ lockmgr::LockOwner owner_of(const NlmProgram::Lock& lock) {
   lockmgr::LockOwner owner;
   std::memcpy(&owner.high, digest, sizeof owner.high);
   std::memcpy(&owner.low, digest + sizeof owner.high, sizeof owner.low);
+  // 96 bits of the hash and, below them, the process: TEST tells whose lock is in the way.
+  owner.low = (owner.low & ~std::uint64_t{0xffffffff}) | svid;
   // The zero owner means "no owner"; a hash that lands on it still names an owner.
-  if (owner.none()) owner.low = 1;
+  if (owner.none()) owner.high = 1;
   return owner;
+}
+
+std::uint32_t svid_of(const lockmgr::LockOwner& owner) {
+  return static_cast<std::uint32_t>(owner.low & 0xffffffff);
 }
 
 // Who a lock is for, in listings: "nfs client NAME (ADDRESS) WHAT".
@@ -220,18 +226,18 @@ void encode_status(xdr::Encoder& out, const std::vector<std::uint8_t>& cookie,
   out.u32(status);
 }
 
-// nlm4_testres. The lock manager says whether some other owner's lock conflicts, not whose it
-// is: the holder reported is the range asked about, exclusive unless only a shared lock could
-// be in the way, of an unknown process.
-void encode_test_result(xdr::Encoder& out, const NlmProgram::Request& request,
-                        std::uint32_t status) {
+// nlm4_testres: when DENIED, the holder of the lock in the way — its process (svid) and range;
+// its owner handle is not kept, so it goes back empty.
+void encode_test_result(xdr::Encoder& out, const NlmProgram::Request& request, std::uint32_t status,
+                        const std::optional<lockmgr::AdvisoryConflict>& holder) {
   encode_status(out, request.cookie, status);
-  if (status != NLM4_DENIED) return;
-  out.boolean(!request.exclusive);
-  out.u32(0);
+  if (status != NLM4_DENIED || !holder) return;
+  constexpr std::uint64_t kEnd = std::numeric_limits<std::uint64_t>::max();
+  out.boolean(holder->exclusive);
+  out.u32(svid_of(holder->owner));
   out.opaque(std::span<const std::uint8_t>());
-  out.u64(request.lock.offset);
-  out.u64(request.lock.length);
+  out.u64(holder->range.start);
+  out.u64(holder->range.end == kEnd ? 0 : holder->range.end - holder->range.start);
 }
 
 }  // namespace
@@ -270,10 +276,11 @@ awaitable<std::optional<AcceptStatus>> NlmProgram::call(const CallContext& conte
       if (!in.ok()) co_return AcceptStatus::garbage_args;
       saw_client(context, request.lock.caller_name);
       std::uint32_t status = NLM4_DENIED;
+      std::optional<lockmgr::AdvisoryConflict> holder;
       switch (procedure) {
         case kTest:
         case kTestMsg:
-          status = co_await test(context, request);
+          status = co_await test(context, request, holder);
           break;
         case kLock:
         case kLockMsg:
@@ -296,7 +303,7 @@ awaitable<std::optional<AcceptStatus>> NlmProgram::call(const CallContext& conte
       xdr::Buffer results;
       xdr::Encoder encoder(results);
       if (procedure == kTest || procedure == kTestMsg) {
-        encode_test_result(asynchronous ? encoder : out, request, status);
+        encode_test_result(asynchronous ? encoder : out, request, status, holder);
       } else {
         encode_status(asynchronous ? encoder : out, request.cookie, status);
       }
@@ -360,16 +367,18 @@ awaitable<std::uint32_t> NlmProgram::advisory_lock(const CallContext& context,
   co_return NLM4_GRANTED;
 }
 
-awaitable<std::uint32_t> NlmProgram::test(const CallContext& context, const Request& request) {
+awaitable<std::uint32_t> NlmProgram::test(const CallContext& context, const Request& request,
+                                          std::optional<lockmgr::AdvisoryConflict>& holder) {
   auto locks = this->locks();
   if (!locks) co_return NLM4_DENIED_NOLOCKS;
   if (in_grace()) co_return NLM4_DENIED_GRACE_PERIOD;
   lockmgr::AdvisoryLock lock;
   const std::uint32_t named = co_await advisory_lock(context, request, lock);
   if (named != NLM4_GRANTED) co_return named;
-  auto testing = await_callback<bool>([&locks, &lock](auto done) { locks->test(lock, done); });
-  const bool conflicts = co_await std::move(testing);
-  co_return conflicts ? NLM4_DENIED : NLM4_GRANTED;
+  auto testing = await_callback<std::optional<lockmgr::AdvisoryConflict>>(
+      [&locks, &lock](auto done) { locks->test(lock, done); });
+  holder = co_await std::move(testing);
+  co_return holder ? NLM4_DENIED : NLM4_GRANTED;
 }
 
 awaitable<std::uint32_t> NlmProgram::lock(const CallContext& context, const Request& request) {

@@ -65,7 +65,9 @@ class NlmProgram final : public RpcProgram {
   // (NLM4_STALE_FH, NLM4_FBIG).
   awaitable<std::uint32_t> advisory_lock(const CallContext& context, const Request& request,
                                          lockmgr::AdvisoryLock& lock);
-  awaitable<std::uint32_t> test(const CallContext& context, const Request& request);
+  // DENIED with the lock in the way in `holder`.
+  awaitable<std::uint32_t> test(const CallContext& context, const Request& request,
+                                std::optional<lockmgr::AdvisoryConflict>& holder);
   awaitable<std::uint32_t> lock(const CallContext& context, const Request& request);
   awaitable<std::uint32_t> cancel(const CallContext& context, const Request& request);
   awaitable<std::uint32_t> unlock(const CallContext& context, const Request& request);

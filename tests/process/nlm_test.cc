@@ -191,13 +191,28 @@ class NlmClient {
       return rpc_nlm4_lock_async(connection_.get(), cb, &args, priv);
     });
   }
-  uint32_t test(const FileHandle& fh, uint32_t svid, bool exclusive) {
+  // The status; when DENIED, the lock in the way lands in `holder`.
+  uint32_t test(const FileHandle& fh, uint32_t svid, bool exclusive,
+                nlm4_holder* holder = nullptr) {
     NLM4_TESTargs args{};
     args.exclusive = exclusive;
     args.lock = lock_of(fh, svid);
-    return call("TEST", [&](rpc_cb cb, void* priv) {
-      return rpc_nlm4_test_async(connection_.get(), cb, &args, priv);
-    });
+    uint32_t status = 1000;
+    const bool answered = connection_.call(
+        "TEST",
+        [&](rpc_cb cb, void* priv) {
+          return rpc_nlm4_test_async(connection_.get(), cb, &args, priv);
+        },
+        [&](void* data) {
+          const auto* res = static_cast<NLM4_TESTres*>(data);
+          status = res->reply.status;
+          if (status == NLM4_DENIED && holder != nullptr) {
+            *holder = res->reply.nlm4_testreply_u.lock.holder;
+            holder->oh = {};  // points into the reply, gone after this call
+          }
+        });
+    EXPECT_TRUE(answered) << "TEST: " << connection_.error();
+    return status;
   }
   uint32_t unlock(const FileHandle& fh, uint32_t svid) {
     NLM4_UNLOCKargs args{};
@@ -223,7 +238,7 @@ class NlmClient {
   uint32_t call(std::string_view what, const std::function<int(rpc_cb, void*)>& issue) {
     uint32_t status = 1000;
     const bool answered = connection_.call(what, issue, [&status](void* data) {
-      // NLM4_TESTres and NLM4_LOCKres/UNLOCKres all begin with the cookie and the status.
+      // NLM4_LOCKres and NLM4_UNLOCKres begin with the cookie and the status.
       status = static_cast<NLM4_LOCKres*>(data)->status;
     });
     EXPECT_TRUE(answered) << what << ": " << connection_.error();
@@ -281,7 +296,13 @@ TEST_F(NlmTest, ALockThroughOneNodeBlocksAnotherThroughAnotherNodeUntilUnlocked)
   NlmClient& a = *a_;
   NlmClient& b = *b_;
   ASSERT_EQ(a.lock(file_, 1, true, false), NLM4_GRANTED);
-  EXPECT_EQ(b.test(file_, 2, false), NLM4_DENIED);
+  // TEST through another node names the holder: client a's process 1, the whole file.
+  nlm4_holder holder{};
+  EXPECT_EQ(b.test(file_, 2, false, &holder), NLM4_DENIED);
+  EXPECT_EQ(holder.svid, 1u);
+  EXPECT_TRUE(holder.exclusive);
+  EXPECT_EQ(holder.l_offset, 0u);
+  EXPECT_EQ(holder.l_len, 0u);
   EXPECT_EQ(b.lock(file_, 2, true, false), NLM4_DENIED);
   EXPECT_EQ(b.lock(file_, 2, true, true), NLM4_BLOCKED);
   // After the grace period a reclaim is refused.
