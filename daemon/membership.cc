@@ -238,6 +238,18 @@ Status Membership::start_member(bool bootstrap) {
                                      std::chrono::system_clock::now().time_since_epoch())
                                      .count()) *
       1000;
+  // A node that leaves a blocking callback unanswered is not skipped: the group view marks it
+  // down, which drops its locks everywhere and fences it until it is heard from again.
+  lock_options.unresponsive = [this, alive = std::weak_ptr<bool>(alive_)](cluster::NodeId node) {
+    if (alive.expired() || !client_) return;
+    spdlog::error("lock manager: node {} answered no blocking callback in time; marking it down",
+                  node);
+    client_->propose(cluster::Change::set_node_state(node, false), kChangeDeadline,
+                     [node](Status s) {
+                       if (!s.ok())
+                         spdlog::warn("could not mark node {} down: {}", node, s.message());
+                     });
+  };
   lock_manager_ = std::make_unique<lockmgr::LockManager>(*loop_, *transport_, lock_options);
   advisory_locks_ = lockmgr::AdvisoryLocks::make(*loop_, *lock_manager_);
   group_->on_applied([this](const cluster::AppliedChange& applied) {

@@ -232,30 +232,34 @@ class AdvisoryLocksImpl final : public AdvisoryLocks,
     // A try first: a blocked request must be answered at once, and the lock manager only
     // tells when a request ends.
     const auto id = std::make_shared<LockId>();
-    *id = manager_.lock(spec_of(lock, lock.range, lock.exclusive, true),
-                        [weak = weak_from_this(), id, key, lock, wait, done = std::move(done),
-                         later = std::move(granted_later)](const LockResult& result) mutable {
-                          auto self = weak.lock();
-                          if (!self) return;
-                          if (result.granted()) {
-                            self->adopt(key, Held{*id, lock.range, lock.exclusive});
-                            return done(AdvisoryOutcome::granted);
-                          }
-                          if (!wait) {
-                            self->forget_if_empty(self->owners_.find(key));
-                            return done(AdvisoryOutcome::denied);
-                          }
-                          self->queue(key, lock, std::move(later));
-                          done(AdvisoryOutcome::blocked);
-                        });
+    *id = manager_.lock(
+        spec_of(lock, lock.range, lock.exclusive, true),
+        [weak = weak_from_this(), id, key, lock, wait, done = std::move(done),
+         later = std::move(granted_later)](const LockResult& result) mutable {
+          auto self = weak.lock();
+          if (!self) return;
+          if (result.granted()) {
+            self->adopt(key, Held{*id, lock.range, lock.exclusive});
+            return done(AdvisoryOutcome::granted);
+          }
+          if (!wait) {
+            self->forget_if_empty(self->owners_.find(key));
+            return done(AdvisoryOutcome::denied);
+          }
+          self->queue(key, lock, std::move(later));
+          done(AdvisoryOutcome::blocked);
+        },
+        {}, lost_for(key));
   }
 
   void queue(const Key& key, const AdvisoryLock& lock, std::function<void()> granted_later) {
     const auto id = std::make_shared<LockId>();
-    *id = manager_.lock(spec_of(lock, lock.range, lock.exclusive, false),
-                        [weak = weak_from_this(), id, key](const LockResult& result) {
-                          if (auto self = weak.lock()) self->waited(key, *id, result);
-                        });
+    *id = manager_.lock(
+        spec_of(lock, lock.range, lock.exclusive, false),
+        [weak = weak_from_this(), id, key](const LockResult& result) {
+          if (auto self = weak.lock()) self->waited(key, *id, result);
+        },
+        {}, lost_for(key));
     owners_[key].waiters.push_back(
         Waiter{*id, lock.range, lock.exclusive, std::move(granted_later)});
   }
@@ -325,9 +329,15 @@ class AdvisoryLocksImpl final : public AdvisoryLocks,
       for (const Range& piece : pieces) {
         const LockId id = manager_.lock(
             spec_of(piece_of, piece, old.exclusive, false),
-            [weak = weak_from_this(), outstanding_pieces, old, release](const LockResult&) {
-              if (weak.lock() && --*outstanding_pieces == 0) release(old.id);
-            });
+            [weak = weak_from_this(), outstanding_pieces, old, release,
+             key](const LockResult& result) {
+              auto self = weak.lock();
+              if (!self) return;
+              // Refused only when this node left the view: every lock of the owner is gone.
+              if (!result.granted()) self->forget_lock(key, result.lock.id);
+              if (--*outstanding_pieces == 0) release(old.id);
+            },
+            {}, lost_for(key));
         owned->second.held.push_back(Held{id, piece, old.exclusive});
       }
     }
@@ -378,16 +388,35 @@ class AdvisoryLocksImpl final : public AdvisoryLocks,
       spec.try_only = true;
       spec.owner = share.owner;
       spec.holder = share.holder;
-      manager_.lock(spec, [attempt, settle](const LockResult& result) {
-        if (result.granted()) {
-          attempt->granted.push_back(result.lock.id);
-        } else {
-          attempt->refused = true;
-        }
-        attempt->outstanding--;
-        settle();
-      });
+      manager_.lock(
+          spec,
+          [attempt, settle](const LockResult& result) {
+            if (result.granted()) {
+              attempt->granted.push_back(result.lock.id);
+            } else {
+              attempt->refused = true;
+            }
+            attempt->outstanding--;
+            settle();
+          },
+          {}, lost_for(key));
     }
+  }
+
+  // What the lock manager calls when a lock of the owner is lost: this node left the group view,
+  // which fenced it, and the client no longer holds what the lock held.
+  LockManager::LostHandler lost_for(const Key& key) {
+    return [weak = weak_from_this(), key](LockId id) {
+      if (auto self = weak.lock()) self->forget_lock(key, id);
+    };
+  }
+
+  void forget_lock(const Key& key, LockId id) {
+    auto owned = owners_.find(key);
+    if (owned == owners_.end()) return;
+    std::erase_if(owned->second.held, [id](const Held& held) { return held.id == id; });
+    std::erase(owned->second.shares, id);
+    forget_if_empty(owned);
   }
 
   void forget_if_empty(Owners::iterator owned) {

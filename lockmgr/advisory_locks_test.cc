@@ -138,6 +138,22 @@ TEST_F(AdvisoryLocksTest, ATestNamesTheLockInTheWay) {
   EXPECT_FALSE((*answer)->exclusive);
 }
 
+TEST_F(AdvisoryLocksTest, LocksOfANodeThatLeftTheViewAreNoLongerItsClients) {
+  ASSERT_EQ(take(1, lock_of(1, {0, 100}, true)), AdvisoryOutcome::granted);
+  ASSERT_EQ(take(1, lock_of(1, {200, 300}, false)), AdvisoryOutcome::granted);
+  settle();
+  // Node 1 is marked down while alive: its locks are gone, everywhere and on node 1.
+  for (NodeId node : {1, 2, 3}) managers_[node]->set_view(2, {2, 3});
+  EXPECT_EQ(take(3, lock_of(2, {0, 300}, true)), AdvisoryOutcome::granted);
+  std::optional<std::vector<AdvisoryClient>> clients;
+  locks_[1]->clients([&clients](std::vector<AdvisoryClient> c) { clients = std::move(c); });
+  ASSERT_TRUE(run_until([&] { return clients.has_value(); }));
+  EXPECT_TRUE(clients->empty());
+  // Back in the view, its client asks like any other.
+  for (NodeId node : {1, 2, 3}) managers_[node]->set_view(3, {1, 2, 3});
+  EXPECT_EQ(take(1, lock_of(1, {0, 100}, false)), AdvisoryOutcome::denied);
+}
+
 TEST_F(AdvisoryLocksTest, EachClientsLocksAndWaitersAreCounted) {
   AdvisoryLock shared = lock_of(1, {0, 10}, false);
   shared.client = "alpha";

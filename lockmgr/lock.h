@@ -168,8 +168,11 @@ struct LockStatistics {
   // released): what a request costs when nothing stands in its way.
   LatencyHistogram round_trips;
   std::uint64_t unwanted_released = 0;  // grants that came after the node let the lock go
+  std::uint64_t fenced = 0;             // views that left this node out
+  std::uint64_t locks_lost = 0;         // granted locks given up for that
   std::uint64_t stale_dropped = 0;      // messages of another epoch, or overtaken calls
   std::uint64_t callbacks_sent = 0;
+  std::uint64_t unresponsive_reported = 0;  // holders' nodes that left callbacks unanswered
   std::uint64_t recoveries = 0;
   std::uint64_t last_recovery_ms = 0;
   std::uint64_t conflicting_reports = 0;  // never seen unless a node lies: a bug

@@ -179,6 +179,9 @@ class LockCache::Impl : public std::enable_shared_from_this<LockCache::Impl> {
         },
         [weak = weak_from_this()](LockId holder, Mode wanted, Range) {
           if (auto self = weak.lock()) self->wanted(holder, wanted);
+        },
+        [weak = weak_from_this()](LockId lost) {
+          if (auto self = weak.lock()) self->lost(lost);
         });
     entry.id = *id;
     by_resource_.emplace(entry.resource, *id);
@@ -343,6 +346,26 @@ class LockCache::Impl : public std::enable_shared_from_this<LockCache::Impl> {
     std::vector<Acquisition> deferred = std::move(entry.deferred);
     (void)manager_.release(id);
     forget(id);
+    for (Acquisition& acquisition : deferred) acquire(std::move(acquisition));
+  }
+
+  // This node left the group view, which fenced it: the lock is gone. Its user drops what it
+  // protected at once, those who joined its request or conversion learn why, and those deferred
+  // ask anew.
+  void lost(LockId id) {
+    auto it = entries_.find(id);
+    if (it == entries_.end()) return;
+    stats_.lost++;
+    std::vector<Acquisition> joined = std::move(it->second.joined);
+    std::vector<Acquisition> deferred = std::move(it->second.deferred);
+    const ResourceName resource = it->second.resource;
+    const Range range = it->second.range;
+    forget(id);
+    revoke_(resource, range, Mode::null, [] {});
+    for (Acquisition& acquisition : joined) {
+      acquisition.done(
+          error(Errc::unavailable, "the lock was lost: this node left the group view"));
+    }
     for (Acquisition& acquisition : deferred) acquire(std::move(acquisition));
   }
 

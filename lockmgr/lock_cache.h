@@ -42,6 +42,7 @@ struct LockCacheStatistics {
   std::uint64_t upgrades = 0;     // cached locks converted up for a stronger acquisition
   std::uint64_t revocations = 0;  // cached locks weakened or given up for another node
   std::uint64_t evictions = 0;    // idle locks given up to stay within max_idle
+  std::uint64_t lost = 0;         // locks gone because this node left the group view
 };
 
 // A lock held through the cache, until LockCache::release(id).
@@ -55,7 +56,9 @@ class LockCache {
  public:
   // Before the cache weakens a lock to `kept` (Mode::null: gives it up), it tells its user,
   // which drops what the lock protected and `kept` no longer does (flushing dirty state first)
-  // and then runs `done`. Called only while nobody uses the lock.
+  // and then runs `done`. Called only while nobody uses the lock — except when the lock is
+  // lost (this node left the group view): then `kept` is NL, the lock is already gone, dirty
+  // state can no longer be written under it, and the acquisitions holding it are void.
   using Revoke = std::function<void(const ResourceName& resource, Range range, Mode kept,
                                     std::function<void()> done)>;
   // The lock, or `unavailable` when a conversion the acquisition needed was refused to break a

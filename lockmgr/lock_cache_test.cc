@@ -197,6 +197,29 @@ TEST_F(LockCacheTest, IdleLocksStayWithinTheirBoundLeastRecentlyUsedFirst) {
   EXPECT_EQ(revoked_[1][0].resource.id, 1u);
 }
 
+TEST_F(LockCacheTest, ALockLostWithTheViewIsDroppedAndAskedForAnewOnReturn) {
+  start(7, {1, 2, 3});
+  Result<CachedLock> mine = acquire(1, Mode::exclusive);
+  ASSERT_TRUE(mine.ok());
+  caches_[1]->release(mine->id);
+  // Node 1 is marked down while alive: its user drops what the idle lock protected.
+  for (NodeId node : {1, 2, 3}) managers_[node]->set_view(2, {2, 3});
+  ASSERT_EQ(revoked_[1].size(), 1u);
+  EXPECT_EQ(revoked_[1][0].kept, Mode::null);
+  EXPECT_EQ(caches_[1]->statistics().lost, 1u);
+  EXPECT_EQ(caches_[1]->idle(), 0u);
+  Result<CachedLock> theirs = acquire(2, Mode::exclusive);
+  ASSERT_TRUE(theirs.ok());
+  caches_[2]->release(theirs->id);
+  // Back in the view, node 1 asks anew; node 2's idle writer keeps a reader's share.
+  for (NodeId node : {1, 2, 3}) managers_[node]->set_view(3, {1, 2, 3});
+  Result<CachedLock> again = acquire(1, Mode::protected_read);
+  ASSERT_TRUE(again.ok());
+  EXPECT_NE(again->id, mine->id);
+  ASSERT_EQ(revoked_[2].size(), 1u);
+  EXPECT_EQ(revoked_[2][0].kept, Mode::protected_read);
+}
+
 // Users on every node take and give back random modes on random ranges of two files through
 // their caches, over a network that delays, reorders, loses and repeats; what users hold at any
 // moment never conflicts across nodes, and every acquisition is answered.

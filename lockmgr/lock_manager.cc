@@ -17,7 +17,7 @@ class LockManager::Impl {
         coordinator_(
             loop, [this](cluster::NodeId to, const LockMessage& m) { send(to, m); },
             {options.remind, options.max_held_back, options.tombstone_lifetime,
-             options.max_tombstones},
+             options.max_tombstones, options.callback_deadline, options.unresponsive},
             statistics_),
         requester_(
             loop, [this](cluster::NodeId to, const LockMessage& m) { send(to, m); }, options.self,
@@ -75,8 +75,9 @@ void LockManager::set_view(cluster::Epoch epoch, const std::vector<cluster::Node
   impl_->requester_.set_view(epoch, up_nodes);
 }
 
-LockId LockManager::lock(const LockSpec& spec, Completion done, BlockingHandler on_blocking) {
-  return impl_->requester_.lock(spec, std::move(done), std::move(on_blocking));
+LockId LockManager::lock(const LockSpec& spec, Completion done, BlockingHandler on_blocking,
+                         LostHandler on_lost) {
+  return impl_->requester_.lock(spec, std::move(done), std::move(on_blocking), std::move(on_lost));
 }
 
 Status LockManager::convert(LockId id, const ConvertSpec& spec, Completion done) {

@@ -39,6 +39,11 @@ struct LockManagerOptions {
   // cannot ask for them again.
   std::chrono::milliseconds tombstone_lifetime{60'000};
   std::size_t max_tombstones = 65536;
+  // A node that acknowledges no blocking callback for one of its locks this long after it was
+  // sent is reported to `unresponsive` (once per node and view): the daemon has the group view
+  // mark it down, which drops its locks everywhere and fences it.
+  std::chrono::milliseconds callback_deadline{10'000};
+  std::function<void(cluster::NodeId)> unresponsive;
 };
 
 class LockManager {
@@ -48,16 +53,23 @@ class LockManager {
   // A lock of this node stands in the way of a request for `wanted` on `range`: its user should
   // convert it down to a compatible mode or release it. Called once per mode held.
   using BlockingHandler = std::function<void(LockId holder, Mode wanted, Range range)>;
+  // The lock is gone: this node left the group view (it was marked down while alive), so the
+  // coordinators dropped its locks and may grant them to others. The user stops relying on it
+  // at once; any call about the lock answers not_found from then on.
+  using LostHandler = std::function<void(LockId lost)>;
 
   LockManager(cluster::EventLoop& loop, cluster::Transport& transport, LockManagerOptions options);
   ~LockManager();
   LockManager(const LockManager&) = delete;
   LockManager& operator=(const LockManager&) = delete;
 
-  // A new group view. Until the first, requests wait.
+  // A new group view. Until the first, requests wait. A view without this node fences it: every
+  // lock it holds is lost (LostHandler), every operation in flight ends refused (cancelled),
+  // and new requests wait until a view takes it back.
   void set_view(cluster::Epoch epoch, const std::vector<cluster::NodeId>& up_nodes);
 
-  LockId lock(const LockSpec& spec, Completion done, BlockingHandler on_blocking = {});
+  LockId lock(const LockSpec& spec, Completion done, BlockingHandler on_blocking = {},
+              LostHandler on_lost = {});
   // precondition_failed unless the lock is granted and idle. A conversion down gives up the
   // stronger mode at once: the user stops relying on it before it calls.
   Status convert(LockId id, const ConvertSpec& spec, Completion done);

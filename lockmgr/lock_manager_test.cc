@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include "cluster/sim.h"
 
@@ -23,6 +24,8 @@ class LockManagerTest : public ::testing::Test {
     for (NodeId node : {1, 2, 3}) {
       LockManagerOptions options;
       options.self = node;
+      options.callback_deadline = std::chrono::milliseconds(2'000);
+      options.unresponsive = [this, node](NodeId silent) { unresponsive_[node].insert(silent); };
       managers_[node] =
           std::make_unique<LockManager>(world_.loop(node), world_.transport(node), options);
     }
@@ -53,6 +56,7 @@ class LockManagerTest : public ::testing::Test {
   cluster::Epoch epoch_ = 0;
   std::map<NodeId, std::unique_ptr<LockManager>> managers_;
   std::map<NodeId, std::pair<LockId, Mode>> blocked_;
+  std::map<NodeId, std::set<NodeId>> unresponsive_;  // by the coordinator that reported them
 };
 
 TEST_F(LockManagerTest, AConflictingRequestWaitsUntilTheHolderGivesWayAfterItsCallback) {
@@ -122,6 +126,58 @@ TEST_F(LockManagerTest, WhenTheHolderDiesTheViewDropsItsLocksAndTheWaiterProceed
   for (auto& [node, manager] : managers_) coordinated += manager->coordinated().size();
   EXPECT_EQ(coordinated, 1u);
   EXPECT_EQ(managers_[2]->statistics().recoveries + managers_[3]->statistics().recoveries, 4u);
+}
+
+TEST_F(LockManagerTest, AHolderThatLeavesItsCallbackUnansweredIsReportedAndFencedByTheView) {
+  // The holder is a node other than the resource's coordinator, the waiter the third.
+  std::optional<LockResult> probe;
+  const LockId probe_id = lock(1, Mode::null, probe);
+  ASSERT_TRUE(run_until([&] { return probe.has_value(); }));
+  NodeId coordinator = 0;
+  for (auto& [node, manager] : managers_) {
+    if (!manager->coordinated().empty()) coordinator = node;
+  }
+  ASSERT_NE(coordinator, 0u);
+  ASSERT_TRUE(managers_[1]->release(probe_id).ok());
+  const NodeId holder = coordinator == 1 ? 2 : 1;
+  const NodeId waiter = 6 - coordinator - holder;
+
+  std::optional<LockResult> held, wanted;
+  std::optional<LockId> lost;
+  LockSpec spec{kFile, Mode::exclusive};
+  const LockId held_id = managers_[holder]->lock(
+      spec, [&](const LockResult& r) { held = r; }, {}, [&](LockId id) { lost = id; });
+  ASSERT_TRUE(run_until([&] { return held.has_value(); }));
+  ASSERT_TRUE(held->granted());
+
+  // The holder's node is cut off: it never hears the callback, and never answers it.
+  world_.partition({{holder}, {coordinator, waiter}});
+  lock(waiter, Mode::exclusive, wanted);
+  world_.run_until(world_.now_ms() + 1'000);
+  EXPECT_TRUE(unresponsive_[coordinator].empty());
+  ASSERT_TRUE(run_until([&] { return unresponsive_[coordinator].contains(holder); }));
+  EXPECT_FALSE(wanted.has_value());
+  EXPECT_EQ(managers_[coordinator]->statistics().unresponsive_reported, 1u);
+
+  // The group view marks it down; the holder, when it learns so, knows its lock is gone.
+  epoch_++;
+  for (auto& [node, manager] : managers_) manager->set_view(epoch_, {coordinator, waiter});
+  ASSERT_TRUE(run_until([&] { return wanted.has_value(); }));
+  EXPECT_TRUE(wanted->granted());
+  EXPECT_EQ(lost, held_id);
+  EXPECT_TRUE(managers_[holder]->held().empty());
+  EXPECT_EQ(managers_[holder]->statistics().locks_lost, 1u);
+  EXPECT_EQ(managers_[holder]->release(held_id).code(), Errc::not_found);
+
+  // Back in the view, it asks again like any node, and waits its turn.
+  world_.heal();
+  std::optional<LockResult> again;
+  lock(holder, Mode::protected_read, again);
+  world_.run_until(world_.now_ms() + 500);
+  EXPECT_FALSE(again.has_value());
+  view({1, 2, 3});
+  ASSERT_TRUE(run_until([&] { return blocked_.contains(waiter); }));
+  EXPECT_FALSE(again.has_value());
 }
 
 TEST_F(LockManagerTest, OperationsOnLocksTheNodeDoesNotHaveAreRefused) {

@@ -40,6 +40,8 @@ void Coordinator::set_view(cluster::Epoch epoch, const std::vector<cluster::Node
   reports_.clear();
   reported_.clear();
   held_back_.clear();
+  unacknowledged_.clear();
+  reported_unresponsive_.clear();
   waiting_for_ = std::set<cluster::NodeId>(up_nodes.begin(), up_nodes.end());
   recovery_started_ms_ = loop_.now_ms();
   counters_.recoveries++;
@@ -73,6 +75,10 @@ void Coordinator::serve(cluster::NodeId from, const LockMessage& message) {
   const LockId id = *lock_of(message);
   // A node only speaks for its own locks.
   if (id.node != from) return;
+  if (std::holds_alternative<BlockingAck>(message.body)) {
+    unacknowledged_.erase(id);
+    return;
+  }
   auto applied = ops_.find(id);
   const bool known = table_.find(id).has_value();
   if (known && applied != ops_.end() && message.op <= applied->second) {
@@ -146,6 +152,7 @@ void Coordinator::publish(const std::vector<Notice>& notices) {
     const LockId id = subject(notice);
     if (std::holds_alternative<Blocking>(notice)) {
       counters_.callbacks_sent++;
+      unacknowledged_.try_emplace(id, loop_.now_ms());
       send_(id.node, LockMessage{epoch_, 0, std::get<Blocking>(notice)});
       continue;
     }
@@ -266,8 +273,30 @@ void Coordinator::remind_while_contended() {
     std::vector<Notice> reminders;
     table_.remind(reminders);
     publish(reminders);
+    check_callback_deadlines();
     remind_while_contended();
   });
+}
+
+void Coordinator::check_callback_deadlines() {
+  const std::uint64_t now = loop_.now_ms();
+  const auto deadline = static_cast<std::uint64_t>(limits_.callback_deadline.count());
+  for (auto it = unacknowledged_.begin(); it != unacknowledged_.end();) {
+    const auto [holder, since] = *it;
+    if (!table_.find(holder)) {
+      it = unacknowledged_.erase(it);
+      continue;
+    }
+    if (now - since < deadline) {
+      ++it;
+      continue;
+    }
+    it = unacknowledged_.erase(it);
+    if (reported_unresponsive_.insert(holder.node).second && limits_.unresponsive) {
+      counters_.unresponsive_reported++;
+      limits_.unresponsive(holder.node);
+    }
+  }
 }
 
 }  // namespace tidepool::lockmgr::internal

@@ -45,6 +45,10 @@ class Coordinator {
     std::size_t max_held_back = 65536;
     std::chrono::milliseconds tombstone_lifetime{60'000};
     std::size_t max_tombstones = 65536;
+    // A holder's node that acknowledges no blocking callback for this long is reported to
+    // `unresponsive`, once per node and view.
+    std::chrono::milliseconds callback_deadline{10'000};
+    std::function<void(cluster::NodeId)> unresponsive;
   };
 
   // Counts into `counters`, which the node's requester shares.
@@ -87,6 +91,8 @@ class Coordinator {
   void expire_by(std::uint64_t deadline_ms);
   // Repeats the blocking callbacks every `remind_` while anything waits.
   void remind_while_contended();
+  // Reports the nodes of holders that left a blocking callback unacknowledged past its deadline.
+  void check_callback_deadlines();
 
   cluster::EventLoop& loop_;
   Send send_;
@@ -103,6 +109,10 @@ class Coordinator {
   std::vector<LockRecord> reported_;
   std::vector<std::pair<cluster::NodeId, LockMessage>> held_back_;
   std::uint64_t recovery_started_ms_ = 0;
+  // Holders sent a blocking callback their node has not acknowledged, with when the first was
+  // sent; and the nodes reported unresponsive in this view.
+  std::unordered_map<LockId, std::uint64_t> unacknowledged_;
+  std::set<cluster::NodeId> reported_unresponsive_;
 
   std::uint64_t expiry_at_ = 0;  // when the expiry timer runs, 0: not armed
   cluster::EventLoop::TimerId expiry_timer_ = 0;

@@ -105,6 +105,7 @@ class Writer {
     out_.u32(report.parts);
   }
   void operator()(const ReportAck&) {}
+  void operator()(const BlockingAck& ack) { id(ack.holder); }
 
  private:
   xdr::Encoder out_;
@@ -230,8 +231,10 @@ class Reader {
         if (report.part >= report.parts || report.parts > kMaxReportParts) in_.fail();
         return report;
       }
-      default:
+      case 11:
         return ReportAck{};
+      default:
+        return BlockingAck{id()};
     }
   }
 
@@ -254,7 +257,7 @@ bool to_coordinator(const LockMessage& message) {
         using T = std::decay_t<decltype(body)>;
         return std::is_same_v<T, LockCall> || std::is_same_v<T, ConvertCall> ||
                std::is_same_v<T, ReleaseCall> || std::is_same_v<T, CancelCall> ||
-               std::is_same_v<T, Report>;
+               std::is_same_v<T, Report> || std::is_same_v<T, BlockingAck>;
       },
       message.body);
 }
@@ -265,7 +268,7 @@ std::optional<LockId> lock_of(const LockMessage& message) {
         using T = std::decay_t<decltype(body)>;
         if constexpr (std::is_same_v<T, LockCall>) {
           return body.request.id;
-        } else if constexpr (std::is_same_v<T, Blocking>) {
+        } else if constexpr (std::is_same_v<T, Blocking> || std::is_same_v<T, BlockingAck>) {
           return body.holder;
         } else if constexpr (std::is_same_v<T, Report> || std::is_same_v<T, ReportAck>) {
           return std::nullopt;

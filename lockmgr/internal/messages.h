@@ -5,7 +5,8 @@
 // The node asks (lock, convert, release, cancel); the coordinator answers with the table's
 // notices (granted, queued, refused, blocking) and acknowledges releases. After a view change
 // each node reports to every coordinator the locks it holds and waits for there (report, in
-// parts), and the coordinator acknowledges a node's whole report (report_ack).
+// parts), and the coordinator acknowledges a node's whole report (report_ack). A node
+// acknowledges every blocking callback for a lock it has (blocking_ack).
 // Timeouts travel as durations: the nodes' clocks are not comparable.
 //
 // Calls and their answers carry the requesting node's operation number on the lock (op): the
@@ -66,9 +67,16 @@ struct Report {
 // The coordinator has every part of the node's report for this epoch.
 struct ReportAck {};
 
+// The holder's node got a blocking callback for `holder`: it is alive and will give way when
+// its user is done. A coordinator that hears nothing back by its deadline has the group view
+// mark the node down.
+struct BlockingAck {
+  LockId holder;
+};
+
 struct LockMessage {
   using Body = std::variant<LockCall, ConvertCall, ReleaseCall, CancelCall, Granted, Queued,
-                            Refused, Blocking, Released, Report, ReportAck>;
+                            Refused, Blocking, Released, Report, ReportAck, BlockingAck>;
   cluster::Epoch epoch = 0;
   std::uint64_t op = 0;  // 0 in blocking callbacks and reports
   Body body;

@@ -40,6 +40,7 @@ std::vector<LockMessage> every_kind() {
       {10, 0, Report{{held, waiting}, 2, 3}},
       {10, 0, Report{{}, 0, 1}},
       {10, 0, ReportAck{}},
+      {10, 0, BlockingAck{kLock}},
       {9, 7, Refused{kLock, Refusal::would_block, Conflict{kRange, Mode::exclusive, {3, 4}}}},
   };
 }
@@ -77,11 +78,12 @@ TEST(LockMessages, AReportPartPastItsPartsIsRefused) {
                    .has_value());
 }
 
-TEST(LockMessages, CallsAndReportsGoToTheCoordinatorAndNameTheirLock) {
+TEST(LockMessages, CallsReportsAndCallbackAcksGoToTheCoordinatorAndNameTheirLock) {
   for (const LockMessage& message : every_kind()) {
     const std::size_t kind = message.body.index() + 1;
     const bool report = std::holds_alternative<Report>(message.body);
-    EXPECT_EQ(to_coordinator(message), kind <= 4 || report) << "kind " << kind;
+    const bool ack = std::holds_alternative<BlockingAck>(message.body);
+    EXPECT_EQ(to_coordinator(message), kind <= 4 || report || ack) << "kind " << kind;
     if (report || std::holds_alternative<ReportAck>(message.body)) {
       EXPECT_FALSE(lock_of(message).has_value()) << "kind " << kind;
     } else {

@@ -20,12 +20,14 @@ cluster::NodeId Requester::coordinator_of(const ResourceName& resource) const {
   return ring_.owner(cluster::Ring::key_of(static_cast<std::uint64_t>(resource.kind), resource.id));
 }
 
-LockId Requester::lock(const LockSpec& spec, Completion done, BlockingHandler on_blocking) {
+LockId Requester::lock(const LockSpec& spec, Completion done, BlockingHandler on_blocking,
+                       LostHandler on_lost) {
   const LockId id{self_, next_sequence_++};
   Entry& entry = entries_[id];
   entry.spec = spec;
   entry.done = std::move(done);
   entry.on_blocking = std::move(on_blocking);
+  entry.on_lost = std::move(on_lost);
   entry.since_ms = loop_.now_ms();
   entry.deadline_ms = spec.timeout.count() == 0 ? 0 : entry.since_ms + spec.timeout.count();
   counters_.requests++;
@@ -87,7 +89,9 @@ void Requester::begin(LockId id, Entry& entry, Doing doing) {
 void Requester::send_call(LockId id, Entry& entry) {
   const std::uint64_t now = loop_.now_ms();
   entry.next_send_ms = now + (entry.answered ? timing_.poll : timing_.retransmit).count();
-  if (epoch_ == 0 || ring_.empty()) return;
+  // Out of the view (or before the first) the node takes no locks: a coordinator would drop
+  // them at its next view change while the node went on believing in them.
+  if (!member_ || ring_.empty()) return;
   const cluster::NodeId to =
       entry.unwanted ? entry.coordinator : coordinator_of(entry.spec.resource);
   // Timeouts travel as what is left of them; one already past asks for a prompt refusal.
@@ -137,6 +141,7 @@ void Requester::receive(cluster::NodeId from, const LockMessage& message) {
     }
     if (!it->second.granted || it->second.unwanted) return;
     Entry& entry = it->second;
+    send_(from, LockMessage{epoch_, 0, BlockingAck{blocking->holder}});
     if (entry.warned == entry.mode || !entry.on_blocking) return;
     // Sent for a stronger mode the lock held before a conversion down: the mode it holds now
     // is not in the way, and the callback must not stand for a later one that is.
@@ -252,6 +257,8 @@ void Requester::set_view(cluster::Epoch epoch, const std::vector<cluster::NodeId
   if (epoch <= epoch_) return;
   epoch_ = epoch;
   ring_ = cluster::Ring(up_nodes);
+  member_ = std::find(up_nodes.begin(), up_nodes.end(), self_) != up_nodes.end();
+  if (!member_) return fence();
   // A release or cancel in flight is done: the lock is left out of the report, so the new
   // coordinator never has it.
   std::vector<std::pair<Completion, LockResult>> completions;
@@ -292,6 +299,36 @@ void Requester::set_view(cluster::Epoch epoch, const std::vector<cluster::NodeId
   for (auto& waiting : released_early) {
     for (auto& done : waiting) done();
   }
+}
+
+void Requester::fence() {
+  counters_.fenced++;
+  std::vector<std::pair<LostHandler, LockId>> lost;
+  std::vector<std::pair<Completion, LockResult>> completions;
+  std::vector<std::function<void()>> released;
+  for (auto& [id, entry] : entries_) {
+    if (entry.unwanted) continue;
+    if (entry.doing == Doing::releasing) {
+      for (auto& done : entry.released) released.push_back(std::move(done));
+      continue;
+    }
+    if (entry.granted) {
+      counters_.locks_lost++;
+      if (entry.on_lost) lost.emplace_back(std::move(entry.on_lost), id);
+    }
+    entry.granted = false;
+    if (entry.done) {
+      completions.emplace_back(std::move(entry.done), outcome(id, entry, Refusal::cancelled));
+    }
+  }
+  entries_.clear();
+  in_flight_.clear();
+  unacked_reports_.clear();
+  // Users learn of their lost locks before any completion, so a conversion's refusal finds
+  // its lock already gone.
+  for (auto& [on_lost, id] : lost) on_lost(id);
+  for (auto& [done, result] : completions) done(result);
+  for (auto& done : released) done();
 }
 
 void Requester::report(const std::vector<cluster::NodeId>& up_nodes) {

@@ -34,6 +34,7 @@ class Requester {
   using Send = std::function<void(cluster::NodeId to, const LockMessage& message)>;
   using Completion = std::function<void(const LockResult&)>;
   using BlockingHandler = std::function<void(LockId holder, Mode wanted, Range range)>;
+  using LostHandler = std::function<void(LockId lost)>;
 
   struct Timing {
     std::chrono::milliseconds retransmit{200};
@@ -50,7 +51,8 @@ class Requester {
   void set_view(cluster::Epoch epoch, const std::vector<cluster::NodeId>& up_nodes);
   void receive(cluster::NodeId from, const LockMessage& message);
 
-  LockId lock(const LockSpec& spec, Completion done, BlockingHandler on_blocking);
+  LockId lock(const LockSpec& spec, Completion done, BlockingHandler on_blocking,
+              LostHandler on_lost);
   Status convert(LockId id, const ConvertSpec& spec, Completion done);
   Status release(LockId id, std::optional<LockValue> value, std::function<void()> released);
   Status cancel(LockId id);
@@ -82,6 +84,7 @@ class Requester {
     Completion done;
     std::vector<std::function<void()>> released;  // run once the coordinator let the lock go
     BlockingHandler on_blocking;
+    LostHandler on_lost;
     bool unwanted = false;            // not the user's: released as soon as the coordinator has it
     cluster::NodeId coordinator = 0;  // where an unwanted lock is released
   };
@@ -99,6 +102,8 @@ class Requester {
   // Forgets a lock being released, and tells those waiting for the release.
   void released(LockId id);
   void report(const std::vector<cluster::NodeId>& up_nodes);
+  // Left out of the view: every lock is lost and every operation ends.
+  void fence();
   void pump();
   void keep_pumping();
 
@@ -108,6 +113,7 @@ class Requester {
   std::uint64_t next_sequence_;
   Timing timing_;
   cluster::Epoch epoch_ = 0;
+  bool member_ = false;  // whether the last view has this node up
   cluster::Ring ring_{{}};
   std::unordered_map<LockId, Entry> entries_;
   std::set<LockId> in_flight_;  // entries with an operation in flight

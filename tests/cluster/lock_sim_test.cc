@@ -2,7 +2,11 @@
 // network, each with users that lock, convert, hold and release byte ranges of a few shared
 // resources at random, and give way when a blocking callback asks. The network delays,
 // reorders, loses and duplicates messages; partitions come and heal; nodes are killed (the
-// group view then drops them) and restarted (the view takes them back).
+// group view then drops them) and restarted (the view takes them back); live nodes are dropped
+// from the view and taken back (a node marked down for not answering), which fences them: their
+// users lose every lock. The dropped node learns of it first: one that learnt only after others
+// were granted its locks could go on using them meanwhile — closing that needs leases, which the
+// lock manager does not have yet.
 //
 // Checked throughout: no grant ever meets an incompatible lock of another owner held on an
 // overlapping range. Checked once the faults stop: every node's own record of its locks equals the
@@ -78,8 +82,8 @@ class Scenario {
   std::string summary() const {
     std::ostringstream out;
     out << "seed " << seed_ << ": " << managers_.size() << " nodes up at the end, " << grants_
-        << " grants, " << refusals_ << " refusals, " << kills_ << " kills, " << epoch_
-        << " epochs, " << world_.messages_sent() << " messages";
+        << " grants, " << refusals_ << " refusals, " << kills_ << " kills, " << evictions_
+        << " evictions, " << epoch_ << " epochs, " << world_.messages_sent() << " messages";
     return out.str();
   }
 
@@ -116,15 +120,19 @@ class Scenario {
     members_.insert(node);
   }
 
-  // A new group view, learned by each member after its own delay, as Raft's apply would be.
+  // A new group view, learned by each live node after its own delay, as Raft's apply would be;
+  // at once by a node it leaves out.
   void change_view() {
     epoch_++;
     std::vector<NodeId> up(members_.begin(), members_.end());
-    for (NodeId node : members_) {
-      world_.loop(node).schedule(std::chrono::milliseconds(world_.random_between(0, 40)),
-                                 [this, node, epoch = epoch_, up] {
-                                   if (managers_.contains(node)) manager(node).set_view(epoch, up);
-                                 });
+    for (const auto& running : managers_) {
+      const NodeId node = running.first;
+      const bool member = members_.contains(node);
+      world_.loop(node).schedule(
+          std::chrono::milliseconds(member ? world_.random_between(1, 40) : 0),
+          [this, node, epoch = epoch_, up] {
+            if (managers_.contains(node)) manager(node).set_view(epoch, up);
+          });
     }
   }
 
@@ -160,6 +168,24 @@ class Scenario {
                                           act_later(victim);
                                         });
         }
+      });
+    }
+    if (node_count > 2 && world_.random_fraction() < 0.3) {
+      auto at = std::chrono::milliseconds(world_.random_between(100, kActiveMs - 1000));
+      driver.schedule(at, [this, node_count] {
+        const auto victim = static_cast<NodeId>(world_.random_between(1, node_count));
+        if (!members_.contains(victim)) return;
+        members_.erase(victim);
+        evictions_++;
+        trace("evict node " + std::to_string(victim));
+        change_view();
+        world_.loop(kDriver).schedule(
+            std::chrono::milliseconds(world_.random_between(50, 800)), [this, victim] {
+              if (!managers_.contains(victim) || members_.contains(victim)) return;
+              members_.insert(victim);
+              trace("readmit node " + std::to_string(victim));
+              change_view();
+            });
       });
     }
     if (world_.random_fraction() < 0.2) {
@@ -223,7 +249,11 @@ class Scenario {
     auto id_holder = std::make_shared<LockId>();
     *id_holder = manager(node).lock(
         spec, [this, id_holder](const LockResult& result) { on_result(*id_holder, result); },
-        [this, node](LockId holder, Mode, Range) { on_blocking(node, holder); });
+        [this, node](LockId holder, Mode, Range) { on_blocking(node, holder); },
+        [this](LockId lost) {
+          trace("lost " + describe(lost));
+          uses_.erase(lost);
+        });
     uses_[*id_holder] = Use{node, spec.resource, spec.range, Mode::null, false, true, spec.owner};
     trace("lock " + describe(*id_holder) + " " + std::string(mode_name(spec.mode)) + " " +
           describe(spec.resource, spec.range) + (spec.try_only ? " try" : "") +
@@ -482,6 +512,7 @@ class Scenario {
   std::uint64_t grants_ = 0;
   std::uint64_t refusals_ = 0;
   std::uint64_t kills_ = 0;
+  std::uint64_t evictions_ = 0;
 };
 
 std::uint64_t env_number(const char* name, std::uint64_t fallback) {
