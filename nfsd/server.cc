@@ -29,7 +29,8 @@ class NfsServerImpl final : public NfsServer {
         nsm_(nlm_),
         portmap_(mappings()),
         transport_(io, dispatcher_, udp_dispatcher_,
-                   TransportLimits{config.max_record_bytes, config.max_calls_per_connection}) {
+                   TransportLimits{config.max_record_bytes, config.max_calls_per_connection}),
+        executor_(io.get_executor()) {
     dispatcher_.add(&nfs_);
     dispatcher_.add(&mount_);
     dispatcher_.add(&portmap_);
@@ -39,6 +40,8 @@ class NfsServerImpl final : public NfsServer {
     udp_dispatcher_.add(&portmap_);
     udp_dispatcher_.add(&nlm_);
     udp_dispatcher_.add(&nsm_);
+    nlm_.set_status_monitor({[this](const asio::ip::address_v4& host) { nsm_.monitor(host); },
+                             [this] { ready_for_reclaims(false, true); }});
   }
 
   ~NfsServerImpl() override { stop(); }
@@ -71,6 +74,7 @@ class NfsServerImpl final : public NfsServer {
     service_.current_sealer.store(std::make_shared<const HandleSealer>(std::move(sealer)));
     handle_key_ = key;
     spdlog::info("file handles are sealed under the cluster's key");
+    ready_for_reclaims(true, false);
     return {};
   }
 
@@ -100,6 +104,20 @@ class NfsServerImpl final : public NfsServer {
   }
 
  private:
+  // Once the node opens the cluster's file handles and can lock, the lock holders of its last
+  // run are told it restarted, and reclaim their locks through it within the grace period.
+  void ready_for_reclaims(bool handles, bool locks) {
+    {
+      std::lock_guard lock(reclaim_mutex_);
+      handles_ready_ = handles_ready_ || handles;
+      locks_ready_ = locks_ready_ || locks;
+      if (!handles_ready_ || !locks_ready_ || holders_told_) return;
+      holders_told_ = true;
+    }
+    nsm_.start(executor_, std::filesystem::path(config_.data_dir) / "nsm-hosts",
+               config_.frontend_address);
+  }
+
   std::vector<PortMapping> mappings() const {
     std::vector<PortMapping> m{
         {Nfs3Program::kProgram, 3, kProtocolTcp, config_.nfs_port},
@@ -146,6 +164,11 @@ class NfsServerImpl final : public NfsServer {
   RpcTransport transport_;
   bool registered_ = false;
   bool stopped_ = false;
+  asio::any_io_executor executor_;
+  std::mutex reclaim_mutex_;
+  bool handles_ready_ = false;  // guarded by reclaim_mutex_, as the two below
+  bool locks_ready_ = false;
+  bool holders_told_ = false;
   std::mutex handle_key_mutex_;
   std::optional<std::array<std::uint8_t, 32>> handle_key_;  // guarded by handle_key_mutex_
 };

@@ -243,13 +243,24 @@ void encode_test_result(xdr::Encoder& out, const NlmProgram::Request& request, s
 }  // namespace
 
 NlmProgram::NlmProgram(Service& service, asio::any_io_executor executor)
-    : service_(service),
-      executor_(std::move(executor)),
-      grace_ends_(std::chrono::steady_clock::now() + service.config.nlm_grace_period) {}
+    : service_(service), executor_(std::move(executor)) {}
 
 void NlmProgram::set_locks(std::weak_ptr<lockmgr::AdvisoryLocks> locks) {
+  bool first = false;
+  {
+    std::lock_guard guard(mutex_);
+    first = !grace_ends_ && !locks.expired();
+    if (first) grace_ends_ = std::chrono::steady_clock::now() + service_.config.nlm_grace_period;
+    locks_ = std::move(locks);
+  }
+  if (first && status_monitor_.serving) status_monitor_.serving();
+}
+
+void NlmProgram::set_status_monitor(StatusMonitor monitor) { status_monitor_ = std::move(monitor); }
+
+bool NlmProgram::in_grace() const {
   std::lock_guard guard(mutex_);
-  locks_ = std::move(locks);
+  return !grace_ends_ || std::chrono::steady_clock::now() < *grace_ends_;
 }
 
 std::shared_ptr<lockmgr::AdvisoryLocks> NlmProgram::locks() const {
@@ -397,6 +408,9 @@ awaitable<std::uint32_t> NlmProgram::lock(const CallContext& context, const Requ
         locks->lock(lock, request.block, done, granted_later);
       });
   const lockmgr::AdvisoryOutcome outcome = co_await std::move(locking);
+  if (outcome != lockmgr::AdvisoryOutcome::denied && status_monitor_.monitor) {
+    status_monitor_.monitor(context.client);
+  }
   switch (outcome) {
     case lockmgr::AdvisoryOutcome::granted:
       co_return NLM4_GRANTED;
@@ -455,6 +469,7 @@ awaitable<std::uint32_t> NlmProgram::share(const CallContext& context, const Sha
   }
   auto sharing = await_callback<bool>([&locks, &share](auto done) { locks->share(share, done); });
   const bool granted = co_await std::move(sharing);
+  if (granted && status_monitor_.monitor) status_monitor_.monitor(context.client);
   co_return granted ? NLM4_GRANTED : NLM4_DENIED;
 }
 

@@ -4,9 +4,10 @@
 //
 // TEST, LOCK (blocking requests answered BLOCKED and later granted through a GRANTED callback to
 // the client's lock manager), CANCEL, UNLOCK, SHARE, UNSHARE, NM_LOCK, FREE_ALL and the
-// asynchronous _MSG variants, whose results go back to the client as _RES calls. After the node
-// starts, a grace period admits only reclaims. A GRANTED callback the client never acknowledges (it
-// vanished) gives the lock back, so nobody else waits on it forever.
+// asynchronous _MSG variants, whose results go back to the client as _RES calls. Once the node
+// can lock (it joined the cluster), a grace period admits only reclaims. A GRANTED callback the
+// client never acknowledges (it vanished) gives the lock back, so nobody else waits on it
+// forever.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -14,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,8 +40,18 @@ class NlmProgram final : public RpcProgram {
                                               xdr::Encoder& results) override;
 
   // The cluster's advisory locks, once the node is a member (until then locks are refused as
-  // DENIED_NOLOCKS); empty again when it leaves. Callable from any thread.
+  // DENIED_NOLOCKS); empty again when it leaves. The grace period starts when they first come.
+  // Callable from any thread.
   void set_locks(std::weak_ptr<lockmgr::AdvisoryLocks> locks);
+
+  // NLM's side of the status monitor, set before serving: `monitor` learns of every host that
+  // holds or waits for a lock through this node; `serving` runs once, when the locks first come
+  // and the grace period starts, so that the hosts of the last run can reclaim theirs.
+  struct StatusMonitor {
+    std::function<void(const boost::asio::ip::address_v4& host)> monitor;
+    std::function<void()> serving;
+  };
+  void set_status_monitor(StatusMonitor monitor);
 
   // The clients that used NLM through this node (at most kMaxSessions, the most recently
   // seen), with what each holds; `done` may run on another thread.
@@ -57,7 +69,8 @@ class NlmProgram final : public RpcProgram {
 
  private:
   std::shared_ptr<lockmgr::AdvisoryLocks> locks() const;
-  bool in_grace() const { return std::chrono::steady_clock::now() < grace_ends_; }
+  // Before the locks first come, and for the grace period after.
+  bool in_grace() const;
   // What the handle names, as the advisory locks know it; empty for a stale or forged handle
   // or one the client may not use.
   awaitable<std::optional<std::uint64_t>> file_of(const CallContext& context, const Lock& lock);
@@ -85,9 +98,10 @@ class NlmProgram final : public RpcProgram {
 
   Service& service_;
   boost::asio::any_io_executor executor_;
-  const std::chrono::steady_clock::time_point grace_ends_;
+  StatusMonitor status_monitor_;
   mutable std::mutex mutex_;
-  std::weak_ptr<lockmgr::AdvisoryLocks> locks_;  // guarded by mutex_
+  std::weak_ptr<lockmgr::AdvisoryLocks> locks_;                      // guarded by mutex_
+  std::optional<std::chrono::steady_clock::time_point> grace_ends_;  // guarded by mutex_
   // By caller_name, without lock counts (the advisory locks have them); guarded by mutex_.
   std::map<std::string, NlmSession> seen_;
 };

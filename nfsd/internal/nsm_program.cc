@@ -2,7 +2,17 @@
 
 #include <spdlog/spdlog.h>
 
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <fstream>
 #include <string>
+#include <vector>
+
+#include "nfsd/internal/rpc_client.h"
 
 namespace tidepool::nfsd {
 namespace {
@@ -20,6 +30,8 @@ enum Procedure : std::uint32_t {
 enum StatResult : std::uint32_t { kStatSucc = 0, kStatFail = 1 };
 
 constexpr std::size_t kMaxName = 1024;  // SM_MAXSTRLEN
+constexpr int kNotifyAttempts = 5;
+constexpr std::chrono::seconds kNotifyTimeout{5};
 
 // Odd, and growing with the clock from one start to the next, so no state needs keeping on
 // disk: seconds since 2020, which fit 31 bits until 2088.
@@ -35,6 +47,96 @@ std::int32_t fresh_state() {
 }  // namespace
 
 NsmProgram::NsmProgram(NlmProgram& nlm) : nlm_(nlm), state_(fresh_state()) {}
+
+void NsmProgram::start(boost::asio::any_io_executor executor, std::filesystem::path hosts_file,
+                       std::string our_name) {
+  std::vector<boost::asio::ip::address_v4> last_run;
+  {
+    std::lock_guard guard(mutex_);
+    hosts_file_ = std::move(hosts_file);
+    our_name_ = std::move(our_name);
+    std::ifstream in(hosts_file_);
+    std::string line;
+    while (std::getline(in, line) && to_notify_.size() < kMaxHosts) {
+      boost::system::error_code ec;
+      const auto host = boost::asio::ip::make_address_v4(line, ec);
+      if (ec) {
+        spdlog::warn("nsm: ignoring '{}' in {}: not an IPv4 address", line, hosts_file_.string());
+        continue;
+      }
+      to_notify_.insert(host);
+    }
+    last_run.assign(to_notify_.begin(), to_notify_.end());
+  }
+  if (!last_run.empty()) {
+    spdlog::info("nsm: telling {} lock holders of the last run that this node restarted",
+                 last_run.size());
+  }
+  for (const auto& host : last_run) {
+    boost::asio::co_spawn(executor, notify(host), boost::asio::detached);
+  }
+}
+
+void NsmProgram::monitor(const boost::asio::ip::address_v4& host) {
+  std::lock_guard guard(mutex_);
+  if (hosts_file_.empty() || monitored_.contains(host)) return;
+  if (monitored_.size() >= kMaxHosts) {
+    spdlog::warn("nsm: more than {} lock holders; {} will not be told of a restart", kMaxHosts,
+                 host.to_string());
+    return;
+  }
+  monitored_.insert(host);
+  persist();
+}
+
+boost::asio::awaitable<void> NsmProgram::notify(boost::asio::ip::address_v4 host) {
+  xdr::Buffer arguments;
+  xdr::Encoder out(arguments);
+  {
+    std::lock_guard guard(mutex_);
+    out.string(our_name_);  // stat_chge: mon_name, state
+  }
+  out.u32(static_cast<std::uint32_t>(state_));
+  for (int attempt = 1; attempt <= kNotifyAttempts; ++attempt) {
+    auto calling = call_client({host, kProgram, kVersion}, kNotify, arguments, kNotifyTimeout);
+    const Result<xdr::Buffer> reply = co_await std::move(calling);
+    if (reply.ok()) {
+      spdlog::info("nsm: told {} that this node restarted (state {})", host.to_string(), state_);
+      break;
+    }
+    spdlog::info("nsm: SM_NOTIFY to {}, attempt {}: {}", host.to_string(), attempt,
+                 reply.status().message());
+    if (attempt == kNotifyAttempts) {
+      spdlog::warn("nsm: {} was not told of the restart; its locks are not reclaimed",
+                   host.to_string());
+      break;
+    }
+    boost::asio::steady_timer pause(co_await boost::asio::this_coro::executor,
+                                    std::chrono::seconds(attempt));
+    co_await pause.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+  }
+  std::lock_guard guard(mutex_);
+  to_notify_.erase(host);
+  persist();
+}
+
+void NsmProgram::persist() {
+  const std::filesystem::path temporary = hosts_file_.string() + ".new";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    for (const auto& host : monitored_) out << host.to_string() << "\n";
+    for (const auto& host : to_notify_) {
+      if (!monitored_.contains(host)) out << host.to_string() << "\n";
+    }
+    if (!out) {
+      spdlog::warn("nsm: cannot write {}", temporary.string());
+      return;
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(temporary, hosts_file_, ec);
+  if (ec) spdlog::warn("nsm: cannot replace {}: {}", hosts_file_.string(), ec.message());
+}
 
 awaitable<std::optional<AcceptStatus>> NsmProgram::call(const CallContext& context,
                                                         xdr::Decoder& in, xdr::Encoder& out) {

@@ -1,11 +1,24 @@
 // The network status monitor (NSM, program 100024 version 1), as far as an NFS server needs
-// it: a client that restarts tells the servers it used, with SM_NOTIFY, that its locks are gone,
-// and NLM frees them. Monitoring on behalf of local programs (SM_MON) is refused: nothing on a
-// node asks for it, since NLM watches its own clients.
+// it, both ways:
+// - a client that restarts tells the servers it used, with SM_NOTIFY, that its locks are gone,
+//   and NLM frees them;
+// - the hosts that hold NLM locks through this node are kept in the data directory, and after a
+//   restart each is told (SM_NOTIFY to its status monitor, as rpc.statd's sm-notify does) that
+//   this node rebooted, so that it reclaims its locks within the grace period.
+// Monitoring on behalf of local programs (SM_MON) is refused: nothing on a node asks for it,
+// since NLM tells this monitor of its clients itself.
+//
+// Thread-safe.
 #pragma once
 
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/ip/address_v4.hpp>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
+#include <mutex>
+#include <set>
+#include <string>
 
 #include "nfsd/internal/nlm_program.h"
 #include "nfsd/internal/rpc.h"
@@ -28,9 +41,28 @@ class NsmProgram final : public RpcProgram {
   // This node's NSM state number: odd while it runs, and larger after every restart.
   std::int32_t state() const { return state_; }
 
+  // Loads the hosts of the last run from `hosts_file` and tells each, in the background on
+  // `executor`, that this node — `our_name`, the name its clients mount it by — rebooted.
+  // Until called, nothing is kept or sent.
+  void start(boost::asio::any_io_executor executor, std::filesystem::path hosts_file,
+             std::string our_name);
+  // `host` holds or waits for a lock through this node: it is told after the next restart.
+  void monitor(const boost::asio::ip::address_v4& host);
+
+  static constexpr std::size_t kMaxHosts = 4096;
+
  private:
+  boost::asio::awaitable<void> notify(boost::asio::ip::address_v4 host);
+  // Writes monitored_ and to_notify_ to hosts_file_; called with mutex_ held.
+  void persist();
+
   NlmProgram& nlm_;
   const std::int32_t state_;
+  std::mutex mutex_;
+  std::filesystem::path hosts_file_;                 // guarded by mutex_; empty until start()
+  std::string our_name_;                             // guarded by mutex_
+  std::set<boost::asio::ip::address_v4> monitored_;  // this run's; guarded by mutex_
+  std::set<boost::asio::ip::address_v4> to_notify_;  // the last run's, not yet told
 };
 
 }  // namespace tidepool::nfsd

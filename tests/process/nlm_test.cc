@@ -11,9 +11,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -65,9 +68,9 @@ int bound_socket(const std::string& address, uint16_t port, const std::string& t
   return fd;
 }
 
-// The client host's lock manager: answers PMAP GETPORT for NLM with port 111 itself, and
-// records the GRANTED callbacks it receives. libnfs's service callbacks carry no user pointer,
-// so the one instance is reached through `current`.
+// The client host's lock manager and status monitor: answers PMAP GETPORT for NLM and NSM with
+// port 111 itself, and records the GRANTED callbacks and the SM_NOTIFY calls it receives. libnfs's
+// service callbacks carry no user pointer, so the one instance is reached through `current`.
 class ClientLockd {
  public:
   ClientLockd() {
@@ -88,6 +91,23 @@ class ClientLockd {
 
   bool listening() const { return listener_ >= 0; }
   const std::string& address() const { return address_; }
+
+  struct Notice {
+    std::string mon_name;
+    int state = 0;
+  };
+  // Waits (bounded) for an SM_NOTIFY.
+  std::optional<Notice> wait_notified(std::chrono::milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+      {
+        std::lock_guard lock(mutex_);
+        if (!notices_.empty()) return notices_.front();
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+    return std::nullopt;
+  }
 
   // Waits (bounded) for a GRANTED callback for process `svid`.
   bool wait_granted(uint32_t svid, std::chrono::milliseconds timeout) {
@@ -120,11 +140,24 @@ class ClientLockd {
                           sizeof res);
   }
 
+  static int notified(rpc_context* rpc, rpc_msg* call) {
+    const auto* args = static_cast<NSM1_NOTIFYargs*>(call->body.cbody.args);
+    {
+      std::lock_guard lock(current->mutex_);
+      current->notices_.push_back({args->mon_name, args->state});
+    }
+    return rpc_send_reply(rpc, call, nullptr, reinterpret_cast<zdrproc_t>(zdr_void), 0);
+  }
+
   // libnfs decodes strings into the pointers already in its argument buffer, which it does not
   // clear first: start from zeroes.
   static uint32_t decode_granted(ZDR* zdrs, NLM4_GRANTEDargs* args) {
     std::memset(args, 0, sizeof *args);
     return zdr_NLM4_GRANTEDargs(zdrs, args);
+  }
+  static uint32_t decode_notify(ZDR* zdrs, NSM1_NOTIFYargs* args) {
+    std::memset(args, 0, sizeof *args);
+    return zdr_NSM1_NOTIFYargs(zdrs, args);
   }
 
   void serve() {
@@ -133,6 +166,8 @@ class ClientLockd {
                                       sizeof(pmap2_mapping)}};
     static service_proc nlm[] = {{NLM4_GRANT, granted, reinterpret_cast<zdrproc_t>(decode_granted),
                                   sizeof(NLM4_GRANTEDargs)}};
+    static service_proc nsm[] = {{NSM1_NOTIFY, notified, reinterpret_cast<zdrproc_t>(decode_notify),
+                                  sizeof(NSM1_NOTIFYargs)}};
     std::vector<rpc_context*> connections;
     const auto deadline = Clock::now() + 5min;
     while (!stop_ && Clock::now() < deadline && connections.size() < 256) {
@@ -150,6 +185,7 @@ class ClientLockd {
         rpc_context* rpc = rpc_init_server_context(fd);
         rpc_register_service(rpc, PMAP_PROGRAM, PMAP_V2, portmap, 1);
         rpc_register_service(rpc, NLM_PROGRAM, NLM_V4, nlm, 1);
+        rpc_register_service(rpc, NSM_PROGRAM, NSM_V1, nsm, 1);
         connections.push_back(rpc);
       }
     }
@@ -163,6 +199,7 @@ class ClientLockd {
   std::thread thread_;
   std::mutex mutex_;
   std::set<uint32_t> granted_;  // guarded by mutex_
+  std::vector<Notice> notices_;  // guarded by mutex_
 };
 
 // NLM v4 calls through libnfs to one node, from `source` when given (where the node sends its
@@ -401,6 +438,47 @@ TEST_F(NlmTest, TheCliShowsLocksClientsAndCountersAndARestartedClientLosesItsLoc
   EXPECT_TRUE(lockd_.wait_granted(2, 15s)) << "the waiter was not granted after SM_NOTIFY";
   const nlohmann::json after = cluster_->tide_json(2, {"nfs", "nlm", "sessions", "list"});
   EXPECT_TRUE(where(after["sessions"], "client", "client-a").empty()) << after.dump();
+}
+
+TEST_F(NlmTest, ARestartedNodeTellsItsLockHoldersAndTheyReclaimTheirLocks) {
+  ASSERT_NO_FATAL_FAILURE(connect_clients());
+  ASSERT_EQ(b_->lock(file_, 2, true, false), NLM4_GRANTED);
+
+  // Node 3 dies and comes back, with a grace period long enough for the reclaim.
+  TidedNode& node = cluster_->node(3);
+  node.kill();
+  {
+    std::ifstream in(node.config_path());
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string config = text.str();
+    const std::string short_grace = "nlm_grace_period = \"2s\"";
+    const auto at = config.find(short_grace);
+    ASSERT_NE(at, std::string::npos) << config;
+    config.replace(at, short_grace.size(), "nlm_grace_period = \"60s\"");
+    std::ofstream(node.config_path(), std::ios::trunc) << config;
+  }
+  std::string error;
+  ASSERT_TRUE(node.start(&error)) << error;
+
+  // Its status monitor tells the client's that it restarted, by the name the client knows it.
+  const auto notice = lockd_.wait_notified(30s);
+  ASSERT_TRUE(notice.has_value()) << "no SM_NOTIFY reached the client; node 3 said:\n"
+                                  << node.log_tail();
+  EXPECT_EQ(notice->mon_name, node.endpoint().address);
+  EXPECT_EQ(notice->state % 2, 1);
+
+  // The client reclaims its lock through node 3, and it conflicts through node 1 again.
+  NlmClient reclaiming(node.endpoint(), "client-b", lockd_.address());
+  ASSERT_TRUE(reclaiming.connected());
+  uint32_t status = NLM4_DENIED_NOLOCKS;
+  const auto deadline = Clock::now() + 20s;
+  while (status == NLM4_DENIED_NOLOCKS && Clock::now() < deadline) {
+    status = reclaiming.lock(file_, 2, true, false, true);
+    if (status == NLM4_DENIED_NOLOCKS) std::this_thread::sleep_for(200ms);
+  }
+  EXPECT_EQ(status, NLM4_GRANTED) << node.log_tail();
+  EXPECT_EQ(a_->test(file_, 1, false), NLM4_DENIED);
 }
 
 }  // namespace
