@@ -4,11 +4,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <cstring>
 #include <limits>
 
@@ -546,24 +543,17 @@ awaitable<void> NlmProgram::send_granted(CallContext context, Request request) {
   out.opaque(request.cookie);
   out.boolean(request.exclusive);
   encode_lock(out, request.lock);
-  const RpcTarget client = callback_target(context);
-  std::string why;
-  for (int attempt = 1; attempt <= kGrantedAttempts; ++attempt) {
-    auto calling = call_client(client, kGranted, arguments, kCallbackTimeout);
-    Result<xdr::Buffer> reply = co_await std::move(calling);
-    if (reply.ok()) {
-      xdr::Decoder in(*reply);
-      netobj(in);
-      const std::uint32_t status = in.u32();
-      if (in.ok() && status == NLM4_GRANTED) co_return;
-      why = "it no longer wants the lock";
-      break;
-    }
+  auto calling = call_client_retrying(callback_target(context), kGranted, arguments,
+                                      kCallbackTimeout, kGrantedAttempts);
+  const Result<xdr::Buffer> reply = co_await std::move(calling);
+  std::string why = "it no longer wants the lock";
+  if (reply.ok()) {
+    xdr::Decoder in(*reply);
+    netobj(in);
+    const std::uint32_t status = in.u32();
+    if (in.ok() && status == NLM4_GRANTED) co_return;
+  } else {
     why = reply.status().message();
-    spdlog::info("nlm: GRANTED callback to {} for pid {}, attempt {}: {}",
-                 context.client.to_string(), request.lock.svid, attempt, why);
-    asio::steady_timer pause(executor_, std::chrono::seconds(attempt));
-    co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
   }
   spdlog::warn("nlm: GRANTED callback to {} for pid {} failed ({}): giving the lock back",
                context.client.to_string(), request.lock.svid, why);

@@ -2,12 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -97,23 +93,14 @@ boost::asio::awaitable<void> NsmProgram::notify(boost::asio::ip::address_v4 host
     out.string(our_name_);  // stat_chge: mon_name, state
   }
   out.u32(static_cast<std::uint32_t>(state_));
-  for (int attempt = 1; attempt <= kNotifyAttempts; ++attempt) {
-    auto calling = call_client({host, kProgram, kVersion}, kNotify, arguments, kNotifyTimeout);
-    const Result<xdr::Buffer> reply = co_await std::move(calling);
-    if (reply.ok()) {
-      spdlog::info("nsm: told {} that this node restarted (state {})", host.to_string(), state_);
-      break;
-    }
-    spdlog::info("nsm: SM_NOTIFY to {}, attempt {}: {}", host.to_string(), attempt,
-                 reply.status().message());
-    if (attempt == kNotifyAttempts) {
-      spdlog::warn("nsm: {} was not told of the restart; its locks are not reclaimed",
-                   host.to_string());
-      break;
-    }
-    boost::asio::steady_timer pause(co_await boost::asio::this_coro::executor,
-                                    std::chrono::seconds(attempt));
-    co_await pause.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+  auto calling = call_client_retrying({host, kProgram, kVersion}, kNotify, arguments,
+                                      kNotifyTimeout, kNotifyAttempts);
+  const Result<xdr::Buffer> reply = co_await std::move(calling);
+  if (reply.ok()) {
+    spdlog::info("nsm: told {} that this node restarted (state {})", host.to_string(), state_);
+  } else {
+    spdlog::warn("nsm: {} was not told of the restart ({}); its locks are not reclaimed",
+                 host.to_string(), reply.status().message());
   }
   std::lock_guard guard(mutex_);
   to_notify_.erase(host);

@@ -1,5 +1,7 @@
 #include "nfsd/internal/rpc_client.h"
 
+#include <spdlog/spdlog.h>
+
 #include <atomic>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/connect.hpp>
@@ -130,6 +132,20 @@ awaitable<Result<xdr::Buffer>> call_client(RpcTarget target, std::uint32_t proce
   }
   co_return co_await call_at(tcp::endpoint(target.host, static_cast<std::uint16_t>(port)),
                              target.program, target.version, procedure, arguments, timeout);
+}
+
+awaitable<Result<xdr::Buffer>> call_client_retrying(RpcTarget target, std::uint32_t procedure,
+                                                    std::span<const std::uint8_t> arguments,
+                                                    std::chrono::milliseconds timeout,
+                                                    int attempts) {
+  for (int attempt = 1;; ++attempt) {
+    Result<xdr::Buffer> reply = co_await call_client(target, procedure, arguments, timeout);
+    if (reply.ok() || attempt >= attempts) co_return reply;
+    spdlog::info("call {} of program {} on {}, attempt {} of {}: {}", procedure, target.program,
+                 target.host.to_string(), attempt, attempts, reply.status().message());
+    asio::steady_timer pause(co_await asio::this_coro::executor, std::chrono::seconds(attempt));
+    co_await pause.async_wait(kUseTuple);
+  }
 }
 
 }  // namespace tidepool::nfsd

@@ -27,5 +27,10 @@ struct RpcTarget {
 boost::asio::awaitable<Result<xdr::Buffer>> call_client(RpcTarget target, std::uint32_t procedure,
                                                         std::span<const std::uint8_t> arguments,
                                                         std::chrono::milliseconds timeout);
+// call_client, made again while it fails, after pauses of 1, 2, 3… seconds, `attempts` times in
+// all (each failure logged): the first success or the last failure.
+boost::asio::awaitable<Result<xdr::Buffer>> call_client_retrying(
+    RpcTarget target, std::uint32_t procedure, std::span<const std::uint8_t> arguments,
+    std::chrono::milliseconds timeout, int attempts);
 
 }  // namespace tidepool::nfsd
