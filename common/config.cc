@@ -618,7 +618,7 @@ read_size_preferred = "128KiB"  # READ size advertised to clients (rtpref), at m
 write_size_max = "1MiB"         # largest WRITE (wtmax), 4KiB..1MiB
 write_size_preferred = "512KiB" # WRITE size advertised to clients (wtpref), at most write_size_max
 duplicate_request_cache_entries = 4096  # replies kept to answer retransmissions, 1..1048576
-nlm_grace_period = "45s"        # after a start, only reclaims of NFS locks; at most 1h
+nlm_grace_period = "45s"        # once the node joins, only reclaims of NFS locks; at most 1h
 
 [store]
 threads = 4                     # threads for SQLite and block I/O, 1..64

@@ -79,11 +79,15 @@ TEST(LocksReport, CountsWhatItCannotList) {
 TEST(LockStatisticsReport, RoundTripsAsMeanAndP99) {
   lockmgr::LockStatistics statistics;
   statistics.grants = 4;
+  statistics.fenced = 1;
+  statistics.locks_lost = 3;
   for (int i = 0; i < 99; ++i) statistics.round_trips.record(100);
   statistics.round_trips.record(5000);
   const json report = lock_statistics_report(2, statistics)["statistics"];
   EXPECT_EQ(report["node"], 2);
   EXPECT_EQ(report["grants"], 4);
+  EXPECT_EQ(report["fenced"], 1);
+  EXPECT_EQ(report["locks_lost"], 3);
   EXPECT_EQ(report["round_trips"], 100);
   EXPECT_DOUBLE_EQ(report["round_trip_mean_us"].get<double>(), 149.0);
   EXPECT_LE(report["round_trip_p99_us"].get<std::uint64_t>(), 112u);
