@@ -3,6 +3,8 @@
 // four tided processes talk:
 //   - uncontended grant+release per second, coordinator on the requesting node (local) and on
 //     another node (remote), with 1 and with 64 requests in flight;
+//   - the same through the node's lock cache, which keeps the idle lock: repeated use of a
+//     resource another node coordinates;
 //   - contended hand-off: two nodes take turns holding EX on one resource that a third
 //     coordinates; the time from the holder's release to the waiter's grant, p50 and p99;
 //   - recovery: 100,000 locks held across the cluster, one node leaves the view; the time until
@@ -26,6 +28,7 @@
 #include "cluster/event_loop.h"
 #include "cluster/ring.h"
 #include "cluster/tcp_transport.h"
+#include "lockmgr/lock_cache.h"
 
 namespace asio = boost::asio;
 using namespace tidepool;
@@ -52,6 +55,9 @@ struct Node {
     LockManagerOptions lock_options;
     lock_options.self = id;
     locks = std::make_unique<LockManager>(*loop, *transport, lock_options);
+    cache = std::make_unique<LockCache>(
+        *loop, *locks, LockCacheOptions{},
+        [](const ResourceName&, Range, Mode, std::function<void()> done) { done(); });
     thread = std::thread([this] { io.run(); });
   }
   ~Node() { stop(); }
@@ -74,6 +80,7 @@ struct Node {
   void stop() {
     if (!thread.joinable()) return;
     on_loop([this] {
+      cache.reset();
       locks.reset();
       transport.reset();
     });
@@ -89,6 +96,7 @@ struct Node {
   std::unique_ptr<cluster::EventLoop> loop;
   std::unique_ptr<cluster::TcpTransport> transport;
   std::unique_ptr<LockManager> locks;
+  std::unique_ptr<LockCache> cache;
   std::thread thread;
 };
 
@@ -142,6 +150,35 @@ double cycles_per_second(Node& node, const std::vector<std::uint64_t>& resources
   run.finished.get_future().wait();
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
   return static_cast<double>(run.completed) / elapsed;
+}
+
+// Acquire+release cycles per second through the node's lock cache on one resource, once the
+// first acquisition brought the lock.
+double cached_cycles_per_second(Node& node, std::uint64_t resource, double seconds) {
+  const ResourceName name{ResourceKind::data, resource};
+  std::promise<LockId> first;
+  node.on_loop([&] {
+    node.cache->acquire(name, Mode::exclusive, {0, 4096},
+                        [&first](Result<CachedLock> lock) { first.set_value(lock->id); });
+  });
+  const LockId id = first.get_future().get();
+  node.on_loop([&] { node.cache->release(id); });
+  return node.on_loop([&] {
+    const auto start = Clock::now();
+    const auto end =
+        start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    std::uint64_t cycles = 0;
+    for (Clock::time_point now = start; now < end; now = Clock::now()) {
+      for (int i = 0; i < 1024; ++i, ++cycles) {
+        LockId held{};
+        node.cache->acquire(name, Mode::exclusive, {0, 4096},
+                            [&held](Result<CachedLock> lock) { held = lock->id; });
+        node.cache->release(held);
+      }
+    }
+    return static_cast<double>(cycles) /
+           std::chrono::duration<double>(Clock::now() - start).count();
+  });
 }
 
 // Two nodes take turns holding EX on one resource; returns hand-off times in microseconds.
@@ -250,6 +287,9 @@ int main(int argc, char** argv) {
               cycles_per_second(one, remote1, seconds));
   std::printf("  %-32s %12.0f\n", "remote coordinator, 64 in flight",
               cycles_per_second(one, remote64, seconds));
+  const auto cached = resources_coordinated_by(2, up, 1, 1'000'000).front();
+  std::printf("  %-32s %12.0f\n", "remote coordinator, lock cached",
+              cached_cycles_per_second(one, cached, seconds));
 
   const auto contended = resources_coordinated_by(2, up, 1, 5'000'000).front();
   auto latencies = hand_offs(*nodes[0], *nodes[2], contended, 2000);
