@@ -227,6 +227,12 @@ Status get_file(Session& session, const std::string& target, bool details, Forma
   return {};
 }
 
+Status set_file(Session& session, const std::string& target, const Json& changes, Format format) {
+  TP_ASSIGN_OR_RETURN(Json file, session.call(Method::put, target, changes));
+  print(session, format, file, [&](std::ostream& out) { render_file(out, file, false); });
+  return {};
+}
+
 Status list_nodepools(Session& session, Format format) {
   TP_ASSIGN_OR_RETURN(Json reply, session.call(Method::get, "/v1/storagepool/nodepools"));
   print(session, format, reply,

@@ -67,6 +67,8 @@ Status remove_node(Session& session, std::uint64_t id);
 Status show_status(Session& session, Format format);
 // `tide get [-D] PATH`; `target` from namespace_target(PATH).
 Status get_file(Session& session, const std::string& target, bool details, Format format);
+// `tide set -a PATTERN PATH`: changes the file and shows it as `tide get` does.
+Status set_file(Session& session, const std::string& target, const Json& changes, Format format);
 // tide storagepool ...
 Status list_nodepools(Session& session, Format format);
 Status view_nodepool(Session& session, const std::string& name, Format format);

@@ -43,7 +43,8 @@ struct Arguments {
   std::optional<std::string> sysctl;
   bool all_sysctls = false;
   bool read_only = false;  // the flag of `nfs exports create`
-  std::string path;        // of `get`
+  std::string path;        // of `get` and `set`
+  std::string access_pattern;  // -a of `set`
   bool details = false;    // -D of `get`
   std::optional<std::string> lock_path;  // --path of `locks list`
   std::optional<std::string> lock_kind;  // --kind of `locks list`
@@ -121,6 +122,23 @@ Grammar::Grammar() : app_("Administer a Tidepool cluster through its admin API."
   get->add_flag("-D,--details", arguments_.details,
                 "Also the inode, its shard's home and mirror, and each stripe unit's nodes");
   add_format_option(get);
+  CLI::App* set = add_command(
+      app_, "set", "Set how a file's reads prefetch (its access pattern)",
+      [this]() -> Result<Operation> {
+        TP_ASSIGN_OR_RETURN(std::string target, namespace_target(arguments_.path));
+        return Operation([target, changes = Json{{"access_pattern", arguments_.access_pattern}},
+                          format = format()](Session& session) {
+          return set_file(session, target, changes, format);
+        });
+      });
+  set->add_option("-a,--access-pattern", arguments_.access_pattern,
+                  "random (no prefetch), concurrency (moderate, the default) or streaming "
+                  "(aggressive)")
+      ->check(CLI::IsMember({"random", "concurrency", "streaming"}))
+      ->required();
+  set->add_option("PATH", arguments_.path, "Absolute path of a regular file under /ifs")
+      ->required();
+  add_format_option(set);
   add_storagepool_commands();
   add_sysctl_command();
   add_nfs_commands();

@@ -107,7 +107,7 @@ class TideTest : public ::testing::Test {
 TEST_F(TideTest, AnUnknownCommandExits2NamingTheCommandsExpected) {
   EXPECT_EQ(tide({"frobnicate"}), kExitUsage);
   EXPECT_EQ(err_.str(),
-            "tide: unknown command 'tide frobnicate'; expected one of: cluster, status, get, "
+            "tide: unknown command 'tide frobnicate'; expected one of: cluster, status, get, set, "
             "storagepool, sysctl, nfs, locks, statistics (see 'tide --help')\n");
   EXPECT_EQ(tide({"storagepool", "pools", "list"}), kExitUsage);
   EXPECT_EQ(err_.str(),
@@ -116,10 +116,20 @@ TEST_F(TideTest, AnUnknownCommandExits2NamingTheCommandsExpected) {
   EXPECT_TRUE(cluster_.requests().empty());
 }
 
+TEST_F(TideTest, SetTakesOneOfTheThreeAccessPatternsAndAPathUnderIfs) {
+  EXPECT_EQ(tide({"set", "-a", "sequential", "/ifs/f"}), kExitUsage);
+  EXPECT_EQ(err_.str(),
+            "tide: --access-pattern: sequential not in {random,concurrency,streaming} (see 'tide "
+            "set --help')\n");
+  EXPECT_EQ(tide({"set", "/ifs/f"}), kExitUsage);
+  EXPECT_EQ(err_.str(), "tide: --access-pattern is required (see 'tide set --help')\n");
+  EXPECT_EQ(tide({"set", "-a", "streaming", "data/f"}), kExitUsage);
+}
+
 TEST_F(TideTest, AMissingCommandExits2NamingTheCommandsExpected) {
   EXPECT_EQ(tide({}), kExitUsage);
   EXPECT_EQ(err_.str(),
-            "tide: missing command after 'tide'; expected one of: cluster, status, get, "
+            "tide: missing command after 'tide'; expected one of: cluster, status, get, set, "
             "storagepool, sysctl, nfs, locks, statistics (see 'tide --help')\n");
   EXPECT_EQ(tide({"nfs"}), kExitUsage);
   EXPECT_EQ(err_.str(),

@@ -519,6 +519,31 @@ asio::awaitable<HttpResponse> file_info(store::Store& store, Membership& m,
   co_return reply(200, info);
 }
 
+// PUT /v1/namespace/ifs/PATH {"access_pattern": P}: `tide set -a P PATH`; answers as GET.
+asio::awaitable<HttpResponse> set_file(store::Store& store, Membership& m,
+                                       std::vector<std::string> path, std::string body) {
+  auto parsed = parse_body(body);
+  if (!parsed.ok()) co_return failure(parsed.status());
+  for (const auto& [key, value] : parsed->items()) {
+    if (key != "access_pattern") co_return error_response(400, "unknown field '" + key + "'");
+  }
+  const json pattern = parsed->value("access_pattern", json());
+  if (!pattern.is_string()) {
+    co_return error_response(400, "'access_pattern' must be random, concurrency or streaming");
+  }
+  auto resolving = resolve_path(store, path);
+  const Result<store::Attributes> file = co_await std::move(resolving);
+  if (!file.ok()) co_return failure(file.status());
+  if (file->type != store::FileType::regular) {
+    co_return error_response(400, "only a regular file has an access pattern");
+  }
+  auto setting = store.set_access_pattern(file->inode, pattern.get<std::string>());
+  const Result<store::Layout> layout = co_await std::move(setting);
+  if (!layout.ok()) co_return failure(layout.status());
+  auto showing = file_info(store, m, std::move(path));
+  co_return co_await std::move(showing);
+}
+
 json status_json(Membership& m, const GroupView& view) {
   return json{{"name", m.identity()->name},
               {"id", m.identity()->id},
@@ -872,6 +897,9 @@ asio::awaitable<HttpResponse> AdminApi::route(HttpRequest request, bool authoriz
   if (route.is("GET", {"v1", "cluster"})) return cluster_status(m);
   if (route.method() == "GET" && route.at(1) == "namespace")
     return file_info(store_, m, route.from(2));
+  if (route.method() == "PUT" && route.at(1) == "namespace") {
+    return set_file(store_, m, route.from(2), request.body);
+  }
   if (route.is("POST", {"v1", "cluster", "nodes"})) return add_node(strand_, m, request.body);
   if (route.is("DELETE", {"v1", "cluster", "nodes", "*"})) {
     return carry_out(m, remove_node(view, route.at(3)));

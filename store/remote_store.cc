@@ -32,6 +32,11 @@ struct NameArgs {
 
 struct NoArgs {};
 
+struct AccessPatternArgs {
+  InodeId inode = 0;
+  std::string pattern;
+};
+
 struct SetattrArgs {
   InodeId inode = 0;
   AttributeChanges changes;
@@ -276,6 +281,12 @@ void fields(Io& io, FsStatistics& s) {
 template <class Io>
 void fields(Io& io, InodeArgs& a) {
   io(a.inode);
+}
+
+template <class Io>
+void fields(Io& io, AccessPatternArgs& a) {
+  io(a.inode);
+  io(a.pattern, kMaxLayoutNameBytes);
 }
 
 template <class Io>
@@ -614,6 +625,11 @@ class RemoteStore final : public Store {
     return ship<Layout>(StoreMethod::layout, InodeArgs{inode});
   }
 
+  awaitable<Result<Layout>> set_access_pattern(InodeId inode, std::string pattern) override {
+    return ship<Layout>(StoreMethod::set_access_pattern,
+                        AccessPatternArgs{inode, std::move(pattern)});
+  }
+
   // Asks for no more than one message may carry: a short read is a valid answer.
   awaitable<Result<ReadResult>> read(InodeId inode, std::uint64_t offset,
                                      std::span<std::uint8_t> into, Caller caller) override {
@@ -881,6 +897,10 @@ awaitable<Result<xdr::Buffer>> serve_store_call(Store& store, std::uint32_t meth
       return serve<NoArgs>("write_verifier", request, [s](NoArgs&) { return verifier_reply(*s); });
     case StoreMethod::layout:
       return serve<InodeArgs>("layout", request, [s](InodeArgs& a) { return s->layout(a.inode); });
+    case StoreMethod::set_access_pattern:
+      return serve<AccessPatternArgs>("set_access_pattern", request, [s](AccessPatternArgs& a) {
+        return s->set_access_pattern(a.inode, std::move(a.pattern));
+      });
   }
   return fail_with(error(Errc::not_supported, "unknown store method " + std::to_string(method)));
 }

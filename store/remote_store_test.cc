@@ -260,6 +260,20 @@ TEST_F(RemoteStoreTest, AFilesLayoutComesFromTheHome) {
   EXPECT_EQ(run(remote_->layout(kRootInode)).code(), Errc::invalid_argument);
 }
 
+TEST_F(RemoteStoreTest, AFilesAccessPatternIsSetAtTheHome) {
+  InodeId file = make_file("streamed");
+  auto set = run(remote_->set_access_pattern(file, "streaming"));
+  ASSERT_TRUE(set.ok()) << set.status().to_string();
+  EXPECT_EQ(set->access_pattern, "streaming");
+  EXPECT_EQ(run(home_->layout(file))->access_pattern, "streaming");
+  auto unknown = run(remote_->set_access_pattern(file, "sequential"));
+  EXPECT_EQ(unknown.code(), Errc::invalid_argument);
+  EXPECT_EQ(unknown.status().message(),
+            "unknown access pattern 'sequential' (random, concurrency or streaming)");
+  EXPECT_EQ(run(remote_->set_access_pattern(kRootInode, "random")).code(), Errc::invalid_argument);
+  EXPECT_EQ(run(home_->layout(file))->access_pattern, "streaming");
+}
+
 TEST_F(RemoteStoreTest, TheWriteVerifierFollowsTheHomeAndDiffersPerInitiator) {
   auto verifier = serve(StoreMethod::write_verifier, {});
   ASSERT_TRUE(verifier.ok());

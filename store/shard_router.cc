@@ -66,6 +66,10 @@ awaitable<Result<Layout>> ShardRouter::layout(InodeId inode) {
   return route<Layout>([=](Store& s) { return s.layout(inode); });
 }
 
+awaitable<Result<Layout>> ShardRouter::set_access_pattern(InodeId inode, std::string pattern) {
+  return route<Layout>([=](Store& s) { return s.set_access_pattern(inode, pattern); });
+}
+
 awaitable<Result<ReadResult>> ShardRouter::read(InodeId inode, std::uint64_t offset,
                                                 std::span<std::uint8_t> into, Caller caller) {
   return route<ReadResult>([=](Store& s) { return s.read(inode, offset, into, caller); });

@@ -43,6 +43,7 @@ class ShardRouter final : public Store {
                                                std::uint32_t requested) override;
   awaitable<Result<ReadlinkResult>> readlink(InodeId inode) override;
   awaitable<Result<Layout>> layout(InodeId inode) override;
+  awaitable<Result<Layout>> set_access_pattern(InodeId inode, std::string pattern) override;
   awaitable<Result<ReadResult>> read(InodeId inode, std::uint64_t offset,
                                      std::span<std::uint8_t> into, Caller caller) override;
   awaitable<Result<WriteResult>> write(InodeId inode, std::uint64_t offset,

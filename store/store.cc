@@ -250,16 +250,25 @@ class StoreImpl final : public LocalStore {
 
   awaitable<Result<Layout>> layout(InodeId inode) override {
     return shard_.run<Layout>(false, [=, this](Database& db, AfterCommit&) -> Result<Layout> {
-      TP_ASSIGN_OR_RETURN(Attributes a, load(db, inode));
-      if (a.type != FileType::regular) return error(Errc::invalid_argument, "not a regular file");
-      auto row = db.prepare(
-          "SELECT pool, stripe_unit, protection, access_pattern FROM layouts WHERE ino = ?");
-      row.bind(1, inode);
-      if (!row.next_row())
-        return error(Errc::corrupt, "file " + std::to_string(inode) + " has no layout");
-      return Layout{row.blob(0), static_cast<std::uint32_t>(row.int64(1)),
-                    static_cast<std::uint32_t>(row.int64(2)), row.blob(3)};
+      return load_layout(db, inode);
     });
+  }
+
+  awaitable<Result<Layout>> set_access_pattern(InodeId inode, std::string pattern) override {
+    if (std::find(std::begin(kAccessPatterns), std::end(kAccessPatterns), pattern) ==
+        std::end(kAccessPatterns)) {
+      co_return error(Errc::invalid_argument, "unknown access pattern '" + pattern +
+                                                  "' (random, concurrency or streaming)");
+    }
+    auto setting =
+        shard_.run<Layout>(true, [=, this](Database& db, AfterCommit&) -> Result<Layout> {
+          TP_RETURN_IF_ERROR(load_layout(db, inode).status());
+          auto update = db.prepare("UPDATE layouts SET access_pattern = ? WHERE ino = ?");
+          update.bind(1, pattern).bind(2, inode);
+          TP_RETURN_IF_ERROR(update.run());
+          return load_layout(db, inode);
+        });
+    co_return co_await std::move(setting);
   }
 
   // GCC 12 destroys lambda temporaries of a co_await full-expression twice, so coroutines here
@@ -940,6 +949,20 @@ class StoreImpl final : public LocalStore {
       return error(Errc::access_denied, "permission denied");
     }
     return {};
+  }
+
+  // A regular file's layouts row; invalid_argument for any other type.
+  Result<Layout> load_layout(Database& db, InodeId inode) {
+    TP_ASSIGN_OR_RETURN(Attributes a, load(db, inode));
+    if (a.type != FileType::regular) return error(Errc::invalid_argument, "not a regular file");
+    auto row = db.prepare(
+        "SELECT pool, stripe_unit, protection, access_pattern FROM layouts WHERE ino = ?");
+    row.bind(1, inode);
+    if (!row.next_row()) {
+      return error(Errc::corrupt, "file " + std::to_string(inode) + " has no layout");
+    }
+    return Layout{row.blob(0), static_cast<std::uint32_t>(row.int64(1)),
+                  static_cast<std::uint32_t>(row.int64(2)), row.blob(3)};
   }
 
   Status check_setattr(const Attributes& a, const AttributeChanges& c, const Caller& caller) {

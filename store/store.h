@@ -139,6 +139,8 @@ struct Layout {
 inline constexpr std::uint32_t kDefaultProtection = 2;
 // The longest pool or access pattern name a layout carries.
 inline constexpr std::size_t kMaxLayoutNameBytes = 255;
+// How a file's reads prefetch, as OneFS names it: no prefetch, moderate, aggressive.
+inline constexpr const char* kAccessPatterns[] = {"random", "concurrency", "streaming"};
 
 struct ReadResult {
   std::uint32_t count = 0;
@@ -238,6 +240,10 @@ class Store {
   virtual awaitable<Result<ReadlinkResult>> readlink(InodeId inode) = 0;
   // A regular file's layout; invalid_argument for any other type.
   virtual awaitable<Result<Layout>> layout(InodeId inode) = 0;
+  // Sets how reads of a regular file prefetch (`tide set -a`): `pattern` is one of
+  // kAccessPatterns; invalid_argument for another or for a file of any other type. The new
+  // layout.
+  virtual awaitable<Result<Layout>> set_access_pattern(InodeId inode, std::string pattern) = 0;
   // Reads up to into.size() bytes at offset into the caller's buffer.
   virtual awaitable<Result<ReadResult>> read(InodeId inode, std::uint64_t offset,
                                              std::span<std::uint8_t> into, Caller caller) = 0;

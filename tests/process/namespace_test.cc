@@ -444,7 +444,7 @@ TEST_F(NamespaceTest, DataBadInEveryCopyIsAnIoErrorNeverWrongData) {
       << cluster_->node(home).log_tail();
 }
 
-TEST_F(NamespaceTest, TideGetShowsAFilesShardLayoutAndTheNodesOfEachUnit) {
+TEST_F(NamespaceTest, TideGetShowsAFilesShardLayoutAndTheNodesOfEachUnitAndTideSetItsPattern) {
   const auto [home, mirror] = wait_for_full_protection(*cluster_, 1, 30s);
   ASSERT_NE(mirror, 0u);
   std::mt19937_64 random(13);
@@ -483,6 +483,17 @@ TEST_F(NamespaceTest, TideGetShowsAFilesShardLayoutAndTheNodesOfEachUnit) {
   EXPECT_EQ(missing.exit_code, 1) << missing.output;
   EXPECT_NE(missing.output.find("no such file: /ifs/data set/nothing"), std::string::npos)
       << missing.output;
+
+  // tide set -a through one node; every node shows the new access pattern.
+  const Ran set = cluster_->tide(2, {"set", "-a", "streaming", "/ifs/data set/a.bin"});
+  EXPECT_EQ(set.exit_code, 0) << set.output;
+  EXPECT_NE(set.output.find("streaming"), std::string::npos) << set.output;
+  EXPECT_EQ(cluster_->tide_json(4, {"get", "/ifs/data set/a.bin"})["layout"]["access_pattern"],
+            "streaming");
+  const Ran not_a_file = cluster_->tide(1, {"set", "-a", "random", "/ifs/data set"});
+  EXPECT_EQ(not_a_file.exit_code, 1) << not_a_file.output;
+  EXPECT_NE(not_a_file.output.find("only a regular file has an access pattern"), std::string::npos)
+      << not_a_file.output;
 }
 
 }  // namespace
