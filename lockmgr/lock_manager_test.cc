@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 
+#include "cluster/ring.h"
 #include "cluster/sim.h"
 
 namespace tidepool::lockmgr {
@@ -178,6 +179,44 @@ TEST_F(LockManagerTest, AHolderThatLeavesItsCallbackUnansweredIsReportedAndFence
   view({1, 2, 3});
   ASSERT_TRUE(run_until([&] { return blocked_.contains(waiter); }));
   EXPECT_FALSE(again.has_value());
+}
+
+TEST_F(LockManagerTest, ACallbackLostForATryLockDoesNotMakeItsHolderUnresponsive) {
+  const cluster::Ring ring({1, 2, 3});
+  auto coordinator_of = [&ring](std::uint64_t id) {
+    return ring.owner(
+        cluster::Ring::key_of(static_cast<std::uint64_t>(ResourceKind::advisory), id));
+  };
+  const NodeId coordinator = coordinator_of(kFile.id);
+  const NodeId holder = coordinator == 1 ? 2 : 1;
+  const NodeId other = 6 - coordinator - holder;
+  std::uint64_t second = kFile.id + 1;
+  while (coordinator_of(second) != coordinator) ++second;
+
+  std::optional<LockResult> held, tried;
+  lock(holder, Mode::exclusive, held);
+  ASSERT_TRUE(run_until([&] { return held.has_value(); }));
+  // The one callback a try-only request causes is lost on its way to the holder.
+  world_.partition({{holder}, {coordinator, other}});
+  LockSpec spec{kFile, Mode::exclusive};
+  spec.try_only = true;
+  managers_[other]->lock(spec, [&](const LockResult& r) { tried = r; });
+  ASSERT_TRUE(run_until([&] { return tried.has_value(); }));
+  EXPECT_EQ(tried->refused, Refusal::would_block);
+  world_.run_until(world_.now_ms() + 100);  // the callback still on the wire is lost too
+  world_.heal();
+  // Later, contention elsewhere on the same coordinator keeps its reminders going well past the
+  // deadline; the holder answers those, and the old silence is forgotten.
+  std::optional<LockResult> first, waiting;
+  LockSpec elsewhere{{ResourceKind::advisory, second}, Mode::exclusive};
+  const LockId first_id =
+      managers_[holder]->lock(elsewhere, [&](const LockResult& r) { first = r; });
+  ASSERT_TRUE(run_until([&] { return first.has_value(); }));
+  managers_[other]->lock(elsewhere, [&](const LockResult& r) { waiting = r; });
+  world_.run_until(world_.now_ms() + 5'000);
+  EXPECT_TRUE(unresponsive_[coordinator].empty());
+  ASSERT_TRUE(managers_[holder]->release(first_id).ok());
+  ASSERT_TRUE(run_until([&] { return waiting.has_value(); }));
 }
 
 TEST_F(LockManagerTest, OperationsOnLocksTheNodeDoesNotHaveAreRefused) {

@@ -152,7 +152,8 @@ void Coordinator::publish(const std::vector<Notice>& notices) {
     const LockId id = subject(notice);
     if (std::holds_alternative<Blocking>(notice)) {
       counters_.callbacks_sent++;
-      unacknowledged_.try_emplace(id, loop_.now_ms());
+      const std::uint64_t now = loop_.now_ms();
+      unacknowledged_.try_emplace(id, Unacknowledged{now, now}).first->second.last_sent_ms = now;
       send_(id.node, LockMessage{epoch_, 0, std::get<Blocking>(notice)});
       continue;
     }
@@ -281,13 +282,17 @@ void Coordinator::remind_while_contended() {
 void Coordinator::check_callback_deadlines() {
   const std::uint64_t now = loop_.now_ms();
   const auto deadline = static_cast<std::uint64_t>(limits_.callback_deadline.count());
+  // A holder no longer reminded is in nobody's way any more (a try-only request's one callback,
+  // a waiter that went): its silence proves nothing.
+  const auto reminded = static_cast<std::uint64_t>(2 * limits_.remind.count());
   for (auto it = unacknowledged_.begin(); it != unacknowledged_.end();) {
-    const auto [holder, since] = *it;
-    if (!table_.find(holder)) {
+    const LockId holder = it->first;
+    const Unacknowledged sent = it->second;
+    if (!table_.find(holder) || now - sent.last_sent_ms > reminded) {
       it = unacknowledged_.erase(it);
       continue;
     }
-    if (now - since < deadline) {
+    if (now - sent.first_sent_ms < deadline) {
       ++it;
       continue;
     }

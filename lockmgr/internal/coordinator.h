@@ -109,9 +109,14 @@ class Coordinator {
   std::vector<LockRecord> reported_;
   std::vector<std::pair<cluster::NodeId, LockMessage>> held_back_;
   std::uint64_t recovery_started_ms_ = 0;
-  // Holders sent a blocking callback their node has not acknowledged, with when the first was
-  // sent; and the nodes reported unresponsive in this view.
-  std::unordered_map<LockId, std::uint64_t> unacknowledged_;
+  // Holders sent a blocking callback their node has not acknowledged: when the first went, and
+  // the last (callbacks are repeated while the holder is in a waiter's way); and the nodes
+  // reported unresponsive in this view.
+  struct Unacknowledged {
+    std::uint64_t first_sent_ms = 0;
+    std::uint64_t last_sent_ms = 0;
+  };
+  std::unordered_map<LockId, Unacknowledged> unacknowledged_;
   std::set<cluster::NodeId> reported_unresponsive_;
 
   std::uint64_t expiry_at_ = 0;  // when the expiry timer runs, 0: not armed

@@ -139,9 +139,11 @@ void Requester::receive(cluster::NodeId from, const LockMessage& message) {
       if (blocking->holder.node == self_) release_unwanted(blocking->holder, from, 0);
       return;
     }
+    // The node is alive and has the lock, or is about to learn it has: it answers, whatever it
+    // then does with the callback.
+    send_(from, LockMessage{epoch_, 0, BlockingAck{blocking->holder}});
     if (!it->second.granted || it->second.unwanted) return;
     Entry& entry = it->second;
-    send_(from, LockMessage{epoch_, 0, BlockingAck{blocking->holder}});
     if (entry.warned == entry.mode || !entry.on_blocking) return;
     // Sent for a stronger mode the lock held before a conversion down: the mode it holds now
     // is not in the way, and the callback must not stand for a later one that is.
