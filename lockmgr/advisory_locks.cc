@@ -22,6 +22,13 @@ std::optional<Mode> aspect_mode(bool access, bool deny) {
   return std::nullopt;
 }
 
+// A try refused as cancelled: this node left the group view while it was on its way.
+bool fenced(const LockResult& result) { return result.refused == Refusal::cancelled; }
+
+Status out_of_the_view() {
+  return error(Errc::unavailable, "this node is out of the cluster's view for now");
+}
+
 // What stood in the way of a probe for `lock`: the lock the coordinator named or, when it named
 // none, one of an unknown owner over the range asked about that conflicts with any mode.
 AdvisoryConflict conflict_of(const AdvisoryLock& lock, const LockResult& refused) {
@@ -53,7 +60,7 @@ class AdvisoryLocksImpl final : public AdvisoryLocks,
   }
 
   void test(const AdvisoryLock& lock,
-            std::function<void(std::optional<AdvisoryConflict>)> done) override {
+            std::function<void(Result<std::optional<AdvisoryConflict>>)> done) override {
     on_loop([lock, done = std::move(done)](AdvisoryLocksImpl& self) mutable {
       auto weak = self.weak_from_this();
       const auto id = std::make_shared<LockId>();
@@ -61,10 +68,15 @@ class AdvisoryLocksImpl final : public AdvisoryLocks,
                                [weak, id, lock, done = std::move(done)](const LockResult& result) {
                                  auto alive = weak.lock();
                                  if (!alive) return;
-                                 if (!result.granted()) return done(conflict_of(lock, result));
+                                 if (fenced(result)) return done(out_of_the_view());
+                                 if (!result.granted()) {
+                                   return done(std::optional(conflict_of(lock, result)));
+                                 }
                                  // The probe is answered once it is gone, so that it never
                                  // stands in the way of a request the caller makes next.
-                                 auto no_conflict = [done] { done(std::nullopt); };
+                                 auto no_conflict = [done] {
+                                   done(std::optional<AdvisoryConflict>());
+                                 };
                                  if (!alive->manager_.release(*id, std::nullopt, no_conflict)
                                           .ok()) {
                                    no_conflict();
@@ -241,6 +253,10 @@ class AdvisoryLocksImpl final : public AdvisoryLocks,
           if (result.granted()) {
             self->adopt(key, Held{*id, lock.range, lock.exclusive});
             return done(AdvisoryOutcome::granted);
+          }
+          if (fenced(result)) {
+            self->forget_if_empty(self->owners_.find(key));
+            return done(AdvisoryOutcome::unavailable);
           }
           if (!wait) {
             self->forget_if_empty(self->owners_.find(key));

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cluster/event_loop.h"
+#include "common/status.h"
 #include "lockmgr/lock.h"
 #include "lockmgr/lock_manager.h"
 
@@ -65,6 +66,8 @@ enum class AdvisoryOutcome {
   granted,
   denied,   // another owner holds a conflicting lock, and the caller would not wait
   blocked,  // queued: `granted_later` runs once it is granted
+  // This node left the group view (it was fenced): nothing is granted through it for now.
+  unavailable,
 };
 
 class AdvisoryLocks {
@@ -78,10 +81,11 @@ class AdvisoryLocks {
   // first. A request like one already blocked (same owner, range and mode) is that request.
   virtual void lock(const AdvisoryLock& lock, bool wait, std::function<void(AdvisoryOutcome)> done,
                     std::function<void()> granted_later) = 0;
-  // Another owner's lock that conflicts with `lock`, if one does. Asking leaves nothing behind
-  // by the time `done` runs: the next request of any owner finds the locks as they were.
+  // Another owner's lock that conflicts with `lock`, if one does; unavailable when this node left
+  // the group view meanwhile. Asking leaves nothing behind by the time `done` runs: the next
+  // request of any owner finds the locks as they were.
   virtual void test(const AdvisoryLock& lock,
-                    std::function<void(std::optional<AdvisoryConflict>)> done) = 0;
+                    std::function<void(Result<std::optional<AdvisoryConflict>>)> done) = 0;
   // Gives up the owner's locks on the range (the mode does not matter); `done` runs once their
   // coordinators let them go, so a conflicting request is granted or about to be.
   virtual void unlock(const AdvisoryLock& lock, std::function<void()> done) = 0;

@@ -56,8 +56,9 @@ class AdvisoryLocksTest : public ::testing::Test {
 
   bool conflicts(NodeId node, const AdvisoryLock& lock) {
     std::optional<bool> answer;
-    locks_[node]->test(lock,
-                       [&answer](std::optional<AdvisoryConflict> c) { answer = c.has_value(); });
+    locks_[node]->test(lock, [&answer](Result<std::optional<AdvisoryConflict>> c) {
+      answer = c.ok() && c->has_value();
+    });
     EXPECT_TRUE(run_until([&] { return answer.has_value(); }));
     return answer.value_or(false);
   }
@@ -130,7 +131,7 @@ TEST_F(AdvisoryLocksTest, ATestNamesTheLockInTheWay) {
   ASSERT_EQ(take(1, lock_of(1, {100, 200}, false)), AdvisoryOutcome::granted);
   std::optional<std::optional<AdvisoryConflict>> answer;
   locks_[3]->test(lock_of(2, {150, 300}, true),
-                  [&answer](std::optional<AdvisoryConflict> c) { answer = c; });
+                  [&answer](Result<std::optional<AdvisoryConflict>> c) { answer = c.value(); });
   ASSERT_TRUE(run_until([&] { return answer.has_value(); }));
   ASSERT_TRUE(answer->has_value());
   EXPECT_EQ((*answer)->owner, lock_of(1, {}, false).owner);
@@ -152,6 +153,22 @@ TEST_F(AdvisoryLocksTest, LocksOfANodeThatLeftTheViewAreNoLongerItsClients) {
   // Back in the view, its client asks like any other.
   for (NodeId node : {1, 2, 3}) managers_[node]->set_view(3, {1, 2, 3});
   EXPECT_EQ(take(1, lock_of(1, {0, 100}, false)), AdvisoryOutcome::denied);
+}
+
+TEST_F(AdvisoryLocksTest, RequestsUnderWayWhenTheNodeLeavesTheViewAreUnavailableNotDenied) {
+  std::optional<AdvisoryOutcome> locked;
+  std::optional<Result<std::optional<AdvisoryConflict>>> tested;
+  locks_[1]->lock(
+      lock_of(1, {0, 100}, true), false, [&locked](AdvisoryOutcome o) { locked = o; }, [] {});
+  locks_[1]->test(lock_of(2, {0, 100}, true),
+                  [&tested](Result<std::optional<AdvisoryConflict>> r) { tested = std::move(r); });
+  // The requests are posted to node 1's loop; the view leaving it out comes first.
+  world_.loop(1).post([this] {
+    for (NodeId node : {1, 2, 3}) managers_[node]->set_view(2, {2, 3});
+  });
+  ASSERT_TRUE(run_until([&] { return locked.has_value() && tested.has_value(); }));
+  EXPECT_EQ(*locked, AdvisoryOutcome::unavailable);
+  EXPECT_EQ(tested->code(), Errc::unavailable);
 }
 
 TEST_F(AdvisoryLocksTest, EachClientsLocksAndWaitersAreCounted) {

@@ -246,11 +246,17 @@ void NlmProgram::set_locks(std::weak_ptr<lockmgr::AdvisoryLocks> locks) {
   bool first = false;
   {
     std::lock_guard guard(mutex_);
-    first = !grace_ends_ && !locks.expired();
-    if (first) grace_ends_ = std::chrono::steady_clock::now() + service_.config.nlm_grace_period;
+    first = !served_ && !locks.expired();
+    served_ = served_ || first;
     locks_ = std::move(locks);
   }
   if (first && status_monitor_.serving) status_monitor_.serving();
+}
+
+void NlmProgram::start_grace_period() {
+  std::lock_guard guard(mutex_);
+  if (!grace_ends_)
+    grace_ends_ = std::chrono::steady_clock::now() + service_.config.nlm_grace_period;
 }
 
 void NlmProgram::set_status_monitor(StatusMonitor monitor) { status_monitor_ = std::move(monitor); }
@@ -383,9 +389,11 @@ awaitable<std::uint32_t> NlmProgram::test(const CallContext& context, const Requ
   lockmgr::AdvisoryLock lock;
   const std::uint32_t named = co_await advisory_lock(context, request, lock);
   if (named != NLM4_GRANTED) co_return named;
-  auto testing = await_callback<std::optional<lockmgr::AdvisoryConflict>>(
+  auto testing = await_callback<Result<std::optional<lockmgr::AdvisoryConflict>>>(
       [&locks, &lock](auto done) { locks->test(lock, done); });
-  holder = co_await std::move(testing);
+  const Result<std::optional<lockmgr::AdvisoryConflict>> tested = co_await std::move(testing);
+  if (!tested.ok()) co_return NLM4_DENIED_NOLOCKS;
+  holder = *tested;
   co_return holder ? NLM4_DENIED : NLM4_GRANTED;
 }
 
@@ -405,7 +413,9 @@ awaitable<std::uint32_t> NlmProgram::lock(const CallContext& context, const Requ
         locks->lock(lock, request.block, done, granted_later);
       });
   const lockmgr::AdvisoryOutcome outcome = co_await std::move(locking);
-  if (outcome != lockmgr::AdvisoryOutcome::denied && status_monitor_.monitor) {
+  const bool holds_or_waits =
+      outcome == lockmgr::AdvisoryOutcome::granted || outcome == lockmgr::AdvisoryOutcome::blocked;
+  if (holds_or_waits && status_monitor_.monitor) {
     status_monitor_.monitor(context.client);
   }
   switch (outcome) {
@@ -413,6 +423,8 @@ awaitable<std::uint32_t> NlmProgram::lock(const CallContext& context, const Requ
       co_return NLM4_GRANTED;
     case lockmgr::AdvisoryOutcome::blocked:
       co_return NLM4_BLOCKED;
+    case lockmgr::AdvisoryOutcome::unavailable:
+      co_return NLM4_DENIED_NOLOCKS;
     case lockmgr::AdvisoryOutcome::denied:
       break;
   }

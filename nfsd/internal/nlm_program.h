@@ -40,13 +40,14 @@ class NlmProgram final : public RpcProgram {
                                               xdr::Encoder& results) override;
 
   // The cluster's advisory locks, once the node is a member (until then locks are refused as
-  // DENIED_NOLOCKS); empty again when it leaves. The grace period starts when they first come.
-  // Callable from any thread.
+  // DENIED_NOLOCKS); empty again when it leaves. Callable from any thread.
   void set_locks(std::weak_ptr<lockmgr::AdvisoryLocks> locks);
+  // Until called, only reclaims are accepted; from then on, for the grace period. Once only;
+  // callable from any thread.
+  void start_grace_period();
 
   // NLM's side of the status monitor, set before serving: `monitor` learns of every host that
-  // holds or waits for a lock through this node; `serving` runs once, when the locks first come
-  // and the grace period starts, so that the hosts of the last run can reclaim theirs.
+  // holds or waits for a lock through this node; `serving` runs once, when the locks first come.
   struct StatusMonitor {
     std::function<void(const boost::asio::ip::address_v4& host)> monitor;
     std::function<void()> serving;
@@ -102,6 +103,7 @@ class NlmProgram final : public RpcProgram {
   mutable std::mutex mutex_;
   std::weak_ptr<lockmgr::AdvisoryLocks> locks_;                      // guarded by mutex_
   std::optional<std::chrono::steady_clock::time_point> grace_ends_;  // guarded by mutex_
+  bool served_ = false;  // the locks came once; guarded by mutex_
   // By caller_name, without lock counts (the advisory locks have them); guarded by mutex_.
   std::map<std::string, NlmSession> seen_;
 };
