@@ -104,8 +104,9 @@ class NfsServerImpl final : public NfsServer {
   }
 
  private:
-  // Once the node opens the cluster's file handles and can lock, the lock holders of its last
-  // run are told it restarted, and reclaim their locks through it within the grace period.
+  // Once the node opens the cluster's file handles and can lock, the grace period starts and the
+  // lock holders of its last run are told it restarted, so that they reclaim their locks
+  // through it in time.
   void ready_for_reclaims(bool handles, bool locks) {
     {
       std::lock_guard lock(reclaim_mutex_);
@@ -114,8 +115,8 @@ class NfsServerImpl final : public NfsServer {
       if (!handles_ready_ || !locks_ready_ || holders_told_) return;
       holders_told_ = true;
     }
-    nsm_.start(executor_, std::filesystem::path(config_.data_dir) / "nsm-hosts",
-               config_.frontend_address);
+    nlm_.start_grace_period();
+    nsm_.start(executor_, config_.data_dir, config_.frontend_address);
   }
 
   std::vector<PortMapping> mappings() const {

@@ -5,6 +5,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -44,12 +45,28 @@ std::int32_t fresh_state() {
 
 NsmProgram::NsmProgram(NlmProgram& nlm) : nlm_(nlm), state_(fresh_state()) {}
 
-void NsmProgram::start(boost::asio::any_io_executor executor, std::filesystem::path hosts_file,
-                       std::string our_name) {
+std::int32_t NsmProgram::next_state(const std::filesystem::path& state_file) {
+  std::int64_t last = 0;
+  std::ifstream(state_file) >> last;
+  std::int64_t next = fresh_state();
+  if (next <= last) next = last + 2;
+  if (next > std::numeric_limits<std::int32_t>::max()) next = 1;
+  next |= 1;
+  const std::filesystem::path temporary = state_file.string() + ".new";
+  std::ofstream(temporary, std::ios::trunc) << next << "\n";
+  std::error_code ec;
+  std::filesystem::rename(temporary, state_file, ec);
+  if (ec) spdlog::warn("nsm: cannot write {}: {}", state_file.string(), ec.message());
+  return static_cast<std::int32_t>(next);
+}
+
+void NsmProgram::start(boost::asio::any_io_executor executor,
+                       const std::filesystem::path& directory, std::string our_name) {
+  state_ = next_state(directory / "nsm-state");
   std::vector<boost::asio::ip::address_v4> last_run;
   {
     std::lock_guard guard(mutex_);
-    hosts_file_ = std::move(hosts_file);
+    hosts_file_ = directory / "nsm-hosts";
     our_name_ = std::move(our_name);
     std::ifstream in(hosts_file_);
     std::string line;
@@ -63,6 +80,7 @@ void NsmProgram::start(boost::asio::any_io_executor executor, std::filesystem::p
       to_notify_.insert(host);
     }
     last_run.assign(to_notify_.begin(), to_notify_.end());
+    if (!monitored_.empty()) persist();
   }
   if (!last_run.empty()) {
     spdlog::info("nsm: telling {} lock holders of the last run that this node restarted",
@@ -75,14 +93,15 @@ void NsmProgram::start(boost::asio::any_io_executor executor, std::filesystem::p
 
 void NsmProgram::monitor(const boost::asio::ip::address_v4& host) {
   std::lock_guard guard(mutex_);
-  if (hosts_file_.empty() || monitored_.contains(host)) return;
+  if (monitored_.contains(host)) return;
   if (monitored_.size() >= kMaxHosts) {
     spdlog::warn("nsm: more than {} lock holders; {} will not be told of a restart", kMaxHosts,
                  host.to_string());
     return;
   }
   monitored_.insert(host);
-  persist();
+  // Before start() the host is kept in memory, and written with the rest then.
+  if (!hosts_file_.empty()) persist();
 }
 
 boost::asio::awaitable<void> NsmProgram::notify(boost::asio::ip::address_v4 host) {
@@ -92,12 +111,13 @@ boost::asio::awaitable<void> NsmProgram::notify(boost::asio::ip::address_v4 host
     std::lock_guard guard(mutex_);
     out.string(our_name_);  // stat_chge: mon_name, state
   }
-  out.u32(static_cast<std::uint32_t>(state_));
+  const std::int32_t state = state_;
+  out.u32(static_cast<std::uint32_t>(state));
   auto calling = call_client_retrying({host, kProgram, kVersion}, kNotify, arguments,
                                       kNotifyTimeout, kNotifyAttempts);
   const Result<xdr::Buffer> reply = co_await std::move(calling);
   if (reply.ok()) {
-    spdlog::info("nsm: told {} that this node restarted (state {})", host.to_string(), state_);
+    spdlog::info("nsm: told {} that this node restarted (state {})", host.to_string(), state);
   } else {
     spdlog::warn("nsm: {} was not told of the restart ({}); its locks are not reclaimed",
                  host.to_string(), reply.status().message());
@@ -134,7 +154,7 @@ awaitable<std::optional<AcceptStatus>> NsmProgram::call(const CallContext& conte
       in.string(kMaxName);
       if (!in.ok()) co_return AcceptStatus::garbage_args;
       out.u32(kStatSucc);
-      out.u32(static_cast<std::uint32_t>(state_));
+      out.u32(static_cast<std::uint32_t>(state_.load()));
       co_return AcceptStatus::success;
     }
     case kMon: {
@@ -146,13 +166,13 @@ awaitable<std::optional<AcceptStatus>> NsmProgram::call(const CallContext& conte
       in.fixed_opaque(16);  // priv
       if (!in.ok()) co_return AcceptStatus::garbage_args;
       out.u32(kStatFail);
-      out.u32(static_cast<std::uint32_t>(state_));
+      out.u32(static_cast<std::uint32_t>(state_.load()));
       co_return AcceptStatus::success;
     }
     case kUnmon:
     case kUnmonAll:
       // Nothing is monitored for anybody: the arguments do not matter.
-      out.u32(static_cast<std::uint32_t>(state_));
+      out.u32(static_cast<std::uint32_t>(state_.load()));
       co_return AcceptStatus::success;
     case kNotify: {
       const std::string name(in.string(kMaxName));

@@ -11,6 +11,7 @@
 // Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/ip/address_v4.hpp>
 #include <chrono>
@@ -38,15 +39,17 @@ class NsmProgram final : public RpcProgram {
   awaitable<std::optional<AcceptStatus>> call(const CallContext& context, xdr::Decoder& arguments,
                                               xdr::Encoder& results) override;
 
-  // This node's NSM state number: odd while it runs, and larger after every restart.
+  // This node's NSM state number: odd while it runs, and larger after every restart (kept in
+  // the data directory from start() on, so that two quick restarts still differ).
   std::int32_t state() const { return state_; }
 
-  // Loads the hosts of the last run from `hosts_file` and tells each, in the background on
-  // `executor`, that this node — `our_name`, the name its clients mount it by — rebooted.
-  // Until called, nothing is kept or sent.
-  void start(boost::asio::any_io_executor executor, std::filesystem::path hosts_file,
+  // Takes the next state number, loads the hosts of the last run (`directory`/nsm-hosts) and
+  // tells each, in the background on `executor`, that this node — `our_name`, the name its
+  // clients mount it by — rebooted. Until called, nothing is written or sent.
+  void start(boost::asio::any_io_executor executor, const std::filesystem::path& directory,
              std::string our_name);
-  // `host` holds or waits for a lock through this node: it is told after the next restart.
+  // `host` holds or waits for a lock through this node: it is told after the next restart
+  // (kept in memory until start(), then in the file).
   void monitor(const boost::asio::ip::address_v4& host);
 
   static constexpr std::size_t kMaxHosts = 4096;
@@ -55,9 +58,11 @@ class NsmProgram final : public RpcProgram {
   boost::asio::awaitable<void> notify(boost::asio::ip::address_v4 host);
   // Writes monitored_ and to_notify_ to hosts_file_; called with mutex_ held.
   void persist();
+  // The state after the one `state_file` holds (or a fresh one), written back there.
+  static std::int32_t next_state(const std::filesystem::path& state_file);
 
   NlmProgram& nlm_;
-  const std::int32_t state_;
+  std::atomic<std::int32_t> state_;
   std::mutex mutex_;
   std::filesystem::path hosts_file_;                 // guarded by mutex_; empty until start()
   std::string our_name_;                             // guarded by mutex_
