@@ -63,6 +63,8 @@ struct BlockCache::Shard {
 
   // One more handle on `entry`: a cached block moves from the LRU list to the in-use list.
   void ref(Entry& entry) {
+    // A reader takes it again: whoever marked it done with, it is not.
+    entry.drop_behind = false;
     if (entry.cached && entry.refs == 1) {
       lru.erase(lru.iterator_to(entry));
       in_use.push_back(entry);
@@ -193,7 +195,9 @@ BlockCache::Handle BlockCache::insert(const BlockKey& key, std::span<const std::
   std::lock_guard guard(shard.mutex);
   shard.counters.inserts++;
   if (auto older = shard.table.find(key); older != shard.table.end()) shard.uncache(*older);
-  while (shard.usage + entry->charge() > shard.capacity && !shard.lru.empty()) {
+  // When even evicting everything unpinned would not make room, nothing is evicted in vain.
+  const bool fits = entry->charge() <= shard.capacity - shard.pinned;
+  while (fits && shard.usage + entry->charge() > shard.capacity && !shard.lru.empty()) {
     shard.counters.evictions++;
     shard.uncache(shard.lru.front());
   }

@@ -85,12 +85,17 @@ TEST(BlockCacheTest, PinnedBlocksAreNeverEvictedAndAFullyPinnedCacheIsBypassed) 
   EXPECT_FALSE(cache.lookup({1, 0}));
 }
 
-TEST(BlockCacheTest, ABlockLargerThanTheBudgetIsServedButNotKept) {
-  BlockCache cache(kBlock, 1);
-  auto handle = cache.insert({1, 0}, block_of(1, 0));
-  EXPECT_TRUE(holds(handle, 1, 0));
+TEST(BlockCacheTest, ABlockThatCannotFitIsServedButNotKeptAndEvictsNothing) {
+  BlockCache cache = one_shard_for(2);
+  cache.insert({1, 0}, block_of(1, 0));
+  auto pinned = cache.insert({1, 1}, block_of(1, 1));
+  // Larger than all the room the pinned block leaves: the other block stays.
+  const std::vector<std::byte> large(2 * kBlock);
+  auto handle = cache.insert({2, 0}, large);
+  EXPECT_EQ(handle.bytes().size(), large.size());
   EXPECT_FALSE(handle.cached());
-  EXPECT_EQ(cache.statistics().bytes, 0u);
+  EXPECT_TRUE(cache.lookup({1, 0}));
+  EXPECT_EQ(cache.statistics().evictions, 0u);
 }
 
 TEST(BlockCacheTest, DropBehindBlocksAreEvictedBeforeOlderOnes) {
@@ -106,6 +111,14 @@ TEST(BlockCacheTest, DropBehindBlocksAreEvictedBeforeOlderOnes) {
   EXPECT_FALSE(cache.lookup({2, 1}));
   EXPECT_TRUE(cache.lookup({1, 0}));
   EXPECT_TRUE(cache.lookup({2, 0}));
+  // A block another reader takes again is no longer done with.
+  {
+    auto streamed = cache.lookup({3, 0});
+    streamed.drop_behind();
+  }
+  cache.lookup({3, 0});
+  cache.insert({4, 0}, block_of(4, 0));
+  EXPECT_TRUE(cache.lookup({3, 0}));
 }
 
 TEST(BlockCacheTest, ErasingAFileDropsItsBlocksOnlyAndHandlesKeepWhatTheyHold) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <limits>
 #include <list>
 #include <map>
 #include <mutex>
@@ -10,8 +11,14 @@
 namespace tidepool::cache {
 namespace {
 
+// Up to a multiple of `unit`, or the largest value when there is none above.
 std::uint64_t align_up(std::uint64_t value, std::uint64_t unit) {
-  return value % unit == 0 ? value : value + (unit - value % unit);
+  const std::uint64_t rest = value % unit;
+  if (rest == 0) return value;
+  const std::uint64_t step = unit - rest;
+  return value > std::numeric_limits<std::uint64_t>::max() - step
+             ? std::numeric_limits<std::uint64_t>::max()
+             : value + step;
 }
 
 }  // namespace
@@ -73,6 +80,8 @@ PrefetchAdvice Prefetcher::on_read(std::uint64_t inode, std::uint64_t client, st
   const std::uint64_t limit = pattern == AccessPattern::random      ? 0
                               : pattern == AccessPattern::streaming ? options_.streaming_limit
                                                                     : options_.concurrency_limit;
+  // Offsets come from clients: a read that would run past the largest offset ends there.
+  length = std::min(length, std::numeric_limits<std::uint64_t>::max() - offset);
   const std::uint64_t read_end = offset + length;
   const std::uint64_t slack = std::min(options_.slack, 8 * std::max<std::uint64_t>(length, 1));
   Shard& shard = shard_of(inode);
@@ -124,7 +133,9 @@ PrefetchAdvice Prefetcher::on_read(std::uint64_t inode, std::uint64_t client, st
     for (auto it = first; it != last; ++it, ++mine) {
       if (oldest == last || it->second->used_ms < oldest->second->used_ms) oldest = it;
     }
-    if (mine >= options_.max_streams_per_reader) shard.forget(oldest->second);
+    if (oldest != last && mine >= std::max<std::size_t>(1, options_.max_streams_per_reader)) {
+      shard.forget(oldest->second);
+    }
     Shard::Stream fresh;
     fresh.inode = inode;
     fresh.client = client;
@@ -138,10 +149,12 @@ PrefetchAdvice Prefetcher::on_read(std::uint64_t inode, std::uint64_t client, st
     if (shard.streams.size() > shard.capacity) shard.forget(shard.streams.begin());
   }
 
+  if (stream->window == 0 || read_end >= file_size) return {};
   PrefetchAdvice advice;
   advice.start = align_up(std::max(stream->fetched_to, read_end), options_.unit);
-  advice.end = std::min(align_up(read_end + stream->window, options_.unit), file_size);
-  if (advice.empty() || stream->window == 0) return {};
+  const std::uint64_t reach = read_end + std::min(stream->window, file_size - read_end);
+  advice.end = std::min(align_up(reach, options_.unit), file_size);
+  if (advice.empty()) return {};
   stream->fetched_to = advice.end;
   shard.counters.advised_bytes += advice.size();
   return advice;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <random>
 
 namespace tidepool::cache {
@@ -145,6 +146,23 @@ TEST(PrefetcherTest, NothingIsAdvisedPastTheEndOfTheFile) {
     EXPECT_LE(advice.end, MiB);
   }
   EXPECT_LE(prefetcher.statistics().advised_bytes, MiB);
+}
+
+TEST(PrefetcherTest, OffsetsNearTheLargestAreSafe) {
+  PrefetchOptions options;
+  options.max_streams_per_reader = 0;  // taken as one
+  Prefetcher prefetcher(options);
+  const std::uint64_t top = std::numeric_limits<std::uint64_t>::max();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(
+        prefetcher
+            .on_read(kFile, kClient, top - 4 * KiB, 64 * KiB, top, AccessPattern::streaming, 0)
+            .empty());
+  }
+  const PrefetchAdvice advice =
+      prefetcher.on_read(kFile, kClient, 0, 128 * KiB, GiB, AccessPattern::streaming, 0);
+  EXPECT_EQ(advice.start, 128 * KiB);
+  EXPECT_EQ(prefetcher.statistics().streams, 1u);
 }
 
 TEST(PrefetcherTest, TheStreamTableIsBoundedAndIdleStreamsExpire) {
