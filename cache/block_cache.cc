@@ -147,6 +147,13 @@ bool BlockCache::Handle::cached() const {
   return entry_->cached;
 }
 
+BlockCache::Handle BlockCache::Handle::share() const {
+  if (entry_ == nullptr) return {};
+  std::lock_guard guard(shard_->mutex);
+  shard_->ref(*entry_);
+  return Handle(shard_, entry_);
+}
+
 void BlockCache::Handle::drop_behind() {
   std::lock_guard guard(shard_->mutex);
   entry_->drop_behind = true;

@@ -67,6 +67,8 @@ class BlockCache {
     void drop_behind();
     // Lets go of the block now.
     void reset();
+    // Another handle on the same block (the same bytes, cached or not).
+    Handle share() const;
 
    private:
     friend class BlockCache;
