@@ -1,12 +1,14 @@
 #include "cache/block_cache.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <boost/intrusive/list.hpp>
 #include <boost/intrusive/set.hpp>
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <thread>
 #include <utility>
 
 namespace tidepool::cache {
@@ -41,6 +43,23 @@ struct BlockCache::Entry {
 };
 
 namespace {
+
+// A shard's critical sections are a few list and tree steps, far shorter than the sleep and
+// wake-up a contended futex costs: waiters spin (yielding after a while) instead.
+class SpinLock {
+ public:
+  void lock() {
+    for (int spins = 0; locked_.exchange(true, std::memory_order_acquire); ++spins) {
+      while (locked_.load(std::memory_order_relaxed)) {
+        if (++spins > 64) std::this_thread::yield();
+      }
+    }
+  }
+  void unlock() { locked_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> locked_{false};
+};
 
 struct KeyOfEntry {
   using type = BlockKey;
@@ -104,7 +123,7 @@ struct BlockCache::Shard {
     unref(entry);
   }
 
-  std::mutex mutex;
+  SpinLock mutex;  // guards everything below but the capacity
   const std::size_t capacity;
   std::size_t usage = 0;   // the charge of the blocks the cache keeps
   std::size_t pinned = 0;  // the part of it on the in-use list

@@ -3,7 +3,7 @@
 // cache: every block the cache holds is on exactly one of two intrusive lists of its shard —
 // *in use* (a Handle references it, so it is pinned and never evicted) or *LRU* (only the cache
 // references it; evicted oldest first). A lookup that hits allocates nothing and takes one
-// shard's mutex.
+// shard's lock (a spin lock: the critical sections are shorter than a futex's sleep).
 //
 // The budget is never exceeded: an insert that cannot make room because every block is pinned
 // bypasses the cache — the caller gets a handle to a block the cache does not keep. A streaming
