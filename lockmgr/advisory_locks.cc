@@ -1,7 +1,9 @@
 #include "lockmgr/advisory_locks.h"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -144,7 +146,10 @@ class AdvisoryLocksImpl final : public AdvisoryLocks,
     });
   }
 
-  void close() override { closed_ = true; }
+  void close() override {
+    std::lock_guard guard(closing_);
+    closed_ = true;
+  }
 
   void free_client(const std::string& client, std::function<void()> done) override {
     on_loop([client, done = std::move(done)](AdvisoryLocksImpl& self) {
@@ -195,6 +200,8 @@ class AdvisoryLocksImpl final : public AdvisoryLocks,
 
   template <typename Work>
   void on_loop(Work work) {
+    std::lock_guard guard(closing_);
+    if (closed_) return;
     loop_.post([weak = weak_from_this(), work = std::move(work)]() mutable {
       auto self = weak.lock();
       if (self && !self->closed_) work(*self);
@@ -445,7 +452,10 @@ class AdvisoryLocksImpl final : public AdvisoryLocks,
   cluster::EventLoop& loop_;
   LockManager& manager_;
   Owners owners_;
-  bool closed_ = false;
+  // Set by close(), before the loop goes: from then on nothing is posted to it, so a caller that
+  // still holds this object (an NLM call under way) never reaches a destroyed loop.
+  std::mutex closing_;
+  std::atomic<bool> closed_{false};
 };
 
 }  // namespace

@@ -101,8 +101,8 @@ class AdvisoryLocks {
   virtual void free_client(const std::string& client, std::function<void()> done) = 0;
   // Every client with locks or blocked requests through this node, by name.
   virtual void clients(std::function<void(std::vector<AdvisoryClient>)> done) = 0;
-  // Called on the loop before the lock manager goes: work still to come is dropped, and its
-  // callbacks never run.
+  // Called on the loop before the lock manager and the loop go: work still to come is dropped,
+  // and its callbacks never run; calls made afterwards, from any thread, do nothing.
   virtual void close() = 0;
 };
 

@@ -171,6 +171,44 @@ TEST_F(AdvisoryLocksTest, RequestsUnderWayWhenTheNodeLeavesTheViewAreUnavailable
   EXPECT_EQ(tested->code(), Errc::unavailable);
 }
 
+// Node 1's loop, counting what is posted to it.
+class CountingLoop final : public cluster::EventLoop {
+ public:
+  explicit CountingLoop(cluster::EventLoop& loop) : loop_(loop) {}
+  std::uint64_t now_ms() const override { return loop_.now_ms(); }
+  std::uint64_t now_us() const override { return loop_.now_us(); }
+  void post(Task task) override {
+    posted++;
+    loop_.post(std::move(task));
+  }
+  TimerId schedule(std::chrono::milliseconds delay, Task task) override {
+    return loop_.schedule(delay, std::move(task));
+  }
+  void cancel(TimerId timer) override { loop_.cancel(timer); }
+  std::uint64_t random_between(std::uint64_t low, std::uint64_t high) override {
+    return loop_.random_between(low, high);
+  }
+  int posted = 0;
+
+ private:
+  cluster::EventLoop& loop_;
+};
+
+TEST_F(AdvisoryLocksTest, OnceClosedNothingReachesTheLoopAnyMore) {
+  // A call still under way when the node leaves the cluster must not post to a loop that is
+  // about to be destroyed.
+  CountingLoop loop(world_.loop(1));
+  auto locks = AdvisoryLocks::make(loop, *managers_[1]);
+  locks->close();
+  bool answered = false;
+  locks->lock(
+      lock_of(1, {0, 10}, true), false, [&answered](AdvisoryOutcome) { answered = true; }, [] {});
+  locks->test(lock_of(1, {0, 10}, true), [&answered](auto) { answered = true; });
+  world_.run_until(world_.now_ms() + 1'000);
+  EXPECT_EQ(loop.posted, 0);
+  EXPECT_FALSE(answered);
+}
+
 TEST_F(AdvisoryLocksTest, EachClientsLocksAndWaitersAreCounted) {
   AdvisoryLock shared = lock_of(1, {0, 10}, false);
   shared.client = "alpha";
