@@ -93,7 +93,7 @@ class LockCache::Impl : public std::enable_shared_from_this<LockCache::Impl> {
     for (auto [it, end] = by_resource_.equal_range(acquisition.resource); it != end; ++it) {
       Entry& entry = entries_.at(it->second);
       if (entry.op == Op::none && covers(entry.range, acquisition.range)) {
-        return upgrade(it->second, entry, std::move(acquisition));
+        return upgrade(entry, std::move(acquisition));
       }
     }
     request(std::move(acquisition));
@@ -150,12 +150,6 @@ class LockCache::Impl : public std::enable_shared_from_this<LockCache::Impl> {
     }
   }
 
-  LockManager::Completion answer_to(LockId id) {
-    return [weak = weak_from_this(), id](const LockResult& result) {
-      if (auto self = weak.lock()) self->answered(id, result);
-    };
-  }
-
   void request(Acquisition acquisition) {
     stats_.misses++;
     LockSpec spec;
@@ -188,16 +182,16 @@ class LockCache::Impl : public std::enable_shared_from_this<LockCache::Impl> {
     entries_.emplace(*id, std::move(entry));
   }
 
-  void upgrade(LockId id, Entry& entry, Acquisition acquisition) {
+  void upgrade(Entry& entry, Acquisition acquisition) {
     stats_.upgrades++;
     set_idle(entry, false);
     const Mode mode = join(entry.mode, acquisition.mode);
     entry.joined.push_back(std::move(acquisition));
-    convert(id, entry, mode);
+    convert(entry, mode);
   }
 
   // Converts the lock, up or down; `answered` follows.
-  void convert(LockId id, Entry& entry, Mode mode) {
+  void convert(Entry& entry, Mode mode) {
     entry.op = Op::converting;
     entry.target = mode;
     entry.target_range = entry.range;
@@ -205,7 +199,11 @@ class LockCache::Impl : public std::enable_shared_from_this<LockCache::Impl> {
     if (conversion(entry.mode, mode) == Conversion::down) entry.mode = mode;
     ConvertSpec spec;
     spec.mode = mode;
-    const Status converting = manager_.convert(id, spec, answer_to(id));
+    const LockId id = entry.id;
+    const Status converting =
+        manager_.convert(id, spec, [weak = weak_from_this(), id](const LockResult& result) {
+          if (auto self = weak.lock()) self->answered(id, result);
+        });
     if (!converting.ok()) finished(id, converting);
   }
 
@@ -342,7 +340,7 @@ class LockCache::Impl : public std::enable_shared_from_this<LockCache::Impl> {
       if ((entry.wanted & bit) != 0 && !compatible(kept, static_cast<Mode>(w))) still_wanted |= bit;
     }
     entry.wanted = still_wanted;
-    if (kept != Mode::null) return convert(id, entry, kept);
+    if (kept != Mode::null) return convert(entry, kept);
     std::vector<Acquisition> deferred = std::move(entry.deferred);
     (void)manager_.release(id);
     forget(id);
