@@ -215,6 +215,12 @@ BlockCache::Handle BlockCache::lookup(const BlockKey& key) {
   return Handle(&shard, &*found);
 }
 
+bool BlockCache::contains(const BlockKey& key) {
+  Shard& shard = shard_of(key);
+  std::lock_guard guard(shard.mutex);
+  return shard.table.find(key) != shard.table.end();
+}
+
 BlockCache::Handle BlockCache::insert(const BlockKey& key, std::span<const std::byte> bytes) {
   Entry* entry = Entry::make(key, bytes);
   Shard& shard = shard_of(key);

@@ -86,6 +86,8 @@ class BlockCache {
 
   // The block, pinned, or an empty handle on a miss.
   Handle lookup(const BlockKey& key);
+  // Whether the cache keeps the block now; counts neither a hit nor a miss.
+  bool contains(const BlockKey& key);
   // Copies `bytes` in as the block `key` (replacing any older copy, which stays valid for its
   // handles) and returns it pinned. When the budget has no room — every block pinned, or the
   // block larger than a shard's share — the handle holds a block the cache does not keep.

@@ -38,10 +38,12 @@ BlockCache one_shard_for(std::size_t blocks) {
 TEST(BlockCacheTest, ABlockInsertedIsFoundWithItsBytes) {
   BlockCache cache(1 << 20);
   EXPECT_FALSE(cache.lookup({7, 0}));
+  EXPECT_FALSE(cache.contains({7, 0}));
   {
     auto inserted = cache.insert({7, 0}, block_of(7, 0));
     EXPECT_TRUE(inserted.cached());
   }
+  EXPECT_TRUE(cache.contains({7, 0}));
   auto found = cache.lookup({7, 0});
   ASSERT_TRUE(found);
   EXPECT_TRUE(holds(found, 7, 0));

@@ -27,29 +27,22 @@ void FetchTable::fetch(const BlockKey& key, const Fetcher& fetcher, Done done) {
   }
   if (cached) return done(std::move(cached));
   if (start) {
-    fetcher([this, key](Result<std::span<const std::byte>> fetched) {
-      finish(key, std::move(fetched));
-    });
+    fetcher([this, key](Result<BlockCache::Handle> fetched) { finish(key, std::move(fetched)); });
   }
 }
 
-void FetchTable::finish(const BlockKey& key, Result<std::span<const std::byte>> fetched) {
+void FetchTable::finish(const BlockKey& key, Result<BlockCache::Handle> fetched) {
   std::vector<Done> waiting;
-  BlockCache::Handle block;
   {
     std::lock_guard guard(mutex_);
-    if (fetched.ok()) {
-      block = cache_.insert(key, *fetched);
-    } else {
-      counters_.failed++;
-    }
+    if (!fetched.ok()) counters_.failed++;
     auto entry = in_flight_.find(key);
     waiting = std::move(entry->second);
     in_flight_.erase(entry);
   }
   for (Done& done : waiting) {
     if (fetched.ok()) {
-      done(block.share());
+      done(fetched->share());
     } else {
       done(fetched.status());
     }

@@ -12,7 +12,6 @@
 #include <functional>
 #include <map>
 #include <mutex>
-#include <span>
 #include <vector>
 
 #include "cache/block_cache.h"
@@ -30,8 +29,10 @@ struct FetchStatistics {
 class FetchTable {
  public:
   using Done = std::function<void(Result<BlockCache::Handle>)>;
-  // Reads the block from where it lives and calls `fetched` once, with its bytes or an error.
-  using Fetched = std::function<void(Result<std::span<const std::byte>>)>;
+  // Reads the block from where it lives, inserts it into the cache (so the fetcher decides,
+  // under its own locks, whether what it read may still be kept) and calls `fetched` once, with
+  // the block's handle or an error.
+  using Fetched = std::function<void(Result<BlockCache::Handle>)>;
   using Fetcher = std::function<void(Fetched fetched)>;
 
   explicit FetchTable(BlockCache& cache) : cache_(cache) {}
@@ -47,7 +48,7 @@ class FetchTable {
   FetchStatistics statistics() const;
 
  private:
-  void finish(const BlockKey& key, Result<std::span<const std::byte>> fetched);
+  void finish(const BlockKey& key, Result<BlockCache::Handle> fetched);
 
   BlockCache& cache_;
   mutable std::mutex mutex_;

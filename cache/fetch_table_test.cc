@@ -36,7 +36,7 @@ TEST(FetchTableTest, ReadersOfABlockUnderWayShareItsOneFetch) {
   }
   EXPECT_EQ(source.started, 1);
   EXPECT_TRUE(answers.empty());
-  source.pending.front()(std::span<const std::byte>(kUnit));
+  source.pending.front()(cache.insert({1, 0}, kUnit));
   ASSERT_EQ(answers.size(), 3u);
   for (auto& answer : answers) {
     ASSERT_TRUE(answer.ok());
@@ -83,7 +83,7 @@ TEST(FetchTableTest, EveryWaiterGetsTheBlockEvenWhenTheCacheCannotKeepIt) {
       handles.push_back(std::move(h).value());
     });
   }
-  source.pending.front()(std::span<const std::byte>(kUnit));
+  source.pending.front()(cache.insert({1, 0}, kUnit));
   ASSERT_EQ(handles.size(), 2u);
   EXPECT_FALSE(handles[0].cached());
   EXPECT_EQ(handles[1].bytes().size(), kUnit.size());
@@ -100,9 +100,9 @@ TEST(FetchTableTest, ConcurrentReadersFetchEachBlockOnce) {
       for (std::uint64_t block = 0; block < 200; ++block) {
         table.fetch(
             {9, block},
-            [&fetches](FetchTable::Fetched fetched) {
+            [&fetches, &cache, block](FetchTable::Fetched fetched) {
               fetches++;
-              fetched(std::span<const std::byte>(kUnit));
+              fetched(cache.insert({9, block}, kUnit));
             },
             [&answered](Result<BlockCache::Handle> h) {
               if (h.ok()) answered++;

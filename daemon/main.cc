@@ -2,10 +2,10 @@
 // SIGTERM or SIGINT.
 #include <fcntl.h>
 #include <malloc.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
-#include <unistd.h>
-
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -18,11 +18,11 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
-#include <spdlog/spdlog.h>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "cache/coherent_store.h"
 #include "common/config.h"
 #include "common/log.h"
 #include "daemon/admin_api.h"
@@ -135,7 +135,12 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
     report(opened.message());
     return 1;
   }
-  auto server = nfsd::NfsServer::start(io, config, shipping.store());
+  cache::CacheOptions cache_options;
+  cache_options.l1_bytes = config.ram_budget_bytes;
+  cache_options.block_bytes = config.stripe_unit_bytes;
+  cache::CoherentStore cache(
+      shipping.store(), [&shipping] { return shipping.data_is_local(); }, cache_options);
+  auto server = nfsd::NfsServer::start(io, config, cache);
   if (!server.ok()) {
     report(server.status().message());
     return 1;
@@ -162,6 +167,9 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
   hooks.advisory_locks = [&](std::shared_ptr<lockmgr::AdvisoryLocks> locks) {
     (*server)->set_advisory_locks(locks);
   };
+  hooks.lock_manager = [&](cluster::EventLoop* loop, lockmgr::LockManager* manager) {
+    cache.attach(loop, manager);
+  };
   hooks.nlm_sessions = [&](std::function<void(std::vector<nfsd::NlmSession>)> done) {
     (*server)->nlm_sessions(std::move(done));
   };
@@ -174,9 +182,9 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
   std::unique_ptr<daemon::HttpsServer> admin;
   auto metrics = [&] {
     return daemon::render_metrics(**membership, (*server)->traffic(), local_stats(config, rates),
-                                  shipping.integrity());
+                                  shipping.integrity(), cache.statistics());
   };
-  daemon::AdminApi api(strand, **membership, shipping.store(), metrics, [&] {
+  daemon::AdminApi api(strand, **membership, cache, metrics, [&] {
     if (Status s = admin->set_certificate((*membership)->admin_certificate()); !s.ok()) {
       spdlog::error("admin API keeps its old certificate: {}", s.message());
     }

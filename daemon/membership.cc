@@ -258,6 +258,7 @@ Status Membership::start_member(bool bootstrap) {
   });
   TP_RETURN_IF_ERROR(group_->start());
   if (hooks_.advisory_locks) hooks_.advisory_locks(advisory_locks_);
+  if (hooks_.lock_manager) hooks_.lock_manager(loop_.get(), lock_manager_.get());
   if (!bootstrap && group_->view().node(config_.node_id) != nullptr) announce_up();
   spdlog::info("member of cluster '{}' ({}) as node {}, backend {}{}", identity_->name,
                identity_->id, config_.node_id, config_.backend_address,
@@ -419,6 +420,7 @@ void Membership::stop_member() {
     advisory_locks_->close();
     advisory_locks_.reset();
   }
+  if (lock_manager_ && hooks_.lock_manager) hooks_.lock_manager(nullptr, nullptr);
   lock_manager_.reset();
   client_.reset();
   rpc_.reset();

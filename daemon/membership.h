@@ -63,6 +63,9 @@ class Membership {
     std::function<void(cluster::RpcEndpoint&)> serve_rpc;
     // When the lock manager starts (the node became a member) and, with null, when it stops.
     std::function<void(std::shared_ptr<lockmgr::AdvisoryLocks>)> advisory_locks;
+    // The same for the file system's own locks: with the lock manager and the loop it runs on
+    // (the strand) when it starts, and with nulls before it stops.
+    std::function<void(cluster::EventLoop*, lockmgr::LockManager*)> lock_manager;
     // The NLM clients of this node; `done` may run on any thread.
     std::function<void(std::function<void(std::vector<nfsd::NlmSession>)> done)> nlm_sessions;
   };

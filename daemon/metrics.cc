@@ -30,7 +30,8 @@ class Exposition {
 }  // namespace
 
 std::string render_metrics(Membership& membership, const nfsd::NfsServer::Traffic& traffic,
-                           const NodeStats& stats, const store::IntegrityCounters& integrity) {
+                           const NodeStats& stats, const store::IntegrityCounters& integrity,
+                           const cache::CacheStatistics& cache) {
   Exposition out;
   const NodeConfig& config = membership.config();
   out.family("tidepool_node_info", "gauge", "This node: its id and pool.");
@@ -50,6 +51,30 @@ std::string render_metrics(Membership& membership, const nfsd::NfsServer::Traffi
   out.metric("tidepool_checksum_repairs_total", "counter",
              "Blocks of this node's file data put back from the mirror's copy.",
              integrity.checksum_repairs.load());
+  out.metric("tidepool_cache_l1_accessed_bytes_total", "counter",
+             "READ bytes of files whose data is on other nodes, asked while L1 could serve them.",
+             cache.l1_bytes_accessed);
+  out.metric("tidepool_cache_l1_hit_bytes_total", "counter",
+             "Of those, bytes in L1 when the READ came.", cache.l1_bytes_hit);
+  out.metric("tidepool_cache_l1_fetched_bytes_total", "counter",
+             "Bytes fetched into L1 for READs that missed.", cache.l1_bytes_fetched);
+  out.metric("tidepool_cache_l1_prefetched_bytes_total", "counter",
+             "Bytes fetched into L1 ahead of the readers (SmartRead).", cache.l1_bytes_prefetched);
+  out.metric("tidepool_cache_l1_prefetch_used_bytes_total", "counter",
+             "Prefetched bytes read afterwards.", cache.l1_prefetch_used);
+  out.metric("tidepool_cache_l1_prefetch_wasted_bytes_total", "counter",
+             "Prefetched bytes evicted or dropped unread.", cache.l1_prefetch_wasted);
+  out.metric("tidepool_cache_l1_bypassed_bytes_total", "counter",
+             "READ bytes of other nodes' files served around L1 (no lock, small random reads).",
+             cache.l1_bypassed_bytes);
+  out.metric("tidepool_cache_l1_bytes", "gauge", "Bytes L1 holds now, entries included.",
+             cache.blocks.bytes);
+  out.metric("tidepool_cache_coherence_invalidations_total", "counter",
+             "Files whose L1 blocks and attributes were dropped for another node's lock.",
+             cache.coherence_invalidations);
+  out.metric("tidepool_cache_l2_read_bytes_total", "counter",
+             "READ bytes of files whose data is on this node, served from its own copy.",
+             cache.l2_bytes_read);
 
   const bool member = membership.identity().has_value();
   out.metric("tidepool_cluster_member", "gauge", "1 when this node belongs to a cluster.",

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "cache/coherent_store.h"
 #include "daemon/membership.h"
 #include "nfsd/server.h"
 #include "store/store.h"
@@ -11,6 +12,7 @@ namespace tidepool::daemon {
 
 // Call on the membership's strand.
 std::string render_metrics(Membership& membership, const nfsd::NfsServer::Traffic& traffic,
-                           const NodeStats& stats, const store::IntegrityCounters& integrity);
+                           const NodeStats& stats, const store::IntegrityCounters& integrity,
+                           const cache::CacheStatistics& cache);
 
 }  // namespace tidepool::daemon

@@ -42,6 +42,8 @@ class NamespaceShipping {
   // cannot open. Call once, before the strand runs.
   Status open_local();
   store::Store& store() { return router_; }
+  // Whether the namespace's file data is on this node's disks now (it is the home).
+  bool data_is_local() const { return router_.home() == self_; }
   void set_atime_policy(bool enabled, std::chrono::seconds grace_period);
   // What the checks of this node's copies of file data found since the daemon started.
   const store::IntegrityCounters& integrity() const { return *options_.integrity; }

@@ -54,6 +54,15 @@ constexpr std::size_t kCopyChunkBytes = 1u << 20;
 
 bool is_dot_or_dotdot(std::string_view name) { return name == "." || name == ".."; }
 
+Status check_data_access(const Attributes& a, const Caller& caller, std::uint32_t want) {
+  if (a.type == FileType::directory) return error(Errc::is_a_directory, "is a directory");
+  if (a.type != FileType::regular) return error(Errc::invalid_argument, "not a regular file");
+  if (caller.uid != a.uid && !permits(a, caller, want)) {
+    return error(Errc::access_denied, "permission denied");
+  }
+  return {};
+}
+
 Status validate_new_name(std::string_view name) {
   if (name.empty()) return error(Errc::invalid_argument, "empty name");
   if (name.size() > kMaxNameBytes) return error(Errc::name_too_long, "name longer than 255 bytes");
@@ -942,14 +951,6 @@ class StoreImpl final : public LocalStore {
 
   // Regular files only; the owner may read and write whatever the mode bits, as a local
   // process that opened the file before changing its mode could (knfsd does the same).
-  Status check_data_access(const Attributes& a, const Caller& caller, std::uint32_t want) {
-    if (a.type == FileType::directory) return error(Errc::is_a_directory, "is a directory");
-    if (a.type != FileType::regular) return error(Errc::invalid_argument, "not a regular file");
-    if (caller.uid != a.uid && !permits(a, caller, want)) {
-      return error(Errc::access_denied, "permission denied");
-    }
-    return {};
-  }
 
   // A regular file's layouts row; invalid_argument for any other type.
   Result<Layout> load_layout(Database& db, InodeId inode) {
@@ -1361,6 +1362,10 @@ Status StoreImpl::initialize(Database& db) {
 }
 
 }  // namespace
+
+Status check_read_access(const Attributes& a, const Caller& caller) {
+  return check_data_access(a, caller, kMayRead);
+}
 
 Result<std::unique_ptr<LocalStore>> Store::open(const StoreOptions& options) {
   std::error_code ec;

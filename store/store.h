@@ -84,6 +84,9 @@ struct Caller {
   std::uint32_t uid = 65534;
   std::uint32_t gid = 65534;
   std::vector<std::uint32_t> groups;
+  // Where the call came from (the client's IPv4 address), for per-reader state such as
+  // read-ahead streams. Never part of a permission check, and not shipped to other nodes.
+  std::uint64_t client = 0;
 };
 
 enum class SetTime : std::uint8_t { keep, server_time, client_time };
@@ -210,6 +213,11 @@ struct StoreOptions {
   Clock* clock = nullptr;  // null: the real clock
   std::shared_ptr<IntegrityCounters> integrity = std::make_shared<IntegrityCounters>();
 };
+
+// Whether `caller` may read a file's data as the store's own read checks it: is_a_directory,
+// invalid_argument for another file that is not regular, access_denied when the permission bits
+// refuse (a file's owner always may, as NFS servers allow).
+Status check_read_access(const Attributes& a, const Caller& caller);
 
 class LocalStore;
 class MirrorTarget;

@@ -121,7 +121,9 @@ Result<Nfs3Program::Target> Nfs3Program::target(const Call& call,
   if (!exported->allows(call.context.client)) {
     return error(Errc::access_denied, "client not allowed by the export");
   }
-  return Target{exported, contents.inode, exported->caller_for(call.context.identity)};
+  store::Caller caller = exported->caller_for(call.context.identity);
+  caller.client = call.context.client.to_uint();
+  return Target{exported, contents.inode, std::move(caller)};
 }
 
 std::optional<Nfs3Program::Target> Nfs3Program::changeable(

@@ -496,5 +496,76 @@ TEST_F(NamespaceTest, TideGetShowsAFilesShardLayoutAndTheNodesOfEachUnitAndTideS
       << not_a_file.output;
 }
 
+// The coherent cache with real processes: a file is read through every node (nodes 2 to 4 keep
+// it in L1) and written through a random one, round after round; every read returns what the
+// writes acknowledged before it, byte for byte.
+TEST_F(NamespaceTest, EveryReadThroughAnyNodeSeesTheWritesAcknowledgedBeforeIt) {
+  constexpr std::size_t kSize = 512 * 1024;
+  std::mt19937_64 random(17);
+  std::string expected = random_text(random, kSize);
+  NfsClient one(endpoint(1));
+  const FileHandle fh = one.make_file(roots_[0], "coherent", 0644, expected);
+  ASSERT_FALSE(fh.empty());
+  std::vector<std::unique_ptr<NfsClient>> clients;
+  for (std::size_t id = 1; id <= cluster_->size(); ++id) {
+    clients.push_back(std::make_unique<NfsClient>(endpoint(id)));
+  }
+  constexpr int kRounds = 30;
+  for (int round = 0; round < kRounds; ++round) {
+    // Twice: the second read finds the file in L1.
+    for (int pass = 0; pass < 2; ++pass) {
+      for (std::size_t reader = 0; reader < clients.size(); ++reader) {
+        ASSERT_TRUE(clients[reader]->read_all(fh, kLibnfsMaxTransfer) == expected)
+            << "round " << round << ", read through node " << reader + 1;
+      }
+    }
+    const std::size_t writer = random() % clients.size();
+    const std::size_t length = 1 + random() % (64 * 1024);
+    const std::size_t at = random() % (kSize - length);
+    const std::string bytes = random_text(random, length);
+    const stable_how how = random() % 2 == 0 ? UNSTABLE : FILE_SYNC;
+    ASSERT_EQ(clients[writer]->write(fh, at, bytes, how).status, NFS3_OK);
+    expected.replace(at, length, bytes);
+  }
+  std::int64_t hits = 0;
+  std::int64_t invalidations = 0;
+  for (std::size_t id = 2; id <= cluster_->size(); ++id) {
+    hits += cluster_->metric(id, "tidepool_cache_l1_hit_bytes_total");
+    invalidations += cluster_->metric(id, "tidepool_cache_coherence_invalidations_total");
+  }
+  // The nodes did cache the file, and did drop it for the writes of others.
+  EXPECT_GT(hits, 0);
+  EXPECT_GT(invalidations, 0);
+}
+
+// SmartRead with real processes: one client streams a file through a node that holds none of
+// it (neither the home nor its mirror); after the first reads, its bytes come from L1.
+TEST_F(NamespaceTest, AStreamThroughANodeHoldingNoneOfTheFileReadsFromL1) {
+  const auto [home, mirror] = wait_for_full_protection(*cluster_, 1, 30s);
+  ASSERT_NE(mirror, 0u);
+  std::size_t reader = 1;
+  while (reader == home || reader == mirror) reader++;
+  constexpr std::size_t kSize = 64u << 20;
+  std::mt19937_64 random(23);
+  const std::string contents = random_text(random, kSize);
+  NfsClient one(endpoint(1));
+  const FileHandle fh = one.make_file(roots_[0], "stream");
+  ASSERT_FALSE(fh.empty());
+  for (std::size_t at = 0; at < kSize; at += kLibnfsMaxTransfer) {
+    ASSERT_EQ(one.write(fh, at, std::string_view(contents).substr(at, kLibnfsMaxTransfer), UNSTABLE)
+                  .status,
+              NFS3_OK);
+  }
+  ASSERT_EQ(one.commit(fh).status, NFS3_OK);
+  NfsClient via(endpoint(reader));
+  EXPECT_TRUE(via.read_all(fh, kLibnfsMaxTransfer) == contents);
+  const std::int64_t accessed = cluster_->metric(reader, "tidepool_cache_l1_accessed_bytes_total");
+  const std::int64_t hits = cluster_->metric(reader, "tidepool_cache_l1_hit_bytes_total");
+  const std::int64_t prefetched =
+      cluster_->metric(reader, "tidepool_cache_l1_prefetched_bytes_total");
+  EXPECT_EQ(accessed, static_cast<std::int64_t>(kSize));
+  EXPECT_GE(hits, accessed * 9 / 10) << prefetched << " bytes prefetched";
+}
+
 }  // namespace
 }  // namespace tidepool::test

@@ -1,0 +1,652 @@
+#include "cache/coherent_store.h"
+
+#include <array>
+#include <atomic>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "common/callback_awaitable.h"
+
+namespace tidepool::cache {
+namespace {
+
+namespace asio = boost::asio;
+using lockmgr::Mode;
+using store::InodeId;
+
+constexpr std::size_t kFileStripes = 16;
+constexpr int kAcquireAttempts = 16;
+// Prefetched blocks nobody read yet are checked for eviction (waste) each time this many more
+// were prefetched.
+constexpr std::size_t kWasteSweepEvery = 256;
+// Blocks are fetched with the rights of the node itself: the reader's own rights are checked
+// here, against the attributes the fetch brought, for every read the block serves.
+const store::Caller kNodeItself{0, 0, {}};
+
+AccessPattern pattern_named(const std::string& name) {
+  if (name == "random") return AccessPattern::random;
+  if (name == "streaming") return AccessPattern::streaming;
+  return AccessPattern::concurrency;
+}
+
+// Whether a data lock weakened to `kept` still lets the node cache the file's data.
+bool still_readable(Mode kept) {
+  return kept == Mode::protected_read || kept == Mode::protected_write || kept == Mode::exclusive;
+}
+
+std::uint64_t monotonic_ms() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+}
+
+struct BlockKeyHash {
+  std::size_t operator()(const BlockKey& key) const {
+    return std::hash<std::uint64_t>{}(key.inode * 0x9e3779b97f4a7c15ull ^ key.block);
+  }
+};
+
+// One acquisition of a file's data lock, given back when it goes.
+class HeldLock {
+ public:
+  HeldLock(std::shared_ptr<FileLocks> locks, lockmgr::LockId id)
+      : locks_(std::move(locks)), id_(id) {}
+  HeldLock(HeldLock&& other) noexcept : locks_(std::move(other.locks_)), id_(other.id_) {}
+  HeldLock& operator=(HeldLock&&) = delete;
+  HeldLock(const HeldLock&) = delete;
+  ~HeldLock() {
+    if (locks_) locks_->release(id_);
+  }
+
+ private:
+  std::shared_ptr<FileLocks> locks_;
+  lockmgr::LockId id_;
+};
+
+struct Counters {
+  std::atomic<std::uint64_t> l1_bytes_accessed{0};
+  std::atomic<std::uint64_t> l1_bytes_hit{0};
+  std::atomic<std::uint64_t> l1_bytes_fetched{0};
+  std::atomic<std::uint64_t> l1_bytes_prefetched{0};
+  std::atomic<std::uint64_t> l1_prefetch_used{0};
+  std::atomic<std::uint64_t> l1_prefetch_wasted{0};
+  std::atomic<std::uint64_t> l1_bypassed_bytes{0};
+  std::atomic<std::uint64_t> coherence_invalidations{0};
+  std::atomic<std::uint64_t> l2_bytes_read{0};
+};
+
+}  // namespace
+
+class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::Impl> {
+ public:
+  using Blocks = std::vector<BlockCache::Handle>;
+
+  Impl(store::Store& inner, std::function<bool()> data_is_local, CacheOptions options)
+      : inner_(inner),
+        data_is_local_(std::move(data_is_local)),
+        block_bytes_(options.block_bytes),
+        blocks_(options.l1_bytes),
+        fetches_(blocks_),
+        prefetcher_([&] {
+          PrefetchOptions prefetch = options.prefetch;
+          prefetch.unit = options.block_bytes;
+          return prefetch;
+        }()) {}
+
+  store::Store& inner() { return inner_; }
+
+  void attach(cluster::EventLoop* loop, lockmgr::LockManager* manager) {
+    std::shared_ptr<FileLocks> next;
+    if (loop != nullptr && manager != nullptr) {
+      lockmgr::LockCacheOptions lock_options;
+      lock_options.holder = "node cache";
+      next = FileLocks::make(
+          *loop, *manager, lock_options,
+          [weak = weak_from_this()](const lockmgr::ResourceName& resource, lockmgr::Range,
+                                    Mode kept, std::function<void()> done) {
+            if (auto self = weak.lock(); self && !still_readable(kept)) {
+              self->invalidate(resource.id);
+              self->counters_.coherence_invalidations++;
+            }
+            done();
+          });
+    }
+    drop_everything();
+    if (std::shared_ptr<FileLocks> previous = locks_.exchange(std::move(next))) previous->close();
+    drop_everything();
+  }
+
+  void flush() { blocks_.clear(); }
+
+  CacheStatistics statistics() const {
+    CacheStatistics s;
+    s.l1_bytes_accessed = counters_.l1_bytes_accessed.load();
+    s.l1_bytes_hit = counters_.l1_bytes_hit.load();
+    s.l1_bytes_fetched = counters_.l1_bytes_fetched.load();
+    s.l1_bytes_prefetched = counters_.l1_bytes_prefetched.load();
+    s.l1_prefetch_used = counters_.l1_prefetch_used.load();
+    s.l1_prefetch_wasted = counters_.l1_prefetch_wasted.load();
+    s.l1_bypassed_bytes = counters_.l1_bypassed_bytes.load();
+    s.coherence_invalidations = counters_.coherence_invalidations.load();
+    s.l2_bytes_read = counters_.l2_bytes_read.load();
+    s.blocks = blocks_.statistics();
+    s.prefetch = prefetcher_.statistics();
+    s.fetches = fetches_.statistics();
+    return s;
+  }
+
+  // A held acquisition of the file's data lock in `mode`; none when the node has no locks to
+  // take (it is no member of a cluster); an error when the lock manager refused or stopped.
+  awaitable<Result<std::optional<HeldLock>>> acquire(InodeId inode, Mode mode) {
+    std::shared_ptr<FileLocks> locks = locks_.load();
+    if (!locks) co_return std::optional<HeldLock>{};
+    // Two nodes converting the same lock up at once: one of them is refused, to try again.
+    Status refused;
+    for (int attempt = 0; attempt < kAcquireAttempts; ++attempt) {
+      auto acquiring = await_callback<Result<lockmgr::CachedLock>>([locks, inode, mode](auto done) {
+        locks->acquire({lockmgr::ResourceKind::data, inode}, mode, lockmgr::kWholeResource,
+                       std::move(done));
+      });
+      Result<lockmgr::CachedLock> lock = co_await std::move(acquiring);
+      if (lock.ok()) co_return std::optional<HeldLock>{HeldLock(std::move(locks), lock->id)};
+      refused = lock.status();
+      if (refused.code() != Errc::unavailable) break;
+    }
+    co_return refused;
+  }
+
+  awaitable<Result<store::ReadResult>> read(InodeId inode, std::uint64_t offset,
+                                            std::span<std::uint8_t> into, store::Caller caller) {
+    if (data_is_local_()) {
+      auto reading = inner_.read(inode, offset, into, std::move(caller));
+      Result<store::ReadResult> read = co_await std::move(reading);
+      if (read.ok()) counters_.l2_bytes_read += read->count;
+      co_return read;
+    }
+    const bool small_random_read =
+        into.size() < block_bytes_ && known_pattern(inode) == AccessPattern::random;
+    if (!into.empty() && !small_random_read) {
+      auto acquiring = acquire(inode, Mode::protected_read);
+      Result<std::optional<HeldLock>> held = co_await std::move(acquiring);
+      if (held.ok() && held->has_value()) {
+        auto reading = read_through_l1(inode, offset, into, caller);
+        Result<store::ReadResult> read = co_await std::move(reading);
+        // Read around L1 when the file changed under a fetch or its home is away, and when a
+        // unit fetched whole has a bad block elsewhere than the bytes asked for.
+        const Errc code = read.code();
+        if (code != Errc::unavailable && code != Errc::io_error && code != Errc::corrupt) {
+          co_return read;
+        }
+      }
+    }
+    auto reading = inner_.read(inode, offset, into, std::move(caller));
+    Result<store::ReadResult> read = co_await std::move(reading);
+    if (read.ok()) counters_.l1_bypassed_bytes += read->count;
+    co_return read;
+  }
+
+  // Runs `change` on the file under its data lock in PW, then drops what this node cached of
+  // the file (its own readers may have fetched it meanwhile: they shared the lock).
+  template <typename T, typename Change>
+  awaitable<Result<T>> change_data(InodeId inode, Change change) {
+    auto acquiring = acquire(inode, Mode::protected_write);
+    Result<std::optional<HeldLock>> held = co_await std::move(acquiring);
+    if (!held.ok()) co_return held.status();
+    auto changing = change();
+    Result<T> changed = co_await std::move(changing);
+    invalidate(inode);
+    co_return changed;
+  }
+
+ private:
+  struct FileState {
+    std::uint64_t generation = 0;  // new each time the state is made: fetches check it
+    std::optional<store::Attributes> attributes;
+    std::optional<AccessPattern> pattern;
+  };
+  struct FileStripe {
+    std::mutex mutex;
+    std::unordered_map<InodeId, FileState> files;  // guarded by mutex
+  };
+
+  FileStripe& stripe_of(InodeId inode) { return stripes_[inode % kFileStripes]; }
+
+  std::optional<AccessPattern> known_pattern(InodeId inode) {
+    FileStripe& stripe = stripe_of(inode);
+    std::lock_guard guard(stripe.mutex);
+    auto it = stripe.files.find(inode);
+    return it == stripe.files.end() ? std::nullopt : it->second.pattern;
+  }
+
+  std::optional<store::Attributes> known_attributes(InodeId inode) {
+    FileStripe& stripe = stripe_of(inode);
+    std::lock_guard guard(stripe.mutex);
+    auto it = stripe.files.find(inode);
+    return it == stripe.files.end() ? std::nullopt : it->second.attributes;
+  }
+
+  // The generation of the file's cached state, made now if there is none.
+  std::uint64_t generation_of(InodeId inode) {
+    FileStripe& stripe = stripe_of(inode);
+    std::lock_guard guard(stripe.mutex);
+    auto [it, made] = stripe.files.try_emplace(inode);
+    if (made) it->second.generation = next_generation_++;
+    return it->second.generation;
+  }
+
+  // Drops what the node cached of the file: its blocks, attributes and pattern. Fetches under
+  // way then keep nothing.
+  void invalidate(InodeId inode) {
+    FileStripe& stripe = stripe_of(inode);
+    std::lock_guard guard(stripe.mutex);
+    stripe.files.erase(inode);
+    blocks_.erase_file(inode);
+  }
+
+  void drop_everything() {
+    for (FileStripe& stripe : stripes_) {
+      std::lock_guard guard(stripe.mutex);
+      for (auto& [inode, state] : stripe.files) blocks_.erase_file(inode);
+      stripe.files.clear();
+    }
+    blocks_.clear();
+  }
+
+  // Keeps a block fetched under `generation`, with the attributes its read returned, unless
+  // the file changed meanwhile.
+  Result<BlockCache::Handle> keep(const BlockKey& key, std::uint64_t generation,
+                                  const store::Attributes& attributes,
+                                  std::span<const std::uint8_t> bytes) {
+    FileStripe& stripe = stripe_of(key.inode);
+    std::lock_guard guard(stripe.mutex);
+    auto it = stripe.files.find(key.inode);
+    if (it == stripe.files.end() || it->second.generation != generation) {
+      return error(Errc::unavailable, "the file changed while its block was fetched");
+    }
+    it->second.attributes = attributes;
+    return blocks_.insert(key, std::as_bytes(bytes));
+  }
+
+  static awaitable<void> fetch_from_home(std::shared_ptr<Impl> self, BlockKey key,
+                                         std::uint64_t generation, bool prefetch,
+                                         FetchTable::Fetched fetched) {
+    std::vector<std::uint8_t> bytes(self->block_bytes_);
+    auto reading = self->inner_.read(key.inode, key.block * self->block_bytes_, bytes, kNodeItself);
+    Result<store::ReadResult> read = co_await std::move(reading);
+    if (!read.ok()) {
+      fetched(read.status());
+      co_return;
+    }
+    Result<BlockCache::Handle> kept =
+        self->keep(key, generation, read->attributes, std::span(bytes).first(read->count));
+    if (kept.ok()) {
+      (prefetch ? self->counters_.l1_bytes_prefetched : self->counters_.l1_bytes_fetched) +=
+          read->count;
+    }
+    fetched(std::move(kept));
+  }
+
+  // The blocks first + i for every i in `wanted`, fetched (or found) together; the first
+  // error when one cannot be had. Under an acquisition of the file's data lock.
+  awaitable<Result<Blocks>> fetch(InodeId inode, std::uint64_t first,
+                                  std::vector<std::size_t> wanted, std::size_t count,
+                                  bool prefetch) {
+    struct Join {
+      std::mutex mutex;
+      Blocks blocks;          // guarded by mutex
+      Status failure;         // guarded by mutex
+      std::size_t remaining;  // guarded by mutex
+      std::function<void(Result<Blocks>)> done;
+    };
+    if (wanted.empty()) co_return Blocks(count);
+    const std::uint64_t generation = generation_of(inode);
+    auto executor = co_await asio::this_coro::executor;
+    auto fetching = await_callback<Result<Blocks>>([&](auto done) {
+      auto join = std::make_shared<Join>();
+      join->blocks.resize(count);
+      join->remaining = wanted.size();
+      join->done = std::move(done);
+      for (std::size_t i : wanted) {
+        const BlockKey key{inode, first + i};
+        fetches_.fetch(
+            key,
+            [self = shared_from_this(), key, generation, prefetch,
+             executor](FetchTable::Fetched fetched) {
+              asio::co_spawn(executor,
+                             fetch_from_home(self, key, generation, prefetch, std::move(fetched)),
+                             asio::detached);
+            },
+            [join, i](Result<BlockCache::Handle> block) {
+              std::unique_lock guard(join->mutex);
+              if (block.ok()) {
+                join->blocks[i] = std::move(*block);
+              } else if (join->failure.ok()) {
+                join->failure = block.status();
+              }
+              if (--join->remaining > 0) return;
+              Result<Blocks> all = join->failure.ok() ? Result<Blocks>(std::move(join->blocks))
+                                                      : Result<Blocks>(join->failure);
+              guard.unlock();
+              join->done(std::move(all));
+            });
+      }
+    });
+    co_return co_await std::move(fetching);
+  }
+
+  awaitable<Result<store::ReadResult>> read_through_l1(InodeId inode, std::uint64_t offset,
+                                                       std::span<std::uint8_t> into,
+                                                       const store::Caller& caller) {
+    const std::uint64_t first = offset / block_bytes_;
+    std::optional<store::Attributes> attributes = known_attributes(inode);
+    BlockCache::Handle first_block;  // fetched for the attributes
+    if (!attributes) {
+      // The first block brings them.
+      auto fetching = fetch(inode, first, {0}, 1, false);
+      Result<Blocks> fetched = co_await std::move(fetching);
+      if (!fetched.ok()) co_return fetched.status();
+      first_block = std::move(fetched->front());
+      attributes = known_attributes(inode);
+      if (!attributes) co_return error(Errc::unavailable, "the file changed while it was read");
+    }
+    TP_CO_RETURN_IF_ERROR(store::check_read_access(*attributes, caller));
+    const std::uint64_t size = attributes->size;
+    const std::uint64_t end = std::min<std::uint64_t>(offset + into.size(), size);
+    if (offset >= end) co_return store::ReadResult{0, true, *attributes};
+
+    const std::uint64_t last = (end - 1) / block_bytes_;
+    const std::size_t count = last - first + 1;
+    Blocks blocks(count);
+    std::vector<std::size_t> missing;
+    std::uint64_t hit_bytes = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      const BlockKey key{inode, first + i};
+      if (i == 0 && first_block) {
+        blocks[i] = std::move(first_block);
+        continue;
+      }
+      blocks[i] = blocks_.lookup(key);
+      if (!blocks[i]) {
+        missing.push_back(i);
+        continue;
+      }
+      hit_bytes += overlap(key.block, offset, end);
+      note_read(key);
+    }
+    if (!missing.empty()) {
+      auto fetching = fetch(inode, first, missing, count, false);
+      Result<Blocks> fetched = co_await std::move(fetching);
+      if (!fetched.ok()) co_return fetched.status();
+      for (std::size_t i : missing) blocks[i] = std::move((*fetched)[i]);
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::uint64_t block_start = (first + i) * block_bytes_;
+      const std::uint64_t from = std::max(offset, block_start);
+      const std::uint64_t to = std::min(end, block_start + block_bytes_);
+      std::span<const std::byte> bytes = blocks[i].bytes();
+      // A block shorter than the size says: the file changed while it was read.
+      if (bytes.size() < to - block_start) {
+        co_return error(Errc::unavailable, "a cached block is shorter than the file");
+      }
+      std::memcpy(into.data() + (from - offset), bytes.data() + (from - block_start), to - from);
+    }
+    const auto served = static_cast<std::uint32_t>(end - offset);
+    counters_.l1_bytes_accessed += served;
+    counters_.l1_bytes_hit += hit_bytes;
+    if (end < size) {
+      auto advising = advise(inode, caller.client, offset, served, size);
+      co_await std::move(advising);
+    }
+    co_return store::ReadResult{served, end >= size, *attributes};
+  }
+
+  // The bytes of [offset, end) in block `block`.
+  std::uint64_t overlap(std::uint64_t block, std::uint64_t offset, std::uint64_t end) const {
+    const std::uint64_t start = block * block_bytes_;
+    return std::min(end, start + block_bytes_) - std::max(offset, start);
+  }
+
+  // Asks SmartRead how far ahead the reader should be, and starts fetching that.
+  awaitable<void> advise(InodeId inode, std::uint64_t client, std::uint64_t offset,
+                         std::uint64_t length, std::uint64_t size) {
+    std::optional<AccessPattern> pattern = known_pattern(inode);
+    if (!pattern) {
+      auto asking = inner_.layout(inode);
+      Result<store::Layout> layout = co_await std::move(asking);
+      if (!layout.ok()) co_return;
+      pattern = pattern_named(layout->access_pattern);
+      FileStripe& stripe = stripe_of(inode);
+      std::lock_guard guard(stripe.mutex);
+      if (auto it = stripe.files.find(inode); it != stripe.files.end())
+        it->second.pattern = pattern;
+    }
+    const PrefetchAdvice advice =
+        prefetcher_.on_read(inode, client, offset, length, size, *pattern, monotonic_ms());
+    if (advice.empty()) co_return;
+    auto executor = co_await asio::this_coro::executor;
+    asio::co_spawn(executor, prefetch(shared_from_this(), inode, advice), asio::detached);
+  }
+
+  static awaitable<void> prefetch(std::shared_ptr<Impl> self, InodeId inode,
+                                  PrefetchAdvice advice) {
+    auto acquiring = self->acquire(inode, Mode::protected_read);
+    Result<std::optional<HeldLock>> held = co_await std::move(acquiring);
+    if (!held.ok() || !held->has_value()) co_return;
+    const std::uint64_t first = advice.start / self->block_bytes_;
+    const std::uint64_t last = (advice.end - 1) / self->block_bytes_;
+    std::vector<std::size_t> missing;
+    for (std::uint64_t block = first; block <= last; ++block) {
+      if (!self->blocks_.contains({inode, block})) missing.push_back(block - first);
+    }
+    if (missing.empty()) co_return;
+    auto fetching = self->fetch(inode, first, missing, last - first + 1, true);
+    Result<Blocks> fetched = co_await std::move(fetching);
+    if (!fetched.ok()) co_return;
+    for (std::size_t i : missing) {
+      if ((*fetched)[i].cached()) self->note_prefetched((*fetched)[i].key());
+    }
+  }
+
+  void note_prefetched(const BlockKey& key) {
+    std::lock_guard guard(prefetched_mutex_);
+    prefetched_.insert(key);
+    if (++prefetched_since_sweep_ < kWasteSweepEvery) return;
+    prefetched_since_sweep_ = 0;
+    for (auto it = prefetched_.begin(); it != prefetched_.end();) {
+      if (blocks_.contains(*it)) {
+        ++it;
+        continue;
+      }
+      counters_.l1_prefetch_wasted += block_bytes_;
+      prefetcher_.on_waste(it->inode, block_bytes_);
+      it = prefetched_.erase(it);
+    }
+  }
+
+  void note_read(const BlockKey& key) {
+    std::lock_guard guard(prefetched_mutex_);
+    if (prefetched_.erase(key) > 0) counters_.l1_prefetch_used += block_bytes_;
+  }
+
+  store::Store& inner_;
+  const std::function<bool()> data_is_local_;
+  const std::uint32_t block_bytes_;
+  BlockCache blocks_;
+  FetchTable fetches_;
+  Prefetcher prefetcher_;
+  Counters counters_;
+  std::atomic<std::shared_ptr<FileLocks>> locks_;
+  std::array<FileStripe, kFileStripes> stripes_;
+  std::atomic<std::uint64_t> next_generation_{1};
+  std::mutex prefetched_mutex_;
+  // Blocks prefetched and still unread: read, they count as used; evicted, as wasted.
+  std::unordered_set<BlockKey, BlockKeyHash> prefetched_;  // guarded by prefetched_mutex_
+  std::size_t prefetched_since_sweep_ = 0;                 // guarded by prefetched_mutex_
+};
+
+CoherentStore::CoherentStore(store::Store& inner, std::function<bool()> data_is_local,
+                             CacheOptions options)
+    : impl_(std::make_shared<Impl>(inner, std::move(data_is_local), options)) {}
+
+CoherentStore::~CoherentStore() = default;
+
+void CoherentStore::attach(cluster::EventLoop* loop, lockmgr::LockManager* manager) {
+  impl_->attach(loop, manager);
+}
+
+CacheStatistics CoherentStore::statistics() const { return impl_->statistics(); }
+
+void CoherentStore::flush() { impl_->flush(); }
+
+std::uint64_t CoherentStore::write_verifier() const { return impl_->inner().write_verifier(); }
+
+void CoherentStore::close() { impl_->inner().close(); }
+
+void CoherentStore::set_atime_policy(bool enabled, std::chrono::seconds grace_period) {
+  impl_->inner().set_atime_policy(enabled, grace_period);
+}
+
+awaitable<Result<store::Attributes>> CoherentStore::getattr(store::InodeId inode) {
+  return impl_->inner().getattr(inode);
+}
+
+awaitable<Result<store::Wcc>> CoherentStore::setattr(store::InodeId inode,
+                                                     store::AttributeChanges changes,
+                                                     store::Caller caller,
+                                                     std::optional<std::int64_t> guard_ctime_ns) {
+  // Every attribute change runs under the data lock, so that attributes cached under PR
+  // (sizes, modes, owners) stay true while the lock is held.
+  auto impl = impl_;
+  auto changing = impl->change_data<store::Wcc>(inode, [&] {
+    return impl->inner().setattr(inode, std::move(changes), std::move(caller), guard_ctime_ns);
+  });
+  co_return co_await std::move(changing);
+}
+
+awaitable<Result<store::LookupResult>> CoherentStore::lookup(store::InodeId directory,
+                                                             std::string name,
+                                                             store::Caller caller) {
+  return impl_->inner().lookup(directory, std::move(name), std::move(caller));
+}
+
+awaitable<Result<store::AccessResult>> CoherentStore::check_access(store::InodeId inode,
+                                                                   store::Caller caller,
+                                                                   std::uint32_t requested) {
+  return impl_->inner().check_access(inode, std::move(caller), requested);
+}
+
+awaitable<Result<store::ReadlinkResult>> CoherentStore::readlink(store::InodeId inode) {
+  return impl_->inner().readlink(inode);
+}
+
+awaitable<Result<store::Layout>> CoherentStore::layout(store::InodeId inode) {
+  return impl_->inner().layout(inode);
+}
+
+awaitable<Result<store::Layout>> CoherentStore::set_access_pattern(store::InodeId inode,
+                                                                   std::string pattern) {
+  // Under the data lock: every node that cached the file's pattern drops it.
+  auto impl = impl_;
+  auto changing = impl->change_data<store::Layout>(
+      inode, [&] { return impl->inner().set_access_pattern(inode, std::move(pattern)); });
+  co_return co_await std::move(changing);
+}
+
+awaitable<Result<store::ReadResult>> CoherentStore::read(store::InodeId inode, std::uint64_t offset,
+                                                         std::span<std::uint8_t> into,
+                                                         store::Caller caller) {
+  auto impl = impl_;
+  auto reading = impl->read(inode, offset, into, std::move(caller));
+  co_return co_await std::move(reading);
+}
+
+awaitable<Result<store::WriteResult>> CoherentStore::write(store::InodeId inode,
+                                                           std::uint64_t offset,
+                                                           std::span<const std::uint8_t> data,
+                                                           store::Stability stability,
+                                                           store::Caller caller) {
+  auto impl = impl_;
+  auto changing = impl->change_data<store::WriteResult>(inode, [&] {
+    return impl->inner().write(inode, offset, data, stability, std::move(caller));
+  });
+  co_return co_await std::move(changing);
+}
+
+awaitable<Result<store::NewObject>> CoherentStore::create(store::InodeId directory,
+                                                          std::string name, store::CreateMode mode,
+                                                          store::AttributeChanges initial,
+                                                          store::CreateVerifier verifier,
+                                                          store::Caller caller) {
+  return impl_->inner().create(directory, std::move(name), mode, std::move(initial), verifier,
+                               std::move(caller));
+}
+
+awaitable<Result<store::NewObject>> CoherentStore::mkdir(store::InodeId directory, std::string name,
+                                                         store::AttributeChanges initial,
+                                                         store::Caller caller) {
+  return impl_->inner().mkdir(directory, std::move(name), std::move(initial), std::move(caller));
+}
+
+awaitable<Result<store::NewObject>> CoherentStore::symlink(store::InodeId directory,
+                                                           std::string name, std::string target,
+                                                           store::AttributeChanges initial,
+                                                           store::Caller caller) {
+  return impl_->inner().symlink(directory, std::move(name), std::move(target), std::move(initial),
+                                std::move(caller));
+}
+
+awaitable<Result<store::NewObject>> CoherentStore::mknod(
+    store::InodeId directory, std::string name, store::FileType type, std::uint32_t rdev_major,
+    std::uint32_t rdev_minor, store::AttributeChanges initial, store::Caller caller) {
+  return impl_->inner().mknod(directory, std::move(name), type, rdev_major, rdev_minor,
+                              std::move(initial), std::move(caller));
+}
+
+awaitable<Result<store::Wcc>> CoherentStore::remove(store::InodeId directory, std::string name,
+                                                    store::Caller caller) {
+  return impl_->inner().remove(directory, std::move(name), std::move(caller));
+}
+
+awaitable<Result<store::Wcc>> CoherentStore::rmdir(store::InodeId directory, std::string name,
+                                                   store::Caller caller) {
+  return impl_->inner().rmdir(directory, std::move(name), std::move(caller));
+}
+
+awaitable<Result<store::RenameResult>> CoherentStore::rename(store::InodeId from_directory,
+                                                             std::string from_name,
+                                                             store::InodeId to_directory,
+                                                             std::string to_name,
+                                                             store::Caller caller) {
+  return impl_->inner().rename(from_directory, std::move(from_name), to_directory,
+                               std::move(to_name), std::move(caller));
+}
+
+awaitable<Result<store::LinkResult>> CoherentStore::link(store::InodeId file,
+                                                         store::InodeId directory, std::string name,
+                                                         store::Caller caller) {
+  return impl_->inner().link(file, directory, std::move(name), std::move(caller));
+}
+
+awaitable<Result<store::DirectoryPage>> CoherentStore::readdir(
+    store::InodeId directory, std::uint64_t cookie, std::uint64_t cookie_verifier,
+    std::uint32_t max_entries, bool with_attributes, store::Caller caller) {
+  return impl_->inner().readdir(directory, cookie, cookie_verifier, max_entries, with_attributes,
+                                std::move(caller));
+}
+
+awaitable<Result<store::FsStatistics>> CoherentStore::fsstat() { return impl_->inner().fsstat(); }
+
+awaitable<Result<store::Wcc>> CoherentStore::commit(store::InodeId inode) {
+  return impl_->inner().commit(inode);
+}
+
+}  // namespace tidepool::cache

@@ -1,0 +1,135 @@
+// A node's coherent cache in front of the namespace (DESIGN.md, Read path and Coherence through
+// the DLM): the Store the NFS front end serves from.
+//
+// L1 holds blocks of files whose data lives on other nodes, fetched whole (one stripe unit a
+// block) and valid only while this node holds a PR lock on the file's data: reads take that
+// lock (cached on the node after them), writes, truncations and access-pattern changes take PW,
+// whichever node they run on. A blocking callback that leaves the node nothing to read under
+// drops the file's blocks and cached attributes before the lock goes, so a write acknowledged
+// to any client is seen by every read on any node that starts after it.
+//
+// SmartRead: each READ of a file read through L1 asks the prefetcher how far ahead the client's
+// stream should be, and fetches that in the background, every block once (a demand read of a
+// block being prefetched waits for that fetch).
+//
+// Reads of files whose data is on this node go to it directly: its own page cache and
+// attribute cache answer them (the L2 this counts). Until locks are attached (the node is no
+// member of a cluster) nothing is cached and writes take no lock.
+//
+// Thread-safe. Operations complete on the caller's executor.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "cache/block_cache.h"
+#include "cache/fetch_table.h"
+#include "cache/file_locks.h"
+#include "cache/prefetcher.h"
+#include "store/store.h"
+
+namespace tidepool::cache {
+
+using boost::asio::awaitable;
+
+struct CacheOptions {
+  std::size_t l1_bytes = std::size_t{1} << 30;
+  std::uint32_t block_bytes = 128 * 1024;  // the stripe unit
+  PrefetchOptions prefetch;                // its unit is block_bytes
+};
+
+struct CacheStatistics {
+  // READ bytes of files whose data is on other nodes, asked while L1 could serve them.
+  std::uint64_t l1_bytes_accessed = 0;
+  std::uint64_t l1_bytes_hit = 0;         // of those, in L1 when the READ came
+  std::uint64_t l1_bytes_fetched = 0;     // fetched into L1 for READs that missed
+  std::uint64_t l1_bytes_prefetched = 0;  // fetched into L1 ahead of the readers
+  std::uint64_t l1_prefetch_used = 0;     // prefetched bytes read afterwards
+  std::uint64_t l1_prefetch_wasted = 0;   // prefetched bytes evicted or dropped unread
+  std::uint64_t l1_bypassed_bytes = 0;    // READ bytes served around L1 (no lock, random)
+  // Files whose L1 blocks and attributes were dropped for another node's write.
+  std::uint64_t coherence_invalidations = 0;
+  // READ bytes of files whose data is on this node, served from its own copy.
+  std::uint64_t l2_bytes_read = 0;
+  BlockCacheStatistics blocks;
+  PrefetchStatistics prefetch;
+  FetchStatistics fetches;
+};
+
+class CoherentStore final : public store::Store {
+ public:
+  // `inner` is the namespace as this node reaches it (store::ShardRouter); `data_is_local`
+  // whether file data is on this node's own disks now. Both outlive the cache.
+  CoherentStore(store::Store& inner, std::function<bool()> data_is_local, CacheOptions options);
+  ~CoherentStore() override;
+
+  // The node's lock manager started, or, with null, is about to stop: caching starts, or every
+  // cached block is dropped and caching stops. On the lock manager's loop; detach before the
+  // lock manager goes.
+  void attach(cluster::EventLoop* loop, lockmgr::LockManager* manager);
+  CacheStatistics statistics() const;
+  // Drops every L1 block nobody is reading (tide flush).
+  void flush();
+
+  std::uint64_t write_verifier() const override;
+  void close() override;
+  void set_atime_policy(bool enabled, std::chrono::seconds grace_period) override;
+
+  awaitable<Result<store::Attributes>> getattr(store::InodeId inode) override;
+  awaitable<Result<store::Wcc>> setattr(store::InodeId inode, store::AttributeChanges changes,
+                                        store::Caller caller,
+                                        std::optional<std::int64_t> guard_ctime_ns) override;
+  awaitable<Result<store::LookupResult>> lookup(store::InodeId directory, std::string name,
+                                                store::Caller caller) override;
+  awaitable<Result<store::AccessResult>> check_access(store::InodeId inode, store::Caller caller,
+                                                      std::uint32_t requested) override;
+  awaitable<Result<store::ReadlinkResult>> readlink(store::InodeId inode) override;
+  awaitable<Result<store::Layout>> layout(store::InodeId inode) override;
+  awaitable<Result<store::Layout>> set_access_pattern(store::InodeId inode,
+                                                      std::string pattern) override;
+  awaitable<Result<store::ReadResult>> read(store::InodeId inode, std::uint64_t offset,
+                                            std::span<std::uint8_t> into,
+                                            store::Caller caller) override;
+  awaitable<Result<store::WriteResult>> write(store::InodeId inode, std::uint64_t offset,
+                                              std::span<const std::uint8_t> data,
+                                              store::Stability stability,
+                                              store::Caller caller) override;
+  awaitable<Result<store::NewObject>> create(store::InodeId directory, std::string name,
+                                             store::CreateMode mode,
+                                             store::AttributeChanges initial,
+                                             store::CreateVerifier verifier,
+                                             store::Caller caller) override;
+  awaitable<Result<store::NewObject>> mkdir(store::InodeId directory, std::string name,
+                                            store::AttributeChanges initial,
+                                            store::Caller caller) override;
+  awaitable<Result<store::NewObject>> symlink(store::InodeId directory, std::string name,
+                                              std::string target, store::AttributeChanges initial,
+                                              store::Caller caller) override;
+  awaitable<Result<store::NewObject>> mknod(store::InodeId directory, std::string name,
+                                            store::FileType type, std::uint32_t rdev_major,
+                                            std::uint32_t rdev_minor,
+                                            store::AttributeChanges initial,
+                                            store::Caller caller) override;
+  awaitable<Result<store::Wcc>> remove(store::InodeId directory, std::string name,
+                                       store::Caller caller) override;
+  awaitable<Result<store::Wcc>> rmdir(store::InodeId directory, std::string name,
+                                      store::Caller caller) override;
+  awaitable<Result<store::RenameResult>> rename(store::InodeId from_directory,
+                                                std::string from_name, store::InodeId to_directory,
+                                                std::string to_name, store::Caller caller) override;
+  awaitable<Result<store::LinkResult>> link(store::InodeId file, store::InodeId directory,
+                                            std::string name, store::Caller caller) override;
+  awaitable<Result<store::DirectoryPage>> readdir(store::InodeId directory, std::uint64_t cookie,
+                                                  std::uint64_t cookie_verifier,
+                                                  std::uint32_t max_entries, bool with_attributes,
+                                                  store::Caller caller) override;
+  awaitable<Result<store::FsStatistics>> fsstat() override;
+  awaitable<Result<store::Wcc>> commit(store::InodeId inode) override;
+
+ private:
+  class Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace tidepool::cache

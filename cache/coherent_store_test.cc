@@ -1,0 +1,302 @@
+// The coherent cache of three simulated nodes in front of one real store (the home's): what L1
+// keeps and prefetches, and — in a bounded random run checked word by word — that no read
+// returns data older than a write acknowledged before the read began.
+#include "cache/coherent_store.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "cluster/sim.h"
+
+namespace tidepool::cache {
+namespace {
+
+namespace asio = boost::asio;
+using cluster::NodeId;
+using store::InodeId;
+
+constexpr NodeId kHome = 1;
+constexpr std::uint32_t kBlock = 128 * 1024;
+const store::Caller kRoot{0, 0, {}};
+
+class CoherentStoreTest : public ::testing::Test {
+ protected:
+  CoherentStoreTest() : world_(7) {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("coherent-store-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    store::StoreOptions options;
+    options.data_dir = dir_.string();
+    auto opened = store::Store::open(options);
+    EXPECT_TRUE(opened.ok()) << opened.status().message();
+    home_ = std::move(opened).value();
+    for (NodeId node : kNodes) {
+      lockmgr::LockManagerOptions manager_options;
+      manager_options.self = node;
+      managers_[node] = std::make_unique<lockmgr::LockManager>(
+          world_.loop(node), world_.transport(node), manager_options);
+      CacheOptions cache_options;
+      cache_options.l1_bytes = 64 << 20;
+      caches_[node] = std::make_unique<CoherentStore>(
+          *home_, [node] { return node == kHome; }, cache_options);
+      caches_[node]->attach(&world_.loop(node), managers_[node].get());
+    }
+    for (NodeId node : kNodes) managers_[node]->set_view(1, {kNodes.begin(), kNodes.end()});
+  }
+
+  ~CoherentStoreTest() override {
+    for (NodeId node : kNodes) caches_[node]->attach(nullptr, nullptr);
+    // Work the cache left behind (prefetches, lock releases) ends before the stores go.
+    drive([] { return false; }, std::chrono::milliseconds(50));
+    caches_.clear();
+    managers_.clear();
+    home_->close();
+    home_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  // Runs the io_context (the NFS threads' part) and the simulated cluster (the lock managers'
+  // part) on this thread until `done`, for `limit` at most; the home's own threads run beside.
+  bool drive(const std::function<bool()>& done, std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      const std::size_t ran = io_.poll();
+      world_.run_until(world_.now_ms() + 1);
+      if (ran == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      io_.restart();
+    }
+    return true;
+  }
+
+  template <typename T>
+  T run(asio::awaitable<T> operation) {
+    std::optional<T> result;
+    asio::co_spawn(
+        io_, [&]() -> asio::awaitable<void> { result.emplace(co_await std::move(operation)); },
+        asio::detached);
+    EXPECT_TRUE(drive([&] { return result.has_value(); }, std::chrono::seconds(20)));
+    return std::move(*result);
+  }
+
+  InodeId make_file(const std::string& name, std::uint64_t size) {
+    auto made =
+        run(home_->create(store::kRootInode, name, store::CreateMode::unchecked, {}, {}, kRoot));
+    EXPECT_TRUE(made.ok()) << made.status().message();
+    const InodeId inode = made->attributes.inode;
+    std::vector<std::uint8_t> zeros(size, 0);
+    EXPECT_TRUE(run(home_->write(inode, 0, zeros, store::Stability::file_sync, kRoot)).ok());
+    return inode;
+  }
+
+  std::vector<std::uint8_t> read(NodeId node, InodeId inode, std::uint64_t offset,
+                                 std::uint32_t length, store::Caller caller = kRoot) {
+    std::vector<std::uint8_t> bytes(length);
+    auto r = run(caches_[node]->read(inode, offset, bytes, caller));
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    bytes.resize(r.ok() ? r->count : 0);
+    return bytes;
+  }
+
+  void write(NodeId node, InodeId inode, std::uint64_t offset, std::vector<std::uint8_t> bytes) {
+    auto w = run(caches_[node]->write(inode, offset, bytes, store::Stability::unstable, kRoot));
+    EXPECT_TRUE(w.ok()) << w.status().message();
+  }
+
+  static constexpr std::array<NodeId, 3> kNodes{1, 2, 3};
+  asio::io_context io_;
+  cluster::SimWorld world_;
+  std::filesystem::path dir_;
+  std::unique_ptr<store::LocalStore> home_;
+  std::map<NodeId, std::unique_ptr<lockmgr::LockManager>> managers_;
+  std::map<NodeId, std::unique_ptr<CoherentStore>> caches_;
+};
+
+TEST_F(CoherentStoreTest, ASecondReadThroughAnotherNodeComesFromL1) {
+  const InodeId file = make_file("a", 4 * kBlock);
+  write(kHome, file, 0, std::vector<std::uint8_t>(4 * kBlock, 0x11));
+  EXPECT_EQ(read(2, file, 0, 4 * kBlock), std::vector<std::uint8_t>(4 * kBlock, 0x11));
+  const CacheStatistics first = caches_[2]->statistics();
+  EXPECT_EQ(first.l1_bytes_hit, 0u);
+  EXPECT_EQ(first.l1_bytes_fetched, 4u * kBlock);
+  EXPECT_EQ(read(2, file, kBlock, kBlock), std::vector<std::uint8_t>(kBlock, 0x11));
+  const CacheStatistics second = caches_[2]->statistics();
+  EXPECT_EQ(second.l1_bytes_hit, kBlock);
+  EXPECT_EQ(second.l1_bytes_fetched, 4u * kBlock);
+  // The home reads its own copy.
+  EXPECT_EQ(read(kHome, file, 0, kBlock).size(), kBlock);
+  EXPECT_EQ(caches_[kHome]->statistics().l2_bytes_read, kBlock);
+}
+
+TEST_F(CoherentStoreTest, AWriteThroughAnyNodeIsSeenByTheNextReadOfANodeThatCachedTheFile) {
+  const InodeId file = make_file("b", 2 * kBlock);
+  EXPECT_EQ(read(2, file, 0, kBlock), std::vector<std::uint8_t>(kBlock, 0));
+  write(3, file, 100, std::vector<std::uint8_t>(8, 0x33));
+  std::vector<std::uint8_t> expected(kBlock, 0);
+  std::fill_n(expected.begin() + 100, 8, 0x33);
+  EXPECT_EQ(read(2, file, 0, kBlock), expected);
+  EXPECT_EQ(caches_[2]->statistics().coherence_invalidations, 1u);
+  // The home's own clients write too.
+  EXPECT_EQ(read(3, file, 0, kBlock), expected);
+  write(kHome, file, 0, std::vector<std::uint8_t>(4, 0x44));
+  std::fill_n(expected.begin(), 4, 0x44);
+  EXPECT_EQ(read(3, file, 0, kBlock), expected);
+  EXPECT_EQ(read(2, file, 0, kBlock), expected);
+  // A truncation and an extension are writes of the size.
+  store::AttributeChanges truncate;
+  truncate.size = 50;
+  EXPECT_TRUE(run(caches_[3]->setattr(file, truncate, kRoot, std::nullopt)).ok());
+  EXPECT_EQ(read(2, file, 0, kBlock).size(), 50u);
+}
+
+TEST_F(CoherentStoreTest, ReadersKeepTheirPermissionsOnCachedBlocks) {
+  const InodeId file = make_file("private", kBlock);
+  store::AttributeChanges private_mode;
+  private_mode.mode = 0600;
+  EXPECT_TRUE(run(caches_[2]->setattr(file, private_mode, kRoot, std::nullopt)).ok());
+  EXPECT_EQ(read(2, file, 0, kBlock).size(), kBlock);
+  std::vector<std::uint8_t> bytes(kBlock);
+  const store::Caller stranger{1000, 1000, {}};
+  auto denied = run(caches_[2]->read(file, 0, bytes, stranger));
+  ASSERT_FALSE(denied.ok());
+  EXPECT_EQ(denied.code(), Errc::access_denied);
+}
+
+TEST_F(CoherentStoreTest, ASequentialReaderFindsMostOfItsBytesPrefetched) {
+  constexpr std::uint64_t kSize = 32ull << 20;
+  const InodeId file = make_file("stream", kSize);
+  store::Caller reader = kRoot;
+  reader.client = 0x0a000001;
+  for (std::uint64_t offset = 0; offset < kSize; offset += kBlock) {
+    ASSERT_EQ(read(2, file, offset, kBlock, reader).size(), kBlock);
+    // The client thinks a little between reads, as a training job decodes its records.
+    drive([] { return false; }, std::chrono::milliseconds(1));
+  }
+  const CacheStatistics stats = caches_[2]->statistics();
+  EXPECT_EQ(stats.l1_bytes_accessed, kSize);
+  EXPECT_GE(stats.l1_bytes_hit, kSize * 9 / 10) << stats.l1_bytes_fetched << " fetched";
+  EXPECT_GT(stats.l1_bytes_prefetched, kSize / 2);
+  EXPECT_EQ(stats.l1_prefetch_wasted, 0u);
+}
+
+TEST_F(CoherentStoreTest, SmallRandomReadsOfARandomFileBypassL1) {
+  const InodeId file = make_file("random", 64 * kBlock);
+  EXPECT_TRUE(run(caches_[3]->set_access_pattern(file, "random")).ok());
+  std::mt19937_64 random(3);
+  for (int i = 0; i < 50; ++i) {
+    const std::uint64_t offset = (random() % (64 * kBlock - 4096)) & ~4095ull;
+    ASSERT_EQ(read(2, file, offset, 4096).size(), 4096u);
+  }
+  const CacheStatistics stats = caches_[2]->statistics();
+  // The first read learns the pattern; the others read only what they ask.
+  EXPECT_LE(stats.l1_bytes_fetched + stats.l1_bytes_prefetched, kBlock);
+  EXPECT_GE(stats.l1_bypassed_bytes, 49u * 4096);
+}
+
+// Every 8-byte word a write puts down carries the write's id.
+struct WriteRecord {
+  std::uint64_t id = 0;
+  std::uint64_t started = 0;  // on the run's sequence of events
+  std::uint64_t acknowledged = 0;
+  InodeId file = 0;
+  std::uint64_t start = 0;  // bytes [start, end)
+  std::uint64_t end = 0;
+};
+
+TEST_F(CoherentStoreTest, NoReadReturnsDataOlderThanAWriteAcknowledgedBeforeItBegan) {
+  constexpr std::uint64_t kSize = 4 * kBlock;
+  const std::vector<InodeId> files{make_file("x", kSize), make_file("y", kSize)};
+  std::mt19937_64 random(11);
+  std::uint64_t sequence = 0;
+  std::map<std::uint64_t, WriteRecord> writes;  // by id
+  std::uint64_t violations = 0;
+  std::uint64_t reads_checked = 0;
+
+  auto do_write = [&](NodeId node, InodeId file, std::uint64_t start,
+                      std::uint64_t words) -> asio::awaitable<void> {
+    WriteRecord record{writes.size() + 1, ++sequence, 0, file, start, start + words * 8};
+    writes[record.id] = record;
+    std::vector<std::uint8_t> bytes(words * 8);
+    for (std::uint64_t w = 0; w < words; ++w) std::memcpy(&bytes[w * 8], &record.id, 8);
+    const auto stability =
+        random() % 2 == 0 ? store::Stability::unstable : store::Stability::file_sync;
+    auto w = co_await caches_[node]->write(file, start, bytes, stability, kRoot);
+    EXPECT_TRUE(w.ok()) << w.status().message();
+    if (w.ok()) writes[record.id].acknowledged = ++sequence;
+  };
+  auto do_read = [&](NodeId node, InodeId file, std::uint64_t start,
+                     std::uint64_t words) -> asio::awaitable<void> {
+    const std::uint64_t began = ++sequence;
+    std::vector<std::uint8_t> bytes(words * 8);
+    auto r = co_await caches_[node]->read(file, start, bytes, kRoot);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    if (!r.ok()) co_return;
+    reads_checked++;
+    for (std::uint64_t w = 0; w < r->count / 8; ++w) {
+      const std::uint64_t at = start + w * 8;
+      std::uint64_t seen = 0;
+      std::memcpy(&seen, &bytes[w * 8], 8);
+      const WriteRecord* seen_write = seen == 0 ? nullptr : &writes.at(seen);
+      // Stale: a write of this word acknowledged before the read began started after the
+      // write whose data came back was acknowledged (or there was none).
+      for (const auto& [id, other] : writes) {
+        if (other.file != file || at < other.start || at >= other.end) continue;
+        if (other.acknowledged == 0 || other.acknowledged > began) continue;
+        if (seen_write == nullptr ||
+            (seen_write->acknowledged != 0 && other.started > seen_write->acknowledged)) {
+          violations++;
+          ADD_FAILURE() << "node " << node << " read write " << seen << " at " << at
+                        << " after write " << id << " was acknowledged";
+          break;
+        }
+      }
+    }
+  };
+
+  constexpr int kRounds = 60;
+  constexpr int kConcurrent = 6;
+  for (int round = 0; round < kRounds; ++round) {
+    int finished = 0;
+    for (int op = 0; op < kConcurrent; ++op) {
+      const NodeId node = kNodes[random() % kNodes.size()];
+      const InodeId file = files[random() % files.size()];
+      const std::uint64_t start = (random() % (kSize / 8)) * 8;
+      const std::uint64_t max_words = (kSize - start) / 8;
+      const bool writing = random() % 2 == 0;
+      const std::uint64_t words =
+          1 + random() % std::min<std::uint64_t>(max_words, writing ? 4096 : 40000);
+      auto body = writing ? do_write(node, file, start, words) : do_read(node, file, start, words);
+      asio::co_spawn(
+          io_,
+          [&finished, body = std::move(body)]() mutable -> asio::awaitable<void> {
+            co_await std::move(body);
+            finished++;
+          },
+          asio::detached);
+    }
+    ASSERT_TRUE(drive([&] { return finished == kConcurrent; }, std::chrono::seconds(20)))
+        << "round " << round;
+  }
+  EXPECT_EQ(violations, 0u);
+  EXPECT_GT(reads_checked, 100u);
+  std::uint64_t invalidations = 0;
+  for (NodeId node : kNodes) invalidations += caches_[node]->statistics().coherence_invalidations;
+  EXPECT_GT(invalidations, 0u);
+}
+
+}  // namespace
+}  // namespace tidepool::cache

@@ -1,0 +1,43 @@
+// The file system's own locks on one node, as its caches take them: a LockCache on the lock
+// manager's loop, usable from any thread. The caches hold a file's data lock for as long as
+// they read, fetch or write under it; the lock itself stays cached on the node after that.
+//
+// Thread-safe: acquire() and release() may be called from any thread. The work and the
+// callbacks run on the lock manager's loop.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "cluster/event_loop.h"
+#include "common/status.h"
+#include "lockmgr/lock.h"
+#include "lockmgr/lock_cache.h"
+#include "lockmgr/lock_manager.h"
+
+namespace tidepool::cache {
+
+class FileLocks {
+ public:
+  // `manager` lives on `loop` and outlives close(). `revoke` runs on the loop, as LockCache's.
+  static std::shared_ptr<FileLocks> make(cluster::EventLoop& loop, lockmgr::LockManager& manager,
+                                         lockmgr::LockCacheOptions options,
+                                         lockmgr::LockCache::Revoke revoke);
+  virtual ~FileLocks() = default;
+
+  // Holds `resource` in at least `mode`; `done` runs on the loop with the lock, or with
+  // unavailable once closed (then on the closing or the calling thread).
+  virtual void acquire(const lockmgr::ResourceName& resource, lockmgr::Mode mode,
+                       lockmgr::Range range,
+                       std::function<void(Result<lockmgr::CachedLock>)> done) = 0;
+  // One acquisition is done with the lock `id`.
+  virtual void release(lockmgr::LockId id) = 0;
+  // What the node's lock cache did so far; `done` runs on the loop (never, once closed).
+  virtual void statistics(std::function<void(lockmgr::LockCacheStatistics)> done) = 0;
+  // On the loop, before the lock manager goes: gives every lock back, and ends every
+  // acquisition still waiting with unavailable. Later calls, from any thread, do nothing but
+  // answer unavailable.
+  virtual void close() = 0;
+};
+
+}  // namespace tidepool::cache
