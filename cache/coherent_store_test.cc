@@ -188,8 +188,11 @@ TEST_F(CoherentStoreTest, ASequentialReaderFindsMostOfItsBytesPrefetched) {
   }
   const CacheStatistics stats = caches_[2]->statistics();
   EXPECT_EQ(stats.l1_bytes_accessed, kSize);
-  EXPECT_GE(stats.l1_bytes_hit, kSize * 9 / 10) << stats.l1_bytes_fetched << " fetched";
-  EXPECT_GT(stats.l1_bytes_prefetched, kSize / 2);
+  // Found there or still on their way (that depends on the machine's speed): either way
+  // fetched ahead of the reader, and only the first reads fetched on demand.
+  EXPECT_GT(stats.l1_bytes_hit, 0u);
+  EXPECT_GE(stats.l1_bytes_prefetched, kSize * 9 / 10) << stats.l1_bytes_fetched << " fetched";
+  EXPECT_LE(stats.l1_bytes_fetched, 4u * kBlock);
   EXPECT_EQ(stats.l1_prefetch_wasted, 0u);
 }
 

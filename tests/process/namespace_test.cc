@@ -563,8 +563,15 @@ TEST_F(NamespaceTest, AStreamThroughANodeHoldingNoneOfTheFileReadsFromL1) {
   const std::int64_t hits = cluster_->metric(reader, "tidepool_cache_l1_hit_bytes_total");
   const std::int64_t prefetched =
       cluster_->metric(reader, "tidepool_cache_l1_prefetched_bytes_total");
+  const std::int64_t on_demand = cluster_->metric(reader, "tidepool_cache_l1_fetched_bytes_total");
   EXPECT_EQ(accessed, static_cast<std::int64_t>(kSize));
-  EXPECT_GE(hits, accessed * 9 / 10) << prefetched << " bytes prefetched";
+  // Whether a READ finds its units already there or still on their way depends on how fast
+  // this machine runs (release: 94 % hits; ASan: less); that SmartRead fetched them ahead of
+  // the reader does not: only the first reads fetch on demand.
+  EXPECT_GT(hits, 0);
+  EXPECT_GE(prefetched, accessed * 9 / 10) << on_demand << " bytes fetched on demand";
+  EXPECT_LE(on_demand, std::int64_t{4} << 20);
+  EXPECT_EQ(cluster_->metric(reader, "tidepool_cache_l1_prefetch_wasted_bytes_total"), 0);
 }
 
 }  // namespace
