@@ -80,6 +80,8 @@ struct Counters {
   std::atomic<std::uint64_t> l1_prefetch_used{0};
   std::atomic<std::uint64_t> l1_prefetch_wasted{0};
   std::atomic<std::uint64_t> l1_bypassed_bytes{0};
+  std::atomic<std::uint64_t> l1_metadata_reads{0};
+  std::atomic<std::uint64_t> l1_metadata_hits{0};
   std::atomic<std::uint64_t> coherence_invalidations{0};
   std::atomic<std::uint64_t> l2_bytes_read{0};
 };
@@ -125,7 +127,13 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     drop_everything();
   }
 
-  void flush() { blocks_.clear(); }
+  // Prefetched blocks flushed unread are no waste of SmartRead's: they are forgotten.
+  void flush() {
+    drop_everything();
+    std::lock_guard guard(prefetched_mutex_);
+    prefetched_.clear();
+  }
+  std::size_t l1_budget() const { return blocks_.capacity(); }
 
   CacheStatistics statistics() const {
     CacheStatistics s;
@@ -136,6 +144,8 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     s.l1_prefetch_used = counters_.l1_prefetch_used.load();
     s.l1_prefetch_wasted = counters_.l1_prefetch_wasted.load();
     s.l1_bypassed_bytes = counters_.l1_bypassed_bytes.load();
+    s.l1_metadata_reads = counters_.l1_metadata_reads.load();
+    s.l1_metadata_hits = counters_.l1_metadata_hits.load();
     s.coherence_invalidations = counters_.coherence_invalidations.load();
     s.l2_bytes_read = counters_.l2_bytes_read.load();
     s.blocks = blocks_.statistics();
@@ -348,6 +358,8 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
                                                        const store::Caller& caller) {
     const std::uint64_t first = offset / block_bytes_;
     std::optional<store::Attributes> attributes = known_attributes(inode);
+    counters_.l1_metadata_reads++;
+    if (attributes) counters_.l1_metadata_hits++;
     BlockCache::Handle first_block;  // fetched for the attributes
     if (!attributes) {
       // The first block brings them.
@@ -504,6 +516,8 @@ void CoherentStore::attach(cluster::EventLoop* loop, lockmgr::LockManager* manag
 }
 
 CacheStatistics CoherentStore::statistics() const { return impl_->statistics(); }
+
+std::size_t CoherentStore::l1_budget() const { return impl_->l1_budget(); }
 
 void CoherentStore::flush() { impl_->flush(); }
 

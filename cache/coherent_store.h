@@ -48,6 +48,10 @@ struct CacheStatistics {
   std::uint64_t l1_prefetch_used = 0;     // prefetched bytes read afterwards
   std::uint64_t l1_prefetch_wasted = 0;   // prefetched bytes evicted or dropped unread
   std::uint64_t l1_bypassed_bytes = 0;    // READ bytes served around L1 (no lock, random)
+  // Attribute look-ups of those READs (each checks the reader's rights and the file's size),
+  // and of them those the attributes cached in L1 answered.
+  std::uint64_t l1_metadata_reads = 0;
+  std::uint64_t l1_metadata_hits = 0;
   // Files whose L1 blocks and attributes were dropped for another node's write.
   std::uint64_t coherence_invalidations = 0;
   // READ bytes of files whose data is on this node, served from its own copy.
@@ -69,7 +73,9 @@ class CoherentStore final : public store::Store {
   // lock manager goes.
   void attach(cluster::EventLoop* loop, lockmgr::LockManager* manager);
   CacheStatistics statistics() const;
-  // Drops every L1 block nobody is reading (tide flush).
+  // The L1 budget, in bytes.
+  std::size_t l1_budget() const;
+  // Drops every L1 block nobody is reading and every attribute cached (tide flush --l1).
   void flush();
 
   std::uint64_t write_verifier() const override;

@@ -112,6 +112,16 @@ class CoherentStoreTest : public ::testing::Test {
     return bytes;
   }
 
+  // Gives `node` a new cache of `l1_bytes`, empty.
+  void replace_cache(NodeId node, std::size_t l1_bytes) {
+    caches_[node]->attach(nullptr, nullptr);
+    CacheOptions options;
+    options.l1_bytes = l1_bytes;
+    caches_[node] = std::make_unique<CoherentStore>(
+        *home_, [node] { return node == kHome; }, options);
+    caches_[node]->attach(&world_.loop(node), managers_[node].get());
+  }
+
   void write(NodeId node, InodeId inode, std::uint64_t offset, std::vector<std::uint8_t> bytes) {
     auto w = run(caches_[node]->write(inode, offset, bytes, store::Stability::unstable, kRoot));
     EXPECT_TRUE(w.ok()) << w.status().message();
@@ -208,6 +218,72 @@ TEST_F(CoherentStoreTest, SmallRandomReadsOfARandomFileBypassL1) {
   // The first read learns the pattern; the others read only what they ask.
   EXPECT_LE(stats.l1_bytes_fetched + stats.l1_bytes_prefetched, kBlock);
   EXPECT_GE(stats.l1_bypassed_bytes, 49u * 4096);
+}
+
+TEST_F(CoherentStoreTest, RandomSmallReadsOfADefaultFileWasteAlmostNothingOnPrefetch) {
+  constexpr std::uint64_t kSize = 256ull << 20;
+  const InodeId file = make_file("records", 0);
+  store::AttributeChanges sparse;
+  sparse.size = kSize;
+  ASSERT_TRUE(run(home_->setattr(file, sparse, kRoot, std::nullopt)).ok());
+  store::Caller reader = kRoot;
+  reader.client = 0x0a000002;
+  std::mt19937_64 random(5);
+  constexpr int kReads = 2000;
+  for (int i = 0; i < kReads; ++i) {
+    const std::uint64_t offset = (random() % (kSize / 4096)) * 4096;
+    ASSERT_EQ(read(2, file, offset, 4096, reader).size(), 4096u);
+  }
+  drive([] { return false; }, std::chrono::milliseconds(20));  // prefetches under way land
+  const CacheStatistics stats = caches_[2]->statistics();
+  // Prefetched and never read: wasted, whether evicted since or still in L1.
+  const std::uint64_t unread = stats.l1_bytes_prefetched - stats.l1_prefetch_used;
+  EXPECT_LE(unread, kReads * 4096u / 20) << stats.l1_bytes_prefetched << " prefetched";
+}
+
+TEST_F(CoherentStoreTest, ReadersOfADatasetFourTimesTheCacheHitAQuarterOfTheTime) {
+  // The seeds' cache law: many readers, each reading whole files picked at random from a
+  // dataset four times the cache, hit in proportion to cache / dataset.
+  constexpr std::size_t kCache = 64u << 20;
+  constexpr std::uint64_t kFileSize = 2 * kBlock;
+  constexpr std::size_t kFiles = 4 * kCache / kFileSize;
+  replace_cache(2, kCache);
+  std::vector<InodeId> files;
+  for (std::size_t i = 0; i < kFiles; ++i) {
+    files.push_back(make_file("set-" + std::to_string(i), kFileSize));
+  }
+  std::mt19937_64 random(9);
+  constexpr int kReaders = 8;
+  // Each reader's files read whole, one READ each; the first share of them fills the cache.
+  auto read_files = [&](int reads) {
+    int finished = 0;
+    for (int r = 0; r < kReaders; ++r) {
+      std::vector<InodeId> picks;
+      for (int i = 0; i < reads / kReaders; ++i) picks.push_back(files[random() % files.size()]);
+      asio::co_spawn(
+          io_,
+          [this, &finished, picks = std::move(picks), r]() -> asio::awaitable<void> {
+            store::Caller reader = kRoot;
+            reader.client = 0x0a000100 + static_cast<std::uint64_t>(r);
+            std::vector<std::uint8_t> bytes(kFileSize);
+            for (InodeId file : picks) {
+              auto read = co_await caches_[2]->read(file, 0, bytes, reader);
+              EXPECT_TRUE(read.ok() && read->count == kFileSize) << read.status().message();
+            }
+            finished++;
+          },
+          asio::detached);
+    }
+    ASSERT_TRUE(drive([&] { return finished == kReaders; }, std::chrono::seconds(120)));
+  };
+  read_files(800);
+  const CacheStatistics warm = caches_[2]->statistics();
+  read_files(3200);
+  const CacheStatistics after = caches_[2]->statistics();
+  const double hit_ratio = static_cast<double>(after.l1_bytes_hit - warm.l1_bytes_hit) /
+                           static_cast<double>(after.l1_bytes_accessed - warm.l1_bytes_accessed);
+  EXPECT_NEAR(hit_ratio, 0.25, 0.02) << "hit ratio";
+  EXPECT_EQ(after.l1_bytes_prefetched, 0u);  // whole-file reads leave nothing to fetch ahead
 }
 
 // Every 8-byte word a write puts down carries the write's id.

@@ -363,4 +363,28 @@ Status show_lock_statistics(Session& session, Format format) {
   return {};
 }
 
+Status show_cache_statistics(Session& session, Format format) {
+  TP_ASSIGN_OR_RETURN(Json reply, session.call(Method::get, "/v1/statistics/cache"));
+  print(session, format, reply, [&](std::ostream& out) { render_cache_statistics(out, reply); });
+  return {};
+}
+
+Status flush_caches(Session& session, const Json& body) {
+  TP_ASSIGN_OR_RETURN(Json reply, session.call(Method::post, "/v1/cache/flush", body));
+  std::vector<std::string> nodes;
+  for (const Json& node : as_list(field(reply, "flushed")))
+    nodes.push_back(display(field(node, "node")));
+  std::string levels = body.value("l1", false) == body.value("l2", false) ? "L1 and L2"
+                       : body.value("l1", false)                          ? "L1"
+                                                                          : "L2";
+  session.out() << "Flushed " << levels << " on node" << (nodes.size() == 1 ? " " : "s ");
+  for (std::size_t i = 0; i < nodes.size(); ++i) session.out() << (i > 0 ? ", " : "") << nodes[i];
+  session.out() << ".\n";
+  const Json& unreachable = field(reply, "unreachable");
+  if (!as_list(unreachable).empty()) {
+    return error(Errc::unavailable, "nodes not answering, not flushed: " + display(unreachable));
+  }
+  return {};
+}
+
 }  // namespace tidepool::cli

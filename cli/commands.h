@@ -95,5 +95,9 @@ Status list_locks(Session& session, const std::string& target, Format format);
 Status list_nlm_sessions(Session& session, Format format);
 // tide statistics locks
 Status show_lock_statistics(Session& session, Format format);
+// tide statistics cache
+Status show_cache_statistics(Session& session, Format format);
+// tide flush; `body` as POST /v1/cache/flush takes it.
+Status flush_caches(Session& session, const Json& body);
 
 }  // namespace tidepool::cli

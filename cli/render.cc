@@ -484,4 +484,49 @@ void render_lock_statistics(std::ostream& out, const Json& reply) {
   render_unanswered(out, reply);
 }
 
+void render_cache_statistics(std::ostream& out, const Json& reply) {
+  Table table({{"Node", Align::right},
+               {"L1 Cached", Align::right},
+               {"L1 Read", Align::right},
+               {"L1 Hit", Align::right},
+               {"Prefetched", Align::right},
+               {"Used", Align::right},
+               {"Wasted", Align::right},
+               {"L1 Meta Hit", Align::right},
+               {"Invalidations", Align::right},
+               {"L2 Read", Align::right},
+               {"L2 Hit", Align::right},
+               {"L2 Meta Hit", Align::right}});
+  auto bytes = [](const Json& value) {
+    return value.is_number_unsigned() ? human_bytes(value.get<std::uint64_t>()) : "-";
+  };
+  auto percent = [](const Json& value) -> std::string {
+    if (!value.is_number()) return "-";
+    char text[16];
+    std::snprintf(text, sizeof text, "%.1f%%", value.get<double>());
+    return text;
+  };
+  auto add = [&](const std::string& node, const Json& statistics) {
+    const Json& l1 = field(statistics, "l1");
+    const Json& l1_data = field(l1, "data");
+    const Json& l2 = field(statistics, "l2");
+    table.add_row(
+        {node, bytes(field(l1, "cached_bytes")) + " / " + bytes(field(l1, "budget_bytes")),
+         bytes(field(l1_data, "accessed_bytes")), percent(field(l1_data, "hit_percent")),
+         bytes(field(l1_data, "prefetched_bytes")), bytes(field(l1_data, "prefetch_used_bytes")),
+         bytes(field(l1_data, "prefetch_wasted_bytes")),
+         percent(field(field(l1, "metadata"), "hit_percent")),
+         display(field(l1, "coherence_invalidations")),
+         bytes(field(field(l2, "data"), "read_bytes")),
+         percent(field(field(l2, "data"), "hit_percent")),
+         percent(field(field(l2, "metadata"), "hit_percent"))});
+  };
+  for (const Json& node : as_list(field(reply, "statistics"))) {
+    add(display(field(node, "node")), node);
+  }
+  if (field(reply, "total").is_object()) add("Total", field(reply, "total"));
+  table.render(out);
+  render_unanswered(out, reply);
+}
+
 }  // namespace tidepool::cli

@@ -74,5 +74,7 @@ void render_file(std::ostream& out, const Json& file, bool details);
 void render_locks(std::ostream& out, const Json& reply);
 void render_nlm_sessions(std::ostream& out, const Json& reply);
 void render_lock_statistics(std::ostream& out, const Json& reply);
+// `tide statistics cache`: a row per node, then the cluster's total.
+void render_cache_statistics(std::ostream& out, const Json& reply);
 
 }  // namespace tidepool::cli

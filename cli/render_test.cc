@@ -226,6 +226,29 @@ TEST(Listings, LockStatisticsShowRoundTripsInMicroseconds) {
   EXPECT_NO_THROW(rendered(render_nlm_sessions, Json("not an object")));
 }
 
+TEST(Listings, CacheStatisticsShowARowPerNodeThenTheTotal) {
+  const std::string text = rendered(render_cache_statistics, Json::parse(R"({
+      "statistics": [{"node": 2,
+                      "l1": {"budget_bytes": 1000000, "cached_bytes": 500000,
+                             "data": {"accessed_bytes": 64000000, "hit_percent": 94.12,
+                                      "prefetched_bytes": 60000000,
+                                      "prefetch_used_bytes": 59000000,
+                                      "prefetch_wasted_bytes": 0},
+                             "metadata": {"hit_percent": 99.5},
+                             "coherence_invalidations": 3},
+                      "l2": {"data": {"read_bytes": 0, "hit_percent": null},
+                             "metadata": {"hit_percent": null}}}],
+      "total": {"l1": {"data": {"accessed_bytes": 64000000, "hit_percent": 94.12}}},
+      "unreachable": [3]})"));
+  EXPECT_NE(text.find("    2  500.0 kB / 1.0 MB  64.0 MB   94.1%     60.0 MB  59.0 MB     0 B  "
+                      "      99.5%              3      0 B       -            -\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("Total              - / -  64.0 MB   94.1%           -"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("Not answering, left out: nodes 3\n"), std::string::npos) << text;
+}
+
 TEST(Listings, SysctlsShowValueDefaultAndDescription) {
   EXPECT_EQ(rendered(render_sysctls, Json::parse(R"([
       {"name": "efs.bam.atime_enabled", "value": "true", "default": "true",

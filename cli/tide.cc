@@ -49,6 +49,10 @@ struct Arguments {
   std::optional<std::string> lock_path;  // --path of `locks list`
   std::optional<std::string> lock_kind;  // --kind of `locks list`
   bool waiters = false;                  // --waiters of `locks list`
+  bool flush_l1 = false;                 // --l1 of `flush`
+  bool flush_l2 = false;                 // --l2 of `flush`
+  bool flush_all = false;                // --all of `flush`
+  std::optional<std::string> flush_node;  // --node of `flush`
   ExportOptions export_options;
 };
 
@@ -77,6 +81,7 @@ class Grammar {
   void add_sysctl_command();
   void add_nfs_commands();
   void add_lock_commands();
+  void add_flush_command();
 
   CLI::App app_;
   Arguments arguments_;
@@ -143,6 +148,7 @@ Grammar::Grammar() : app_("Administer a Tidepool cluster through its admin API."
   add_sysctl_command();
   add_nfs_commands();
   add_lock_commands();
+  add_flush_command();
 }
 
 Result<GlobalOptions> Grammar::global_options() const {
@@ -382,6 +388,15 @@ void Grammar::add_lock_commands() {
 
   CLI::App* statistics = add_group(app_, "statistics", "Counters of the cluster's services");
   add_format_option(add_command(
+      *statistics, "cache",
+      "Each node's and the cluster's caches: L1 and L2, data and metadata, bytes read and hit, "
+      "prefetch used and wasted, coherence invalidations",
+      [this]() -> Result<Operation> {
+        return Operation([format = format()](Session& session) {
+          return show_cache_statistics(session, format);
+        });
+      }));
+  add_format_option(add_command(
       *statistics, "locks",
       "Each node's lock manager: grants, conversions, callbacks sent, request round trips",
       [this]() -> Result<Operation> {
@@ -389,6 +404,27 @@ void Grammar::add_lock_commands() {
           return show_lock_statistics(session, format);
         });
       }));
+}
+
+void Grammar::add_flush_command() {
+  CLI::App* flush = add_command(
+      app_, "flush", "Empty the nodes' caches, L1 and L2 unless one is named, as isi_flush does",
+      [this]() -> Result<Operation> {
+        if (arguments_.flush_all && arguments_.flush_node) {
+          return error(Errc::invalid_argument, "give --node or --all, not both");
+        }
+        Json body{{"l1", arguments_.flush_l1}, {"l2", arguments_.flush_l2}};
+        if (arguments_.flush_node) {
+          TP_ASSIGN_OR_RETURN(body["node"], parse_id("node id", *arguments_.flush_node));
+        }
+        return Operation([body](Session& session) { return flush_caches(session, body); });
+      });
+  flush->add_flag("--l1", arguments_.flush_l1,
+                  "The L1 caches: blocks and attributes of other nodes' files");
+  flush->add_flag("--l2", arguments_.flush_l2,
+                  "The L2 caches: the page cache and attribute caches of each node's own copy");
+  flush->add_option("--node", arguments_.flush_node, "Only this node")->type_name("ID");
+  flush->add_flag("--all", arguments_.flush_all, "Every node (the default)");
 }
 
 void Grammar::add_nfs_commands() {

@@ -108,7 +108,7 @@ TEST_F(TideTest, AnUnknownCommandExits2NamingTheCommandsExpected) {
   EXPECT_EQ(tide({"frobnicate"}), kExitUsage);
   EXPECT_EQ(err_.str(),
             "tide: unknown command 'tide frobnicate'; expected one of: cluster, status, get, set, "
-            "storagepool, sysctl, nfs, locks, statistics (see 'tide --help')\n");
+            "storagepool, sysctl, nfs, locks, statistics, flush (see 'tide --help')\n");
   EXPECT_EQ(tide({"storagepool", "pools", "list"}), kExitUsage);
   EXPECT_EQ(err_.str(),
             "tide: unknown command 'tide storagepool pools'; expected one of: nodepools, tiers "
@@ -130,7 +130,7 @@ TEST_F(TideTest, AMissingCommandExits2NamingTheCommandsExpected) {
   EXPECT_EQ(tide({}), kExitUsage);
   EXPECT_EQ(err_.str(),
             "tide: missing command after 'tide'; expected one of: cluster, status, get, set, "
-            "storagepool, sysctl, nfs, locks, statistics (see 'tide --help')\n");
+            "storagepool, sysctl, nfs, locks, statistics, flush (see 'tide --help')\n");
   EXPECT_EQ(tide({"nfs"}), kExitUsage);
   EXPECT_EQ(err_.str(),
             "tide: missing command after 'tide nfs'; expected one of: exports, nlm "
@@ -261,6 +261,42 @@ TEST_F(TideTest, TiersModifyGetsTheChildrenThenPutsTheWholeNewList) {
   EXPECT_EQ(cluster_.requests()[1].target, "/v1/storagepool/tiers/hot");
   EXPECT_EQ(cluster_.requests()[1].body, R"({"children":["h500"]})");
   EXPECT_EQ(out_.str(), "Modified tier hot.\n");
+}
+
+TEST_F(TideTest, FlushNamesItsLevelsAndNodeAndSaysWhichNodesFlushed) {
+  write_credentials_in(root_.path());
+  cluster_.reply(200, R"({"flushed": [{"node": 2, "l1": true, "l2": false}], "unreachable": []})");
+  EXPECT_EQ(tide({"flush", "--l1", "--node", "2"}), kExitSuccess) << err_.str();
+  EXPECT_EQ(only_request().method, Method::post);
+  EXPECT_EQ(only_request().target, "/v1/cache/flush");
+  EXPECT_EQ(only_request().body, R"({"l1":true,"l2":false,"node":2})");
+  EXPECT_EQ(out_.str(), "Flushed L1 on node 2.\n");
+}
+
+TEST_F(TideTest, FlushOfEveryNodeFailsWhenOneDidNotAnswer) {
+  write_credentials_in(root_.path());
+  cluster_.reply(200, R"({"flushed": [{"node": 1}, {"node": 3}], "unreachable": [2]})");
+  EXPECT_EQ(tide({"flush", "--all"}), kExitFailure);
+  EXPECT_EQ(only_request().body, R"({"l1":false,"l2":false})");
+  EXPECT_EQ(out_.str(), "Flushed L1 and L2 on nodes 1, 3.\n");
+  EXPECT_NE(err_.str().find("not flushed: 2"), std::string::npos) << err_.str();
+}
+
+TEST_F(TideTest, FlushRefusesANodeAndAllTogetherAndANodeThatIsNoNumber) {
+  write_credentials_in(root_.path());
+  EXPECT_EQ(tide({"flush", "--node", "2", "--all"}), kExitUsage);
+  EXPECT_EQ(err_.str(), "tide: give --node or --all, not both (see 'tide flush --help')\n");
+  EXPECT_EQ(tide({"flush", "--node", "two"}), kExitUsage);
+  EXPECT_TRUE(cluster_.requests().empty());
+}
+
+TEST_F(TideTest, StatisticsCacheGetsEveryNodesAndTheTotal) {
+  write_credentials_in(root_.path());
+  cluster_.reply(200, R"({"statistics": [], "total": {}, "unreachable": []})");
+  EXPECT_EQ(tide({"statistics", "cache", "--format", "json"}), kExitSuccess) << err_.str();
+  EXPECT_EQ(only_request().method, Method::get);
+  EXPECT_EQ(only_request().target, "/v1/statistics/cache");
+  EXPECT_NE(out_.str().find("\"total\""), std::string::npos) << out_.str();
 }
 
 TEST_F(TideTest, TiersModifyAddsOnlyPoolsNotThereYet) {

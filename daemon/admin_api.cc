@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <charconv>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "common/callback_awaitable.h"
+#include "daemon/cache_reports.h"
 #include "daemon/config_objects.h"
 
 namespace tidepool::daemon {
@@ -578,8 +580,9 @@ asio::awaitable<HttpResponse> cluster_status(Membership& m) {
 // Every node's report of one kind, gathered from each node up: the entries under `key` from
 // all of them (a list from each, or one object each), the locks they left unlisted, and the
 // nodes that did not answer.
-asio::awaitable<HttpResponse> gather_reports(Membership& m, NodeReport report, json parameters,
-                                             std::string key) {
+asio::awaitable<Result<json>> gather(Membership& m, NodeReport report, json parameters,
+                                     std::string key,
+                                     std::chrono::milliseconds deadline = kStatsDeadline) {
   json entries = json::array();
   json unreachable = json::array();
   std::uint64_t unlisted = 0;
@@ -588,10 +591,10 @@ asio::awaitable<HttpResponse> gather_reports(Membership& m, NodeReport report, j
       unreachable.push_back(node.id);
       continue;
     }
-    auto asking = m.report_of(node.id, report, parameters, kStatsDeadline);
+    auto asking = m.report_of(node.id, report, parameters, deadline);
     Result<json> answer = co_await std::move(asking);
     if (!answer.ok()) {
-      if (answer.status().code() == Errc::invalid_argument) co_return failure(answer.status());
+      if (answer.status().code() == Errc::invalid_argument) co_return answer.status();
       unreachable.push_back(node.id);
       continue;
     }
@@ -605,7 +608,56 @@ asio::awaitable<HttpResponse> gather_reports(Membership& m, NodeReport report, j
   }
   json body{{key, std::move(entries)}, {"unreachable", std::move(unreachable)}};
   if (report == NodeReport::locks) body["unlisted"] = unlisted;
-  co_return reply(200, body);
+  co_return body;
+}
+
+asio::awaitable<HttpResponse> gather_reports(Membership& m, NodeReport report, json parameters,
+                                             std::string key) {
+  auto gathering = gather(m, report, std::move(parameters), std::move(key));
+  Result<json> body = co_await std::move(gathering);
+  co_return body.ok() ? reply(200, *body) : failure(body.status());
+}
+
+// GET /v1/statistics/cache: each node's cache statistics and the cluster's total.
+asio::awaitable<HttpResponse> cache_statistics(Membership& m) {
+  auto gathering = gather(m, NodeReport::cache_statistics, json::object(), "statistics");
+  Result<json> body = co_await std::move(gathering);
+  if (!body.ok()) co_return failure(body.status());
+  (*body)["total"] = cache_statistics_total((*body)["statistics"]);
+  co_return reply(200, *body);
+}
+
+// POST /v1/cache/flush {"l1": bool, "l2": bool, "node": N}: empties the levels named (both
+// when neither is) on node N, or on every node without "node".
+asio::awaitable<HttpResponse> flush_caches(Membership& m, std::string request_body) {
+  // Dropping the page cache of every data file of a large namespace takes a while.
+  constexpr std::chrono::milliseconds kFlushDeadline{60'000};
+  const Result<json> body = parse_body(request_body.empty() ? "{}" : request_body);
+  if (!body.ok()) co_return failure(body.status());
+  const json l1 = body->value("l1", json(false));
+  const json l2 = body->value("l2", json(false));
+  if (!l1.is_boolean() || !l2.is_boolean()) {
+    co_return error_response(400, "'l1' and 'l2' are true or false");
+  }
+  const bool both = !l1.get<bool>() && !l2.get<bool>();
+  const json levels{{"l1", both || l1.get<bool>()}, {"l2", both || l2.get<bool>()}};
+  if (!body->contains("node")) {
+    auto gathering = gather(m, NodeReport::cache_flush, levels, "flushed", kFlushDeadline);
+    Result<json> flushed = co_await std::move(gathering);
+    co_return flushed.ok() ? reply(200, *flushed) : failure(flushed.status());
+  }
+  const json node = (*body)["node"];
+  const std::uint64_t id = node.is_number_unsigned() ? node.get<std::uint64_t>() : 0;
+  if (id > std::numeric_limits<cluster::NodeId>::max() ||
+      m.group()->view().node(static_cast<cluster::NodeId>(id)) == nullptr) {
+    co_return error_response(404, "no node " + node.dump() + " in the cluster");
+  }
+  auto asking = m.report_of(static_cast<cluster::NodeId>(id), NodeReport::cache_flush, levels,
+                            kFlushDeadline);
+  Result<json> answer = co_await std::move(asking);
+  if (!answer.ok()) co_return failure(answer.status());
+  co_return reply(200, json{{"flushed", json::array({answer->value("flushed", json())})},
+                            {"unreachable", json::array()}});
 }
 
 // GET /v1/locks[?kind=K][&path=P][&waiters=true]; the route is a copy: the coroutine outlives
@@ -908,6 +960,8 @@ asio::awaitable<HttpResponse> AdminApi::route(HttpRequest request, bool authoriz
   if (route.is("GET", {"v1", "statistics", "locks"})) {
     return gather_reports(m, NodeReport::lock_statistics, json::object(), "statistics");
   }
+  if (route.is("GET", {"v1", "statistics", "cache"})) return cache_statistics(m);
+  if (route.is("POST", {"v1", "cache", "flush"})) return flush_caches(m, request.body);
   if (route.is("GET", {"v1", "nfs", "nlm", "sessions"})) {
     return gather_reports(m, NodeReport::nlm_sessions, json::object(), "sessions");
   }

@@ -21,6 +21,10 @@ enum class NodeReport : std::uint32_t {
   locks = 1,
   lock_statistics = 2,
   nlm_sessions = 3,
+  cache_statistics = 4,  // daemon/cache_reports.h
+  // Not only a report: the node empties its caches, as {"l1": bool, "l2": bool} asks, and
+  // reports {"flushed": {"node": N, "l1": bool, "l2": bool}}.
+  cache_flush = 5,
 };
 
 // Which locks a locks report lists.

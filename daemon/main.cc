@@ -26,6 +26,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "daemon/admin_api.h"
+#include "daemon/cache_reports.h"
 #include "daemon/config_objects.h"
 #include "daemon/http.h"
 #include "daemon/membership.h"
@@ -173,6 +174,15 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
   hooks.nlm_sessions = [&](std::function<void(std::vector<nfsd::NlmSession>)> done) {
     (*server)->nlm_sessions(std::move(done));
   };
+  hooks.cache_statistics = [&] {
+    return daemon::cache_statistics_report(config.node_id, cache.statistics(), cache.l1_budget(),
+                                           shipping.reads());
+  };
+  hooks.flush_cache = [&](bool l1, bool l2, std::function<void(Status)> done) {
+    if (l1) cache.flush();
+    if (!l2) return done({});
+    shipping.drop_caches(std::move(done));
+  };
   auto membership = daemon::Membership::open(strand, config, std::move(hooks));
   if (!membership.ok()) {
     report(membership.status().message());
@@ -182,7 +192,7 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
   std::unique_ptr<daemon::HttpsServer> admin;
   auto metrics = [&] {
     return daemon::render_metrics(**membership, (*server)->traffic(), local_stats(config, rates),
-                                  shipping.integrity(), cache.statistics());
+                                  shipping.integrity(), cache.statistics(), shipping.reads());
   };
   daemon::AdminApi api(strand, **membership, cache, metrics, [&] {
     if (Status s = admin->set_certificate((*membership)->admin_certificate()); !s.ok()) {

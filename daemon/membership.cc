@@ -484,6 +484,29 @@ void Membership::local_report(NodeReport report, const json& parameters,
         });
       });
       return;
+    case NodeReport::cache_statistics:
+      if (!hooks_.cache_statistics) return done(error(Errc::unavailable, "this node has no cache"));
+      return done(hooks_.cache_statistics());
+    case NodeReport::cache_flush: {
+      // value() throws on anything but an object.
+      const json l1 = parameters.is_object() ? parameters.value("l1", json(false)) : json();
+      const json l2 = parameters.is_object() ? parameters.value("l2", json(false)) : json();
+      if (!l1.is_boolean() || !l2.is_boolean()) {
+        return done(error(Errc::invalid_argument,
+                          "a flush names its levels: {\"l1\": bool, \"l2\": bool}"));
+      }
+      if (!hooks_.flush_cache) return done(error(Errc::unavailable, "this node has no cache"));
+      hooks_.flush_cache(l1.get<bool>(), l2.get<bool>(),
+                         [strand = strand_, alive = std::weak_ptr<bool>(alive_), self, l1, l2,
+                          done = std::move(done)](Status flushed) {
+                           asio::post(strand, [alive, self, l1, l2, done, flushed] {
+                             if (alive.expired()) return;
+                             if (!flushed.ok()) return done(flushed);
+                             done(json{{"flushed", {{"node", self}, {"l1", l1}, {"l2", l2}}}});
+                           });
+                         });
+      return;
+    }
   }
   done(error(Errc::invalid_argument, "no such report"));
 }

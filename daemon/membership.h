@@ -68,6 +68,11 @@ class Membership {
     std::function<void(cluster::EventLoop*, lockmgr::LockManager*)> lock_manager;
     // The NLM clients of this node; `done` may run on any thread.
     std::function<void(std::function<void(std::vector<nfsd::NlmSession>)> done)> nlm_sessions;
+    // This node's cache statistics report (daemon/cache_reports.h).
+    std::function<nlohmann::json()> cache_statistics;
+    // Empties this node's L1, and its L2 (the caches of its copy of the namespace); on the
+    // strand; `done` may run on any thread.
+    std::function<void(bool l1, bool l2, std::function<void(Status)> done)> flush_cache;
   };
 
   // Makes the node's key at its first start. A data directory that belongs to another node id

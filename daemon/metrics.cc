@@ -31,7 +31,7 @@ class Exposition {
 
 std::string render_metrics(Membership& membership, const nfsd::NfsServer::Traffic& traffic,
                            const NodeStats& stats, const store::IntegrityCounters& integrity,
-                           const cache::CacheStatistics& cache) {
+                           const cache::CacheStatistics& cache, const store::ReadCounters& l2) {
   Exposition out;
   const NodeConfig& config = membership.config();
   out.family("tidepool_node_info", "gauge", "This node: its id and pool.");
@@ -75,6 +75,15 @@ std::string render_metrics(Membership& membership, const nfsd::NfsServer::Traffi
   out.metric("tidepool_cache_l2_read_bytes_total", "counter",
              "READ bytes of files whose data is on this node, served from its own copy.",
              cache.l2_bytes_read);
+  out.metric("tidepool_cache_l2_data_read_bytes_total", "counter",
+             "Bytes this node's copy of the namespace read for any node.",
+             l2.data_bytes_read.load());
+  out.metric("tidepool_cache_l2_data_hit_bytes_total", "counter",
+             "Of those, bytes the page cache held.", l2.data_bytes_hit.load());
+  out.metric("tidepool_cache_l2_metadata_reads_total", "counter",
+             "Attribute look-ups of this node's copy of the namespace.", l2.metadata_reads.load());
+  out.metric("tidepool_cache_l2_metadata_hits_total", "counter",
+             "Of those, look-ups its attribute cache answered.", l2.metadata_hits.load());
 
   const bool member = membership.identity().has_value();
   out.metric("tidepool_cluster_member", "gauge", "1 when this node belongs to a cluster.",

@@ -13,6 +13,6 @@ namespace tidepool::daemon {
 // Call on the membership's strand.
 std::string render_metrics(Membership& membership, const nfsd::NfsServer::Traffic& traffic,
                            const NodeStats& stats, const store::IntegrityCounters& integrity,
-                           const cache::CacheStatistics& cache);
+                           const cache::CacheStatistics& cache, const store::ReadCounters& l2);
 
 }  // namespace tidepool::daemon

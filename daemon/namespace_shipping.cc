@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -188,6 +189,21 @@ void NamespaceShipping::set_atime_policy(bool enabled, std::chrono::seconds grac
   atime_enabled_ = enabled;
   atime_grace_period_ = grace_period;
   if (local_) local_->set_atime_policy(enabled, grace_period);
+}
+
+namespace {
+
+asio::awaitable<void> drop_store_caches(std::shared_ptr<store::LocalStore> store,
+                                        std::function<void(Status)> done) {
+  auto dropping = store->drop_caches();
+  done(co_await std::move(dropping));
+}
+
+}  // namespace
+
+void NamespaceShipping::drop_caches(std::function<void(Status)> done) {
+  if (!local_) return done({});
+  asio::co_spawn(store_executor_, drop_store_caches(local_, std::move(done)), asio::detached);
 }
 
 NamespaceShipping::Role NamespaceShipping::role() const {

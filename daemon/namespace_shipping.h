@@ -47,6 +47,11 @@ class NamespaceShipping {
   void set_atime_policy(bool enabled, std::chrono::seconds grace_period);
   // What the checks of this node's copies of file data found since the daemon started.
   const store::IntegrityCounters& integrity() const { return *options_.integrity; }
+  // How this node's copies of the namespace answered reads from their own caches (its L2).
+  const store::ReadCounters& reads() const { return *options_.reads; }
+  // On the strand: empties the caches of the store this node serves from, if it holds one;
+  // `done` runs on the store's executor.
+  void drop_caches(std::function<void(Status)> done);
 
   // Null detaches: calls then fail as unavailable. A node that is a member serves nothing
   // until it has followed a view.

@@ -157,8 +157,25 @@ class StoreImpl final : public LocalStore {
     co_return done.status();
   }
 
+  awaitable<Status> drop_caches() override {
+    auto dropping = shard_.run<bool>(false, [this](Database&, AfterCommit&) -> Result<bool> {
+      cache_.clear();
+      names_.clear();
+      listings_.clear();
+      return true;
+    });
+    const Result<bool> dropped = co_await std::move(dropping);
+    TP_CO_RETURN_IF_ERROR(dropped.status());
+    auto advising = offload([this] { return data_.drop_page_cache(); });
+    co_return co_await std::move(advising);
+  }
+
   awaitable<Result<Attributes>> getattr(InodeId inode) override {
-    if (auto cached = cache_.find(inode)) co_return *cached;
+    options_.reads->metadata_reads.fetch_add(1, std::memory_order_relaxed);
+    if (auto cached = cache_.find(inode)) {
+      options_.reads->metadata_hits.fetch_add(1, std::memory_order_relaxed);
+      co_return *cached;
+    }
     auto op = shard_.run<Attributes>(false, [this, inode](Database& db, AfterCommit&) {
       return load_and_remember(db, inode);
     });
@@ -290,6 +307,10 @@ class StoreImpl final : public LocalStore {
     for (bool use_cache = true;; use_cache = false) {
       std::optional<Attributes> cached = use_cache ? cache_.find(inode) : std::nullopt;
       bool from_cache = cached && !atime_due(*cached);
+      if (use_cache) {
+        options_.reads->metadata_reads.fetch_add(1, std::memory_order_relaxed);
+        if (from_cache) options_.reads->metadata_hits.fetch_add(1, std::memory_order_relaxed);
+      }
       if (!from_cache) {
         auto check = shard_.run<Attributes>(
             false, [this, inode](Database& db, AfterCommit&) -> Result<Attributes> {
@@ -305,6 +326,7 @@ class StoreImpl final : public LocalStore {
       TP_CO_RETURN_IF_ERROR(check_data_access(a, caller, kMayRead));
       std::uint64_t available = offset < a.size ? a.size - offset : 0;
       auto count = static_cast<std::uint32_t>(std::min<std::uint64_t>(available, into.size()));
+      bool page_cache_hit = false;
       if (count > 0) {
         // Data the page cache holds is copied here without blocking; else it is read on the pool.
         auto buf = into.first(count);
@@ -312,12 +334,16 @@ class StoreImpl final : public LocalStore {
         if (!cached_read.ok() && cached_read.status().code() != Errc::corrupt) {
           co_return cached_read.status();
         }
-        if (!cached_read.ok() || !*cached_read) {
+        page_cache_hit = cached_read.ok() && *cached_read;
+        if (!page_cache_hit) {
           auto fill = offload([this, inode, offset, buf] { return read_data(inode, offset, buf); });
           TP_CO_RETURN_IF_ERROR(co_await std::move(fill));
         }
       }
       if (from_cache && !cache_.find(inode)) continue;
+      options_.reads->data_bytes_read.fetch_add(count, std::memory_order_relaxed);
+      if (page_cache_hit)
+        options_.reads->data_bytes_hit.fetch_add(count, std::memory_order_relaxed);
       co_return ReadResult{count, offset + count >= a.size, a};
     }
   }

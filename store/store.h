@@ -204,6 +204,16 @@ struct IntegrityCounters {
   std::atomic<std::uint64_t> checksum_repairs{0};   // blocks put back from the mirror's copy
 };
 
+// How the store's own caches — its node's L2 — answered reads, counted like IntegrityCounters:
+// file data from the page cache without waiting for the disk, attributes from the store's
+// attribute cache.
+struct ReadCounters {
+  std::atomic<std::uint64_t> data_bytes_read{0};
+  std::atomic<std::uint64_t> data_bytes_hit{0};
+  std::atomic<std::uint64_t> metadata_reads{0};
+  std::atomic<std::uint64_t> metadata_hits{0};
+};
+
 struct StoreOptions {
   std::string data_dir;
   std::uint32_t threads = 4;
@@ -212,6 +222,7 @@ struct StoreOptions {
   std::chrono::seconds atime_grace_period{24 * 3600};
   Clock* clock = nullptr;  // null: the real clock
   std::shared_ptr<IntegrityCounters> integrity = std::make_shared<IntegrityCounters>();
+  std::shared_ptr<ReadCounters> reads = std::make_shared<ReadCounters>();
 };
 
 // Whether `caller` may read a file's data as the store's own read checks it: is_a_directory,
@@ -297,6 +308,9 @@ class LocalStore : public Store {
   // leaving the store unmirrored, when the copy did not complete. While it is mirrored, a
   // block that fails its checksum here is put back from the mirror's copy.
   virtual awaitable<Status> mirror_to(std::shared_ptr<MirrorTarget> mirror) = 0;
+  // Empties the store's caches (tide flush --l2): its attribute, name and listing caches, and
+  // the page cache's clean pages of its data files. Data written and not yet durable stays.
+  virtual awaitable<Status> drop_caches() = 0;
 };
 
 }  // namespace tidepool::store

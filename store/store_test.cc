@@ -67,6 +67,7 @@ class StoreTest : public ::testing::TestWithParam<Placement> {
     options.data_dir = dir_.string();
     options.threads = 2;
     options.clock = &clock_;
+    options.reads = reads_;
     auto opened = Store::open(options);
     ASSERT_TRUE(opened.ok()) << opened.status().to_string();
     home_ = std::move(opened).value();
@@ -101,6 +102,7 @@ class StoreTest : public ::testing::TestWithParam<Placement> {
   }
 
   std::filesystem::path dir_;
+  std::shared_ptr<ReadCounters> reads_ = std::make_shared<ReadCounters>();
   FakeClock clock_{std::chrono::system_clock::time_point(std::chrono::hours(24 * 365 * 50))};
   std::unique_ptr<Store> home_;    // holds the data
   std::unique_ptr<Store> remote_;  // Shipped only: ships every call to home_
@@ -160,6 +162,32 @@ TEST_P(StoreTest, WrittenDataReadsBackAtOddOffsetsAndSparseGapsReadAsZeros) {
   EXPECT_TRUE(r->eof);
   got.resize(r->count);
   EXPECT_EQ(got, expect);
+}
+
+TEST_P(StoreTest, DroppedCachesAreFilledAgainWithTheSameAnswersAndCountedAsMisses) {
+  const InodeId file = make_file(kRootInode, "f");
+  const std::vector<std::uint8_t> data(200000, 0x5a);
+  ASSERT_TRUE(run(store_->write(file, 0, data, Stability::file_sync, kAlice)).ok());
+  ASSERT_TRUE(run(home_->getattr(file)).ok());
+  const std::uint64_t hits = reads_->metadata_hits.load();
+  ASSERT_TRUE(run(home_->getattr(file)).ok());
+  EXPECT_EQ(reads_->metadata_hits.load(), hits + 1);
+
+  ASSERT_TRUE(run(static_cast<LocalStore&>(*home_).drop_caches()).ok());
+  const std::uint64_t looked_up = reads_->metadata_reads.load();
+  const Result<Attributes> again = run(home_->getattr(file));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->size, data.size());
+  EXPECT_EQ(reads_->metadata_reads.load(), looked_up + 1);
+  EXPECT_EQ(reads_->metadata_hits.load(), hits + 1);
+
+  std::vector<std::uint8_t> got(data.size());
+  const std::uint64_t read_bytes = reads_->data_bytes_read.load();
+  const Result<ReadResult> read = run(store_->read(file, 0, got, kAlice));
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(got, data);
+  EXPECT_EQ(reads_->data_bytes_read.load(), read_bytes + data.size());
+  EXPECT_LE(reads_->data_bytes_hit.load(), reads_->data_bytes_read.load());
 }
 
 TEST_P(StoreTest, CommittedSizeSurvivesReopenAndTheVerifierChanges) {

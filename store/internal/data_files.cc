@@ -412,6 +412,21 @@ Result<std::vector<std::uint64_t>> DataFiles::list() const {
   return inodes;
 }
 
+Status DataFiles::drop_page_cache() const {
+  TP_ASSIGN_OR_RETURN(std::vector<std::uint64_t> inodes, list());
+  for (std::uint64_t inode : inodes) {
+    const int fd = ::open(path_of(inode).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENOENT) continue;  // removed since it was listed
+      return errno_status("open data file", errno);
+    }
+    const int advised = ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+    if (advised != 0) return errno_status("drop the page cache of a data file", advised);
+  }
+  return {};
+}
+
 Result<std::vector<std::pair<std::uint64_t, std::uint64_t>>> DataFiles::extents(
     std::uint64_t inode) {
   std::vector<std::pair<std::uint64_t, std::uint64_t>> found;

@@ -57,6 +57,10 @@ class DataFiles {
   // Removes the file; a missing file is fine.
   void remove(std::uint64_t inode);
 
+  // Asks the kernel to drop the clean pages of every data file from the page cache; pages not
+  // yet durable stay.
+  Status drop_page_cache() const;
+
   // The inodes that have a data file.
   Result<std::vector<std::uint64_t>> list() const;
   // Where the file holds data (start, length), below the checksum table; holes are left out.

@@ -27,6 +27,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
+using nlohmann::json;
 
 constexpr nfsstat3 kJukebox = static_cast<nfsstat3>(10008);
 
@@ -572,6 +573,42 @@ TEST_F(NamespaceTest, AStreamThroughANodeHoldingNoneOfTheFileReadsFromL1) {
   EXPECT_GE(prefetched, accessed * 9 / 10) << on_demand << " bytes fetched on demand";
   EXPECT_LE(on_demand, std::int64_t{4} << 20);
   EXPECT_EQ(cluster_->metric(reader, "tidepool_cache_l1_prefetch_wasted_bytes_total"), 0);
+
+  // What `tide statistics cache` says of the reader is what it counted, and the total adds
+  // every node up.
+  const json statistics = cluster_->tide_json(home, {"statistics", "cache"});
+  json reported;
+  for (const json& node : statistics["statistics"]) {
+    if (node["node"] == reader) reported = node;
+  }
+  ASSERT_TRUE(reported.is_object()) << statistics.dump();
+  EXPECT_EQ(reported["l1"]["data"]["accessed_bytes"], accessed);
+  EXPECT_EQ(reported["l1"]["data"]["hit_bytes"], hits);
+  EXPECT_EQ(reported["l1"]["data"]["prefetched_bytes"], prefetched);
+  EXPECT_GT(reported["l1"]["cached_bytes"].get<std::int64_t>(), 0);
+  EXPECT_GE(statistics["total"]["l1"]["data"]["accessed_bytes"].get<std::int64_t>(), accessed);
+  EXPECT_GE(statistics["total"]["l2"]["data"]["read_bytes"].get<std::int64_t>(), kSize);
+
+  // `tide flush --l1 --node` empties the reader's L1: the file's first unit is fetched again.
+  const Ran flushed = cluster_->tide(home, {"flush", "--l1", "--node", std::to_string(reader)});
+  EXPECT_EQ(flushed.exit_code, 0) << flushed.output;
+  const json after = cluster_->tide_json(home, {"statistics", "cache"});
+  for (const json& node : after["statistics"]) {
+    if (node["node"] == reader) {
+      EXPECT_LT(node["l1"]["cached_bytes"], 4096) << node.dump();
+    }
+  }
+  const ReadResult again = via.read(fh, 0, kLibnfsMaxTransfer);
+  ASSERT_EQ(again.status, NFS3_OK);
+  EXPECT_EQ(again.data, contents.substr(0, kLibnfsMaxTransfer));
+  EXPECT_GT(cluster_->metric(reader, "tidepool_cache_l1_fetched_bytes_total"), on_demand);
+
+  // `tide flush` empties L1 and L2 everywhere; the file reads the same through every node.
+  const Ran everything = cluster_->tide(home, {"flush", "--all"});
+  EXPECT_EQ(everything.exit_code, 0) << everything.output;
+  EXPECT_NE(everything.output.find("Flushed L1 and L2 on nodes 1, 2, 3, 4."), std::string::npos)
+      << everything.output;
+  EXPECT_TRUE(NfsClient(endpoint(home)).read_all(fh, kLibnfsMaxTransfer) == contents);
 }
 
 }  // namespace
