@@ -99,12 +99,14 @@ wait_nfs() {  # name pid url log
 }
 
 # The configuration of one tided on `addr`, data in `data_dir`, exporting /ifs to loopback
-# clients without root squash; no portmapper, so every URL names both ports. `extra`: more TOML.
-write_tided_conf() {  # file id data_dir addr nfs_port mount_port [extra]
+# clients without root squash; no portmapper, so every URL names both ports. `extra`: more TOML;
+# `node_keys`: more keys of the [node] table.
+write_tided_conf() {  # file id data_dir addr nfs_port mount_port [extra] [node_keys]
   cat >"$1" <<EOF
 [node]
 id = $2
 data_dir = "$3"
+${8:-}
 
 [frontend]
 address = "$4"
@@ -182,3 +184,50 @@ in_turn() {  # rep item...
   local rep=$1; shift
   if [ $((rep % 2)) = 1 ]; then echo "$@"; else printf '%s\n' "$@" | tac | tr '\n' ' '; fi
 }
+
+# NFS-Ganesha's configuration: NFSv3 over TCP only on `addr`, the VFS FSAL exporting `dir` as
+# /export without root squash.
+write_ganesha_conf() {  # file addr nfs_port mount_port dir
+  cat >"$1" <<EOF
+NFS_CORE_PARAM {
+  Bind_addr = $2;
+  NFS_Port = $3;
+  MNT_Port = $4;
+  Enable_NLM = false;
+  Enable_RQUOTA = false;
+  Enable_UDP = false;
+  mount_path_pseudo = true;
+  Protocols = 3;
+}
+NFSV4 { Graceless = true; }
+EXPORT {
+  Export_Id = 1;
+  Path = "$5";
+  Pseudo = /export;
+  Access_Type = RW;
+  Squash = No_Root_Squash;
+  Protocols = 3;
+  Transports = TCP;
+  SecType = sys;
+  FSAL { Name = VFS; }
+}
+LOG { Default_Log_Level = EVENT; }
+EOF
+}
+
+# Starts rpcbind unless one runs; sets RPCBIND_PID when it started it (the caller stops it).
+start_rpcbind() {
+  # NFS-Ganesha refuses to start without rpcbind; `rpcbind -h` crashes in Debian's 1.2.6.
+  pgrep -x rpcbind >/dev/null && return 0
+  command -v rpcbind >/dev/null || die "rpcbind is not installed"
+  rpcbind -f -w >"$WORK/rpcbind.log" 2>&1 &
+  # shellcheck disable=SC2034  # the caller's
+  RPCBIND_PID=$!
+  for _ in $(seq 50); do
+    rpcinfo -p 127.0.0.1 >/dev/null 2>&1 && return 0
+    (exec 3<>/dev/tcp/127.0.0.1/111) 2>/dev/null && return 0
+    sleep 0.1
+  done
+  die "rpcbind did not start"
+}
+

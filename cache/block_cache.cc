@@ -21,19 +21,21 @@ struct BlockCache::Entry {
   bi::list_member_hook<> list_hook;  // on its shard's in-use or LRU list while the cache keeps it
   BlockKey key;
   std::size_t size = 0;
+  std::size_t room = 0;  // allocated for the bytes: what the budget is charged
   std::size_t refs = 0;  // handles, and one more while the cache keeps it; guarded by the shard
   bool cached = false;   // guarded by the shard's mutex, as the flag below
   bool drop_behind = false;
 
   std::byte* data() { return reinterpret_cast<std::byte*>(this + 1); }
-  std::size_t charge() const { return sizeof(Entry) + size; }
+  std::size_t charge() const { return sizeof(Entry) + room; }
 
-  static Entry* make(const BlockKey& key, std::span<const std::byte> bytes) {
-    void* memory = ::operator new(sizeof(Entry) + bytes.size());
+  // Room for `size` bytes, left uninitialized.
+  static Entry* make(const BlockKey& key, std::size_t size) {
+    void* memory = ::operator new(sizeof(Entry) + size);
     auto* entry = new (memory) Entry;
     entry->key = key;
-    entry->size = bytes.size();
-    if (!bytes.empty()) std::memcpy(entry->data(), bytes.data(), bytes.size());
+    entry->size = size;
+    entry->room = size;
     return entry;
   }
   static void destroy(Entry* entry) {
@@ -221,8 +223,36 @@ bool BlockCache::contains(const BlockKey& key) {
   return shard.table.find(key) != shard.table.end();
 }
 
+BlockCache::Filling& BlockCache::Filling::operator=(Filling&& other) noexcept {
+  if (this != &other) {
+    if (entry_ != nullptr) Entry::destroy(entry_);
+    entry_ = std::exchange(other.entry_, nullptr);
+  }
+  return *this;
+}
+
+BlockCache::Filling::~Filling() {
+  if (entry_ != nullptr) Entry::destroy(entry_);
+}
+
+std::span<std::uint8_t> BlockCache::Filling::bytes() const {
+  return {reinterpret_cast<std::uint8_t*>(entry_->data()), entry_->size};
+}
+
+BlockCache::Filling BlockCache::allocate(const BlockKey& key, std::size_t size) {
+  return Filling(Entry::make(key, size));
+}
+
 BlockCache::Handle BlockCache::insert(const BlockKey& key, std::span<const std::byte> bytes) {
-  Entry* entry = Entry::make(key, bytes);
+  Filling block = allocate(key, bytes.size());
+  if (!bytes.empty()) std::memcpy(block.bytes().data(), bytes.data(), bytes.size());
+  return insert(std::move(block), bytes.size());
+}
+
+BlockCache::Handle BlockCache::insert(Filling block, std::size_t size) {
+  Entry* entry = std::exchange(block.entry_, nullptr);
+  entry->size = std::min(entry->size, size);
+  const BlockKey key = entry->key;
   Shard& shard = shard_of(key);
   std::lock_guard guard(shard.mutex);
   shard.counters.inserts++;

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace tidepool::cache {
@@ -77,6 +78,25 @@ class BlockCache {
     Entry* entry_ = nullptr;
   };
 
+  // A block not in the cache yet, whose bytes are written in place — a read lands in them
+  // directly — before insert() hands it over. Move-only; dropped unhanded, it is freed.
+  class Filling {
+   public:
+    Filling() = default;
+    Filling(Filling&& other) noexcept : entry_(std::exchange(other.entry_, nullptr)) {}
+    Filling& operator=(Filling&& other) noexcept;
+    Filling(const Filling&) = delete;
+    Filling& operator=(const Filling&) = delete;
+    ~Filling();
+
+    std::span<std::uint8_t> bytes() const;
+
+   private:
+    friend class BlockCache;
+    explicit Filling(Entry* entry) : entry_(entry) {}
+    Entry* entry_ = nullptr;
+  };
+
   // `capacity_bytes` is the budget over all shards; `shards` a power of two.
   explicit BlockCache(std::size_t capacity_bytes, std::size_t shards = 16);
   // Every handle must be gone.
@@ -92,6 +112,11 @@ class BlockCache {
   // handles) and returns it pinned. When the budget has no room — every block pinned, or the
   // block larger than a shard's share — the handle holds a block the cache does not keep.
   Handle insert(const BlockKey& key, std::span<const std::byte> bytes);
+  // Room for `size` bytes of the block `key`, uninitialized, to fill before inserting it.
+  static Filling allocate(const BlockKey& key, std::size_t size);
+  // Inserts the first `size` bytes of `block` (a short read fills less than it has room for),
+  // as insert() above, without copying them.
+  Handle insert(Filling block, std::size_t size);
   // Drops the block, or every block of the file: the coherence protocol says the data changed.
   // Handles keep what they reference; lookups miss from now on.
   void erase(const BlockKey& key);

@@ -35,6 +35,25 @@ BlockCache one_shard_for(std::size_t blocks) {
   return BlockCache(blocks * charge, 1);
 }
 
+TEST(BlockCacheTest, ABlockFilledInPlaceKeepsWhatWasFilledAndChargesItsRoom) {
+  BlockCache cache = one_shard_for(4);
+  BlockCache::Filling filling = BlockCache::allocate({7, 1}, kBlock);
+  ASSERT_EQ(filling.bytes().size(), kBlock);
+  const auto expected = block_of(7, 1);
+  std::memcpy(filling.bytes().data(), expected.data(), 100);
+  const BlockCache::Handle kept = cache.insert(std::move(filling), 100);
+  ASSERT_TRUE(kept.cached());
+  ASSERT_EQ(kept.bytes().size(), 100u);
+  EXPECT_EQ(std::memcmp(kept.bytes().data(), expected.data(), 100), 0);
+  // The budget pays for the room the bytes took, not for the 100 of them filled.
+  EXPECT_GE(cache.statistics().bytes, kBlock);
+  const BlockCache::Handle found = cache.lookup({7, 1});
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found.bytes().size(), 100u);
+  // One never handed over is freed (ASan would see it otherwise).
+  BlockCache::Filling dropped = BlockCache::allocate({7, 2}, kBlock);
+}
+
 TEST(BlockCacheTest, ABlockInsertedIsFoundWithItsBytes) {
   BlockCache cache(1 << 20);
   EXPECT_FALSE(cache.lookup({7, 0}));

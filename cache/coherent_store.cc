@@ -55,21 +55,31 @@ struct BlockKeyHash {
   }
 };
 
-// One acquisition of a file's data lock, given back when it goes.
+// One acquisition of a file's data lock, given back when it goes: through the lock cache, or,
+// for a lock the node held already, directly.
 class HeldLock {
  public:
   HeldLock(std::shared_ptr<FileLocks> locks, lockmgr::LockId id)
       : locks_(std::move(locks)), id_(id) {}
-  HeldLock(HeldLock&& other) noexcept : locks_(std::move(other.locks_)), id_(other.id_) {}
+  HeldLock(std::shared_ptr<FileLocks> locks, const lockmgr::ResourceName& direct)
+      : locks_(std::move(locks)), direct_(direct) {}
+  HeldLock(HeldLock&& other) noexcept
+      : locks_(std::move(other.locks_)), id_(other.id_), direct_(other.direct_) {}
   HeldLock& operator=(HeldLock&&) = delete;
   HeldLock(const HeldLock&) = delete;
   ~HeldLock() {
-    if (locks_) locks_->release(id_);
+    if (!locks_) return;
+    if (direct_) {
+      locks_->release_direct(*direct_);
+    } else {
+      locks_->release(id_);
+    }
   }
 
  private:
   std::shared_ptr<FileLocks> locks_;
   lockmgr::LockId id_;
+  std::optional<lockmgr::ResourceName> direct_;
 };
 
 struct Counters {
@@ -159,6 +169,10 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
   awaitable<Result<std::optional<HeldLock>>> acquire(InodeId inode, Mode mode) {
     std::shared_ptr<FileLocks> locks = locks_.load();
     if (!locks) co_return std::optional<HeldLock>{};
+    const lockmgr::ResourceName resource{lockmgr::ResourceKind::data, inode};
+    if (locks->try_acquire(resource, mode)) {
+      co_return std::optional<HeldLock>{HeldLock(std::move(locks), resource)};
+    }
     // Two nodes converting the same lock up at once: one of them is refused, to try again.
     Status refused;
     for (int attempt = 0; attempt < kAcquireAttempts; ++attempt) {
@@ -188,7 +202,8 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
       auto acquiring = acquire(inode, Mode::protected_read);
       Result<std::optional<HeldLock>> held = co_await std::move(acquiring);
       if (held.ok() && held->has_value()) {
-        auto reading = read_through_l1(inode, offset, into, caller);
+        auto lock = std::make_shared<HeldLock>(std::move(**held));
+        auto reading = read_through_l1(inode, offset, into, caller, lock);
         Result<store::ReadResult> read = co_await std::move(reading);
         // Read around L1 when the file changed under a fetch or its home is away, and when a
         // unit fetched whole has a bad block elsewhere than the bytes asked for.
@@ -274,8 +289,8 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
   // Keeps a block fetched under `generation`, with the attributes its read returned, unless
   // the file changed meanwhile.
   Result<BlockCache::Handle> keep(const BlockKey& key, std::uint64_t generation,
-                                  const store::Attributes& attributes,
-                                  std::span<const std::uint8_t> bytes) {
+                                  const store::Attributes& attributes, BlockCache::Filling block,
+                                  std::size_t size) {
     FileStripe& stripe = stripe_of(key.inode);
     std::lock_guard guard(stripe.mutex);
     auto it = stripe.files.find(key.inode);
@@ -283,21 +298,33 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
       return error(Errc::unavailable, "the file changed while its block was fetched");
     }
     it->second.attributes = attributes;
-    return blocks_.insert(key, std::as_bytes(bytes));
+    return blocks_.insert(std::move(block), size);
+  }
+
+  // The bytes the block can hold: a whole unit, or what the file has left when its size is
+  // known (a small file's block charges the budget what it holds).
+  std::size_t room_for(const BlockKey& key) {
+    const std::uint64_t start = key.block * block_bytes_;
+    const std::optional<store::Attributes> attributes = known_attributes(key.inode);
+    if (!attributes || attributes->size <= start) return block_bytes_;
+    return static_cast<std::size_t>(
+        std::min<std::uint64_t>(block_bytes_, attributes->size - start));
   }
 
   static awaitable<void> fetch_from_home(std::shared_ptr<Impl> self, BlockKey key,
                                          std::uint64_t generation, bool prefetch,
                                          FetchTable::Fetched fetched) {
-    std::vector<std::uint8_t> bytes(self->block_bytes_);
-    auto reading = self->inner_.read(key.inode, key.block * self->block_bytes_, bytes, kNodeItself);
+    // The home's answer lands in the block itself.
+    BlockCache::Filling block = BlockCache::allocate(key, self->room_for(key));
+    auto reading =
+        self->inner_.read(key.inode, key.block * self->block_bytes_, block.bytes(), kNodeItself);
     Result<store::ReadResult> read = co_await std::move(reading);
     if (!read.ok()) {
       fetched(read.status());
       co_return;
     }
     Result<BlockCache::Handle> kept =
-        self->keep(key, generation, read->attributes, std::span(bytes).first(read->count));
+        self->keep(key, generation, read->attributes, std::move(block), read->count);
     if (kept.ok()) {
       (prefetch ? self->counters_.l1_bytes_prefetched : self->counters_.l1_bytes_fetched) +=
           read->count;
@@ -353,13 +380,22 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     co_return co_await std::move(fetching);
   }
 
+  // Under `lock`, an acquisition of the file's data lock in PR, which the prefetch this read
+  // starts shares.
   awaitable<Result<store::ReadResult>> read_through_l1(InodeId inode, std::uint64_t offset,
                                                        std::span<std::uint8_t> into,
-                                                       const store::Caller& caller) {
+                                                       const store::Caller& caller,
+                                                       std::shared_ptr<HeldLock> lock) {
     const std::uint64_t first = offset / block_bytes_;
     std::optional<store::Attributes> attributes = known_attributes(inode);
     counters_.l1_metadata_reads++;
-    if (attributes) counters_.l1_metadata_hits++;
+    // SmartRead fetches ahead from the moment the READ arrives: the reader's next READs,
+    // already on their way, would otherwise start those fetches themselves.
+    const bool advised = attributes.has_value();
+    if (attributes) {
+      counters_.l1_metadata_hits++;
+      co_await prefetch_ahead(inode, caller.client, offset, into.size(), attributes->size, lock);
+    }
     BlockCache::Handle first_block;  // fetched for the attributes
     if (!attributes) {
       // The first block brings them.
@@ -414,10 +450,7 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     const auto served = static_cast<std::uint32_t>(end - offset);
     counters_.l1_bytes_accessed += served;
     counters_.l1_bytes_hit += hit_bytes;
-    if (end < size) {
-      auto advising = advise(inode, caller.client, offset, served, size);
-      co_await std::move(advising);
-    }
+    if (!advised) co_await prefetch_ahead(inode, caller.client, offset, served, size, lock);
     co_return store::ReadResult{served, end >= size, *attributes};
   }
 
@@ -427,40 +460,64 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     return std::min(end, start + block_bytes_) - std::max(offset, start);
   }
 
-  // Asks SmartRead how far ahead the reader should be, and starts fetching that.
-  awaitable<void> advise(InodeId inode, std::uint64_t client, std::uint64_t offset,
-                         std::uint64_t length, std::uint64_t size) {
-    std::optional<AccessPattern> pattern = known_pattern(inode);
+  // Tells SmartRead of a READ of `length` bytes at `offset` of a file of `size` bytes, and
+  // starts fetching, in the background and under `lock`, what it advises and L1 lacks. Nothing
+  // for a read that reaches the end of the file: a small file read whole costs no look-up of
+  // its pattern. Only a first read of the file, or a fetch, leaves the READ's own coroutine.
+  awaitable<void> prefetch_ahead(InodeId inode, std::uint64_t client, std::uint64_t offset,
+                                 std::uint64_t length, std::uint64_t size,
+                                 std::shared_ptr<HeldLock> lock) {
+    if (offset + length >= size) co_return;
+    auto executor = co_await asio::this_coro::executor;
+    const std::optional<AccessPattern> pattern = known_pattern(inode);
     if (!pattern) {
-      auto asking = inner_.layout(inode);
-      Result<store::Layout> layout = co_await std::move(asking);
-      if (!layout.ok()) co_return;
-      pattern = pattern_named(layout->access_pattern);
-      FileStripe& stripe = stripe_of(inode);
-      std::lock_guard guard(stripe.mutex);
-      if (auto it = stripe.files.find(inode); it != stripe.files.end())
-        it->second.pattern = pattern;
+      asio::co_spawn(executor,
+                     learn_pattern_then_prefetch(shared_from_this(), inode, client, offset, length,
+                                                 size, std::move(lock)),
+                     asio::detached);
+      co_return;
     }
     const PrefetchAdvice advice =
         prefetcher_.on_read(inode, client, offset, length, size, *pattern, monotonic_ms());
     if (advice.empty()) co_return;
-    auto executor = co_await asio::this_coro::executor;
-    asio::co_spawn(executor, prefetch(shared_from_this(), inode, advice), asio::detached);
-  }
-
-  static awaitable<void> prefetch(std::shared_ptr<Impl> self, InodeId inode,
-                                  PrefetchAdvice advice) {
-    auto acquiring = self->acquire(inode, Mode::protected_read);
-    Result<std::optional<HeldLock>> held = co_await std::move(acquiring);
-    if (!held.ok() || !held->has_value()) co_return;
-    const std::uint64_t first = advice.start / self->block_bytes_;
-    const std::uint64_t last = (advice.end - 1) / self->block_bytes_;
+    const std::uint64_t first = advice.start / block_bytes_;
+    const std::uint64_t last = (advice.end - 1) / block_bytes_;
     std::vector<std::size_t> missing;
     for (std::uint64_t block = first; block <= last; ++block) {
-      if (!self->blocks_.contains({inode, block})) missing.push_back(block - first);
+      if (!blocks_.contains({inode, block})) missing.push_back(block - first);
     }
     if (missing.empty()) co_return;
-    auto fetching = self->fetch(inode, first, missing, last - first + 1, true);
+    asio::co_spawn(executor,
+                   prefetch(shared_from_this(), inode, first, last - first + 1, std::move(missing),
+                            std::move(lock)),
+                   asio::detached);
+  }
+
+  static awaitable<void> learn_pattern_then_prefetch(std::shared_ptr<Impl> self, InodeId inode,
+                                                     std::uint64_t client, std::uint64_t offset,
+                                                     std::uint64_t length, std::uint64_t size,
+                                                     std::shared_ptr<HeldLock> lock) {
+    auto asking = self->inner_.layout(inode);
+    Result<store::Layout> layout = co_await std::move(asking);
+    if (!layout.ok()) co_return;
+    {
+      FileStripe& stripe = self->stripe_of(inode);
+      std::lock_guard guard(stripe.mutex);
+      if (auto it = stripe.files.find(inode); it != stripe.files.end()) {
+        it->second.pattern = pattern_named(layout->access_pattern);
+      }
+    }
+    if (!self->known_pattern(inode)) co_return;  // the file changed meanwhile
+    auto prefetching = self->prefetch_ahead(inode, client, offset, length, size, std::move(lock));
+    co_await std::move(prefetching);
+  }
+
+  // Fetches the blocks first + i, i in `missing`, of the `count` from `first`.
+  static awaitable<void> prefetch(std::shared_ptr<Impl> self, InodeId inode, std::uint64_t first,
+                                  std::size_t count, std::vector<std::size_t> missing,
+                                  // Held until the fetches end: what they keep stays valid.
+                                  [[maybe_unused]] std::shared_ptr<HeldLock> lock) {
+    auto fetching = self->fetch(inode, first, missing, count, true);
     Result<Blocks> fetched = co_await std::move(fetching);
     if (!fetched.ok()) co_return;
     for (std::size_t i : missing) {

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -10,16 +11,39 @@ namespace tidepool::cache {
 namespace {
 
 using lockmgr::CachedLock;
+using lockmgr::Mode;
 
 Status closed_error() { return error(Errc::unavailable, "the node's lock manager stopped"); }
 
+// Whether a lock in `held` protects at least what one in `wanted` would: it is compatible
+// with no mode `wanted` is not.
+bool at_least(Mode held, Mode wanted) {
+  for (std::size_t other = 0; other < lockmgr::kModeCount; ++other) {
+    const auto o = static_cast<Mode>(other);
+    if (lockmgr::compatible(held, o) && !lockmgr::compatible(wanted, o)) return false;
+  }
+  return true;
+}
+
 class FileLocksImpl final : public FileLocks, public std::enable_shared_from_this<FileLocksImpl> {
  public:
-  FileLocksImpl(cluster::EventLoop& loop, lockmgr::LockManager& manager,
-                lockmgr::LockCacheOptions options, lockmgr::LockCache::Revoke revoke)
-      : loop_(loop),
-        cache_(std::make_unique<lockmgr::LockCache>(loop, manager, std::move(options),
-                                                    std::move(revoke))) {}
+  FileLocksImpl(cluster::EventLoop& loop) : loop_(loop) {}
+
+  // Separate from the constructor: the cache's callbacks need weak_from_this().
+  void start(lockmgr::LockManager& manager, lockmgr::LockCacheOptions options,
+             lockmgr::LockCache::Revoke revoke) {
+    cache_ = std::make_unique<lockmgr::LockCache>(
+        loop_, manager, std::move(options),
+        [weak = weak_from_this(), revoke = std::move(revoke)](const lockmgr::ResourceName& resource,
+                                                              lockmgr::Range range, Mode kept,
+                                                              std::function<void()> done) {
+          auto proceed = [revoke, resource, range, kept, done = std::move(done)] {
+            revoke(resource, range, kept, done);
+          };
+          if (auto self = weak.lock()) return self->after_direct_holds(resource, proceed);
+          proceed();
+        });
+  }
 
   void acquire(const lockmgr::ResourceName& resource, lockmgr::Mode mode, lockmgr::Range range,
                std::function<void(Result<CachedLock>)> done) override {
@@ -34,16 +58,19 @@ class FileLocksImpl final : public FileLocks, public std::enable_shared_from_thi
     loop_.post([weak = weak_from_this(), ticket, resource, mode, range] {
       auto self = weak.lock();
       if (!self || self->closed_) return;
-      self->cache_->acquire(resource, mode, range, [weak, ticket](Result<CachedLock> lock) {
-        auto self = weak.lock();
-        if (!self) return;
-        std::function<void(Result<CachedLock>)> done = self->take(ticket);
-        if (done) {
-          done(std::move(lock));
-        } else if (lock.ok() && self->cache_) {
-          self->cache_->release(lock->id);
-        }
-      });
+      self->cache_->acquire(resource, mode, range,
+                            [weak, ticket, resource](Result<CachedLock> lock) {
+                              auto self = weak.lock();
+                              if (!self) return;
+                              if (lock.ok() && lock->range == lockmgr::kWholeResource)
+                                self->held(resource, lock->mode);
+                              std::function<void(Result<CachedLock>)> done = self->take(ticket);
+                              if (done) {
+                                done(std::move(lock));
+                              } else if (lock.ok() && self->cache_) {
+                                self->cache_->release(lock->id);
+                              }
+                            });
     });
   }
 
@@ -54,6 +81,31 @@ class FileLocksImpl final : public FileLocks, public std::enable_shared_from_thi
       auto self = weak.lock();
       if (self && !self->closed_) self->cache_->release(id);
     });
+  }
+
+  bool try_acquire(const lockmgr::ResourceName& resource, Mode mode) override {
+    std::lock_guard guard(mutex_);
+    if (closed_) return false;
+    auto it = direct_.find(resource);
+    if (it == direct_.end() || it->second.revoke_when_idle || !at_least(it->second.mode, mode)) {
+      return false;
+    }
+    it->second.holders++;
+    return true;
+  }
+
+  void release_direct(const lockmgr::ResourceName& resource) override {
+    std::function<void()> revoke;
+    {
+      std::lock_guard guard(mutex_);
+      auto it = direct_.find(resource);
+      if (it == direct_.end() || --it->second.holders > 0) return;
+      revoke = std::move(it->second.revoke_when_idle);
+      if (!revoke) return;
+      direct_.erase(it);
+      if (closed_) return;
+    }
+    loop_.post(std::move(revoke));
   }
 
   void statistics(std::function<void(lockmgr::LockCacheStatistics)> done) override {
@@ -73,12 +125,36 @@ class FileLocksImpl final : public FileLocks, public std::enable_shared_from_thi
       closed_ = true;
       waiting = std::move(waiting_);
       waiting_.clear();
+      direct_.clear();
     }
     cache_.reset();
     for (auto& [ticket, done] : waiting) done(closed_error());
   }
 
  private:
+  // On the loop: an acquisition was granted the whole resource in `mode`, which the node now
+  // holds until a blocking callback weakens it.
+  void held(const lockmgr::ResourceName& resource, Mode mode) {
+    std::lock_guard guard(mutex_);
+    Direct& direct = direct_[resource];
+    if (!direct.revoke_when_idle) direct.mode = mode;
+  }
+
+  // On the loop: the lock on `resource` is being weakened. No hold starts from now on; `revoke`
+  // runs once the holds under way end.
+  void after_direct_holds(const lockmgr::ResourceName& resource, std::function<void()> revoke) {
+    {
+      std::lock_guard guard(mutex_);
+      auto it = direct_.find(resource);
+      if (it != direct_.end() && it->second.holders > 0) {
+        it->second.revoke_when_idle = std::move(revoke);
+        return;
+      }
+      if (it != direct_.end()) direct_.erase(it);
+    }
+    revoke();
+  }
+
   std::function<void(Result<CachedLock>)> take(std::uint64_t ticket) {
     std::lock_guard guard(mutex_);
     auto it = waiting_.find(ticket);
@@ -96,6 +172,13 @@ class FileLocksImpl final : public FileLocks, public std::enable_shared_from_thi
   std::uint64_t next_ticket_ = 1;  // guarded by mutex_
   // Acquisitions not answered yet, by ticket: close() answers them.
   std::map<std::uint64_t, std::function<void(Result<CachedLock>)>> waiting_;  // guarded by mutex_
+  // The whole-resource locks the node holds, which try_acquire() hands out.
+  struct Direct {
+    Mode mode = Mode::null;
+    std::size_t holders = 0;                 // try_acquire()s not released yet
+    std::function<void()> revoke_when_idle;  // a blocking callback waiting for them
+  };
+  std::unordered_map<lockmgr::ResourceName, Direct> direct_;  // guarded by mutex_
 };
 
 }  // namespace
@@ -103,7 +186,9 @@ class FileLocksImpl final : public FileLocks, public std::enable_shared_from_thi
 std::shared_ptr<FileLocks> FileLocks::make(cluster::EventLoop& loop, lockmgr::LockManager& manager,
                                            lockmgr::LockCacheOptions options,
                                            lockmgr::LockCache::Revoke revoke) {
-  return std::make_shared<FileLocksImpl>(loop, manager, std::move(options), std::move(revoke));
+  auto locks = std::make_shared<FileLocksImpl>(loop);
+  locks->start(manager, std::move(options), std::move(revoke));
+  return locks;
 }
 
 }  // namespace tidepool::cache

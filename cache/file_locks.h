@@ -3,7 +3,8 @@
 // they read, fetch or write under it; the lock itself stays cached on the node after that.
 //
 // Thread-safe: acquire() and release() may be called from any thread. The work and the
-// callbacks run on the lock manager's loop.
+// callbacks run on the lock manager's loop, except for a lock the node already holds, which
+// try_acquire() hands out on the caller's thread: a read of a cached file crosses no thread.
 #pragma once
 
 #include <functional>
@@ -32,6 +33,12 @@ class FileLocks {
                        std::function<void(Result<lockmgr::CachedLock>)> done) = 0;
   // One acquisition is done with the lock `id`.
   virtual void release(lockmgr::LockId id) = 0;
+  // Holds the whole `resource` in at least `mode` at once, on the calling thread, when the
+  // node holds such a lock already (an acquisition took it before and no other node wanted it
+  // since): true, until release_direct(resource). False: acquire() it. A blocking callback
+  // that weakens the lock waits for these holds to end before `revoke` runs.
+  virtual bool try_acquire(const lockmgr::ResourceName& resource, lockmgr::Mode mode) = 0;
+  virtual void release_direct(const lockmgr::ResourceName& resource) = 0;
   // What the node's lock cache did so far; `done` runs on the loop (never, once closed).
   virtual void statistics(std::function<void(lockmgr::LockCacheStatistics)> done) = 0;
   // On the loop, before the lock manager goes: gives every lock back, and ends every

@@ -460,9 +460,11 @@ void NamespaceShipping::serve(cluster::RpcEndpoint& rpc) {
                      [strand = strand_, reply](std::exception_ptr failure,
                                                Result<xdr::Buffer> result) mutable {
                        if (failure) result = error(Errc::internal, "a shipped operation threw");
-                       asio::post(strand, [reply = std::move(reply), result = std::move(result)] {
-                         reply(result);
-                       });
+                       // Moved, not copied: a read's reply holds its data.
+                       asio::post(strand,
+                                  [reply = std::move(reply), result = std::move(result)]() mutable {
+                                    reply(std::move(result));
+                                  });
                      });
     });
   }

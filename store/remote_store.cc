@@ -783,8 +783,13 @@ awaitable<Result<xdr::Buffer>> serve(const char* name, std::span<const std::uint
 }
 
 // Reads from disk straight into the reply, in ReadReply's layout.
+// More than a read reply's count, eof flag and attributes take after its data.
+constexpr std::size_t kReadReplyTailBytes = 512;
+
 awaitable<Result<xdr::Buffer>> read_reply(Store& store, ReadArgs args) {
   xdr::Buffer reply;
+  // Room for the attributes after the data too: growing the buffer would copy the data.
+  reply.reserve(args.count + kReadReplyTailBytes);
   xdr::Encoder out(reply);
   auto into = out.begin_opaque(args.count);
   auto op = store.read(args.inode, args.offset, into, std::move(args.caller));

@@ -1,0 +1,63 @@
+# shellcheck shell=bash
+# bench/cluster_lib.sh: forming a tided cluster on loopback with the real `tide`, for
+# bench/cluster and bench/cache-read. Sourced after bench/lib.sh, never run.
+#
+# The sourcing script sets ADDRS (node k listens on ADDRS[k-1]), NFS_PORT, MOUNT_PORT,
+# BACKEND_PORT, ADMIN_PORT, TIDED and TIDE; NODE_KEYS, if set, is more TOML for each node's
+# [node] table. start_cluster fills NODE_PIDS (node 1 first) and sets CDIR, which stop_started
+# and the tide function use.
+
+url() { echo "nfs://${ADDRS[$1 - 1]}/ifs?nfsport=$NFS_PORT&mountport=$MOUNT_PORT"; }  # node
+admin() { echo "${ADDRS[$1 - 1]}:$ADMIN_PORT"; }                                       # node
+
+# Starts nodes 1..n, each with its own configuration and data under $CDIR, and forms them into
+# the cluster `name` with tide; returns once every node answers NFS through the cluster.
+start_cluster() {  # n
+  local n=$1 k port name="bench$1"
+  CDIR=$WORK/c$n
+  mkdir -p "$CDIR"
+  for k in $(seq "$n"); do
+    for port in $NFS_PORT $MOUNT_PORT $BACKEND_PORT $ADMIN_PORT; do
+      port_free "${ADDRS[k - 1]}" "$port" || return 1
+    done
+    mkdir -p "$CDIR/node$k"
+    write_tided_conf "$CDIR/node$k.toml" "$k" "$CDIR/node$k/data" "${ADDRS[k - 1]}" "$NFS_PORT" \
+      "$MOUNT_PORT" "$(printf '\n[cluster]\nname = "%s"' "$name")" "${NODE_KEYS:-}"
+    launch_tided "$TIDED" "$CDIR/node$k.toml" "$CDIR/node$k" || return 1
+    NODE_PIDS+=("$LAUNCHED_PID")
+  done
+  for k in $(seq "$n"); do wait_admin "$k" || return 1; done
+  tide cluster create "$name" --node "$(admin 1)" || return 1
+  for k in $(seq 2 "$n"); do
+    tide --cluster "$(admin 1)" cluster add-node "$(admin "$k")" || return 1
+  done
+  for k in $(seq "$n"); do
+    wait_nfs "node $k" "${NODE_PIDS[k - 1]}" "$(url "$k")" "$CDIR/node$k.log" || return 1
+  done
+}
+
+wait_admin() {  # node: until its admin API answers /health (bounded: 30 s)
+  local k=$1 deadline=$((SECONDS + 30))
+  while [ "$SECONDS" -lt "$deadline" ]; do
+    if ! kill -0 "${NODE_PIDS[k - 1]}" 2>/dev/null; then
+      warn "node $k exited"
+      show_log "$CDIR/node$k.log"
+      return 1
+    fi
+    curl -sk --max-time 2 -o /dev/null "https://$(admin "$k")/health" && return 0
+    sleep 0.5
+  done
+  warn "node $k's admin API did not answer on https://$(admin "$k")/health within 30 s"
+  show_log "$CDIR/node$k.log"
+  return 1
+}
+
+tide() {  # args...: the CLI with the cluster's credentials, bounded; shows why it failed
+  local out=$CDIR/tide.out k
+  if ! timeout 120 "$TIDE" --workdir "$CDIR/tide" "$@" >"$out" 2>&1; then
+    warn "tide $* failed:"
+    cat "$out" >&2
+    for k in $(seq ${#NODE_PIDS[@]}); do show_log "$CDIR/node$k.log"; done
+    return 1
+  fi
+}
