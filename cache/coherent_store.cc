@@ -328,6 +328,8 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     if (kept.ok()) {
       (prefetch ? self->counters_.l1_bytes_prefetched : self->counters_.l1_bytes_fetched) +=
           read->count;
+      // Before any reader waiting for it has it: its read then counts the prefetch as used.
+      if (prefetch && kept->cached()) self->note_prefetched(key);
     }
     fetched(std::move(kept));
   }
@@ -434,7 +436,11 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
       auto fetching = fetch(inode, first, missing, count, false);
       Result<Blocks> fetched = co_await std::move(fetching);
       if (!fetched.ok()) co_return fetched.status();
-      for (std::size_t i : missing) blocks[i] = std::move((*fetched)[i]);
+      for (std::size_t i : missing) {
+        blocks[i] = std::move((*fetched)[i]);
+        // Still on its way from a prefetch when the READ came: the prefetch was of use.
+        note_read({inode, first + i});
+      }
     }
     for (std::size_t i = 0; i < count; ++i) {
       const std::uint64_t block_start = (first + i) * block_bytes_;
@@ -517,12 +523,8 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
                                   std::size_t count, std::vector<std::size_t> missing,
                                   // Held until the fetches end: what they keep stays valid.
                                   [[maybe_unused]] std::shared_ptr<HeldLock> lock) {
-    auto fetching = self->fetch(inode, first, missing, count, true);
-    Result<Blocks> fetched = co_await std::move(fetching);
-    if (!fetched.ok()) co_return;
-    for (std::size_t i : missing) {
-      if ((*fetched)[i].cached()) self->note_prefetched((*fetched)[i].key());
-    }
+    auto fetching = self->fetch(inode, first, std::move(missing), count, true);
+    co_await std::move(fetching);
   }
 
   void note_prefetched(const BlockKey& key) {

@@ -204,6 +204,8 @@ TEST_F(CoherentStoreTest, ASequentialReaderFindsMostOfItsBytesPrefetched) {
   EXPECT_GE(stats.l1_bytes_prefetched, kSize * 9 / 10) << stats.l1_bytes_fetched << " fetched";
   EXPECT_LE(stats.l1_bytes_fetched, 4u * kBlock);
   EXPECT_EQ(stats.l1_prefetch_wasted, 0u);
+  // Every block fetched ahead was read, found there or still on its way.
+  EXPECT_EQ(stats.l1_prefetch_used, stats.l1_bytes_prefetched);
 }
 
 TEST_F(CoherentStoreTest, SmallRandomReadsOfARandomFileBypassL1) {
