@@ -539,6 +539,46 @@ TEST_F(NamespaceTest, EveryReadThroughAnyNodeSeesTheWritesAcknowledgedBeforeIt) 
   EXPECT_GT(invalidations, 0);
 }
 
+// A node that dies while it caches a file (holding its PR data lock): recovery drops its locks,
+// so a write through another node goes on, and every survivor reads what it wrote.
+TEST_F(NamespaceTest, AWriteGoesOnWhenANodeCachingTheFileDies) {
+  const auto [home, mirror] = wait_for_full_protection(*cluster_, 1, 30s);
+  ASSERT_NE(mirror, 0u);
+  std::vector<std::size_t> others;
+  for (std::size_t id = 1; id <= cluster_->size(); ++id) {
+    if (id != home && id != mirror) others.push_back(id);
+  }
+  ASSERT_EQ(others.size(), 2u);
+  const std::size_t reader = others[0];
+  const std::size_t writer = others[1];
+  std::mt19937_64 random(29);
+  const std::string before = random_text(random, 256 * 1024);
+  NfsClient owner(endpoint(home));
+  const FileHandle fh = owner.make_file(roots_[home - 1], "cached", 0644, before);
+  ASSERT_FALSE(fh.empty());
+  ASSERT_TRUE(NfsClient(endpoint(reader)).read_all(fh, kLibnfsMaxTransfer) == before);
+  ASSERT_GT(cluster_->metric(reader, "tidepool_cache_l1_bytes"), 0);
+
+  cluster_->node(reader).kill();
+  const std::string after = random_text(random, 4096);
+  const auto killed_at = Clock::now();
+  nfsstat3 written = kNoReply;
+  while (Clock::now() - killed_at < 40s) {
+    written = NfsClient(endpoint(writer)).write(fh, 1000, after, FILE_SYNC).status;
+    if (written == NFS3_OK) break;
+    ASSERT_TRUE(written == kJukebox || written == kNoReply) << "write: " << written;
+    std::this_thread::sleep_for(200ms);
+  }
+  ASSERT_EQ(written, NFS3_OK) << cluster_->node(writer).log_tail();
+  std::string expected = before;
+  expected.replace(1000, after.size(), after);
+  for (std::size_t id = 1; id <= cluster_->size(); ++id) {
+    if (id == reader) continue;
+    EXPECT_TRUE(NfsClient(endpoint(id)).read_all(fh, kLibnfsMaxTransfer) == expected)
+        << "through node " << id;
+  }
+}
+
 // SmartRead with real processes: one client streams a file through a node that holds none of
 // it (neither the home nor its mirror); after the first reads, its bytes come from L1.
 TEST_F(NamespaceTest, AStreamThroughANodeHoldingNoneOfTheFileReadsFromL1) {
