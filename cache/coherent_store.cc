@@ -442,6 +442,7 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
         note_read({inode, first + i});
       }
     }
+    const bool streaming = known_pattern(inode) == AccessPattern::streaming;
     for (std::size_t i = 0; i < count; ++i) {
       const std::uint64_t block_start = (first + i) * block_bytes_;
       const std::uint64_t from = std::max(offset, block_start);
@@ -452,6 +453,9 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
         co_return error(Errc::unavailable, "a cached block is shorter than the file");
       }
       std::memcpy(into.data() + (from - offset), bytes.data() + (from - block_start), to - from);
+      // A streaming reader is done with a block it read to its end: it goes first, and the
+      // stream does not push the rest of L1 out.
+      if (streaming && to == block_start + bytes.size()) blocks[i].drop_behind();
     }
     const auto served = static_cast<std::uint32_t>(end - offset);
     counters_.l1_bytes_accessed += served;

@@ -208,6 +208,23 @@ TEST_F(CoherentStoreTest, ASequentialReaderFindsMostOfItsBytesPrefetched) {
   EXPECT_EQ(stats.l1_prefetch_used, stats.l1_bytes_prefetched);
 }
 
+TEST_F(CoherentStoreTest, AStreamingReadLargerThanL1LeavesTheRestOfL1Alone) {
+  const InodeId hot = make_file("hot", 8 * kBlock);
+  EXPECT_EQ(read(2, hot, 0, 8 * kBlock).size(), 8 * kBlock);
+  constexpr std::uint64_t kStream = 128ull << 20;  // twice L1
+  const InodeId stream = make_file("stream", kStream);
+  EXPECT_TRUE(run(caches_[3]->set_access_pattern(stream, "streaming")).ok());
+  store::Caller reader = kRoot;
+  reader.client = 0x0a000003;
+  for (std::uint64_t offset = 0; offset < kStream; offset += 8 * kBlock) {
+    ASSERT_EQ(read(2, stream, offset, 8 * kBlock, reader).size(), 8 * kBlock);
+  }
+  const std::uint64_t hits = caches_[2]->statistics().l1_bytes_hit;
+  EXPECT_EQ(read(2, hot, 0, 8 * kBlock).size(), 8 * kBlock);
+  // Every block of the hot file is still there: the stream's went first.
+  EXPECT_EQ(caches_[2]->statistics().l1_bytes_hit - hits, 8 * kBlock);
+}
+
 TEST_F(CoherentStoreTest, SmallRandomReadsOfARandomFileBypassL1) {
   const InodeId file = make_file("random", 64 * kBlock);
   EXPECT_TRUE(run(caches_[3]->set_access_pattern(file, "random")).ok());
