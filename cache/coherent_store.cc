@@ -1,5 +1,6 @@
 #include "cache/coherent_store.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <boost/asio/co_spawn.hpp>
@@ -219,17 +220,59 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     co_return read;
   }
 
-  // Runs `change` on the file under its data lock in PW, then drops what this node cached of
-  // the file (its own readers may have fetched it meanwhile: they shared the lock).
+  // Runs `change` under the data locks of `files` in PW, taken in inode order (two changes of
+  // the same files never wait for each other crosswise), then drops what this node cached of
+  // them (its own readers may have fetched them meanwhile: they shared the locks).
   template <typename T, typename Change>
-  awaitable<Result<T>> change_data(InodeId inode, Change change) {
-    auto acquiring = acquire(inode, Mode::protected_write);
-    Result<std::optional<HeldLock>> held = co_await std::move(acquiring);
-    if (!held.ok()) co_return held.status();
+  awaitable<Result<T>> change_files(std::vector<InodeId> files, Change change) {
+    std::sort(files.begin(), files.end());
+    files.erase(std::unique(files.begin(), files.end()), files.end());
+    std::vector<HeldLock> held;
+    for (InodeId inode : files) {
+      auto acquiring = acquire(inode, Mode::protected_write);
+      Result<std::optional<HeldLock>> lock = co_await std::move(acquiring);
+      if (!lock.ok()) co_return lock.status();
+      if (lock->has_value()) held.push_back(std::move(**lock));
+    }
     auto changing = change();
     Result<T> changed = co_await std::move(changing);
-    invalidate(inode);
+    for (InodeId inode : files) invalidate(inode);
     co_return changed;
+  }
+
+  // The regular file `name` names in `directory` now, if any: a change of the name changes
+  // the file too (its link count, its ctime).
+  awaitable<std::vector<InodeId>> file_named(InodeId directory, std::string name,
+                                             store::Caller caller) {
+    if (!locks_.load()) co_return std::vector<InodeId>{};
+    auto looking = inner_.lookup(directory, std::move(name), std::move(caller));
+    Result<store::LookupResult> found = co_await std::move(looking);
+    if (!found.ok() || found->object.type != store::FileType::regular) {
+      co_return std::vector<InodeId>{};
+    }
+    co_return std::vector<InodeId>{found->object.inode};
+  }
+
+  // A file's attributes: those L1 keeps when the node holds the file's lock already, else the
+  // home's (kept in L1 under that lock). A GETATTR never asks the lock manager for a lock.
+  awaitable<Result<store::Attributes>> getattr(InodeId inode) {
+    std::shared_ptr<FileLocks> locks = locks_.load();
+    const lockmgr::ResourceName resource{lockmgr::ResourceKind::data, inode};
+    if (data_is_local_() || !locks || !locks->try_acquire(resource, Mode::protected_read)) {
+      auto asking = inner_.getattr(inode);
+      co_return co_await std::move(asking);
+    }
+    const HeldLock held(std::move(locks), resource);
+    counters_.l1_metadata_reads++;
+    if (std::optional<store::Attributes> known = known_attributes(inode)) {
+      counters_.l1_metadata_hits++;
+      co_return *known;
+    }
+    const std::uint64_t generation = generation_of(inode);
+    auto asking = inner_.getattr(inode);
+    Result<store::Attributes> attributes = co_await std::move(asking);
+    if (attributes.ok()) remember(inode, generation, *attributes);
+    co_return attributes;
   }
 
  private:
@@ -284,6 +327,16 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
       stripe.files.clear();
     }
     blocks_.clear();
+  }
+
+  // Keeps attributes read under `generation`, unless the file changed meanwhile.
+  void remember(InodeId inode, std::uint64_t generation, const store::Attributes& attributes) {
+    FileStripe& stripe = stripe_of(inode);
+    std::lock_guard guard(stripe.mutex);
+    auto it = stripe.files.find(inode);
+    if (it != stripe.files.end() && it->second.generation == generation) {
+      it->second.attributes = attributes;
+    }
   }
 
   // Keeps a block fetched under `generation`, with the attributes its read returned, unless
@@ -593,7 +646,9 @@ void CoherentStore::set_atime_policy(bool enabled, std::chrono::seconds grace_pe
 }
 
 awaitable<Result<store::Attributes>> CoherentStore::getattr(store::InodeId inode) {
-  return impl_->inner().getattr(inode);
+  auto impl = impl_;
+  auto asking = impl->getattr(inode);
+  co_return co_await std::move(asking);
 }
 
 awaitable<Result<store::Wcc>> CoherentStore::setattr(store::InodeId inode,
@@ -603,7 +658,7 @@ awaitable<Result<store::Wcc>> CoherentStore::setattr(store::InodeId inode,
   // Every attribute change runs under the data lock, so that attributes cached under PR
   // (sizes, modes, owners) stay true while the lock is held.
   auto impl = impl_;
-  auto changing = impl->change_data<store::Wcc>(inode, [&] {
+  auto changing = impl->change_files<store::Wcc>({inode}, [&] {
     return impl->inner().setattr(inode, std::move(changes), std::move(caller), guard_ctime_ns);
   });
   co_return co_await std::move(changing);
@@ -633,8 +688,8 @@ awaitable<Result<store::Layout>> CoherentStore::set_access_pattern(store::InodeI
                                                                    std::string pattern) {
   // Under the data lock: every node that cached the file's pattern drops it.
   auto impl = impl_;
-  auto changing = impl->change_data<store::Layout>(
-      inode, [&] { return impl->inner().set_access_pattern(inode, std::move(pattern)); });
+  auto changing = impl->change_files<store::Layout>(
+      {inode}, [&] { return impl->inner().set_access_pattern(inode, std::move(pattern)); });
   co_return co_await std::move(changing);
 }
 
@@ -652,7 +707,7 @@ awaitable<Result<store::WriteResult>> CoherentStore::write(store::InodeId inode,
                                                            store::Stability stability,
                                                            store::Caller caller) {
   auto impl = impl_;
-  auto changing = impl->change_data<store::WriteResult>(inode, [&] {
+  auto changing = impl->change_files<store::WriteResult>({inode}, [&] {
     return impl->inner().write(inode, offset, data, stability, std::move(caller));
   });
   co_return co_await std::move(changing);
@@ -690,7 +745,15 @@ awaitable<Result<store::NewObject>> CoherentStore::mknod(
 
 awaitable<Result<store::Wcc>> CoherentStore::remove(store::InodeId directory, std::string name,
                                                     store::Caller caller) {
-  return impl_->inner().remove(directory, std::move(name), std::move(caller));
+  // Under the file's data lock: every node drops the attributes (the link count) and blocks
+  // it cached of it.
+  auto impl = impl_;
+  auto finding = impl->file_named(directory, name, caller);
+  std::vector<store::InodeId> files = co_await std::move(finding);
+  auto changing = impl->change_files<store::Wcc>(std::move(files), [&] {
+    return impl->inner().remove(directory, std::move(name), std::move(caller));
+  });
+  co_return co_await std::move(changing);
 }
 
 awaitable<Result<store::Wcc>> CoherentStore::rmdir(store::InodeId directory, std::string name,
@@ -703,14 +766,29 @@ awaitable<Result<store::RenameResult>> CoherentStore::rename(store::InodeId from
                                                              store::InodeId to_directory,
                                                              std::string to_name,
                                                              store::Caller caller) {
-  return impl_->inner().rename(from_directory, std::move(from_name), to_directory,
-                               std::move(to_name), std::move(caller));
+  // Under the data locks of the file renamed (its ctime) and of the file the new name replaces
+  // (its link count).
+  auto impl = impl_;
+  auto finding_from = impl->file_named(from_directory, from_name, caller);
+  std::vector<store::InodeId> files = co_await std::move(finding_from);
+  auto finding_to = impl->file_named(to_directory, to_name, caller);
+  std::vector<store::InodeId> replaced = co_await std::move(finding_to);
+  files.insert(files.end(), replaced.begin(), replaced.end());
+  auto changing = impl->change_files<store::RenameResult>(std::move(files), [&] {
+    return impl->inner().rename(from_directory, std::move(from_name), to_directory,
+                                std::move(to_name), std::move(caller));
+  });
+  co_return co_await std::move(changing);
 }
 
 awaitable<Result<store::LinkResult>> CoherentStore::link(store::InodeId file,
                                                          store::InodeId directory, std::string name,
                                                          store::Caller caller) {
-  return impl_->inner().link(file, directory, std::move(name), std::move(caller));
+  auto impl = impl_;
+  auto changing = impl->change_files<store::LinkResult>({file}, [&] {
+    return impl->inner().link(file, directory, std::move(name), std::move(caller));
+  });
+  co_return co_await std::move(changing);
 }
 
 awaitable<Result<store::DirectoryPage>> CoherentStore::readdir(

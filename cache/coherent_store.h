@@ -4,9 +4,15 @@
 // L1 holds blocks of files whose data lives on other nodes, fetched whole (one stripe unit a
 // block) and valid only while this node holds a PR lock on the file's data: reads take that
 // lock (cached on the node after them), writes, truncations and access-pattern changes take PW,
-// whichever node they run on. A blocking callback that leaves the node nothing to read under
-// drops the file's blocks and cached attributes before the lock goes, so a write acknowledged
-// to any client is seen by every read on any node that starts after it.
+// whichever node they run on, and so do REMOVE, RENAME and LINK for the regular files whose
+// names they change (their link counts and ctimes). A blocking callback that leaves the node
+// nothing to read under drops the file's blocks and cached attributes before the lock goes, so
+// a write acknowledged to any client is seen by every read on any node that starts after it.
+//
+// The attributes a fetch or a GETATTR brought are kept under the same lock: a GETATTR of a file
+// the node holds the lock of is answered from them, without asking the home. A GETATTR never
+// takes a lock itself. Access times that reads move on the home are not pushed to the nodes
+// that cached the file: theirs lag until their lock goes (atime moves once per grace period).
 //
 // SmartRead: each READ of a file read through L1 asks the prefetcher how far ahead the client's
 // stream should be, and fetches that in the background, every block once (a demand read of a

@@ -173,6 +173,46 @@ TEST_F(CoherentStoreTest, AWriteThroughAnyNodeIsSeenByTheNextReadOfANodeThatCach
   EXPECT_EQ(read(2, file, 0, kBlock).size(), 50u);
 }
 
+TEST_F(CoherentStoreTest, AttributesComeFromL1UntilAnotherNodeChangesTheFileOrItsNames) {
+  const InodeId file = make_file("named", 2 * kBlock);
+  // Nothing held yet: the home answers, and nothing is kept.
+  ASSERT_TRUE(run(caches_[2]->getattr(file)).ok());
+  EXPECT_EQ(caches_[2]->statistics().l1_metadata_reads, 0u);
+  EXPECT_EQ(read(2, file, 0, kBlock).size(), kBlock);
+  const CacheStatistics before = caches_[2]->statistics();
+  auto cached = run(caches_[2]->getattr(file));
+  ASSERT_TRUE(cached.ok());
+  EXPECT_EQ(cached->size, 2 * kBlock);
+  EXPECT_EQ(caches_[2]->statistics().l1_metadata_hits, before.l1_metadata_hits + 1);
+
+  write(3, file, 2 * kBlock, std::vector<std::uint8_t>(10, 0x55));
+  auto grown = run(caches_[2]->getattr(file));
+  ASSERT_TRUE(grown.ok());
+  EXPECT_EQ(grown->size, 2 * kBlock + 10);
+
+  // A second name and its removal change the link count, whichever node they run on.
+  EXPECT_EQ(read(2, file, 0, kBlock).size(), kBlock);
+  ASSERT_TRUE(run(caches_[3]->link(file, store::kRootInode, "other", kRoot)).ok());
+  auto linked = run(caches_[2]->getattr(file));
+  ASSERT_TRUE(linked.ok());
+  EXPECT_EQ(linked->nlink, 2u);
+  EXPECT_EQ(read(2, file, 0, kBlock).size(), kBlock);
+  ASSERT_TRUE(run(caches_[3]->remove(store::kRootInode, "other", kRoot)).ok());
+  auto unlinked = run(caches_[2]->getattr(file));
+  ASSERT_TRUE(unlinked.ok());
+  EXPECT_EQ(unlinked->nlink, 1u);
+  // Removed for good: node 2 neither answers its attributes nor reads its blocks any more.
+  EXPECT_EQ(read(2, file, 0, kBlock).size(), kBlock);
+  ASSERT_TRUE(
+      run(caches_[3]->rename(store::kRootInode, "named", store::kRootInode, "renamed", kRoot))
+          .ok());
+  EXPECT_EQ(read(2, file, 0, kBlock).size(), kBlock);
+  ASSERT_TRUE(run(caches_[3]->remove(store::kRootInode, "renamed", kRoot)).ok());
+  EXPECT_FALSE(run(caches_[2]->getattr(file)).ok());
+  std::vector<std::uint8_t> bytes(kBlock);
+  EXPECT_FALSE(run(caches_[2]->read(file, 0, bytes, kRoot)).ok());
+}
+
 TEST_F(CoherentStoreTest, ReadersKeepTheirPermissionsOnCachedBlocks) {
   const InodeId file = make_file("private", kBlock);
   store::AttributeChanges private_mode;
