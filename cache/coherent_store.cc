@@ -449,7 +449,9 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     const bool advised = attributes.has_value();
     if (attributes) {
       counters_.l1_metadata_hits++;
-      co_await prefetch_ahead(inode, caller.client, offset, into.size(), attributes->size, lock);
+      auto prefetching =
+          prefetch_ahead(inode, caller.client, offset, into.size(), attributes->size, lock);
+      co_await std::move(prefetching);
     }
     BlockCache::Handle first_block;  // fetched for the attributes
     if (!attributes) {
@@ -513,7 +515,10 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     const auto served = static_cast<std::uint32_t>(end - offset);
     counters_.l1_bytes_accessed += served;
     counters_.l1_bytes_hit += hit_bytes;
-    if (!advised) co_await prefetch_ahead(inode, caller.client, offset, served, size, lock);
+    if (!advised) {
+      auto prefetching = prefetch_ahead(inode, caller.client, offset, served, size, lock);
+      co_await std::move(prefetching);
+    }
     co_return store::ReadResult{served, end >= size, *attributes};
   }
 

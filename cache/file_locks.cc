@@ -27,7 +27,7 @@ bool at_least(Mode held, Mode wanted) {
 
 class FileLocksImpl final : public FileLocks, public std::enable_shared_from_this<FileLocksImpl> {
  public:
-  FileLocksImpl(cluster::EventLoop& loop) : loop_(loop) {}
+  explicit FileLocksImpl(cluster::EventLoop& loop) : loop_(loop) {}
 
   // Separate from the constructor: the cache's callbacks need weak_from_this().
   void start(lockmgr::LockManager& manager, lockmgr::LockCacheOptions options,
@@ -62,8 +62,9 @@ class FileLocksImpl final : public FileLocks, public std::enable_shared_from_thi
                             [weak, ticket, resource](Result<CachedLock> lock) {
                               auto self = weak.lock();
                               if (!self) return;
-                              if (lock.ok() && lock->range == lockmgr::kWholeResource)
+                              if (lock.ok() && lock->range == lockmgr::kWholeResource) {
                                 self->held(resource, lock->mode);
+                              }
                               std::function<void(Result<CachedLock>)> done = self->take(ticket);
                               if (done) {
                                 done(std::move(lock));
