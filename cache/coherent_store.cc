@@ -253,6 +253,24 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     co_return std::vector<InodeId>{found->object.inode};
   }
 
+  // The file's rights for `caller`, worked out from the attributes L1 keeps when the node
+  // holds the file's lock already; else the home's answer.
+  awaitable<Result<store::AccessResult>> check_access(InodeId inode, store::Caller caller,
+                                                      std::uint32_t requested) {
+    std::shared_ptr<FileLocks> locks = locks_.load();
+    const lockmgr::ResourceName resource{lockmgr::ResourceKind::data, inode};
+    if (data_is_local_() || !locks || !locks->try_acquire(resource, Mode::protected_read)) {
+      auto asking = inner_.check_access(inode, std::move(caller), requested);
+      co_return co_await std::move(asking);
+    }
+    const HeldLock held(std::move(locks), resource);
+    auto asking = attributes_under_lock(inode);
+    Result<store::Attributes> attributes = co_await std::move(asking);
+    if (!attributes.ok()) co_return attributes.status();
+    co_return store::AccessResult{store::access_granted(*attributes, caller, requested),
+                                  *attributes};
+  }
+
   // A file's attributes: those L1 keeps when the node holds the file's lock already, else the
   // home's (kept in L1 under that lock). A GETATTR never asks the lock manager for a lock.
   awaitable<Result<store::Attributes>> getattr(InodeId inode) {
@@ -263,6 +281,13 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
       co_return co_await std::move(asking);
     }
     const HeldLock held(std::move(locks), resource);
+    auto asking = attributes_under_lock(inode);
+    co_return co_await std::move(asking);
+  }
+
+ private:
+  // Under a hold of the file's data lock: the attributes L1 keeps, or the home's, kept.
+  awaitable<Result<store::Attributes>> attributes_under_lock(InodeId inode) {
     counters_.l1_metadata_reads++;
     if (std::optional<store::Attributes> known = known_attributes(inode)) {
       counters_.l1_metadata_hits++;
@@ -275,7 +300,6 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     co_return attributes;
   }
 
- private:
   struct FileState {
     std::uint64_t generation = 0;  // new each time the state is made: fetches check it
     std::optional<store::Attributes> attributes;
@@ -678,7 +702,9 @@ awaitable<Result<store::LookupResult>> CoherentStore::lookup(store::InodeId dire
 awaitable<Result<store::AccessResult>> CoherentStore::check_access(store::InodeId inode,
                                                                    store::Caller caller,
                                                                    std::uint32_t requested) {
-  return impl_->inner().check_access(inode, std::move(caller), requested);
+  auto impl = impl_;
+  auto asking = impl->check_access(inode, std::move(caller), requested);
+  co_return co_await std::move(asking);
 }
 
 awaitable<Result<store::ReadlinkResult>> CoherentStore::readlink(store::InodeId inode) {

@@ -9,9 +9,9 @@
 // nothing to read under drops the file's blocks and cached attributes before the lock goes, so
 // a write acknowledged to any client is seen by every read on any node that starts after it.
 //
-// The attributes a fetch or a GETATTR brought are kept under the same lock: a GETATTR of a file
-// the node holds the lock of is answered from them, without asking the home. A GETATTR never
-// takes a lock itself. Access times that reads move on the home are not pushed to the nodes
+// The attributes a fetch or a GETATTR brought are kept under the same lock: a GETATTR or an
+// ACCESS of a file the node holds the lock of is answered from them, without asking the home.
+// Neither takes a lock itself. Access times that reads move on the home are not pushed to the nodes
 // that cached the file: theirs lag until their lock goes (atime moves once per grace period).
 //
 // SmartRead: each READ of a file read through L1 asks the prefetcher how far ahead the client's

@@ -213,6 +213,25 @@ TEST_F(CoherentStoreTest, AttributesComeFromL1UntilAnotherNodeChangesTheFileOrIt
   EXPECT_FALSE(run(caches_[2]->read(file, 0, bytes, kRoot)).ok());
 }
 
+TEST_F(CoherentStoreTest, AccessIsWorkedOutFromL1AndFollowsAnotherNodesModeChange) {
+  const InodeId file = make_file("guarded", kBlock);
+  EXPECT_EQ(read(2, file, 0, kBlock).size(), kBlock);
+  const store::Caller stranger{1000, 1000, {}};
+  const std::uint32_t both = store::access::read | store::access::modify;
+  const std::uint64_t hits = caches_[2]->statistics().l1_metadata_hits;
+  auto before = run(caches_[2]->check_access(file, stranger, both));
+  ASSERT_TRUE(before.ok());
+  EXPECT_EQ(before->granted, store::access::read);  // 0644, owned by root
+  EXPECT_EQ(caches_[2]->statistics().l1_metadata_hits, hits + 1);
+  store::AttributeChanges open_to_all;
+  open_to_all.mode = 0666;
+  ASSERT_TRUE(run(caches_[3]->setattr(file, open_to_all, kRoot, std::nullopt)).ok());
+  EXPECT_EQ(read(2, file, 0, kBlock).size(), kBlock);
+  auto after = run(caches_[2]->check_access(file, stranger, both));
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->granted, both);
+}
+
 TEST_F(CoherentStoreTest, ReadersKeepTheirPermissionsOnCachedBlocks) {
   const InodeId file = make_file("private", kBlock);
   store::AttributeChanges private_mode;

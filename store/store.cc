@@ -1393,6 +1393,10 @@ Status check_read_access(const Attributes& a, const Caller& caller) {
   return check_data_access(a, caller, kMayRead);
 }
 
+std::uint32_t access_granted(const Attributes& a, const Caller& caller, std::uint32_t requested) {
+  return granted_access(a, caller, requested);
+}
+
 Result<std::unique_ptr<LocalStore>> Store::open(const StoreOptions& options) {
   std::error_code ec;
   std::filesystem::create_directories(options.data_dir + "/shards", ec);

@@ -229,6 +229,9 @@ struct StoreOptions {
 // invalid_argument for another file that is not regular, access_denied when the permission bits
 // refuse (a file's owner always may, as NFS servers allow).
 Status check_read_access(const Attributes& a, const Caller& caller);
+// The bits of `requested` (ACCESS3_*) that `caller` is granted on a file with attributes `a`,
+// as the store's own check_access() answers.
+std::uint32_t access_granted(const Attributes& a, const Caller& caller, std::uint32_t requested);
 
 class LocalStore;
 class MirrorTarget;
