@@ -177,10 +177,10 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     // Two nodes converting the same lock up at once: one of them is refused, to try again.
     Status refused;
     for (int attempt = 0; attempt < kAcquireAttempts; ++attempt) {
-      auto acquiring = await_callback<Result<lockmgr::CachedLock>>([locks, inode, mode](auto done) {
-        locks->acquire({lockmgr::ResourceKind::data, inode}, mode, lockmgr::kWholeResource,
-                       std::move(done));
-      });
+      auto acquiring =
+          await_callback<Result<lockmgr::CachedLock>>([locks, resource, mode](auto done) {
+            locks->acquire(resource, mode, lockmgr::kWholeResource, std::move(done));
+          });
       Result<lockmgr::CachedLock> lock = co_await std::move(acquiring);
       if (lock.ok()) co_return std::optional<HeldLock>{HeldLock(std::move(locks), lock->id)};
       refused = lock.status();
@@ -257,13 +257,11 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
   // holds the file's lock already; else the home's answer.
   awaitable<Result<store::AccessResult>> check_access(InodeId inode, store::Caller caller,
                                                       std::uint32_t requested) {
-    std::shared_ptr<FileLocks> locks = locks_.load();
-    const lockmgr::ResourceName resource{lockmgr::ResourceKind::data, inode};
-    if (data_is_local_() || !locks || !locks->try_acquire(resource, Mode::protected_read)) {
+    const std::optional<HeldLock> held = held_already(inode);
+    if (!held) {
       auto asking = inner_.check_access(inode, std::move(caller), requested);
       co_return co_await std::move(asking);
     }
-    const HeldLock held(std::move(locks), resource);
     auto asking = attributes_under_lock(inode);
     Result<store::Attributes> attributes = co_await std::move(asking);
     if (!attributes.ok()) co_return attributes.status();
@@ -274,18 +272,23 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
   // A file's attributes: those L1 keeps when the node holds the file's lock already, else the
   // home's (kept in L1 under that lock). A GETATTR never asks the lock manager for a lock.
   awaitable<Result<store::Attributes>> getattr(InodeId inode) {
-    std::shared_ptr<FileLocks> locks = locks_.load();
-    const lockmgr::ResourceName resource{lockmgr::ResourceKind::data, inode};
-    if (data_is_local_() || !locks || !locks->try_acquire(resource, Mode::protected_read)) {
-      auto asking = inner_.getattr(inode);
-      co_return co_await std::move(asking);
-    }
-    const HeldLock held(std::move(locks), resource);
-    auto asking = attributes_under_lock(inode);
+    const std::optional<HeldLock> held = held_already(inode);
+    auto asking = held ? attributes_under_lock(inode) : inner_.getattr(inode);
     co_return co_await std::move(asking);
   }
 
  private:
+  // A hold of the file's data lock in PR when the node has that lock already and L1 may answer
+  // for the file (its data is on another node); never asks the lock manager.
+  std::optional<HeldLock> held_already(InodeId inode) {
+    std::shared_ptr<FileLocks> locks = locks_.load();
+    const lockmgr::ResourceName resource{lockmgr::ResourceKind::data, inode};
+    if (data_is_local_() || !locks || !locks->try_acquire(resource, Mode::protected_read)) {
+      return std::nullopt;
+    }
+    return std::optional<HeldLock>{std::in_place, std::move(locks), resource};
+  }
+
   // Under a hold of the file's data lock: the attributes L1 keeps, or the home's, kept.
   awaitable<Result<store::Attributes>> attributes_under_lock(InodeId inode) {
     counters_.l1_metadata_reads++;
