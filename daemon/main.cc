@@ -17,6 +17,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -125,7 +126,18 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
   store_options.stripe_unit_bytes = config.stripe_unit_bytes;
   store_options.atime_enabled = config.atime_enabled;
   store_options.atime_grace_period = config.atime_grace_period;
-  asio::io_context io(static_cast<int>(config.io_threads));
+  // Client connections are spread over io_threads io_contexts of one thread each
+  // (nfsd/internal/rpc_transport.h); the first also runs the operations other nodes ship here.
+  std::vector<std::unique_ptr<asio::io_context>> client_contexts;
+  std::vector<asio::io_context*> contexts;
+  using WorkGuard = asio::executor_work_guard<asio::io_context::executor_type>;
+  std::vector<WorkGuard> client_work;
+  for (std::uint32_t i = 0; i < config.io_threads; ++i) {
+    client_contexts.push_back(std::make_unique<asio::io_context>(1));
+    contexts.push_back(client_contexts.back().get());
+    client_work.push_back(asio::make_work_guard(*client_contexts.back()));
+  }
+  asio::io_context& io = *contexts.front();
   // The cluster side — group view, backend transport, admin API — runs on one thread of its
   // own, all of it on one strand, so client load never delays heartbeats.
   asio::io_context backend_io(1);
@@ -141,7 +153,7 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
   cache_options.block_bytes = config.stripe_unit_bytes;
   cache::CoherentStore cache(
       shipping.store(), [&shipping] { return shipping.data_is_local(); }, cache_options);
-  auto server = nfsd::NfsServer::start(io, config, cache);
+  auto server = nfsd::NfsServer::start(contexts, config, cache);
   if (!server.ok()) {
     report(server.status().message());
     return 1;
@@ -232,7 +244,8 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
       backend_work.reset();
       backend_io.stop();
     });
-    io.stop();
+    client_work.clear();
+    for (asio::io_context* context : contexts) context->stop();
   });
   spdlog::info("node {} serving NFSv3 on {} (nfs {}, mount {}, portmap {}), admin API on {}",
                config.node_id, config.frontend_address, config.nfs_port, config.mount_port,
@@ -240,7 +253,9 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
   report("");
   std::thread backend([&backend_io] { backend_io.run(); });
   std::vector<std::thread> threads;
-  for (std::uint32_t i = 1; i < config.io_threads; ++i) threads.emplace_back([&io] { io.run(); });
+  for (std::size_t i = 1; i < contexts.size(); ++i) {
+    threads.emplace_back([context = contexts[i]] { context->run(); });
+  }
   io.run();
   for (auto& t : threads) t.join();
   backend.join();

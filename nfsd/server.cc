@@ -19,18 +19,18 @@ namespace asio = boost::asio;
 
 class NfsServerImpl final : public NfsServer {
  public:
-  NfsServerImpl(asio::io_context& io, const NodeConfig& config, store::Store& store,
-                HandleSealer sealer)
+  NfsServerImpl(std::vector<asio::io_context*> contexts, const NodeConfig& config,
+                store::Store& store, HandleSealer sealer)
       : config_(config),
         service_(store, config_, sealer),
         nfs_(service_),
         mount_(service_),
-        nlm_(service_, io.get_executor()),
+        nlm_(service_, contexts.at(0)->get_executor()),
         nsm_(nlm_),
         portmap_(mappings()),
-        transport_(io, dispatcher_, udp_dispatcher_,
-                   TransportLimits{config.max_record_bytes, config.max_calls_per_connection}),
-        executor_(io.get_executor()) {
+        executor_(contexts.at(0)->get_executor()),
+        transport_(std::move(contexts), dispatcher_, udp_dispatcher_,
+                   TransportLimits{config.max_record_bytes, config.max_calls_per_connection}) {
     dispatcher_.add(&nfs_);
     dispatcher_.add(&mount_);
     dispatcher_.add(&portmap_);
@@ -162,10 +162,10 @@ class NfsServerImpl final : public NfsServer {
   PortmapProgram portmap_;
   RpcDispatcher dispatcher_;
   RpcDispatcher udp_dispatcher_;
+  asio::any_io_executor executor_;
   RpcTransport transport_;
   bool registered_ = false;
   bool stopped_ = false;
-  asio::any_io_executor executor_;
   std::mutex reclaim_mutex_;
   bool handles_ready_ = false;  // guarded by reclaim_mutex_, as the two below
   bool locks_ready_ = false;
@@ -176,10 +176,10 @@ class NfsServerImpl final : public NfsServer {
 
 }  // namespace
 
-Result<std::unique_ptr<NfsServer>> NfsServer::start(asio::io_context& io, const NodeConfig& config,
-                                                    store::Store& store) {
+Result<std::unique_ptr<NfsServer>> NfsServer::start(std::vector<asio::io_context*> contexts,
+                                                    const NodeConfig& config, store::Store& store) {
   TP_ASSIGN_OR_RETURN(HandleSealer sealer, HandleSealer::load_or_create(config.data_dir));
-  auto server = std::make_unique<NfsServerImpl>(io, config, store, sealer);
+  auto server = std::make_unique<NfsServerImpl>(std::move(contexts), config, store, sealer);
   TP_RETURN_IF_ERROR(server->listen());
   return std::unique_ptr<NfsServer>(std::move(server));
 }

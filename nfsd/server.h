@@ -30,9 +30,10 @@ struct NlmSession {
 
 class NfsServer {
  public:
-  // Binds every port and starts serving on `io`. Fails with a one-line reason (a port in use,
-  // an unreadable handle key...) and then serves nothing.
-  static Result<std::unique_ptr<NfsServer>> start(boost::asio::io_context& io,
+  // Binds every port and starts serving: client connections spread over `contexts`, each run
+  // by exactly one thread; everything else on the first. Fails with a one-line reason (a port
+  // in use, an unreadable handle key...) and then serves nothing.
+  static Result<std::unique_ptr<NfsServer>> start(std::vector<boost::asio::io_context*> contexts,
                                                   const NodeConfig& config, store::Store& store);
   virtual ~NfsServer() = default;
   // Stops accepting, closes connections and unregisters from rpcbind. Idempotent.

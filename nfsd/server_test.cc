@@ -201,28 +201,36 @@ class ServerTest : public ::testing::Test {
     config.exports = {exported("/ifs")};
     // Another process may take the port between the probe and the bind: try a few.
     for (int attempt = 0; attempt < 10 && !server_; ++attempt) {
-      asio::ip::tcp::acceptor probe(io_, {asio::ip::address_v4::loopback(), 0});
+      asio::ip::tcp::acceptor probe(first_, {asio::ip::address_v4::loopback(), 0});
       port_ = probe.local_endpoint().port();
       probe.close();
       config.nfs_port = port_;
       config.mount_port = port_;
-      auto started = NfsServer::start(io_, config, *store_);
+      auto started = NfsServer::start({&first_, &second_}, config, *store_);
       if (started.ok()) server_ = std::move(started).value();
     }
     ASSERT_TRUE(server_);
-    for (int i = 0; i < 2; ++i) threads_.emplace_back([this] { io_.run(); });
+    for (asio::io_context* context : {&first_, &second_}) {
+      threads_.emplace_back([context] { context->run(); });
+    }
   }
 
   void TearDown() override {
     if (server_) server_->stop();
-    io_.stop();
+    work_.clear();
+    first_.stop();
+    second_.stop();
     for (auto& t : threads_) t.join();
     server_.reset();
     if (store_) store_->close();
     std::filesystem::remove_all(dir_);
   }
 
-  asio::io_context io_{2};
+  // Connections alternate between two io_contexts of one thread each, as in tided.
+  asio::io_context first_{1};
+  asio::io_context second_{1};
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> work_{
+      asio::make_work_guard(first_), asio::make_work_guard(second_)};
   std::string dir_;
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<NfsServer> server_;

@@ -5,9 +5,9 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/endian/conversion.hpp>
@@ -38,10 +38,10 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
  public:
   Connection(tcp::socket socket, RpcTransport& transport)
       : transport_(transport),
-        strand_(asio::make_strand(transport.io_)),
+        executor_(socket.get_executor()),
         socket_(std::move(socket)),
-        slot_free_(strand_),
-        watchdog_(strand_) {
+        slot_free_(executor_),
+        watchdog_(executor_) {
     boost::system::error_code ec;
     auto peer = socket_.remote_endpoint(ec);
     if (!ec) {
@@ -53,17 +53,19 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
 
   void start() {
     auto self = shared_from_this();
-    asio::co_spawn(strand_, [self]() { return self->read_loop(); }, asio::detached);
-    asio::co_spawn(strand_, [self]() { return self->watch_deadline(); }, asio::detached);
+    asio::co_spawn(
+        executor_, [self]() { return self->read_loop(); }, asio::detached);
+    asio::co_spawn(
+        executor_, [self]() { return self->watch_deadline(); }, asio::detached);
   }
 
   // Safe from any thread.
   void close() {
-    asio::post(strand_, [self = shared_from_this()] { self->close_on_strand(); });
+    asio::post(executor_, [self = shared_from_this()] { self->close_on_thread(); });
   }
 
  private:
-  void close_on_strand() {
+  void close_on_thread() {
     if (closed_) return;
     closed_ = true;
     boost::system::error_code ignored;
@@ -95,7 +97,7 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
       co_await watchdog_.async_wait(kUseTuple);
       if (!closed_ && std::chrono::steady_clock::now() >= next_deadline()) {
         spdlog::debug("closing idle or stalled connection from {}", client_.to_string());
-        close_on_strand();
+        close_on_thread();
       }
     }
   }
@@ -143,14 +145,14 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
       }
       if (closed_) break;
       ++in_flight_;
-      asio::co_spawn(transport_.io_, handle(self, std::move(record)), asio::detached);
+      asio::co_spawn(executor_, handle(self, std::move(record)), asio::detached);
       record = {};
     }
-    close_on_strand();
+    close_on_thread();
     transport_.forget(self);
   }
 
-  // Runs on the io_context, concurrently with the connection's other calls.
+  // Runs on the connection's thread, concurrently with its other calls.
   static awaitable<void> handle(std::shared_ptr<Connection> self,
                                 xdr::Buffer record) {
     xdr::Buffer reply(kRecordMarkBytes);
@@ -162,7 +164,9 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
     } else {
       reply.clear();
     }
-    asio::post(self->strand_, [self, reply = std::move(reply)]() mutable {
+    // Inline when the call ended on the connection's thread, as it does unless a completion
+    // came from elsewhere.
+    asio::dispatch(self->executor_, [self, reply = std::move(reply)]() mutable {
       if (reply.empty()) {
         self->release_slots(1);
       } else {
@@ -184,7 +188,7 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
     outbox_.push_back(std::move(reply));
     if (!writing_) {
       writing_ = true;
-      asio::co_spawn(strand_, write_loop(shared_from_this()), asio::detached);
+      asio::co_spawn(executor_, write_loop(shared_from_this()), asio::detached);
     }
   }
 
@@ -205,7 +209,7 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
       self->transport_.bytes_sent_.fetch_add(n, std::memory_order_relaxed);
       self->write_deadline_ = kNever;
       self->release_slots(static_cast<std::uint32_t>(batch.size()));
-      if (ec) self->close_on_strand();
+      if (ec) self->close_on_thread();
     }
     self->release_slots(static_cast<std::uint32_t>(self->outbox_.size()));
     self->outbox_.clear();
@@ -213,11 +217,11 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
   }
 
   RpcTransport& transport_;
-  asio::strand<asio::any_io_executor> strand_;
+  // The one thread of the connection's io_context: everything below is touched there only.
+  asio::any_io_executor executor_;
   tcp::socket socket_;
   asio::ip::address_v4 client_;
   std::uint16_t client_port_ = 0;
-  // Everything below is touched on strand_ only.
   asio::steady_timer slot_free_;  // cancelled when a call finishes
   asio::steady_timer watchdog_;
   TimePoint read_deadline_ = kNever;
@@ -228,9 +232,17 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
   bool closed_ = false;
 };
 
-RpcTransport::RpcTransport(asio::io_context& io, const RpcDispatcher& dispatcher,
+RpcTransport::RpcTransport(std::vector<asio::io_context*> contexts, const RpcDispatcher& dispatcher,
                            const RpcDispatcher& udp_dispatcher, TransportLimits limits)
-    : io_(io), dispatcher_(dispatcher), udp_dispatcher_(udp_dispatcher), limits_(limits) {}
+    : contexts_(std::move(contexts)),
+      io_(*contexts_.at(0)),
+      dispatcher_(dispatcher),
+      udp_dispatcher_(udp_dispatcher),
+      limits_(limits) {}
+
+asio::io_context& RpcTransport::next_context() {
+  return *contexts_[next_context_.fetch_add(1, std::memory_order_relaxed) % contexts_.size()];
+}
 
 RpcTransport::~RpcTransport() { stop(); }
 
@@ -287,7 +299,7 @@ void RpcTransport::forget(const std::shared_ptr<Connection>& connection) {
 
 awaitable<void> RpcTransport::accept_loop(tcp::acceptor& acceptor) {
   for (;;) {
-    auto [ec, socket] = co_await acceptor.async_accept(kUseTuple);
+    auto [ec, socket] = co_await acceptor.async_accept(next_context(), kUseTuple);
     if (ec) {
       if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
       // Out of descriptors or memory: the listener stays readable, so pause instead of spinning.

@@ -1,21 +1,26 @@
 // ONC RPC over TCP (record marking, RFC 5531 section 11) and UDP.
 //
 // One coroutine reads each TCP connection; every complete record becomes a call that runs
-// concurrently with the others on the io_context, and replies are written in the order they
-// finish. A connection has at most max_calls_in_flight calls whose replies are not written yet
-// (then it stops reading), a record larger than max_record_bytes closes it, every read and
-// write has a deadline, and at most max_connections are open.
+// concurrently with the connection's others, and replies are written in the order they finish.
+// Each connection lives on one of the transport's io_contexts, each run by a single thread: a
+// call, its store completions and its reply stay on that thread, so a busy connection costs no
+// wake-ups of other threads and no strand (measured: 4 KiB reads from 4 connections on one
+// io_context run by 2 threads made 30 % fewer calls per second than on one thread). A connection
+// has at most max_calls_in_flight calls whose replies are not written yet (then it stops reading),
+// a record larger than max_record_bytes closes it, every read and write has a deadline, and at most
+// max_connections are open.
 #pragma once
 
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ip/udp.hpp>
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <vector>
 
 #include "common/status.h"
 #include "nfsd/internal/rpc.h"
@@ -32,8 +37,10 @@ struct TransportLimits {
 
 class RpcTransport {
  public:
-  // UDP datagrams go to udp_dispatcher (MOUNT and PMAP only: NFS is served over TCP).
-  RpcTransport(boost::asio::io_context& io, const RpcDispatcher& dispatcher,
+  // Connections are spread over `contexts` in turn, each of which must be run by exactly one
+  // thread; listening and UDP run on the first. UDP datagrams go to udp_dispatcher (MOUNT and
+  // PMAP only: NFS is served over TCP).
+  RpcTransport(std::vector<boost::asio::io_context*> contexts, const RpcDispatcher& dispatcher,
                const RpcDispatcher& udp_dispatcher, TransportLimits limits);
   ~RpcTransport();
 
@@ -53,7 +60,11 @@ class RpcTransport {
   awaitable<void> udp_loop(boost::asio::ip::udp::socket& socket);
   void forget(const std::shared_ptr<Connection>& connection);
 
-  boost::asio::io_context& io_;
+  boost::asio::io_context& next_context();
+
+  const std::vector<boost::asio::io_context*> contexts_;
+  boost::asio::io_context& io_;  // the first of contexts_
+  std::atomic<std::size_t> next_context_{0};
   const RpcDispatcher& dispatcher_;
   const RpcDispatcher& udp_dispatcher_;
   TransportLimits limits_;
