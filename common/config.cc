@@ -608,7 +608,7 @@ nfs_port = 2049                 # NFS port
 mount_port = 20048              # MOUNT port
 portmap_port = 111              # port to answer PMAP on; 0 = do not serve PMAP ourselves
 register_with_rpcbind = true    # register NFS and MOUNT with a running rpcbind
-io_threads = 2                  # threads serving client connections, 1..64
+io_threads = 4                  # threads serving client connections, 1..64
 max_record_size = "2MiB"        # largest RPC record accepted, 64KiB..64MiB
 max_calls_per_connection = 64   # calls in progress on one connection, 1..4096
 

@@ -45,7 +45,7 @@ struct NodeConfig {
   std::uint16_t mount_port = 20048;             // "mount_port"
   std::uint16_t portmap_port = 111;             // "portmap_port"; 0 = do not serve PMAP ourselves
   bool register_with_rpcbind = true;            // "register_with_rpcbind"
-  std::uint32_t io_threads = 2;                 // "io_threads", 1..64
+  std::uint32_t io_threads = 4;                 // "io_threads", 1..64
   std::uint32_t max_record_bytes = 2u << 20;    // "max_record_size", 64KiB..64MiB
   std::uint32_t max_calls_per_connection = 64;  // "max_calls_per_connection", 1..4096
   // [nfs]; sizes 4KiB..1MiB, a preferred size at most its maximum, and a maximum plus 4KiB of

@@ -50,13 +50,16 @@ class NfsServerImpl final : public NfsServer {
     boost::system::error_code ec;
     auto address = asio::ip::make_address_v4(config_.frontend_address, ec);
     if (ec) return error(Errc::invalid_argument, "bad front-end address " + config_.frontend_address);
-    TP_RETURN_IF_ERROR(transport_.listen_tcp({address, config_.nfs_port}));
+    TP_RETURN_IF_ERROR(
+        transport_.listen_tcp({address, config_.nfs_port}, RpcTransport::Placement::spread));
     if (config_.mount_port != config_.nfs_port) {
-      TP_RETURN_IF_ERROR(transport_.listen_tcp({address, config_.mount_port}));
+      TP_RETURN_IF_ERROR(
+          transport_.listen_tcp({address, config_.mount_port}, RpcTransport::Placement::first));
     }
     TP_RETURN_IF_ERROR(transport_.listen_udp({address, config_.mount_port}));
     if (config_.portmap_port == 0) return register_elsewhere();
-    Status tcp = transport_.listen_tcp({address, config_.portmap_port});
+    Status tcp =
+        transport_.listen_tcp({address, config_.portmap_port}, RpcTransport::Placement::first);
     Status udp = tcp.ok() ? transport_.listen_udp({address, config_.portmap_port}) : tcp;
     if (tcp.ok() && udp.ok()) return {};
     if (tcp.code() != Errc::already_exists && udp.code() != Errc::already_exists) {

@@ -12,6 +12,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/endian/conversion.hpp>
 #include <deque>
+#include <optional>
 
 namespace tidepool::nfsd {
 
@@ -36,8 +37,9 @@ boost::asio::ip::address_v4 v4_of(const asio::ip::address& a) {
 
 class RpcTransport::Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(tcp::socket socket, RpcTransport& transport)
+  Connection(tcp::socket socket, RpcTransport& transport, std::optional<std::size_t> context)
       : transport_(transport),
+        context_(context),
         executor_(socket.get_executor()),
         socket_(std::move(socket)),
         slot_free_(executor_),
@@ -149,7 +151,7 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
       record = {};
     }
     close_on_thread();
-    transport_.forget(self);
+    transport_.forget(self, context_);
   }
 
   // Runs on the connection's thread, concurrently with its other calls.
@@ -217,6 +219,8 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
   }
 
   RpcTransport& transport_;
+  // Which of the transport's contexts it was spread to; none when it was not spread.
+  const std::optional<std::size_t> context_;
   // The one thread of the connection's io_context: everything below is touched there only.
   asio::any_io_executor executor_;
   tcp::socket socket_;
@@ -238,15 +242,20 @@ RpcTransport::RpcTransport(std::vector<asio::io_context*> contexts, const RpcDis
       io_(*contexts_.at(0)),
       dispatcher_(dispatcher),
       udp_dispatcher_(udp_dispatcher),
-      limits_(limits) {}
+      limits_(limits),
+      connections_on_(contexts_.size(), 0) {}
 
-asio::io_context& RpcTransport::next_context() {
-  return *contexts_[next_context_.fetch_add(1, std::memory_order_relaxed) % contexts_.size()];
+std::size_t RpcTransport::least_loaded_context() const {
+  std::size_t least = 0;
+  for (std::size_t i = 1; i < contexts_.size(); ++i) {
+    if (connections_on_[i] < connections_on_[least]) least = i;
+  }
+  return least;
 }
 
 RpcTransport::~RpcTransport() { stop(); }
 
-Status RpcTransport::listen_tcp(const tcp::endpoint& endpoint) {
+Status RpcTransport::listen_tcp(const tcp::endpoint& endpoint, Placement placement) {
   auto acceptor = std::make_unique<tcp::acceptor>(io_);
   boost::system::error_code ec;
   std::string where = endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
@@ -260,7 +269,7 @@ Status RpcTransport::listen_tcp(const tcp::endpoint& endpoint) {
   }
   auto& ref = *acceptor;
   acceptors_.push_back(std::move(acceptor));
-  asio::co_spawn(io_, accept_loop(ref), asio::detached);
+  asio::co_spawn(io_, accept_loop(ref, placement), asio::detached);
   return {};
 }
 
@@ -292,14 +301,15 @@ void RpcTransport::stop() {
   for (auto& c : open) c->close();
 }
 
-void RpcTransport::forget(const std::shared_ptr<Connection>& connection) {
+void RpcTransport::forget(const std::shared_ptr<Connection>& connection,
+                          std::optional<std::size_t> context) {
   std::lock_guard lock(mutex_);
-  connections_.erase(connection);
+  if (connections_.erase(connection) != 0 && context) --connections_on_[*context];
 }
 
-awaitable<void> RpcTransport::accept_loop(tcp::acceptor& acceptor) {
+awaitable<void> RpcTransport::accept_loop(tcp::acceptor& acceptor, Placement placement) {
   for (;;) {
-    auto [ec, socket] = co_await acceptor.async_accept(next_context(), kUseTuple);
+    auto [ec, socket] = co_await acceptor.async_accept(kUseTuple);
     if (ec) {
       if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
       // Out of descriptors or memory: the listener stays readable, so pause instead of spinning.
@@ -308,14 +318,22 @@ awaitable<void> RpcTransport::accept_loop(tcp::acceptor& acceptor) {
       co_await pause.async_wait(kUseTuple);
       continue;
     }
-    auto connection = std::make_shared<Connection>(std::move(socket), *this);
+    std::shared_ptr<Connection> connection;
     {
       std::lock_guard lock(mutex_);
       if (connections_.size() >= limits_.max_connections) {
         spdlog::warn("refusing a connection: {} open already", connections_.size());
         continue;  // the socket closes as it goes out of scope
       }
+      const std::size_t context = placement == Placement::spread ? least_loaded_context() : 0;
+      boost::system::error_code moved;
+      tcp::socket on_context(*contexts_[context], tcp::v4(), socket.release(moved));
+      if (moved) continue;
+      connection = std::make_shared<Connection>(
+          std::move(on_context), *this,
+          placement == Placement::spread ? std::optional<std::size_t>(context) : std::nullopt);
       connections_.insert(connection);
+      if (placement == Placement::spread) ++connections_on_[context];
     }
     connection->start();
   }

@@ -2,7 +2,8 @@
 //
 // One coroutine reads each TCP connection; every complete record becomes a call that runs
 // concurrently with the connection's others, and replies are written in the order they finish.
-// Each connection lives on one of the transport's io_contexts, each run by a single thread: a
+// Each connection lives on one of the transport's io_contexts (see Placement), each run by a
+// single thread: a
 // call, its store completions and its reply stay on that thread, so a busy connection costs no
 // wake-ups of other threads and no strand (measured: 4 KiB reads from 4 connections on one
 // io_context run by 2 threads made 30 % fewer calls per second than on one thread). A connection
@@ -19,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -44,8 +46,13 @@ class RpcTransport {
                const RpcDispatcher& udp_dispatcher, TransportLimits limits);
   ~RpcTransport();
 
+  // Where a listener's connections live: spread over the contexts (for long-lived, busy
+  // connections: NFS), or on the first (short ones: MOUNT, PMAP), which are then not counted
+  // when spreading, so that a client's MOUNT connections never crowd its NFS connections onto
+  // one thread.
+  enum class Placement { spread, first };
   // Binds and listens; the error names the address and port.
-  Status listen_tcp(const boost::asio::ip::tcp::endpoint& endpoint);
+  Status listen_tcp(const boost::asio::ip::tcp::endpoint& endpoint, Placement placement);
   Status listen_udp(const boost::asio::ip::udp::endpoint& endpoint);
   // Stops accepting and closes every connection; calls in flight finish on their own.
   void stop();
@@ -56,22 +63,22 @@ class RpcTransport {
   class Connection;
 
  private:
-  awaitable<void> accept_loop(boost::asio::ip::tcp::acceptor& acceptor);
+  awaitable<void> accept_loop(boost::asio::ip::tcp::acceptor& acceptor, Placement placement);
   awaitable<void> udp_loop(boost::asio::ip::udp::socket& socket);
-  void forget(const std::shared_ptr<Connection>& connection);
+  void forget(const std::shared_ptr<Connection>& connection, std::optional<std::size_t> context);
 
-  boost::asio::io_context& next_context();
+  std::size_t least_loaded_context() const;  // holding mutex_
 
   const std::vector<boost::asio::io_context*> contexts_;
   boost::asio::io_context& io_;  // the first of contexts_
-  std::atomic<std::size_t> next_context_{0};
   const RpcDispatcher& dispatcher_;
   const RpcDispatcher& udp_dispatcher_;
   TransportLimits limits_;
   std::vector<std::unique_ptr<boost::asio::ip::tcp::acceptor>> acceptors_;
   std::vector<std::unique_ptr<boost::asio::ip::udp::socket>> udp_sockets_;
   std::mutex mutex_;
-  std::set<std::shared_ptr<Connection>> connections_;  // guarded by mutex_
+  std::set<std::shared_ptr<Connection>> connections_;  // guarded by mutex_, as the next
+  std::vector<std::size_t> connections_on_;            // per context
   std::atomic<std::uint64_t> bytes_received_{0};
   std::atomic<std::uint64_t> bytes_sent_{0};
 };
