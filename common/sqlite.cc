@@ -49,7 +49,7 @@ Result<std::unique_ptr<Database>> Database::open(const std::string& path,
       durability == Durability::full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=OFF";
   for (const char* pragma : {"PRAGMA locking_mode=EXCLUSIVE", "PRAGMA journal_mode=WAL",
                              synchronous, "PRAGMA foreign_keys=OFF",
-                             "PRAGMA cache_size=-16384"}) {
+                             "PRAGMA cache_size=-16384", "PRAGMA temp_store=MEMORY"}) {
     if (Status s = db->exec(pragma); !s.ok()) {
       return error(Errc::io_error, "cannot set up database " + path + ": " + s.message());
     }
