@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <thread>
 #include <utility>
 
 #include "cli/render.h"
@@ -366,6 +367,63 @@ Status show_lock_statistics(Session& session, Format format) {
 Status show_cache_statistics(Session& session, Format format) {
   TP_ASSIGN_OR_RETURN(Json reply, session.call(Method::get, "/v1/statistics/cache"));
   print(session, format, reply, [&](std::ostream& out) { render_cache_statistics(out, reply); });
+  return {};
+}
+
+namespace {
+
+// The reply with only the nodes in `nodes` (all when empty) left in its "statistics".
+Json only_nodes(Json reply, const std::vector<std::uint64_t>& nodes) {
+  if (nodes.empty()) return reply;
+  Json kept = Json::array();
+  for (const Json& node : as_list(field(reply, "statistics"))) {
+    const Json& id = field(node, "node");
+    if (id.is_number_unsigned() &&
+        std::find(nodes.begin(), nodes.end(), id.get<std::uint64_t>()) != nodes.end()) {
+      kept.push_back(node);
+    }
+  }
+  reply["statistics"] = std::move(kept);
+  reply.erase("total");
+  return reply;
+}
+
+}  // namespace
+
+Status show_system_statistics(Session& session, Format format, const SystemView& view) {
+  for (std::uint32_t shown = 0;;) {
+    TP_ASSIGN_OR_RETURN(Json reply, session.call(Method::get, "/v1/statistics/system"));
+    reply = only_nodes(std::move(reply), view.nodes);
+    // As top does: the screen cleared, the table drawn again.
+    if (view.refresh) session.out() << "\x1b[H\x1b[2J";
+    print(session, format, reply, [&](std::ostream& out) { render_system_statistics(out, reply); });
+    session.out().flush();
+    if (!view.refresh || ++shown == view.iterations) return {};
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+}
+
+Status show_protocol_statistics(Session& session, Format format,
+                                std::optional<std::uint64_t> node) {
+  TP_ASSIGN_OR_RETURN(Json reply, session.call(Method::get, "/v1/statistics/system"));
+  Json figures = field(reply, "total");
+  if (node) {
+    reply = only_nodes(std::move(reply), {*node});
+    if (as_list(field(reply, "statistics")).empty()) {
+      return error(Errc::not_found, "node " + std::to_string(*node) +
+                                        " did not answer or is not "
+                                        "in the cluster");
+    }
+    figures = as_list(field(reply, "statistics")).front();
+  }
+  print(session, format, figures,
+        [&](std::ostream& out) { render_protocol_statistics(out, figures, node); });
+  return {};
+}
+
+Status show_client_statistics(Session& session, Format format) {
+  TP_ASSIGN_OR_RETURN(Json reply, session.call(Method::get, "/v1/statistics/clients"));
+  print(session, format, reply, [&](std::ostream& out) { render_client_statistics(out, reply); });
   return {};
 }
 

@@ -97,6 +97,18 @@ Status list_nlm_sessions(Session& session, Format format);
 Status show_lock_statistics(Session& session, Format format);
 // tide statistics cache
 Status show_cache_statistics(Session& session, Format format);
+// What `tide statistics system` shows: the nodes listed (all when empty), once or, with
+// `refresh`, again every second, `iterations` times (0: until the process is stopped).
+struct SystemView {
+  std::vector<std::uint64_t> nodes;
+  bool refresh = false;
+  std::uint32_t iterations = 0;
+};
+Status show_system_statistics(Session& session, Format format, const SystemView& view);
+// tide statistics pstat: the cluster's total, or `node`'s figures.
+Status show_protocol_statistics(Session& session, Format format, std::optional<std::uint64_t> node);
+// tide statistics client
+Status show_client_statistics(Session& session, Format format);
 // tide flush; `body` as POST /v1/cache/flush takes it.
 Status flush_caches(Session& session, const Json& body);
 

@@ -25,6 +25,12 @@ inline const Json& as_list(const Json& value) {
   return value.is_array() ? value : empty;
 }
 
+// `value` when it is an object, else an empty one.
+inline const Json& as_object(const Json& value) {
+  static const Json empty = Json::object();
+  return value.is_object() ? value : empty;
+}
+
 // `json` pretty-printed with two-space indents; invalid UTF-8 in a string is replaced, not
 // thrown about.
 inline std::string pretty(const Json& json) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -76,5 +77,13 @@ void render_nlm_sessions(std::ostream& out, const Json& reply);
 void render_lock_statistics(std::ostream& out, const Json& reply);
 // `tide statistics cache`: a row per node, then the cluster's total.
 void render_cache_statistics(std::ostream& out, const Json& reply);
+// GET /v1/statistics/system's reply: a row per node, then the total.
+void render_system_statistics(std::ostream& out, const Json& reply);
+// One node's (or the total's) statistics object from that reply: the NFSv3 operations per
+// second by procedure, then CPU, network and disk. `node`: whose they are (none: the cluster's).
+void render_protocol_statistics(std::ostream& out, const Json& figures,
+                                std::optional<std::uint64_t> node);
+// GET /v1/statistics/clients's reply.
+void render_client_statistics(std::ostream& out, const Json& reply);
 
 }  // namespace tidepool::cli

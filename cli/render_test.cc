@@ -249,6 +249,53 @@ TEST(Listings, CacheStatisticsShowARowPerNodeThenTheTotal) {
   EXPECT_NE(text.find("Not answering, left out: nodes 3\n"), std::string::npos) << text;
 }
 
+TEST(Listings, SystemStatisticsShowARowPerNodeThenTheTotal) {
+  const std::string text = rendered(render_system_statistics, Json::parse(R"({
+      "statistics": [{"node": 1, "cpu_percent": 12.34,
+                      "nfs": {"ops_per_second": 1500, "in_bytes_per_second": 2000,
+                              "out_bytes_per_second": 3000000},
+                      "network": {"in_bytes_per_second": 2500, "out_bytes_per_second": 3000100},
+                      "disk": {"read_bytes_per_second": 0, "write_bytes_per_second": 4096}}],
+      "total": {"cpu_percent": 12.34, "nfs": {"ops_per_second": 1500}},
+      "unreachable": [2]})"));
+  EXPECT_NE(text.find("    1  12.3%       1500  2.0 kB/s  3.0 MB/s  2.5 kB/s  3.0 MB/s      0 B/s"
+                      "    4.1 kB/s\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("Total  12.3%       1500         -"), std::string::npos) << text;
+  EXPECT_NE(text.find("Not answering, left out: nodes 2\n"), std::string::npos) << text;
+  EXPECT_NO_THROW(rendered(render_system_statistics, Json("not an object")));
+}
+
+TEST(Listings, ProtocolStatisticsShowEveryProcedureThenCpuNetworkAndDisk) {
+  std::ostringstream out;
+  render_protocol_statistics(out, Json::parse(R"({
+      "cpu_percent": 50.0,
+      "nfs": {"procedures": {"access": 1, "commit": 0, "getattr": 250, "read": 7}},
+      "network": {"in_bytes_per_second": 1000}, "disk": {}})"),
+                             3);
+  EXPECT_EQ(out.str(),
+            "NFSv3 operations per second, node 3:\n"
+            "  access               1/s    commit               0/s    getattr            250/s\n"
+            "  read                 7/s\n"
+            "CPU:         50.0%\n"
+            "Network In:  1.0 kB/s\n"
+            "Network Out: -\n"
+            "Disk Read:   -\n"
+            "Disk Write:  -\n");
+}
+
+TEST(Listings, ClientStatisticsShowCallsBytesAndLatencies) {
+  const std::string text = rendered(render_client_statistics, Json::parse(R"({
+      "clients": [{"node": 1, "client": "10.0.0.7", "calls": 42, "in_bytes": 4200,
+                   "out_bytes": 1200000, "latency_average_us": 180.4,
+                   "latency_max_us": 2500.0}],
+      "unreachable": []})"));
+  EXPECT_NE(text.find("   1  10.0.0.7     42  4.2 kB  1.2 MB       180 us       2.5 ms\n"),
+            std::string::npos)
+      << text;
+}
+
 TEST(Listings, SysctlsShowValueDefaultAndDescription) {
   EXPECT_EQ(rendered(render_sysctls, Json::parse(R"([
       {"name": "efs.bam.atime_enabled", "value": "true", "default": "true",

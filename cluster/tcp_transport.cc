@@ -162,8 +162,9 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
   }
 
   Stats stats() const {
-    return {counters_.messages_sent.load(), counters_.messages_received.load(),
-            counters_.messages_dropped.load(), counters_.connections_refused.load()};
+    return {counters_.messages_sent.load(),    counters_.messages_received.load(),
+            counters_.messages_dropped.load(), counters_.connections_refused.load(),
+            counters_.bytes_sent.load(),       counters_.bytes_received.load()};
   }
 
  private:
@@ -187,6 +188,8 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
     std::atomic<std::uint64_t> messages_received = 0;
     std::atomic<std::uint64_t> messages_dropped = 0;
     std::atomic<std::uint64_t> connections_refused = 0;
+    std::atomic<std::uint64_t> bytes_sent = 0;
+    std::atomic<std::uint64_t> bytes_received = 0;
   };
   void count(std::atomic<std::uint64_t> Counters::*counter, std::uint64_t n = 1) {
     (counters_.*counter).fetch_add(n, std::memory_order_relaxed);
@@ -318,6 +321,7 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
         buffers.emplace_back(asio::buffer(out.header));
         buffers.emplace_back(asio::buffer(out.payload));
       }
+      const std::size_t bytes = asio::buffer_size(buffers);
       ec = co_await with_timeout(asio::async_write(stream, buffers, kUseTuple), kWriteTimeout);
       if (ec) {
         // What was in this write may or may not have arrived; like any lost message, the
@@ -327,6 +331,7 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
       }
       delivered_any = true;
       count(&Counters::messages_sent, batch.size());
+      count(&Counters::bytes_sent, bytes);
     }
     co_return delivered_any;
   }
@@ -414,6 +419,7 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
           co_await asio::async_read(stream, asio::buffer(payload), kUseTuple);
       if (payload_error) co_return;
       count(&Counters::messages_received);
+      count(&Counters::bytes_received, header.size() + payload.size());
       deliver(from, static_cast<Channel>(channel), std::move(payload));
     }
   }

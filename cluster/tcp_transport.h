@@ -43,6 +43,8 @@ class TcpTransport final : public Transport {
     std::uint64_t messages_received = 0;
     std::uint64_t messages_dropped = 0;      // queue over its bound, or over the size bound
     std::uint64_t connections_refused = 0;   // bad hello, bad frame, failed TLS handshake
+    std::uint64_t bytes_sent = 0;            // messages with their headers, as written
+    std::uint64_t bytes_received = 0;
   };
 
   // Listens on options.listen_address and runs its connections on `executor` (any thread

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "common/callback_awaitable.h"
+#include "daemon/activity.h"
 #include "daemon/cache_reports.h"
 #include "daemon/config_objects.h"
 
@@ -627,6 +628,15 @@ asio::awaitable<HttpResponse> cache_statistics(Membership& m) {
   co_return reply(200, *body);
 }
 
+// GET /v1/statistics/system: each node's activity per second and the cluster's total.
+asio::awaitable<HttpResponse> system_statistics(Membership& m) {
+  auto gathering = gather(m, NodeReport::system_statistics, json::object(), "statistics");
+  Result<json> body = co_await std::move(gathering);
+  if (!body.ok()) co_return failure(body.status());
+  (*body)["total"] = system_statistics_total((*body)["statistics"]);
+  co_return reply(200, *body);
+}
+
 // POST /v1/cache/flush {"l1": bool, "l2": bool, "node": N}: empties the levels named (both
 // when neither is) on node N, or on every node without "node".
 asio::awaitable<HttpResponse> flush_caches(Membership& m, std::string request_body) {
@@ -961,6 +971,10 @@ asio::awaitable<HttpResponse> AdminApi::route(HttpRequest request, bool authoriz
     return gather_reports(m, NodeReport::lock_statistics, json::object(), "statistics");
   }
   if (route.is("GET", {"v1", "statistics", "cache"})) return cache_statistics(m);
+  if (route.is("GET", {"v1", "statistics", "system"})) return system_statistics(m);
+  if (route.is("GET", {"v1", "statistics", "clients"})) {
+    return gather_reports(m, NodeReport::client_statistics, json::object(), "clients");
+  }
   if (route.is("POST", {"v1", "cache", "flush"})) return flush_caches(m, request.body);
   if (route.is("GET", {"v1", "nfs", "nlm", "sessions"})) {
     return gather_reports(m, NodeReport::nlm_sessions, json::object(), "sessions");

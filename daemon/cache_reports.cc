@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "daemon/report_sums.h"
+
 namespace tidepool::daemon {
 namespace {
 
@@ -10,18 +12,6 @@ using nlohmann::json;
 json percent(std::uint64_t part, std::uint64_t whole) {
   if (whole == 0) return nullptr;
   return static_cast<double>(part) * 100.0 / static_cast<double>(whole);
-}
-
-// Adds every number of `from` into `into`, recursively; percentages are left to the caller.
-void add_counters(json& into, const json& from) {
-  for (const auto& [key, value] : from.items()) {
-    if (value.is_object()) {
-      if (!into[key].is_object()) into[key] = json::object();
-      add_counters(into[key], value);
-    } else if (value.is_number_unsigned() && key != "node") {
-      into[key] = into.value(key, std::uint64_t{0}) + value.get<std::uint64_t>();
-    }
-  }
 }
 
 // Works out "hit_percent" of each section from its counters: hit bytes of bytes looked at,
@@ -40,6 +30,17 @@ void set_percentages(json& statistics) {
 }
 
 }  // namespace
+
+void add_counters(json& into, const json& from) {
+  for (const auto& [key, value] : from.items()) {
+    if (value.is_object()) {
+      if (!into[key].is_object()) into[key] = json::object();
+      add_counters(into[key], value);
+    } else if (value.is_number_unsigned() && key != "node") {
+      into[key] = into.value(key, std::uint64_t{0}) + value.get<std::uint64_t>();
+    }
+  }
+}
 
 json cache_statistics_report(cluster::NodeId self, const cache::CacheStatistics& l1,
                              std::size_t l1_budget_bytes, const store::ReadCounters& l2) {

@@ -25,6 +25,8 @@ enum class NodeReport : std::uint32_t {
   // Not only a report: the node empties its caches, as {"l1": bool, "l2": bool} asks, and
   // reports {"flushed": {"node": N, "l1": bool, "l2": bool}}.
   cache_flush = 5,
+  system_statistics = 6,  // daemon/activity.h
+  client_statistics = 7,
 };
 
 // Which locks a locks report lists.

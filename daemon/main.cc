@@ -26,6 +26,7 @@
 #include "cache/coherent_store.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "daemon/activity.h"
 #include "daemon/admin_api.h"
 #include "daemon/cache_reports.h"
 #include "daemon/config_objects.h"
@@ -88,33 +89,32 @@ Options parse_arguments(int argc, char** argv) {
   return o;
 }
 
-// Bytes per second in and out of the NFS front end, sampled once a second.
-class TrafficRates {
- public:
-  void sample(const nfsd::NfsServer::Traffic& now) {
-    in_per_second_ = now.bytes_received - last_.bytes_received;
-    out_per_second_ = now.bytes_sent - last_.bytes_sent;
-    last_ = now;
-  }
-  std::uint64_t in_per_second() const { return in_per_second_; }
-  std::uint64_t out_per_second() const { return out_per_second_; }
-
- private:
-  nfsd::NfsServer::Traffic last_;
-  std::uint64_t in_per_second_ = 0;
-  std::uint64_t out_per_second_ = 0;
-};
-
-daemon::NodeStats local_stats(const NodeConfig& config, const TrafficRates& rates) {
+daemon::NodeStats local_stats(const NodeConfig& config, const daemon::ActivityRates& rates) {
   daemon::NodeStats stats;
-  stats.in_bytes_per_second = rates.in_per_second();
-  stats.out_bytes_per_second = rates.out_per_second();
+  stats.in_bytes_per_second = rates.nfs_in_per_second();
+  stats.out_bytes_per_second = rates.nfs_out_per_second();
   struct statvfs vfs;
   if (::statvfs(config.data_dir.c_str(), &vfs) == 0) {
     stats.size_bytes = static_cast<std::uint64_t>(vfs.f_blocks) * vfs.f_frsize;
     stats.used_bytes = static_cast<std::uint64_t>(vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize;
   }
   return stats;
+}
+
+daemon::ActivityTotals activity_totals(const nfsd::NfsServer& server,
+                                       const daemon::Membership& membership) {
+  daemon::ActivityTotals totals;
+  totals.at = std::chrono::steady_clock::now();
+  const nfsd::NfsServer::Traffic traffic = server.traffic();
+  totals.nfs_bytes_in = traffic.bytes_received;
+  totals.nfs_bytes_out = traffic.bytes_sent;
+  totals.calls = server.calls().calls();
+  totals.nfs3_calls = server.calls().nfs3_calls();
+  const cluster::TcpTransport::Stats backend = membership.transport_stats();
+  totals.backend_bytes_in = backend.bytes_received;
+  totals.backend_bytes_out = backend.bytes_sent;
+  daemon::read_process_totals(totals);
+  return totals;
 }
 
 // Runs the node until a stop signal. `report` is called once: with an empty string when the
@@ -159,7 +159,7 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
     return 1;
   }
 
-  TrafficRates rates;
+  daemon::ActivityRates rates;
   daemon::Membership::Hooks hooks;
   hooks.view_changed = [&](const cluster::GroupView& view) {
     std::vector<ExportConfig> exports;
@@ -186,6 +186,10 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
   hooks.nlm_sessions = [&](std::function<void(std::vector<nfsd::NlmSession>)> done) {
     (*server)->nlm_sessions(std::move(done));
   };
+  hooks.system_statistics = [&] { return rates.report(config.node_id); };
+  hooks.client_statistics = [&] {
+    return daemon::client_statistics_report(config.node_id, (*server)->calls().clients());
+  };
   hooks.cache_statistics = [&] {
     return daemon::cache_statistics_report(config.node_id, cache.statistics(), cache.l1_budget(),
                                            shipping.reads());
@@ -203,7 +207,7 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
   asio::post(strand, [&] { shipping.attach(membership->get()); });
   std::unique_ptr<daemon::HttpsServer> admin;
   auto metrics = [&] {
-    return daemon::render_metrics(**membership, (*server)->traffic(), local_stats(config, rates),
+    return daemon::render_metrics(**membership, **server, local_stats(config, rates),
                                   shipping.integrity(), cache.statistics(), shipping.reads());
   };
   daemon::AdminApi api(strand, **membership, cache, metrics, [&] {
@@ -225,7 +229,7 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
     sampler.expires_after(std::chrono::seconds(1));
     sampler.async_wait([&](const boost::system::error_code& ec) {
       if (ec) return;
-      rates.sample((*server)->traffic());
+      rates.sample(activity_totals(**server, **membership));
       sample_every_second();
     });
   };

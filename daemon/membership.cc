@@ -487,6 +487,12 @@ void Membership::local_report(NodeReport report, const json& parameters,
     case NodeReport::cache_statistics:
       if (!hooks_.cache_statistics) return done(error(Errc::unavailable, "this node has no cache"));
       return done(hooks_.cache_statistics());
+    case NodeReport::system_statistics:
+      if (!hooks_.system_statistics) return done(error(Errc::unavailable, "no statistics here"));
+      return done(hooks_.system_statistics());
+    case NodeReport::client_statistics:
+      if (!hooks_.client_statistics) return done(error(Errc::unavailable, "no statistics here"));
+      return done(hooks_.client_statistics());
     case NodeReport::cache_flush: {
       // value() throws on anything but an object.
       const json l1 = parameters.is_object() ? parameters.value("l1", json(false)) : json();

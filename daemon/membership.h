@@ -70,6 +70,9 @@ class Membership {
     std::function<void(std::function<void(std::vector<nfsd::NlmSession>)> done)> nlm_sessions;
     // This node's cache statistics report (daemon/cache_reports.h).
     std::function<nlohmann::json()> cache_statistics;
+    // This node's activity and NFS clients reports (daemon/activity.h); on the strand.
+    std::function<nlohmann::json()> system_statistics;
+    std::function<nlohmann::json()> client_statistics;
     // Empties this node's L1, and its L2 (the caches of its copy of the namespace); on the
     // strand; `done` may run on any thread.
     std::function<void(bool l1, bool l2, std::function<void(Status)> done)> flush_cache;

@@ -1,6 +1,11 @@
 #include "daemon/metrics.h"
 
+#include <boost/asio/ip/address_v4.hpp>
 #include <map>
+#include <string>
+#include <vector>
+
+#include "daemon/activity.h"
 
 namespace tidepool::daemon {
 namespace {
@@ -29,7 +34,7 @@ class Exposition {
 
 }  // namespace
 
-std::string render_metrics(Membership& membership, const nfsd::NfsServer::Traffic& traffic,
+std::string render_metrics(Membership& membership, const nfsd::NfsServer& server,
                            const NodeStats& stats, const store::IntegrityCounters& integrity,
                            const cache::CacheStatistics& cache, const store::ReadCounters& l2) {
   Exposition out;
@@ -37,10 +42,49 @@ std::string render_metrics(Membership& membership, const nfsd::NfsServer::Traffi
   out.family("tidepool_node_info", "gauge", "This node: its id and pool.");
   out.sample("tidepool_node_info", 1,
              "node=\"" + std::to_string(config.node_id) + "\",pool=\"" + config.pool + "\"");
+  const nfsd::NfsServer::Traffic traffic = server.traffic();
   out.metric("tidepool_nfs_received_bytes_total", "counter",
              "Bytes received from NFS, MOUNT and portmap clients.", traffic.bytes_received);
   out.metric("tidepool_nfs_sent_bytes_total", "counter", "Bytes sent to NFS clients.",
              traffic.bytes_sent);
+  const nfsd::CallStatistics& calls = server.calls();
+  out.metric("tidepool_rpc_calls_total", "counter",
+             "RPC calls served: NFS, MOUNT, NLM, NSM and portmap.", calls.calls());
+  out.family("tidepool_nfs3_calls_total", "counter", "NFSv3 calls served, by procedure.");
+  const auto nfs3_calls = calls.nfs3_calls();
+  for (std::size_t p = 0; p < nfs3_calls.size(); ++p) {
+    out.sample("tidepool_nfs3_calls_total", nfs3_calls[p],
+               std::string("procedure=\"") + nfsd::nfs3_procedure_name(p) + "\"");
+  }
+  const std::vector<nfsd::ClientTotals> clients = calls.clients();
+  auto per_client = [&](std::string_view name, std::string_view type, std::string_view help,
+                        std::uint64_t nfsd::ClientTotals::*value, std::uint64_t divisor) {
+    out.family(name, type, help);
+    for (const nfsd::ClientTotals& c : clients) {
+      out.sample(name, c.*value / divisor,
+                 "client=\"" + boost::asio::ip::address_v4(c.address).to_string() + "\"");
+    }
+  };
+  per_client("tidepool_nfs_client_calls_total", "counter", "RPC calls, by client address.",
+             &nfsd::ClientTotals::calls, 1);
+  per_client("tidepool_nfs_client_received_bytes_total", "counter",
+             "Bytes of calls, by client address.", &nfsd::ClientTotals::bytes_in, 1);
+  per_client("tidepool_nfs_client_sent_bytes_total", "counter",
+             "Bytes of replies, by client address.", &nfsd::ClientTotals::bytes_out, 1);
+  per_client("tidepool_nfs_client_serving_microseconds_total", "counter",
+             "Time from a call's arrival to its reply, summed, by client address.",
+             &nfsd::ClientTotals::serving_ns, 1000);
+  per_client("tidepool_nfs_client_slowest_call_microseconds", "gauge",
+             "The longest a call took, by client address.", &nfsd::ClientTotals::slowest_ns, 1000);
+  ActivityTotals process;
+  read_process_totals(process);
+  out.metric("tidepool_process_cpu_microseconds_total", "counter",
+             "CPU time of this node's process, user and system.", process.cpu_ns / 1000);
+  out.metric("tidepool_disk_read_bytes_total", "counter",
+             "Bytes this node's process read from its disks (page cache hits left out).",
+             process.disk_read_bytes);
+  out.metric("tidepool_disk_written_bytes_total", "counter",
+             "Bytes this node's process wrote to its disks.", process.disk_write_bytes);
   out.metric("tidepool_data_size_bytes", "gauge", "Size of the file system under the data directory.",
              stats.size_bytes);
   out.metric("tidepool_data_used_bytes", "gauge", "Bytes used on that file system.",
@@ -99,6 +143,10 @@ std::string render_metrics(Membership& membership, const nfsd::NfsServer::Traffi
   out.metric("tidepool_backend_connections_refused_total", "counter",
              "Backend connections refused: bad hello, bad frame or failed TLS.",
              transport.connections_refused);
+  out.metric("tidepool_backend_sent_bytes_total", "counter",
+             "Bytes of messages sent to other nodes.", transport.bytes_sent);
+  out.metric("tidepool_backend_received_bytes_total", "counter",
+             "Bytes of messages received from other nodes.", transport.bytes_received);
   if (!member) return out.take();
 
   cluster::GroupMember& group = *membership.group();

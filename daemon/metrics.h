@@ -11,7 +11,7 @@
 namespace tidepool::daemon {
 
 // Call on the membership's strand.
-std::string render_metrics(Membership& membership, const nfsd::NfsServer::Traffic& traffic,
+std::string render_metrics(Membership& membership, const nfsd::NfsServer& server,
                            const NodeStats& stats, const store::IntegrityCounters& integrity,
                            const cache::CacheStatistics& cache, const store::ReadCounters& l2);
 

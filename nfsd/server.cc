@@ -31,6 +31,8 @@ class NfsServerImpl final : public NfsServer {
         executor_(contexts.at(0)->get_executor()),
         transport_(std::move(contexts), dispatcher_, udp_dispatcher_,
                    TransportLimits{config.max_record_bytes, config.max_calls_per_connection}) {
+    dispatcher_.count_in(&calls_);
+    udp_dispatcher_.count_in(&calls_);
     dispatcher_.add(&nfs_);
     dispatcher_.add(&mount_);
     dispatcher_.add(&portmap_);
@@ -84,6 +86,8 @@ class NfsServerImpl final : public NfsServer {
   Traffic traffic() const override {
     return Traffic{transport_.bytes_received(), transport_.bytes_sent()};
   }
+
+  const CallStatistics& calls() const override { return calls_; }
 
   void stop() override {
     if (stopped_) return;
@@ -163,6 +167,7 @@ class NfsServerImpl final : public NfsServer {
   NlmProgram nlm_;
   NsmProgram nsm_;
   PortmapProgram portmap_;
+  CallStatistics calls_;
   RpcDispatcher dispatcher_;
   RpcDispatcher udp_dispatcher_;
   asio::any_io_executor executor_;

@@ -13,6 +13,7 @@
 #include "common/config.h"
 #include "common/status.h"
 #include "lockmgr/advisory_locks.h"
+#include "nfsd/call_statistics.h"
 #include "store/store.h"
 
 namespace tidepool::nfsd {
@@ -44,6 +45,8 @@ class NfsServer {
     std::uint64_t bytes_sent = 0;
   };
   virtual Traffic traffic() const = 0;
+  // The calls served since the start, by NFSv3 procedure and by client.
+  virtual const CallStatistics& calls() const = 0;
   // Replaces the export list; callable from any thread. Calls already running finish under the
   // list they started with; file handles stay valid for exports whose path is unchanged (an
   // export's id derives from its path) and become stale for the others. Entries are valid as

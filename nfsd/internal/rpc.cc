@@ -1,5 +1,7 @@
 #include "nfsd/internal/rpc.h"
 
+#include <chrono>
+
 namespace tidepool::nfsd {
 namespace {
 
@@ -71,13 +73,27 @@ awaitable<bool> RpcDispatcher::dispatch(std::span<const std::uint8_t> message,
                                         boost::asio::ip::address_v4 client,
                                         std::uint16_t client_port,
                                         xdr::Buffer& reply) const {
+  const auto arrived = std::chrono::steady_clock::now();
+  const std::size_t start = reply.size();
+  CallContext context;
+  context.client = client;
+  context.client_port = client_port;
+  auto answering = answer(message, context, reply);
+  const bool send = co_await std::move(answering);
+  if (statistics_ != nullptr) {
+    statistics_->record(context.program, context.version, context.procedure, client.to_uint(),
+                        message.size(), send ? reply.size() - start : 0,
+                        std::chrono::steady_clock::now() - arrived);
+  }
+  co_return send;
+}
+
+awaitable<bool> RpcDispatcher::answer(std::span<const std::uint8_t> message, CallContext& context,
+                                      xdr::Buffer& reply) const {
   xdr::Decoder in(message);
   xdr::Encoder out(reply);
   const std::size_t start = reply.size();
 
-  CallContext context;
-  context.client = client;
-  context.client_port = client_port;
   context.xid = in.u32();
   std::uint32_t type = in.u32();
   // Not a call, or too short to answer: there is nobody to reply to.

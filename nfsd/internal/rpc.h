@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/xdr.h"
+#include "nfsd/call_statistics.h"
 
 namespace tidepool::nfsd {
 
@@ -81,13 +82,19 @@ void encode_call(xdr::Encoder& out, std::uint32_t xid, std::uint32_t program, st
 class RpcDispatcher {
  public:
   void add(RpcProgram* program) { programs_.push_back(program); }
+  // Every call dispatched from now on is counted there.
+  void count_in(CallStatistics* statistics) { statistics_ = statistics; }
   awaitable<bool> dispatch(std::span<const std::uint8_t> message,
                            boost::asio::ip::address_v4 client, std::uint16_t client_port,
                            xdr::Buffer& reply) const;
 
  private:
+  // Fills `context` as far as the call's header decodes.
+  awaitable<bool> answer(std::span<const std::uint8_t> message, CallContext& context,
+                         xdr::Buffer& reply) const;
   RpcProgram* find(std::uint32_t number) const;
   std::vector<RpcProgram*> programs_;
+  CallStatistics* statistics_ = nullptr;
 };
 
 }  // namespace tidepool::nfsd

@@ -2,7 +2,10 @@
 // cluster with the real `tide` CLI; configuration made through one node is read through
 // another; a killed node is seen down and comes back with the same configuration. Also the
 // refusals of the admin plane: no token, a data directory of another cluster, an address in
-// use.
+// use; and the statistics of what a node's NFS clients do.
+#include <gtest/gtest.h>
+
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -14,8 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include <gtest/gtest.h>
-
+#include "tests/process/nfs_client.h"
 #include "tests/process/tide_cluster.h"
 
 namespace tidepool::test {
@@ -118,6 +120,63 @@ TEST_F(ClusterAdminTest, ExportsLiveInTheClusterConfigurationAndReachEveryNode) 
   Ran modified = tide(3, {"nfs", "exports", "modify", "1", "--read-only", "true"});
   ASSERT_EQ(modified.exit_code, 0) << modified.output;
   EXPECT_EQ(tide_json(1, {"nfs", "exports", "view", "1"})["read_only"], true);
+}
+
+TEST_F(ClusterAdminTest, StatisticsShowWhatANodesClientsDo) {
+  ASSERT_NO_FATAL_FAILURE(form_cluster());
+  const Endpoint& via = node(2).endpoint();
+  FileHandle root;
+  for (const auto deadline = Clock::now() + 20s; root.empty() && Clock::now() < deadline;) {
+    MountClient mount(via);
+    MountResult m = mount.connected() ? mount.mnt("/ifs") : MountResult{};
+    if (m.status == MNT3_OK && NfsClient(via).getattr(m.fh).status == NFS3_OK) root = m.fh;
+    if (root.empty()) std::this_thread::sleep_for(200ms);
+  }
+  ASSERT_FALSE(root.empty()) << "node 2 never served /ifs";
+
+  // GETATTRs through node 2 until the rates show them (bounded).
+  std::atomic<bool> stop = false;
+  std::atomic<std::uint64_t> answered = 0;
+  std::thread client([&] {
+    NfsClient nfs(via);
+    for (const auto deadline = Clock::now() + 30s; !stop && Clock::now() < deadline;) {
+      if (nfs.getattr(root).status == NFS3_OK) ++answered;
+    }
+  });
+  json pstat;
+  for (const auto deadline = Clock::now() + 15s; Clock::now() < deadline;) {
+    pstat = tide_json(1, {"statistics", "pstat", "--node", "2"});
+    if (pstat["nfs"]["procedures"]["getattr"].get<std::uint64_t>() > 0) break;
+    std::this_thread::sleep_for(300ms);
+  }
+  const json system = tide_json(3, {"statistics", "system"});
+  stop = true;
+  client.join();
+  EXPECT_GT(pstat["nfs"]["procedures"]["getattr"].get<std::uint64_t>(), 0u) << pstat.dump();
+  EXPECT_GT(pstat["cpu_percent"].get<double>(), 0.0) << pstat.dump();
+  EXPECT_GT(pstat["network"]["out_bytes_per_second"].get<std::uint64_t>(), 0u) << pstat.dump();
+  ASSERT_EQ(system["statistics"].size(), 3u) << system.dump();
+  EXPECT_GE(system["total"]["nfs"]["ops_per_second"].get<std::uint64_t>(),
+            pstat["nfs"]["procedures"]["getattr"].get<std::uint64_t>() / 4)
+      << system.dump();
+
+  // Every GETATTR answered is one call of this client's on node 2, counted by now.
+  std::uint64_t counted = 0;
+  const json clients = tide_json(1, {"statistics", "client"});
+  for (const json& c : clients["clients"]) {
+    if (c["node"] == 2) {
+      counted += c["calls"].get<std::uint64_t>();
+      EXPECT_GT(c["latency_max_us"].get<double>(), 0.0) << c.dump();
+      EXPECT_LE(c["latency_average_us"].get<double>(), c["latency_max_us"].get<double>());
+    }
+  }
+  EXPECT_GE(counted, answered.load()) << clients.dump();
+  EXPECT_GE(cluster_->metric(2, "tidepool_nfs3_calls_total{procedure=\"getattr\"}"),
+            static_cast<std::int64_t>(answered.load()));
+  EXPECT_GE(cluster_->metric(2, "tidepool_process_cpu_microseconds_total"), 1);
+  EXPECT_GT(answered.load(), 0u);
+  const Ran text = tide(2, {"statistics", "client"});
+  EXPECT_NE(text.output.find("Avg Latency"), std::string::npos) << text.output;
 }
 
 TEST_F(ClusterAdminTest, RefusalsAreClearAndChangeNothing) {
