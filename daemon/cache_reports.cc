@@ -31,17 +31,6 @@ void set_percentages(json& statistics) {
 
 }  // namespace
 
-void add_counters(json& into, const json& from) {
-  for (const auto& [key, value] : from.items()) {
-    if (value.is_object()) {
-      if (!into[key].is_object()) into[key] = json::object();
-      add_counters(into[key], value);
-    } else if (value.is_number_unsigned() && key != "node") {
-      into[key] = into.value(key, std::uint64_t{0}) + value.get<std::uint64_t>();
-    }
-  }
-}
-
 json cache_statistics_report(cluster::NodeId self, const cache::CacheStatistics& l1,
                              std::size_t l1_budget_bytes, const store::ReadCounters& l2) {
   json statistics{
