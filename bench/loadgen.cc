@@ -68,7 +68,7 @@ constexpr int kMaxPollMs = 100;
 
 constexpr const char* kBenchDir = "/tp-bench";
 
-enum class Workload { kSeqRead, kSeqWrite, kRandRead, kSmallFile, kMetadata };
+enum class Workload { kSeqRead, kSeqWrite, kRandRead, kSmallFile, kMetadata, kDlTrain };
 
 const char* workload_name(Workload w) {
   switch (w) {
@@ -82,13 +82,15 @@ const char* workload_name(Workload w) {
       return "small-file";
     case Workload::kMetadata:
       return "metadata";
+    case Workload::kDlTrain:
+      return "dl-train";
   }
   return "?";
 }
 
 std::optional<Workload> parse_workload(std::string_view s) {
   for (Workload w : {Workload::kSeqRead, Workload::kSeqWrite, Workload::kRandRead,
-                     Workload::kSmallFile, Workload::kMetadata}) {
+                     Workload::kSmallFile, Workload::kMetadata, Workload::kDlTrain}) {
     if (s == workload_name(w)) return w;
   }
   return std::nullopt;
@@ -107,6 +109,9 @@ struct Options {
   uint64_t max_ops = 0;  // 0: bounded by time only
   uint64_t seed = 1;
   bool prepare = false;
+  // dl-train: read the data set's files from this local directory (the export's own
+  // directory, through the page cache) instead of through NFS.
+  std::string local_dir;
 };
 
 // The server, export and MOUNT port named by an nfs:// URL. libnfs parses the URL again for
@@ -531,6 +536,8 @@ class Job {
   }
   // True once the run gave up: callbacks then only release their slot.
   bool aborted() const { return aborted_; }
+  // Whether the run stopped issuing: an operation made of a chain of calls ends early then.
+  bool stopping() const { return Clock::now() >= stop_issuing_; }
 
   Connection& conn_;
   Counters counters_;
@@ -541,10 +548,12 @@ class Job {
   std::vector<bool> busy_;  // slot -> an operation is outstanding
   int in_flight_ = 0;       // number of true entries in busy_
   bool aborted_ = false;
+  Clock::time_point stop_issuing_ = Clock::time_point::max();
 };
 
 DriveResult drive(Job& job, const DriveLimits& limits) {
   DriveResult result;
+  job.stop_issuing_ = limits.stop_issuing;
   const int depth = job.depth();
   bool issuing = true;
   bool final_started = false;
@@ -704,6 +713,96 @@ class ReadJob final : public Job {
   std::vector<Slot> slots_;
   nfsfh* fh_ = nullptr;
   uint64_t next_ = 0;  // sequential: the next offset to read
+};
+
+// The seeds' deep-learning training read: each of `depth` readers picks a random file of the
+// data set, reads it start to end in `block` READs (one in flight), then picks another.
+class DlTrainJob final : public Job {
+ public:
+  DlTrainJob(Connection& conn, int depth, std::vector<std::string> paths, uint64_t file_size,
+             uint64_t block, uint64_t seed)
+      : Job(conn, depth),
+        paths_(std::move(paths)),
+        file_size_(file_size),
+        block_(block),
+        rng_(seed),
+        readers_(depth) {
+    for (int i = 0; i < depth; ++i) readers_[i] = Reader{this, i, nullptr, 0, 0};
+  }
+
+  bool setup(std::string* error) override {
+    std::string msg;
+    for (const std::string& path : paths_) {
+      nfs_stat_64 st{};
+      if (conn_.stat(path, &st, &msg) < 0 || st.nfs_size < file_size_) {
+        *error = path + ": " + (msg.empty() ? "shorter than --file-size" : msg) +
+                 " (prepare with --threads as many as --files and the same --file-size)";
+        return false;
+      }
+      nfsfh* fh = nullptr;
+      if (conn_.open(path, O_RDONLY, &fh, &msg) < 0) {
+        *error = "open " + path + ": " + msg;
+        return false;
+      }
+      files_.push_back(fh);
+    }
+    return true;
+  }
+
+  bool start(int slot) override {
+    Reader& r = readers_[slot];
+    r.file = files_[rng_() % files_.size()];
+    r.offset = 0;
+    return read_next(r);
+  }
+
+  void teardown() override {
+    std::string msg;
+    for (nfsfh* fh : files_) conn_.close(fh, &msg);
+  }
+
+ private:
+  struct Reader {
+    DlTrainJob* job;
+    int index;
+    nfsfh* file;
+    uint64_t offset;
+    uint64_t expected;
+  };
+
+  bool read_next(Reader& r) {
+    r.expected = std::min(block_, file_size_ - r.offset);
+    if (nfs_pread_async(conn_.nfs(), r.file, r.offset, r.expected, &on_read, &r) < 0) {
+      record_error("READ", conn_.error());
+      return false;
+    }
+    return true;
+  }
+
+  static void on_read(int err, nfs_context*, void* data, void* private_data) {
+    auto& r = *static_cast<Reader*>(private_data);
+    DlTrainJob& job = *r.job;
+    if (!job.aborted()) {
+      if (err < 0) {
+        job.record_error("READ", error_text(data));
+      } else if (static_cast<uint64_t>(err) != r.expected) {
+        job.record_error("READ", "short read of " + std::to_string(err) + " bytes");
+      } else {
+        ++job.counters_.ops;
+        job.counters_.bytes += static_cast<uint64_t>(err);
+        r.offset += r.expected;
+        if (r.offset < job.file_size_ && !job.stopping() && job.read_next(r)) return;
+      }
+    }
+    job.release(r.index);
+  }
+
+  const std::vector<std::string> paths_;
+  const uint64_t file_size_;
+  const uint64_t block_;
+  std::mt19937_64 rng_;
+  std::vector<Reader> readers_;
+  std::vector<nfsfh*> files_;
 };
 
 // Writes the range [begin, end) of one file in `block` requests, then COMMITs (timed).
@@ -1163,6 +1262,9 @@ std::string seq_read_path(int thread) {
   return std::string(kBenchDir) + "/seq/r" + std::to_string(thread);
 }
 std::string rand_read_path() { return std::string(kBenchDir) + "/rand/data"; }
+std::string dl_train_path(uint64_t file) {
+  return std::string(kBenchDir) + "/dl/s" + std::to_string(file);
+}
 std::string meta_dir(uint64_t j) { return std::string(kBenchDir) + "/meta/d" + std::to_string(j); }
 std::string small_dir(const Plan& plan, int thread) {
   // At the export's root: libnfs resolves every path from the root, one LOOKUP per component.
@@ -1208,7 +1310,8 @@ bool make_plan(const Options& opt, const std::vector<Target>& targets, Connectio
                std::string* error) {
   plan->run_id = std::to_string(std::time(nullptr)) + "-" + std::to_string(::getpid());
   const bool rand = opt.workload == Workload::kRandRead;
-  const bool seq = opt.workload == Workload::kSeqRead || opt.workload == Workload::kSeqWrite;
+  const bool seq = opt.workload == Workload::kSeqRead || opt.workload == Workload::kSeqWrite ||
+                   opt.workload == Workload::kDlTrain;
   plan->block = opt.block_size != 0 ? opt.block_size : rand ? 4 * kKiB : kMiB;
   plan->file_size = opt.file_size != 0                     ? opt.file_size
                     : opt.workload == Workload::kSmallFile ? kSmallFileSize
@@ -1223,6 +1326,12 @@ bool make_plan(const Options& opt, const std::vector<Target>& targets, Connectio
     case Workload::kSeqWrite:
       if (!conn.ensure_dir(kBenchDir, error) ||
           !conn.ensure_dir(std::string(kBenchDir) + "/seq", error))
+        return false;
+      break;
+    case Workload::kDlTrain:
+      if (!opt.prepare) break;
+      if (!conn.ensure_dir(kBenchDir, error) ||
+          !conn.ensure_dir(std::string(kBenchDir) + "/dl", error))
         return false;
       break;
     case Workload::kRandRead:
@@ -1306,6 +1415,17 @@ std::unique_ptr<Job> make_job(const Options& opt, const Plan& plan, Connection& 
       if (opt.prepare) return nullptr;  // each run writes its own files
       return std::make_unique<SmallFileJob>(conn, depth, small_dir(plan, k),
                                             share(opt.files, k, opt.threads), plan.file_size, seed);
+    case Workload::kDlTrain: {
+      // Thread k writes file k: a data set of N files is prepared with N threads.
+      if (opt.prepare) {
+        return std::make_unique<WriteJob>(conn, depth, dl_train_path(static_cast<uint64_t>(k)), 0,
+                                          plan.file_size, kPrepareBlock, true, false, seed);
+      }
+      std::vector<std::string> paths;
+      for (uint64_t i = 0; i < opt.files; ++i) paths.push_back(dl_train_path(i));
+      return std::make_unique<DlTrainJob>(conn, depth, std::move(paths), plan.file_size, plan.block,
+                                          seed);
+    }
     case Workload::kMetadata:
       if (opt.prepare) {
         std::vector<std::string> paths;
@@ -1335,6 +1455,7 @@ struct RunState {
   std::mutex mu;
   std::string failure;      // guarded by mu: the first worker failure
   Counters total;           // guarded by mu
+  std::vector<uint64_t> bytes_by_target;  // guarded by mu: what the threads of each URL moved
   double seconds = 0;       // guarded by mu: the slowest worker's time
   bool incomplete = false;  // guarded by mu: a prepare was cut short
 };
@@ -1383,6 +1504,7 @@ void worker(const Options& opt, const std::vector<Target>& targets, const Plan& 
   run->total.ops += job->counters().ops;
   run->total.bytes += job->counters().bytes;
   run->total.errors += job->counters().errors;
+  run->bytes_by_target[t] += job->counters().bytes;
   run->seconds = std::max(run->seconds, seconds);
   if (opt.prepare && (result.cut_by_time || result.end != DriveEnd::kDone)) run->incomplete = true;
 }
@@ -1430,19 +1552,101 @@ std::string json_strings(const std::vector<std::string>& items) {
   return out;
 }
 
+// The one JSON object a run prints: totals, and the MB/s of each URL's threads.
+void print_result(const Options& opt, const Counters& c, double seconds,
+                  const std::vector<uint64_t>& bytes_by_target,
+                  const std::vector<std::string>& urls) {
+  const double secs = seconds > 0 ? seconds : 1e-9;
+  std::string per_url;
+  for (const uint64_t bytes : bytes_by_target) {
+    char figure[32];
+    std::snprintf(figure, sizeof figure, "%s%.1f", per_url.empty() ? "" : ", ",
+                  static_cast<double>(bytes) / 1e6 / secs);
+    per_url += figure;
+  }
+  std::printf(
+      "{\"workload\": \"%s\", \"phase\": \"%s\", \"threads\": %d, \"depth\": %d, "
+      "\"seconds\": %.3f, \"ops\": %" PRIu64 ", \"bytes\": %" PRIu64
+      ", \"mb_per_s\": %.1f, \"ops_per_s\": %.1f, \"errors\": %" PRIu64
+      ", \"urls\": [%s], \"url_mb_per_s\": [%s]}\n",
+      workload_name(opt.workload), opt.prepare ? "prepare" : "run", opt.threads, opt.depth, seconds,
+      c.ops, c.bytes, static_cast<double>(c.bytes) / 1e6 / secs, static_cast<double>(c.ops) / secs,
+      c.errors, json_strings(urls).c_str(), per_url.c_str());
+  std::fflush(stdout);
+}
+
+// dl-train without NFS: threads x depth readers, each a thread reading random files of the data
+// set under `opt.local_dir` start to end with pread, as a training job reading a local copy
+// from the page cache would.
+int run_local(const Options& opt) {
+  const uint64_t file_size = opt.file_size != 0 ? opt.file_size : kGiB;
+  const uint64_t block = opt.block_size != 0 ? opt.block_size : kMiB;
+  const auto stop = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                       std::chrono::duration<double>(opt.duration_s));
+  std::mutex mu;
+  Counters total;
+  std::string failure;
+  std::vector<std::thread> readers;
+  const auto started = Clock::now();
+  for (int r = 0; r < opt.threads * opt.depth; ++r) {
+    readers.emplace_back([&, r] {
+      std::mt19937_64 rng(opt.seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(r) + 1);
+      std::vector<char> buffer(block);
+      Counters mine;
+      while (Clock::now() < stop && mine.errors == 0) {
+        const std::string path = opt.local_dir + dl_train_path(rng() % opt.files);
+        const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+          std::lock_guard lock(mu);
+          if (failure.empty()) failure = "open " + path + ": " + std::strerror(errno);
+          ++mine.errors;
+          break;
+        }
+        for (uint64_t at = 0; at < file_size && Clock::now() < stop; at += block) {
+          const ssize_t n =
+              ::pread(fd, buffer.data(), std::min(block, file_size - at), static_cast<off_t>(at));
+          if (n <= 0) {
+            ++mine.errors;
+            break;
+          }
+          ++mine.ops;
+          mine.bytes += static_cast<uint64_t>(n);
+        }
+        ::close(fd);
+      }
+      std::lock_guard lock(mu);
+      total.ops += mine.ops;
+      total.bytes += mine.bytes;
+      total.errors += mine.errors;
+    });
+  }
+  for (auto& reader : readers) reader.join();
+  if (!failure.empty()) {
+    std::fprintf(stderr, "tp-loadgen: %s\n", failure.c_str());
+    return 1;
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  print_result(opt, total, seconds, {total.bytes}, {"file://" + opt.local_dir});
+  return 0;
+}
+
 void usage(FILE* out) {
   std::fprintf(
       out,
       "usage: tp-loadgen --url 'nfs://HOST/EXPORT?nfsport=P&mountport=M' --workload W [options]\n"
       "  --url URL            repeatable (nodes of one cluster): thread k uses URL k mod n\n"
-      "  --workload W         seq-read | seq-write | rand-read | small-file | metadata\n"
+      "  --workload W         seq-read | seq-write | rand-read | small-file | metadata |\n"
+      "                       dl-train (depth readers a thread, each reading random files\n"
+      "                       of --files whole, one READ in flight; prepared by --threads\n"
+      "                       as many as --files)\n"
+      "  --local-dir DIR      dl-train: read DIR/tp-bench/dl/s<i> with pread, no NFS\n"
       "  --prepare            create the data set W reads (instead of the measured run)\n"
       "  --threads N          threads, one connection each (default 4)\n"
       "  --depth D            requests in flight per thread (default 8)\n"
       "  --block-size S       bytes per READ/WRITE (default 1M; rand-read 4K)\n"
       "  --file-size S        seq: per thread; rand-read: the shared file (default 1G);\n"
       "                       small-file: per file (default 115000)\n"
-      "  --files N            small-file / metadata file count (default 2000)\n"
+      "  --files N            small-file / metadata / dl-train file count (default 2000)\n"
       "  --duration SEC       stop issuing after SEC seconds (default 10)\n"
       "  --max-ops N          and after N operations in all (default: no bound)\n"
       "  --prepare-timeout SEC  give up a prepare after SEC seconds (default 600)\n"
@@ -1481,6 +1685,9 @@ int run_main(int argc, char** argv) {
     } else if (arg == "--url") {
       if (!take()) return bad();
       opt.urls.push_back(value);
+    } else if (arg == "--local-dir") {
+      if (!take() || value.empty()) return bad();
+      opt.local_dir = value;
     } else if (arg == "--workload") {
       if (!take()) return bad();
       auto w = parse_workload(value);
@@ -1515,6 +1722,13 @@ int run_main(int argc, char** argv) {
       return 2;
     }
   }
+  if (!opt.local_dir.empty()) {
+    if (opt.workload != Workload::kDlTrain || opt.prepare || !have_workload) {
+      std::fprintf(stderr, "tp-loadgen: --local-dir is for measured dl-train runs only\n");
+      return 2;
+    }
+    return run_local(opt);
+  }
   if (opt.urls.empty() || !have_workload) {
     usage(stderr);
     return 2;
@@ -1545,6 +1759,7 @@ int run_main(int argc, char** argv) {
   }
 
   RunState run(opt.threads);
+  run.bytes_by_target.assign(targets.size(), 0);
   std::vector<std::thread> threads;
   threads.reserve(static_cast<size_t>(opt.threads));
   for (int k = 0; k < opt.threads; ++k) {
@@ -1556,19 +1771,10 @@ int run_main(int argc, char** argv) {
     return 1;
   }
 
-  const Counters& c = run.total;
-  const double secs = run.seconds > 0 ? run.seconds : 1e-9;
-  std::printf(
-      "{\"workload\": \"%s\", \"phase\": \"%s\", \"threads\": %d, \"depth\": %d, "
-      "\"seconds\": %.3f, \"ops\": %" PRIu64 ", \"bytes\": %" PRIu64
-      ", \"mb_per_s\": %.1f, \"ops_per_s\": %.1f, \"errors\": %" PRIu64 ", \"urls\": [%s]}\n",
-      workload_name(opt.workload), opt.prepare ? "prepare" : "run", opt.threads, opt.depth,
-      run.seconds, c.ops, c.bytes, static_cast<double>(c.bytes) / 1e6 / secs,
-      static_cast<double>(c.ops) / secs, c.errors, json_strings(opt.urls).c_str());
-  std::fflush(stdout);
-  if (opt.prepare && (run.incomplete || c.errors != 0)) {
+  print_result(opt, run.total, run.seconds, run.bytes_by_target, opt.urls);
+  if (opt.prepare && (run.incomplete || run.total.errors != 0)) {
     std::fprintf(stderr, "tp-loadgen: prepare of %s did not complete (%" PRIu64 " errors)\n",
-                 workload_name(opt.workload), c.errors);
+                 workload_name(opt.workload), run.total.errors);
     return 1;
   }
   return 0;
