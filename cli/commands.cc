@@ -427,6 +427,51 @@ Status show_client_statistics(Session& session, Format format) {
   return {};
 }
 
+namespace {
+
+std::string policy_target(const std::string& name) {
+  return "/v1/filepool/policies/" + path_segment(name);
+}
+
+}  // namespace
+
+Status create_policy(Session& session, const Json& body) {
+  TP_ASSIGN_OR_RETURN(Json created, session.call(Method::post, "/v1/filepool/policies", body));
+  session.out() << "Created file pool policy " << display(field(created, "name"))
+                << " (apply order " << display(field(created, "apply_order")) << ").\n";
+  return {};
+}
+
+Status list_policies(Session& session, Format format) {
+  TP_ASSIGN_OR_RETURN(Json reply, session.call(Method::get, "/v1/filepool/policies"));
+  print(session, format, reply, [&](std::ostream& out) { render_policies(out, reply); });
+  return {};
+}
+
+Status view_policy(Session& session, const std::string& name, Format format) {
+  TP_ASSIGN_OR_RETURN(Json entry, session.call(Method::get, policy_target(name)));
+  print(session, format, entry, [&](std::ostream& out) { render_view(out, entry); });
+  return {};
+}
+
+Status modify_policy(Session& session, const std::string& name, const Json& body) {
+  TP_RETURN_IF_ERROR(session.call(Method::put, policy_target(name), body).status());
+  session.out() << "Modified file pool policy " << name << ".\n";
+  return {};
+}
+
+Status delete_policy(Session& session, const std::string& name) {
+  TP_RETURN_IF_ERROR(session.call(Method::delete_, policy_target(name)).status());
+  session.out() << "Deleted file pool policy " << name << ".\n";
+  return {};
+}
+
+Status explain_policy(Session& session, const std::string& target, Format format) {
+  TP_ASSIGN_OR_RETURN(Json reply, session.call(Method::get, target));
+  print(session, format, reply, [&](std::ostream& out) { render_explanation(out, reply); });
+  return {};
+}
+
 Status flush_caches(Session& session, const Json& body) {
   TP_ASSIGN_OR_RETURN(Json reply, session.call(Method::post, "/v1/cache/flush", body));
   std::vector<std::string> nodes;

@@ -109,6 +109,14 @@ Status show_system_statistics(Session& session, Format format, const SystemView&
 Status show_protocol_statistics(Session& session, Format format, std::optional<std::uint64_t> node);
 // tide statistics client
 Status show_client_statistics(Session& session, Format format);
+// tide filepool policies ...; `name` "default" is the default policy.
+Status create_policy(Session& session, const Json& body);
+Status list_policies(Session& session, Format format);
+Status view_policy(Session& session, const std::string& name, Format format);
+Status modify_policy(Session& session, const std::string& name, const Json& body);
+Status delete_policy(Session& session, const std::string& name);
+// tide filepool explain PATH; `target` is /v1/filepool/explain/ifs/...
+Status explain_policy(Session& session, const std::string& target, Format format);
 // tide flush; `body` as POST /v1/cache/flush takes it.
 Status flush_caches(Session& session, const Json& body);
 

@@ -83,6 +83,10 @@ void render_system_statistics(std::ostream& out, const Json& reply);
 // second by procedure, then CPU, network and disk. `node`: whose they are (none: the cluster's).
 void render_protocol_statistics(std::ostream& out, const Json& figures,
                                 std::optional<std::uint64_t> node);
+// GET /v1/filepool/policies's reply: the policies in order, then the default.
+void render_policies(std::ostream& out, const Json& reply);
+// GET /v1/filepool/explain/...'s reply.
+void render_explanation(std::ostream& out, const Json& reply);
 // GET /v1/statistics/clients's reply.
 void render_client_statistics(std::ostream& out, const Json& reply);
 

@@ -161,6 +161,34 @@ Result<std::string> namespace_target(std::string_view path) {
   return target;
 }
 
+Result<Json> policy_body(const PolicyOptions& options, std::optional<std::string> name) {
+  Json body = Json::object();
+  if (name) body["name"] = *name;
+  if (options.filter && !options.filter_flags.empty()) {
+    return error(Errc::invalid_argument,
+                 "give the filter as --filter or as --begin-filter ... --end-filter, not both");
+  }
+  if (options.filter) body["filter"] = *options.filter;
+  if (!options.filter_flags.empty()) body["filter_flags"] = options.filter_flags;
+  if (options.storage_target) body["storage_target"] = *options.storage_target;
+  if (options.protection) body["protection"] = *options.protection;
+  if (options.access_pattern) body["access_pattern"] = *options.access_pattern;
+  if (options.apply_order) body["apply_order"] = *options.apply_order;
+  return body;
+}
+
+Status take_filter_flags(std::vector<std::string>& args, std::vector<std::string>& flags) {
+  const auto begin = std::find(args.begin(), args.end(), "--begin-filter");
+  if (begin == args.end()) return {};
+  const auto end = std::find(begin, args.end(), "--end-filter");
+  if (end == args.end()) {
+    return error(Errc::invalid_argument, "--begin-filter without --end-filter");
+  }
+  flags.assign(begin, end + 1);
+  args.erase(begin, end + 1);
+  return {};
+}
+
 Result<std::string> locks_target(const std::optional<std::string>& path,
                                  const std::optional<std::string>& kind, bool waiters) {
   std::vector<std::string> query;

@@ -37,6 +37,22 @@ Result<std::string> namespace_target(std::string_view path);
 Result<std::string> locks_target(const std::optional<std::string>& path,
                                  const std::optional<std::string>& kind, bool waiters);
 
+// What `tide filepool policies create/modify` and `tide filepool default-policy modify` set.
+struct PolicyOptions {
+  std::optional<std::string> filter;      // --filter EXPR
+  std::vector<std::string> filter_flags;  // --begin-filter ... --end-filter, both included
+  std::optional<std::string> storage_target;
+  std::optional<std::string> protection;
+  std::optional<std::string> access_pattern;
+  std::optional<std::uint64_t> apply_order;
+};
+// The body of POST/PUT /v1/filepool/policies[/NAME]; `name` only on create. A filter given both
+// ways is invalid_argument.
+Result<Json> policy_body(const PolicyOptions& options, std::optional<std::string> name);
+// Cuts `--begin-filter ... --end-filter` out of a command line (OneFS's filter flags, which are
+// no options of tide's), into `flags`; invalid_argument for a begin without its end.
+Status take_filter_flags(std::vector<std::string>& args, std::vector<std::string>& flags);
+
 // `tide sysctl NAME` or `tide sysctl NAME=VALUE`.
 struct SysctlArgument {
   std::string name;

@@ -56,6 +56,8 @@ struct Arguments {
   std::string nodes = "all";              // --nodes of `statistics system`
   std::uint32_t iterations = 0;           // --iterations of `statistics system --format top`
   std::optional<std::string> node;        // --node of `statistics pstat`
+  std::string policy;                     // NAME of `filepool policies ...`
+  PolicyOptions policy_options;
   ExportOptions export_options;
 };
 
@@ -67,6 +69,10 @@ class Grammar {
   Grammar& operator=(const Grammar&) = delete;
 
   CLI::App& app() { return app_; }
+  // OneFS's filter flags, cut out of the command line before it is parsed.
+  void set_filter_flags(std::vector<std::string> flags) {
+    arguments_.policy_options.filter_flags = std::move(flags);
+  }
   // The Command of a leaf of the tree.
   const Command& command_of(const CLI::App* leaf) const { return commands_.at(leaf); }
   Result<GlobalOptions> global_options() const;
@@ -85,6 +91,8 @@ class Grammar {
   void add_nfs_commands();
   void add_lock_commands();
   void add_flush_command();
+  void add_filepool_commands();
+  void add_policy_options(CLI::App* command);
 
   CLI::App app_;
   Arguments arguments_;
@@ -152,6 +160,7 @@ Grammar::Grammar() : app_("Administer a Tidepool cluster through its admin API."
   add_nfs_commands();
   add_lock_commands();
   add_flush_command();
+  add_filepool_commands();
 }
 
 Result<GlobalOptions> Grammar::global_options() const {
@@ -482,6 +491,116 @@ void Grammar::add_flush_command() {
   flush->add_flag("--all", arguments_.flush_all, "Every node (the default)");
 }
 
+void Grammar::add_policy_options(CLI::App* command) {
+  PolicyOptions& options = arguments_.policy_options;
+  command
+      ->add_option("--data-storage-target", options.storage_target,
+                   "Node pool or tier the files' data goes to, or anywhere")
+      ->type_name("TARGET");
+  command->add_option("--set-requested-protection", options.protection, "Copies of every unit")
+      ->type_name("2x|3x")
+      ->check(CLI::IsMember({"2x", "3x"}));
+  command->add_option("--data-access-pattern", options.access_pattern, "How reads prefetch")
+      ->type_name("random|concurrency|streaming")
+      ->check(CLI::IsMember({"random", "concurrency", "streaming"}));
+}
+
+void Grammar::add_filepool_commands() {
+  CLI::App* filepool = add_group(app_, "filepool", "File pool policies: where files live");
+  CLI::App* policies = add_group(*filepool, "policies",
+                                 "The policies, tried in order; the first that matches a file "
+                                 "applies, and the default policy fills in what it leaves unset");
+  const std::string filter_help =
+      "Which files: an expression such as 'accessed > 30d and size >= 1GiB' (or OneFS's "
+      "--begin-filter ... --end-filter flags instead)";
+  CLI::App* create = add_command(
+      *policies, "create", "Add a policy (last, or at --apply-order)",
+      [this]() -> Result<Operation> {
+        const PolicyOptions& options = arguments_.policy_options;
+        if (!options.filter && options.filter_flags.empty()) {
+          return error(Errc::invalid_argument,
+                       "a policy needs a filter: --filter or --begin-filter ... --end-filter");
+        }
+        TP_ASSIGN_OR_RETURN(Json body, policy_body(options, arguments_.policy));
+        return Operation([body](Session& session) { return create_policy(session, body); });
+      });
+  create->add_option("NAME", arguments_.policy, "The policy's name")->required();
+  create->add_option("--filter", arguments_.policy_options.filter, filter_help)->type_name("EXPR");
+  create->add_option("--apply-order", arguments_.policy_options.apply_order,
+                     "Its place in the list, from 1 (default: last)");
+  add_policy_options(create);
+
+  add_format_option(add_command(*policies, "list", "List the policies, in the order they apply",
+                                [this]() -> Result<Operation> {
+                                  return Operation([format = format()](Session& session) {
+                                    return list_policies(session, format);
+                                  });
+                                }));
+  CLI::App* view = add_command(
+      *policies, "view", "Show a policy ('default' too)", [this]() -> Result<Operation> {
+        return Operation([name = arguments_.policy, format = format()](Session& session) {
+          return view_policy(session, name, format);
+        });
+      });
+  view->add_option("NAME", arguments_.policy, "The policy's name")->required();
+  add_format_option(view);
+
+  CLI::App* modify = add_command(
+      *policies, "modify", "Change a policy's filter, actions or place",
+      [this]() -> Result<Operation> {
+        TP_ASSIGN_OR_RETURN(Json body, policy_body(arguments_.policy_options, std::nullopt));
+        return Operation([name = arguments_.policy, body](Session& session) {
+          return modify_policy(session, name, body);
+        });
+      });
+  modify->add_option("NAME", arguments_.policy, "The policy's name")->required();
+  modify->add_option("--filter", arguments_.policy_options.filter, filter_help)->type_name("EXPR");
+  modify->add_option("--apply-order", arguments_.policy_options.apply_order,
+                     "Move it to this place in the list, from 1");
+  add_policy_options(modify);
+
+  add_command(*policies, "delete", "Remove a policy (the default policy stays)",
+              [this]() -> Result<Operation> {
+                return Operation([name = arguments_.policy](Session& session) {
+                  return delete_policy(session, name);
+                });
+              })
+      ->add_option("NAME", arguments_.policy, "The policy's name")
+      ->required();
+
+  CLI::App* default_policy = add_group(*filepool, "default-policy",
+                                       "The actions of files no policy matches, and of what a "
+                                       "matching policy leaves unset");
+  add_format_option(add_command(*default_policy, "view", "Show the default policy",
+                                [this]() -> Result<Operation> {
+                                  return Operation([format = format()](Session& session) {
+                                    return view_policy(session, "default", format);
+                                  });
+                                }));
+  add_policy_options(add_command(
+      *default_policy, "modify", "Change the default policy's actions",
+      [this]() -> Result<Operation> {
+        TP_ASSIGN_OR_RETURN(Json body, policy_body(arguments_.policy_options, std::nullopt));
+        if (body.contains("filter_flags")) {
+          return error(Errc::invalid_argument, "the default policy matches every file: no filter");
+        }
+        return Operation(
+            [body](Session& session) { return modify_policy(session, "default", body); });
+      }));
+
+  CLI::App* explain = add_command(
+      *filepool, "explain", "Which policy applies to a file now, and where each action comes from",
+      [this]() -> Result<Operation> {
+        TP_ASSIGN_OR_RETURN(std::string target, namespace_target(arguments_.path));
+        target.replace(0, std::string_view("/v1/namespace").size(), "/v1/filepool/explain");
+        return Operation([target, format = format()](Session& session) {
+          return explain_policy(session, target, format);
+        });
+      });
+  explain->add_option("PATH", arguments_.path, "Absolute path under /ifs")->required();
+  add_format_option(explain);
+}
+
 void Grammar::add_nfs_commands() {
   CLI::App* nfs = add_group(app_, "nfs", "NFS settings");
   CLI::App* exports = add_group(*nfs, "exports", "NFS exports: what clients may mount");
@@ -605,6 +724,12 @@ int run(std::vector<std::string> args, std::ostream& out, std::ostream& err,
         const Environment& environment) {
   Grammar grammar;
   CLI::App& app = grammar.app();
+  std::vector<std::string> filter_flags;
+  if (Status taken = take_filter_flags(args, filter_flags); !taken.ok()) {
+    err << usage_line(&app, taken.message()) << '\n';
+    return kExitUsage;
+  }
+  grammar.set_filter_flags(std::move(filter_flags));
   std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last first
   try {
     app.parse(args);

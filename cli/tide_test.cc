@@ -108,7 +108,7 @@ TEST_F(TideTest, AnUnknownCommandExits2NamingTheCommandsExpected) {
   EXPECT_EQ(tide({"frobnicate"}), kExitUsage);
   EXPECT_EQ(err_.str(),
             "tide: unknown command 'tide frobnicate'; expected one of: cluster, status, get, set, "
-            "storagepool, sysctl, nfs, locks, statistics, flush (see 'tide --help')\n");
+            "storagepool, sysctl, nfs, locks, statistics, flush, filepool (see 'tide --help')\n");
   EXPECT_EQ(tide({"storagepool", "pools", "list"}), kExitUsage);
   EXPECT_EQ(err_.str(),
             "tide: unknown command 'tide storagepool pools'; expected one of: nodepools, tiers "
@@ -130,7 +130,7 @@ TEST_F(TideTest, AMissingCommandExits2NamingTheCommandsExpected) {
   EXPECT_EQ(tide({}), kExitUsage);
   EXPECT_EQ(err_.str(),
             "tide: missing command after 'tide'; expected one of: cluster, status, get, set, "
-            "storagepool, sysctl, nfs, locks, statistics, flush (see 'tide --help')\n");
+            "storagepool, sysctl, nfs, locks, statistics, flush, filepool (see 'tide --help')\n");
   EXPECT_EQ(tide({"nfs"}), kExitUsage);
   EXPECT_EQ(err_.str(),
             "tide: missing command after 'tide nfs'; expected one of: exports, nlm "
@@ -363,6 +363,83 @@ TEST_F(TideTest, StatisticsClientAsksForEveryNodesClients) {
   EXPECT_EQ(tide({"statistics", "client"}), kExitSuccess) << err_.str();
   EXPECT_EQ(only_request().target, "/v1/statistics/clients");
   EXPECT_NE(out_.str().find("Avg Latency"), std::string::npos) << out_.str();
+}
+
+TEST_F(TideTest, FilepoolPoliciesCreateTakesAnExpressionOrOneFsFlags) {
+  write_credentials_in(root_.path());
+  cluster_.reply(201, R"({"name": "cold", "apply_order": 1})");
+  EXPECT_EQ(
+      tide({"filepool", "policies", "create", "cold", "--filter", "accessed > 30d and size >= 1GiB",
+            "--data-storage-target", "cold-tier", "--set-requested-protection", "3x"}),
+      kExitSuccess)
+      << err_.str();
+  EXPECT_EQ(only_request().method, Method::post);
+  EXPECT_EQ(only_request().target, "/v1/filepool/policies");
+  EXPECT_EQ(Json::parse(only_request().body),
+            Json::parse(R"({"name": "cold", "filter": "accessed > 30d and size >= 1GiB",
+                            "storage_target": "cold-tier", "protection": "3x"})"));
+  EXPECT_EQ(out_.str(), "Created file pool policy cold (apply order 1).\n");
+
+  cluster_.reply(201, R"({"name": "old", "apply_order": 2})");
+  EXPECT_EQ(tide({"filepool", "policies", "create", "old", "--begin-filter", "--accessed-time=30D",
+                  "--operator=gt", "--and", "--size=1GB", "--operator=ge", "--end-filter",
+                  "--data-access-pattern", "streaming", "--apply-order", "2"}),
+            kExitSuccess)
+      << err_.str();
+  EXPECT_EQ(Json::parse(cluster_.requests().back().body),
+            Json::parse(R"({"name": "old", "filter_flags": ["--begin-filter",
+                            "--accessed-time=30D", "--operator=gt", "--and", "--size=1GB",
+                            "--operator=ge", "--end-filter"], "access_pattern": "streaming",
+                            "apply_order": 2})"));
+}
+
+TEST_F(TideTest, FilepoolPolicyMistakesExit2AndSendNothing) {
+  write_credentials_in(root_.path());
+  EXPECT_EQ(tide({"filepool", "policies", "create", "x"}), kExitUsage);
+  EXPECT_NE(err_.str().find("a policy needs a filter"), std::string::npos) << err_.str();
+  EXPECT_EQ(tide({"filepool", "policies", "create", "x", "--begin-filter", "--size=1GB"}),
+            kExitUsage);
+  EXPECT_NE(err_.str().find("--begin-filter without --end-filter"), std::string::npos);
+  EXPECT_EQ(tide({"filepool", "policies", "create", "x", "--filter", "size > 1", "--begin-filter",
+                  "--size=1GB", "--end-filter"}),
+            kExitUsage);
+  EXPECT_NE(err_.str().find("not both"), std::string::npos) << err_.str();
+  EXPECT_EQ(tide({"filepool", "policies", "modify", "x", "--set-requested-protection", "4x"}),
+            kExitUsage);
+  EXPECT_EQ(tide({"filepool", "explain", "relative/path"}), kExitUsage);
+  EXPECT_TRUE(cluster_.requests().empty());
+}
+
+TEST_F(TideTest, FilepoolListViewModifyDeleteAndExplainUseTheirTargets) {
+  write_credentials_in(root_.path());
+  cluster_.reply(200, R"({"policies": [{"name": "cold", "apply_order": 1,
+      "filter": "accessed > 30d", "storage_target": "cold-tier", "protection": null,
+      "access_pattern": null}], "default": {"name": "default", "storage_target": "anywhere",
+      "protection": "2x", "access_pattern": "concurrency"}})");
+  EXPECT_EQ(tide({"filepool", "policies", "list"}), kExitSuccess) << err_.str();
+  EXPECT_NE(out_.str().find("1  cold     accessed > 30d    cold-tier       (default)"),
+            std::string::npos)
+      << out_.str();
+  EXPECT_NE(out_.str().find("default  every other file  anywhere        2x"), std::string::npos)
+      << out_.str();
+  cluster_.reply(200, "{}");
+  EXPECT_EQ(tide({"filepool", "default-policy", "modify", "--data-storage-target", "hot"}),
+            kExitSuccess);
+  EXPECT_EQ(cluster_.requests().back().target, "/v1/filepool/policies/default");
+  EXPECT_EQ(cluster_.requests().back().body, R"({"storage_target":"hot"})");
+  cluster_.reply(204, "");
+  EXPECT_EQ(tide({"filepool", "policies", "delete", "cold"}), kExitSuccess);
+  EXPECT_EQ(cluster_.requests().back().method, Method::delete_);
+  EXPECT_EQ(cluster_.requests().back().target, "/v1/filepool/policies/cold");
+  out_.str("");
+  cluster_.reply(200, R"({"path": "/ifs/a b", "policy": "default", "filter": null,
+      "storage_target": {"value": "anywhere", "from": "default"},
+      "protection": {"value": "2x", "from": "default"},
+      "access_pattern": {"value": "random", "from": "default"}})");
+  EXPECT_EQ(tide({"filepool", "explain", "/ifs/a b"}), kExitSuccess) << err_.str();
+  EXPECT_EQ(cluster_.requests().back().target, "/v1/filepool/explain/ifs/a%20b");
+  EXPECT_NE(out_.str().find("Storage Target: anywhere (from default)"), std::string::npos)
+      << out_.str();
 }
 
 TEST_F(TideTest, TiersModifyAddsOnlyPoolsNotThereYet) {

@@ -3,6 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <charconv>
 #include <limits>
 #include <map>
@@ -13,6 +16,7 @@
 #include "daemon/activity.h"
 #include "daemon/cache_reports.h"
 #include "daemon/config_objects.h"
+#include "daemon/filepool.h"
 
 namespace tidepool::daemon {
 namespace {
@@ -176,6 +180,8 @@ const std::vector<std::vector<std::string_view>>& known_paths() {
       {"v1", "sysctl", "*"},
       {"v1", "nfs", "exports"},
       {"v1", "nfs", "exports", "*"},
+      {"v1", "filepool", "policies"},
+      {"v1", "filepool", "policies", "*"},
   };
   return paths;
 }
@@ -275,6 +281,33 @@ asio::awaitable<HttpResponse> carry_out(Membership& m, Plan plan) {
   const Status status = co_await std::move(proposing);
   if (!status.ok()) co_return failure(status);
   co_return std::move(plan.applied);
+}
+
+// Plans a change of the file pool policy list on the node's view and carries it out. The list is
+// one object written whole on the view it was read from, so a node whose view is behind the
+// group's (a change just made through another node) has its change refused; it then plans again
+// once its view caught up, a bounded number of times.
+asio::awaitable<HttpResponse> change_policies(Membership& m,
+                                              std::function<Plan(const GroupView&)> plan_for) {
+  constexpr int kAttempts = 20;
+  constexpr auto kCatchUp = std::chrono::milliseconds(50);
+  for (int attempt = 1;; ++attempt) {
+    Plan plan = plan_for(m.group()->view());
+    if (plan.now) co_return std::move(*plan.now);
+    cluster::GroupClient* client = m.client();
+    auto proposing =
+        await_callback<Status>([client, change = plan.change, deadline = plan.deadline](auto done) {
+          client->propose(change, deadline, done);
+        });
+    const Status status = co_await std::move(proposing);
+    if (status.ok()) co_return std::move(plan.applied);
+    const bool raced =
+        status.code() == Errc::precondition_failed || status.code() == Errc::already_exists;
+    if (!raced || attempt == kAttempts) co_return failure(status);
+    asio::steady_timer pause(co_await asio::this_coro::executor, kCatchUp);
+    auto paused = pause.async_wait(asio::use_awaitable);
+    co_await std::move(paused);
+  }
 }
 
 // Parses a route's path: the parts of the target, and which known shape it has.
@@ -545,6 +578,64 @@ asio::awaitable<HttpResponse> set_file(store::Store& store, Membership& m,
   if (!layout.ok()) co_return failure(layout.status());
   auto showing = file_info(store, m, std::move(path));
   co_return co_await std::move(showing);
+}
+
+// The name a filter's `type` gives a store's file type.
+const char* policy_type_of(store::FileType type) {
+  switch (type) {
+    case store::FileType::regular:
+      return "file";
+    case store::FileType::directory:
+      return "directory";
+    case store::FileType::symlink:
+      return "symlink";
+    case store::FileType::block_device:
+      return "block";
+    case store::FileType::char_device:
+      return "char";
+    case store::FileType::socket:
+      return "socket";
+    case store::FileType::fifo:
+      return "fifo";
+  }
+  return "unknown";
+}
+
+// GET /v1/filepool/explain/ifs/PATH: which policy applies to the file now, and where each of
+// its actions comes from.
+asio::awaitable<HttpResponse> explain_file(store::Store& store, Membership& m,
+                                           std::vector<std::string> path) {
+  auto resolving = resolve_path(store, path);
+  const Result<store::Attributes> file = co_await std::move(resolving);
+  if (!file.ok()) co_return failure(file.status());
+  constexpr std::int64_t kNs = 1'000'000'000;
+  policy::FileFacts facts;
+  facts.path = shown_path(path);
+  facts.size = file->size;
+  facts.atime = file->atime_ns / kNs;
+  facts.mtime = file->mtime_ns / kNs;
+  facts.ctime = file->ctime_ns / kNs;
+  facts.birth = file->birth_ns / kNs;
+  facts.type = policy_type_of(file->type);
+  facts.uid = file->uid;
+  const policy::PolicySet set = policies_of(m.group()->view()).set;
+  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  const policy::Resolution r = policy::resolve(set, facts, now);
+  json filter = nullptr;
+  for (const policy::Policy& p : set.policies) {
+    if (p.name == r.policy) filter = policy::to_expression(p.filter);
+  }
+  co_return reply(
+      200,
+      json{{"path", facts.path},
+           {"policy", r.policy},
+           {"filter", filter},
+           {"storage_target", {{"value", r.storage_target}, {"from", r.storage_target_from}}},
+           {"protection",
+            {{"value", std::to_string(r.protection) + "x"}, {"from", r.protection_from}}},
+           {"access_pattern", {{"value", r.access_pattern}, {"from", r.access_pattern_from}}}});
 }
 
 json status_json(Membership& m, const GroupView& view) {
@@ -844,6 +935,84 @@ Plan write_sysctl(const GroupView& view, const NodeConfig& config, const SysctlS
                      reply(200, shown));
 }
 
+// GET /v1/filepool/policies/NAME; "default" is the default policy.
+HttpResponse policy_view(const GroupView& view, std::string_view name) {
+  const policy::PolicySet set = policies_of(view).set;
+  if (name == policy::kDefaultPolicy) return reply(200, defaults_to_json(set.defaults));
+  for (std::size_t i = 0; i < set.policies.size(); ++i) {
+    if (set.policies[i].name == name) return reply(200, policy_to_json(set.policies[i], i + 1));
+  }
+  return error_response(404, "no file pool policy '" + std::string(name) + "'");
+}
+
+// POST /v1/filepool/policies (`existing` none) or PUT /v1/filepool/policies/NAME: the whole list
+// is written again, and only if nobody changed it since it was read.
+Plan write_policy(const GroupView& view, const std::string& request_body,
+                  std::optional<std::string_view> existing) {
+  const Result<json> body = parse_body(request_body);
+  if (!body.ok()) return refuse(body.status());
+  const StoredPolicies stored = policies_of(view);
+  policy::PolicySet next = stored.set;
+  if (existing == policy::kDefaultPolicy) {
+    auto defaults = defaults_from_json(*body, next.defaults, view);
+    if (!defaults.ok()) return refuse(defaults.status());
+    next.defaults = std::move(defaults).value();
+    return change_then(policies_update(stored, next), reply(200, defaults_to_json(next.defaults)));
+  }
+  const json name_field = body->value("name", json());
+  if (!existing && !name_field.is_string()) {
+    return refuse(error_response(400, "a policy needs a 'name'"));
+  }
+  const std::string name = existing ? std::string(*existing) : name_field.get<std::string>();
+  if (existing && !name_field.is_null() && name_field != name) {
+    return refuse(error_response(400, "a policy keeps its name: delete it and create another"));
+  }
+  auto& list = next.policies;
+  const auto found = std::find_if(list.begin(), list.end(),
+                                  [&](const policy::Policy& p) { return p.name == name; });
+  if (!existing) {
+    if (Status valid = policy::check_policy_name(name); !valid.ok()) return refuse(valid);
+    if (found != list.end()) {
+      return refuse(error_response(409, "file pool policy '" + name + "' already exists"));
+    }
+    if (!body->contains("filter") && !body->contains("filter_flags")) {
+      return refuse(error_response(400, "a policy needs a filter: 'filter' or 'filter_flags'"));
+    }
+  } else if (found == list.end()) {
+    return refuse(error_response(404, "no file pool policy '" + name + "'"));
+  }
+  std::size_t position = found == list.end() ? list.size() : found - list.begin();
+  const policy::Policy base = found == list.end() ? policy::Policy{name, {}, {}} : *found;
+  auto made = policy_from_json(*body, base, view);
+  if (!made.ok()) return refuse(made.status());
+  if (found != list.end()) list.erase(found);
+  const json order = body->value("apply_order", json());
+  if (!order.is_null()) {
+    if (!order.is_number_unsigned() || order.get<std::uint64_t>() < 1 ||
+        order.get<std::uint64_t>() > list.size() + 1) {
+      return refuse(
+          error_response(400, "'apply_order' must be 1 to " + std::to_string(list.size() + 1)));
+    }
+    position = order.get<std::size_t>() - 1;
+  }
+  list.insert(list.begin() + static_cast<std::ptrdiff_t>(position), *made);
+  return change_then(policies_update(stored, next),
+                     reply(existing ? 200 : 201, policy_to_json(*made, position + 1)));
+}
+
+Plan delete_policy(const GroupView& view, std::string_view name) {
+  if (name == policy::kDefaultPolicy) {
+    return refuse(error_response(400, "the default policy cannot be deleted"));
+  }
+  const StoredPolicies stored = policies_of(view);
+  policy::PolicySet next = stored.set;
+  const auto erased =
+      std::erase_if(next.policies, [&](const policy::Policy& p) { return p.name == name; });
+  if (erased == 0)
+    return refuse(error_response(404, "no file pool policy '" + std::string(name) + "'"));
+  return change_then(policies_update(stored, next), no_content());
+}
+
 HttpResponse exports_list(const GroupView& view) {
   json list = json::array();
   for (const auto& [id, entry] : exports_of(view)) list.push_back(export_to_json(id, entry));
@@ -961,6 +1130,29 @@ asio::awaitable<HttpResponse> AdminApi::route(HttpRequest request, bool authoriz
     return file_info(store_, m, route.from(2));
   if (route.method() == "PUT" && route.at(1) == "namespace") {
     return set_file(store_, m, route.from(2), request.body);
+  }
+  if (route.method() == "GET" && route.at(1) == "filepool" && route.at(2) == "explain") {
+    return explain_file(store_, m, route.from(3));
+  }
+  if (route.is("GET", {"v1", "filepool", "policies"})) {
+    return ready(reply(200, policies_to_json(policies_of(view).set)));
+  }
+  if (route.is("POST", {"v1", "filepool", "policies"})) {
+    return change_policies(m, [body = request.body](const GroupView& now) {
+      return write_policy(now, body, std::nullopt);
+    });
+  }
+  if (route.is("GET", {"v1", "filepool", "policies", "*"})) {
+    return ready(policy_view(view, route.at(3)));
+  }
+  if (route.is("PUT", {"v1", "filepool", "policies", "*"})) {
+    return change_policies(m, [body = request.body, name = std::string(route.at(3))](
+                                  const GroupView& now) { return write_policy(now, body, name); });
+  }
+  if (route.is("DELETE", {"v1", "filepool", "policies", "*"})) {
+    return change_policies(m, [name = std::string(route.at(3))](const GroupView& now) {
+      return delete_policy(now, name);
+    });
   }
   if (route.is("POST", {"v1", "cluster", "nodes"})) return add_node(strand_, m, request.body);
   if (route.is("DELETE", {"v1", "cluster", "nodes", "*"})) {

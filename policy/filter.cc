@@ -370,6 +370,29 @@ std::string quoted(const std::string& text) {
   return out + '"';
 }
 
+// In the largest unit that says it exactly.
+std::string size_text(std::uint64_t bytes) {
+  static constexpr std::pair<std::uint64_t, const char*> kUnits[] = {
+      {1ull << 50, "PiB"}, {1'000'000'000'000'000ull, "PB"},
+      {1ull << 40, "TiB"}, {1'000'000'000'000ull, "TB"},
+      {1ull << 30, "GiB"}, {1'000'000'000ull, "GB"},
+      {1ull << 20, "MiB"}, {1'000'000ull, "MB"},
+      {1ull << 10, "KiB"}, {1'000ull, "KB"}};
+  for (const auto& [unit, name] : kUnits) {
+    if (bytes != 0 && bytes % unit == 0) return std::to_string(bytes / unit) + name;
+  }
+  return std::to_string(bytes);
+}
+
+std::string age_text(std::int64_t seconds) {
+  static constexpr std::pair<std::int64_t, const char*> kUnits[] = {
+      {365 * 86400, "y"}, {7 * 86400, "w"}, {86400, "d"}, {3600, "h"}, {60, "min"}};
+  for (const auto& [unit, name] : kUnits) {
+    if (seconds != 0 && seconds % unit == 0) return std::to_string(seconds / unit) + name;
+  }
+  return std::to_string(seconds) + "s";
+}
+
 std::string moment_text(std::int64_t unix_seconds) {
   const std::time_t t = static_cast<std::time_t>(unix_seconds);
   std::tm tm{};
@@ -587,9 +610,9 @@ std::string to_expression(const Filter& filter) {
       out += symbol_of(c.comparison);
       out += ' ';
       if (const auto* number = std::get_if<std::uint64_t>(&c.value)) {
-        out += std::to_string(*number);
+        out += c.field == Field::size ? size_text(*number) : std::to_string(*number);
       } else if (const Age* age = std::get_if<Age>(&c.value)) {
-        out += std::to_string(age->seconds) + "s";
+        out += age_text(age->seconds);
       } else if (const Moment* moment = std::get_if<Moment>(&c.value)) {
         out += moment_text(moment->unix_seconds);
       } else {

@@ -2,12 +2,13 @@
 // cluster with the real `tide` CLI; configuration made through one node is read through
 // another; a killed node is seen down and comes back with the same configuration. Also the
 // refusals of the admin plane: no token, a data directory of another cluster, an address in
-// use; and the statistics of what a node's NFS clients do.
+// use; the statistics of what a node's NFS clients do; file pool policies.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -62,6 +63,18 @@ class ClusterAdminTest : public ::testing::Test {
   }
   void form_cluster() { cluster_->form(); }
   std::string state_of(std::size_t via, std::uint64_t id) { return cluster_->state_of(via, id); }
+  // /ifs mounted through node `id`, once it serves the cluster's namespace (bounded).
+  FileHandle root_via(std::size_t id) {
+    const Endpoint& via = node(id).endpoint();
+    for (const auto deadline = Clock::now() + 20s; Clock::now() < deadline;) {
+      MountClient mount(via);
+      MountResult m = mount.connected() ? mount.mnt("/ifs") : MountResult{};
+      if (m.status == MNT3_OK && NfsClient(via).getattr(m.fh).status == NFS3_OK) return m.fh;
+      std::this_thread::sleep_for(200ms);
+    }
+    ADD_FAILURE() << "node " << id << " never served /ifs";
+    return {};
+  }
 
   std::unique_ptr<TideCluster> cluster_;
 };
@@ -125,14 +138,8 @@ TEST_F(ClusterAdminTest, ExportsLiveInTheClusterConfigurationAndReachEveryNode) 
 TEST_F(ClusterAdminTest, StatisticsShowWhatANodesClientsDo) {
   ASSERT_NO_FATAL_FAILURE(form_cluster());
   const Endpoint& via = node(2).endpoint();
-  FileHandle root;
-  for (const auto deadline = Clock::now() + 20s; root.empty() && Clock::now() < deadline;) {
-    MountClient mount(via);
-    MountResult m = mount.connected() ? mount.mnt("/ifs") : MountResult{};
-    if (m.status == MNT3_OK && NfsClient(via).getattr(m.fh).status == NFS3_OK) root = m.fh;
-    if (root.empty()) std::this_thread::sleep_for(200ms);
-  }
-  ASSERT_FALSE(root.empty()) << "node 2 never served /ifs";
+  const FileHandle root = root_via(2);
+  ASSERT_FALSE(root.empty());
 
   // GETATTRs through node 2 until the rates show them (bounded).
   std::atomic<bool> stop = false;
@@ -177,6 +184,58 @@ TEST_F(ClusterAdminTest, StatisticsShowWhatANodesClientsDo) {
   EXPECT_GT(answered.load(), 0u);
   const Ran text = tide(2, {"statistics", "client"});
   EXPECT_NE(text.output.find("Avg Latency"), std::string::npos) << text.output;
+}
+
+TEST_F(ClusterAdminTest, FilePoolPoliciesLiveInTheClusterAndExplainWhatAppliesToAFile) {
+  ASSERT_NO_FATAL_FAILURE(form_cluster());
+  ASSERT_EQ(
+      tide(1, {"storagepool", "tiers", "create", "cold-tier", "--children", "h500"}).exit_code, 0);
+  Ran made =
+      tide(1, {"filepool", "policies", "create", "cold", "--begin-filter", "--accessed-time=30D",
+               "--operator=gt", "--end-filter", "--data-storage-target", "cold-tier"});
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  made = tide(2, {"filepool", "policies", "create", "images", "--filter", "iname =~ *.jpg",
+                  "--data-access-pattern", "random", "--set-requested-protection", "3x",
+                  "--apply-order", "1"});
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  ASSERT_EQ(
+      tide(3, {"filepool", "default-policy", "modify", "--data-storage-target", "f800"}).exit_code,
+      0);
+  const json listed = tide_json(3, {"filepool", "policies", "list"});
+  ASSERT_EQ(listed["policies"].size(), 2u) << listed.dump();
+  EXPECT_EQ(listed["policies"][0]["name"], "images");
+  EXPECT_EQ(listed["policies"][1]["filter"], "accessed > 30d");
+  EXPECT_EQ(listed["default"]["storage_target"], "f800");
+
+  // A file read 60 days ago, and a new one, through node 2.
+  const FileHandle root = root_via(2);
+  ASSERT_FALSE(root.empty());
+  NfsClient nfs(node(2).endpoint());
+  const FileHandle old_file = nfs.make_file(root, "old.bin", 0644, "data");
+  Sattr long_ago;
+  long_ago.atime_how = SET_TO_CLIENT_TIME;
+  long_ago.atime.seconds = static_cast<std::uint32_t>(std::time(nullptr) - 60 * 86400);
+  ASSERT_EQ(nfs.setattr(old_file, long_ago).status, NFS3_OK);
+  nfs.make_file(root, "new.txt", 0644, "data");
+
+  const json cold = tide_json(1, {"filepool", "explain", "/ifs/old.bin"});
+  EXPECT_EQ(cold["policy"], "cold") << cold.dump();
+  EXPECT_EQ(cold["storage_target"]["value"], "cold-tier");
+  EXPECT_EQ(cold["protection"]["from"], "default");
+  const json fresh = tide_json(3, {"filepool", "explain", "/ifs/new.txt"});
+  EXPECT_EQ(fresh["policy"], "default") << fresh.dump();
+  EXPECT_EQ(fresh["storage_target"]["value"], "f800");
+
+  Ran refused = tide(1, {"filepool", "policies", "create", "bad", "--filter", "size >> 1"});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.output.find("filter: at column 7"), std::string::npos) << refused.output;
+  refused = tide(1, {"filepool", "policies", "delete", "default"});
+  EXPECT_NE(refused.output.find("the default policy cannot be deleted"), std::string::npos)
+      << refused.output;
+  refused = tide(1, {"filepool", "policies", "create", "cold", "--filter", "size > 1"});
+  EXPECT_NE(refused.output.find("already exists"), std::string::npos) << refused.output;
+  ASSERT_EQ(tide(2, {"filepool", "policies", "delete", "images"}).exit_code, 0);
+  EXPECT_EQ(tide_json(1, {"filepool", "policies", "list"})["policies"].size(), 1u);
 }
 
 TEST_F(ClusterAdminTest, RefusalsAreClearAndChangeNothing) {
