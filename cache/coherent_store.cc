@@ -29,6 +29,8 @@ constexpr int kAcquireAttempts = 16;
 // Prefetched blocks nobody read yet are checked for eviction (waste) each time this many more
 // were prefetched.
 constexpr std::size_t kWasteSweepEvery = 256;
+// Files remembered as reported to their home; past this, the oldest are forgotten.
+constexpr std::size_t kMaxReportedFiles = 65536;
 // Blocks are fetched with the rights of the node itself: the reader's own rights are checked
 // here, against the attributes the fetch brought, for every read the block serves.
 const store::Caller kNodeItself{0, 0, {}};
@@ -113,7 +115,8 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
           PrefetchOptions prefetch = options.prefetch;
           prefetch.unit = options.block_bytes;
           return prefetch;
-        }()) {}
+        }()),
+        read_report_interval_(options.read_report_interval) {}
 
   store::Store& inner() { return inner_; }
 
@@ -540,6 +543,8 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
       if (streaming && to == block_start + bytes.size()) blocks[i].drop_behind();
     }
     const auto served = static_cast<std::uint32_t>(end - offset);
+    auto executor = co_await asio::this_coro::executor;
+    report_read(inode, executor);
     counters_.l1_bytes_accessed += served;
     counters_.l1_bytes_hit += hit_bytes;
     if (!advised) {
@@ -547,6 +552,47 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
       co_await std::move(prefetching);
     }
     co_return store::ReadResult{served, end >= size, *attributes};
+  }
+
+  // Queues `inode` for its home's atime, unless it was reported within the interval; a sender
+  // on `executor` takes everything queued while it was sending, so reports come in batches.
+  void report_read(InodeId inode, const asio::any_io_executor& executor) {
+    const auto now = std::chrono::steady_clock::now();
+    {
+      std::lock_guard guard(reads_mutex_);
+      auto [at, added] = reported_.try_emplace(inode, now);
+      if (!added) {
+        if (now - at->second < read_report_interval_) return;
+        at->second = now;
+      }
+      if (reported_.size() > kMaxReportedFiles) {
+        std::erase_if(reported_, [&](const auto& entry) {
+          return now - entry.second >= read_report_interval_;
+        });
+        if (reported_.size() > kMaxReportedFiles) reported_.clear();
+      }
+      unreported_.push_back(inode);
+      if (reporting_) return;
+      reporting_ = true;
+    }
+    asio::co_spawn(executor, send_read_reports(shared_from_this()), asio::detached);
+  }
+
+  static awaitable<void> send_read_reports(std::shared_ptr<Impl> self) {
+    for (;;) {
+      std::vector<InodeId> batch;
+      {
+        std::lock_guard guard(self->reads_mutex_);
+        batch.swap(self->unreported_);
+        if (batch.empty()) {
+          self->reporting_ = false;
+          co_return;
+        }
+      }
+      auto sending = self->inner_.record_reads(std::move(batch));
+      // A report lost (the home away) is made again by the next read after the interval.
+      co_await std::move(sending);
+    }
   }
 
   // The bytes of [offset, end) in block `block`.
@@ -647,6 +693,13 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
   std::atomic<std::shared_ptr<FileLocks>> locks_;
   std::array<FileStripe, kFileStripes> stripes_;
   std::atomic<std::uint64_t> next_generation_{1};
+  const std::chrono::milliseconds read_report_interval_;
+  std::mutex reads_mutex_;
+  // When each file read from L1 was last queued for its home; what is queued; whether a sender
+  // runs. Guarded by reads_mutex_.
+  std::unordered_map<InodeId, std::chrono::steady_clock::time_point> reported_;
+  std::vector<InodeId> unreported_;
+  bool reporting_ = false;
   std::mutex prefetched_mutex_;
   // Blocks prefetched and still unread: read, they count as used; evicted, as wasted.
   std::unordered_set<BlockKey, BlockKeyHash> prefetched_;  // guarded by prefetched_mutex_
@@ -836,6 +889,10 @@ awaitable<Result<store::FsStatistics>> CoherentStore::fsstat() { return impl_->i
 
 awaitable<Result<store::Wcc>> CoherentStore::commit(store::InodeId inode) {
   return impl_->inner().commit(inode);
+}
+
+awaitable<Result<std::uint32_t>> CoherentStore::record_reads(std::vector<store::InodeId> inodes) {
+  return impl_->inner().record_reads(std::move(inodes));
 }
 
 }  // namespace tidepool::cache

@@ -43,6 +43,10 @@ struct CacheOptions {
   std::size_t l1_bytes = std::size_t{1} << 30;
   std::uint32_t block_bytes = 128 * 1024;  // the stripe unit
   PrefetchOptions prefetch;                // its unit is block_bytes
+  // A file read from L1 is reported to its home, which moves its atime, at most this often:
+  // the home never sees those reads otherwise, and the file would look cold to the tiering
+  // policies however often it is read.
+  std::chrono::milliseconds read_report_interval{1000};
 };
 
 struct CacheStatistics {
@@ -138,6 +142,7 @@ class CoherentStore final : public store::Store {
                                                   store::Caller caller) override;
   awaitable<Result<store::FsStatistics>> fsstat() override;
   awaitable<Result<store::Wcc>> commit(store::InodeId inode) override;
+  awaitable<Result<std::uint32_t>> record_reads(std::vector<store::InodeId> inodes) override;
 
  private:
   class Impl;

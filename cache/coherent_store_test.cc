@@ -11,6 +11,7 @@
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -113,10 +114,13 @@ class CoherentStoreTest : public ::testing::Test {
   }
 
   // Gives `node` a new cache of `l1_bytes`, empty.
-  void replace_cache(NodeId node, std::size_t l1_bytes) {
+  void replace_cache(
+      NodeId node, std::size_t l1_bytes,
+      std::chrono::milliseconds read_report_interval = CacheOptions{}.read_report_interval) {
     caches_[node]->attach(nullptr, nullptr);
     CacheOptions options;
     options.l1_bytes = l1_bytes;
+    options.read_report_interval = read_report_interval;
     caches_[node] = std::make_unique<CoherentStore>(
         *home_, [node] { return node == kHome; }, options);
     caches_[node]->attach(&world_.loop(node), managers_[node].get());
@@ -150,6 +154,35 @@ TEST_F(CoherentStoreTest, ASecondReadThroughAnotherNodeComesFromL1) {
   // The home reads its own copy.
   EXPECT_EQ(read(kHome, file, 0, kBlock).size(), kBlock);
   EXPECT_EQ(caches_[kHome]->statistics().l2_bytes_read, kBlock);
+}
+
+TEST_F(CoherentStoreTest, ReadsFromL1MoveTheFilesAtimeAtItsHome) {
+  home_->set_atime_policy(true, std::chrono::seconds(60));
+  replace_cache(2, 64 << 20, std::chrono::milliseconds(0));
+  replace_cache(3, 64 << 20, std::chrono::hours(1));  // reports a file once an hour at most
+  const InodeId file = make_file("t", kBlock);
+  auto set_atime_days_ago = [&](int days) {
+    store::AttributeChanges changes;
+    changes.atime = store::SetTime::client_time;
+    changes.atime_ns = (std::time(nullptr) - days * 86400) * std::int64_t{1'000'000'000};
+    ASSERT_TRUE(run(home_->setattr(file, changes, kRoot, std::nullopt)).ok());
+  };
+  auto atime_is_recent = [&] {
+    auto a = run(home_->getattr(file));
+    return a.ok() && a->atime_ns > (std::time(nullptr) - 3600) * std::int64_t{1'000'000'000};
+  };
+  for (NodeId node : {NodeId{2}, NodeId{3}}) EXPECT_EQ(read(node, file, 0, kBlock).size(), kBlock);
+
+  // Only L1 serves the next reads: the home sees none of them but the reports.
+  set_atime_days_ago(90);
+  EXPECT_EQ(read(3, file, 0, kBlock).size(), kBlock);
+  EXPECT_EQ(caches_[3]->statistics().l1_bytes_hit, kBlock);
+  drive([] { return false; }, std::chrono::milliseconds(100));
+  EXPECT_FALSE(atime_is_recent()) << "node 3 reported the file within the hour already";
+  EXPECT_EQ(read(2, file, 0, kBlock).size(), kBlock);
+  EXPECT_EQ(caches_[2]->statistics().l1_bytes_hit, kBlock);
+  EXPECT_TRUE(drive(atime_is_recent, std::chrono::seconds(5)))
+      << "a read from node 2's L1 left the file looking 90 days cold";
 }
 
 TEST_F(CoherentStoreTest, AWriteThroughAnyNodeIsSeenByTheNextReadOfANodeThatCachedTheFile) {

@@ -32,6 +32,10 @@ struct NameArgs {
 
 struct NoArgs {};
 
+struct RecordReadsArgs {
+  std::vector<InodeId> inodes;
+};
+
 struct AccessPatternArgs {
   InodeId inode = 0;
   std::string pattern;
@@ -298,6 +302,11 @@ void fields(Io& io, NameArgs& a) {
 
 template <class Io>
 void fields(Io&, NoArgs&) {}
+
+template <class Io>
+void fields(Io& io, RecordReadsArgs& a) {
+  io(a.inodes, kMaxRecordedReads);
+}
 
 template <class Io>
 void fields(Io& io, SetattrArgs& a) {
@@ -713,6 +722,21 @@ class RemoteStore final : public Store {
     return ship<FsStatistics>(StoreMethod::fsstat, NoArgs{});
   }
 
+  // More files than one message names go in several.
+  awaitable<Result<std::uint32_t>> record_reads(std::vector<InodeId> inodes) override {
+    std::uint32_t moved = 0;
+    for (std::size_t at = 0; at < inodes.size(); at += kMaxRecordedReads) {
+      const auto end = inodes.begin() +
+                       static_cast<std::ptrdiff_t>(std::min(inodes.size(), at + kMaxRecordedReads));
+      RecordReadsArgs args{{inodes.begin() + static_cast<std::ptrdiff_t>(at), end}};
+      auto op = ship<std::uint32_t>(StoreMethod::record_reads, std::move(args));
+      Result<std::uint32_t> recorded = co_await std::move(op);
+      if (!recorded.ok()) co_return recorded.status();
+      moved += *recorded;
+    }
+    co_return moved;
+  }
+
   awaitable<Result<Wcc>> commit(InodeId inode) override {
     auto op = ship<CommitReply>(StoreMethod::commit, InodeArgs{inode});
     auto reply = co_await std::move(op);
@@ -905,6 +929,10 @@ awaitable<Result<xdr::Buffer>> serve_store_call(Store& store, std::uint32_t meth
     case StoreMethod::set_access_pattern:
       return serve<AccessPatternArgs>("set_access_pattern", request, [s](AccessPatternArgs& a) {
         return s->set_access_pattern(a.inode, std::move(a.pattern));
+      });
+    case StoreMethod::record_reads:
+      return serve<RecordReadsArgs>("record_reads", request, [s](RecordReadsArgs& a) {
+        return s->record_reads(std::move(a.inodes));
       });
   }
   return fail_with(error(Errc::not_supported, "unknown store method " + std::to_string(method)));

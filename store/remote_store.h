@@ -39,9 +39,10 @@ enum class StoreMethod : std::uint32_t {
   write_verifier,
   layout,
   set_access_pattern,
+  record_reads,
 };
 inline constexpr std::uint32_t kLastStoreMethod =
-    static_cast<std::uint32_t>(StoreMethod::set_access_pattern);
+    static_cast<std::uint32_t>(StoreMethod::record_reads);
 
 // How an initiator reaches the home: sends `request` for `method` and resumes with the reply
 // body, or the Status the home answered with, or why no answer came (unavailable, timed_out).

@@ -274,6 +274,31 @@ TEST_F(RemoteStoreTest, AFilesAccessPatternIsSetAtTheHome) {
   EXPECT_EQ(run(home_->layout(file))->access_pattern, "streaming");
 }
 
+TEST_F(RemoteStoreTest, ReadsRecordedElsewhereMoveAtimesAtTheHomeInMessagesOfBoundedSize) {
+  home_->set_atime_policy(true, std::chrono::seconds(60));
+  const InodeId file = make_file("read-elsewhere");
+  AttributeChanges long_ago;
+  long_ago.atime = SetTime::client_time;
+  long_ago.atime_ns = 1'000'000'000;  // 1970
+  ASSERT_TRUE(run(home_->setattr(file, long_ago, kAlice, std::nullopt)).ok());
+  // Many files named, the same twice, one gone, a directory: one atime moves.
+  std::vector<InodeId> inodes(kMaxRecordedReads + 10, kRootInode);
+  inodes[7] = file;
+  inodes.back() = file;
+  inodes[8] = file + 1000;
+  auto recorded = run(remote_->record_reads(inodes));
+  ASSERT_TRUE(recorded.ok()) << recorded.status().to_string();
+  EXPECT_EQ(*recorded, 1u);
+  EXPECT_GT(run(home_->getattr(file))->atime_ns, long_ago.atime_ns);
+  // The last message held the rest: its count says 10.
+  xdr::Buffer last = sent(StoreMethod::record_reads);
+  EXPECT_EQ(last.size(), 4u + 10 * 8);
+  put_u32(last, 0, kMaxRecordedReads + 1);
+  expect_malformed(StoreMethod::record_reads, last);
+  put_u32(last, 0, 11);
+  expect_malformed(StoreMethod::record_reads, last);
+}
+
 TEST_F(RemoteStoreTest, TheWriteVerifierFollowsTheHomeAndDiffersPerInitiator) {
   auto verifier = serve(StoreMethod::write_verifier, {});
   ASSERT_TRUE(verifier.ok());

@@ -149,4 +149,9 @@ awaitable<Result<Wcc>> ShardRouter::commit(InodeId inode) {
   return route<Wcc>([=](Store& s) { return s.commit(inode); });
 }
 
+awaitable<Result<std::uint32_t>> ShardRouter::record_reads(std::vector<InodeId> inodes) {
+  return route<std::uint32_t>(
+      [inodes = std::move(inodes)](Store& s) mutable { return s.record_reads(std::move(inodes)); });
+}
+
 }  // namespace tidepool::store

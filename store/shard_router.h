@@ -72,6 +72,7 @@ class ShardRouter final : public Store {
                                            Caller caller) override;
   awaitable<Result<FsStatistics>> fsstat() override;
   awaitable<Result<Wcc>> commit(InodeId inode) override;
+  awaitable<Result<std::uint32_t>> record_reads(std::vector<InodeId> inodes) override;
 
  private:
   // The store operations go to now; null while there is no home to reach. Held by each

@@ -600,6 +600,22 @@ class StoreImpl final : public LocalStore {
     co_return s;
   }
 
+  awaitable<Result<std::uint32_t>> record_reads(std::vector<InodeId> inodes) override {
+    auto recording = shard_.run<std::uint32_t>(
+        false,
+        [this, inodes = std::move(inodes)](Database& db, AfterCommit&) -> Result<std::uint32_t> {
+          std::uint32_t moved = 0;
+          for (InodeId inode : inodes) {
+            Result<Attributes> a = load_and_remember(db, inode);
+            if (!a.ok() || a->type != FileType::regular || !atime_due(*a)) continue;
+            note_access(*a);
+            ++moved;
+          }
+          return moved;
+        });
+    co_return co_await std::move(recording);
+  }
+
   awaitable<Result<Wcc>> commit(InodeId inode) override {
     auto before = co_await getattr(inode);
     if (!before.ok()) co_return before.status();

@@ -37,6 +37,8 @@ inline constexpr std::size_t kMaxNameBytes = 255;
 inline constexpr std::size_t kMaxSymlinkBytes = 4096;
 inline constexpr std::uint64_t kMaxFileSize = std::uint64_t{1} << 43;  // 8 TiB
 inline constexpr std::uint32_t kMaxLinks = 65000;
+// The most files one record_reads() names.
+inline constexpr std::size_t kMaxRecordedReads = 4096;
 
 // Values match NFSv3's ftype3 so the protocol layer can pass them through.
 enum class FileType : std::uint8_t {
@@ -300,6 +302,10 @@ class Store {
   virtual awaitable<Result<FsStatistics>> fsstat() = 0;
   // Makes the file's data and attributes durable.
   virtual awaitable<Result<Wcc>> commit(InodeId inode) = 0;
+  // The regular files `inodes` were just read from a cache on another node: their atime moves
+  // as a read here would move it (past the grace period only, persisted by the next flush).
+  // Files that are gone are passed over. How many atimes moved.
+  virtual awaitable<Result<std::uint32_t>> record_reads(std::vector<InodeId> inodes) = 0;
 };
 
 // The store holding the copy of the namespace on this node's disks, as its home serves it.
