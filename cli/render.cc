@@ -484,52 +484,11 @@ void render_lock_statistics(std::ostream& out, const Json& reply) {
   render_unanswered(out, reply);
 }
 
-void render_cache_statistics(std::ostream& out, const Json& reply) {
-  Table table({{"Node", Align::right},
-               {"L1 Cached", Align::right},
-               {"L1 Read", Align::right},
-               {"L1 Hit", Align::right},
-               {"Prefetched", Align::right},
-               {"Used", Align::right},
-               {"Wasted", Align::right},
-               {"L1 Meta Hit", Align::right},
-               {"Invalidations", Align::right},
-               {"L2 Read", Align::right},
-               {"L2 Hit", Align::right},
-               {"L2 Meta Hit", Align::right}});
-  auto bytes = [](const Json& value) {
-    return value.is_number_unsigned() ? human_bytes(value.get<std::uint64_t>()) : "-";
-  };
-  auto percent = [](const Json& value) -> std::string {
-    if (!value.is_number()) return "-";
-    char text[16];
-    std::snprintf(text, sizeof text, "%.1f%%", value.get<double>());
-    return text;
-  };
-  auto add = [&](const std::string& node, const Json& statistics) {
-    const Json& l1 = field(statistics, "l1");
-    const Json& l1_data = field(l1, "data");
-    const Json& l2 = field(statistics, "l2");
-    table.add_row(
-        {node, bytes(field(l1, "cached_bytes")) + " / " + bytes(field(l1, "budget_bytes")),
-         bytes(field(l1_data, "accessed_bytes")), percent(field(l1_data, "hit_percent")),
-         bytes(field(l1_data, "prefetched_bytes")), bytes(field(l1_data, "prefetch_used_bytes")),
-         bytes(field(l1_data, "prefetch_wasted_bytes")),
-         percent(field(field(l1, "metadata"), "hit_percent")),
-         display(field(l1, "coherence_invalidations")),
-         bytes(field(field(l2, "data"), "read_bytes")),
-         percent(field(field(l2, "data"), "hit_percent")),
-         percent(field(field(l2, "metadata"), "hit_percent"))});
-  };
-  for (const Json& node : as_list(field(reply, "statistics"))) {
-    add(display(field(node, "node")), node);
-  }
-  if (field(reply, "total").is_object()) add("Total", field(reply, "total"));
-  table.render(out);
-  render_unanswered(out, reply);
-}
-
 namespace {
+
+std::string bytes_of(const Json& value) {
+  return value.is_number_unsigned() ? human_bytes(value.get<std::uint64_t>()) : "-";
+}
 
 std::string rate_of(const Json& value) {
   return value.is_number() ? human_rate(value.get<double>()) : "-";
@@ -557,6 +516,43 @@ std::string microseconds_of(const Json& value) {
 }
 
 }  // namespace
+
+void render_cache_statistics(std::ostream& out, const Json& reply) {
+  Table table({{"Node", Align::right},
+               {"L1 Cached", Align::right},
+               {"L1 Read", Align::right},
+               {"L1 Hit", Align::right},
+               {"Prefetched", Align::right},
+               {"Used", Align::right},
+               {"Wasted", Align::right},
+               {"L1 Meta Hit", Align::right},
+               {"Invalidations", Align::right},
+               {"L2 Read", Align::right},
+               {"L2 Hit", Align::right},
+               {"L2 Meta Hit", Align::right}});
+  auto add = [&](const std::string& node, const Json& statistics) {
+    const Json& l1 = field(statistics, "l1");
+    const Json& l1_data = field(l1, "data");
+    const Json& l2 = field(statistics, "l2");
+    table.add_row(
+        {node, bytes_of(field(l1, "cached_bytes")) + " / " + bytes_of(field(l1, "budget_bytes")),
+         bytes_of(field(l1_data, "accessed_bytes")), percent_of(field(l1_data, "hit_percent")),
+         bytes_of(field(l1_data, "prefetched_bytes")),
+         bytes_of(field(l1_data, "prefetch_used_bytes")),
+         bytes_of(field(l1_data, "prefetch_wasted_bytes")),
+         percent_of(field(field(l1, "metadata"), "hit_percent")),
+         display(field(l1, "coherence_invalidations")),
+         bytes_of(field(field(l2, "data"), "read_bytes")),
+         percent_of(field(field(l2, "data"), "hit_percent")),
+         percent_of(field(field(l2, "metadata"), "hit_percent"))});
+  };
+  for (const Json& node : as_list(field(reply, "statistics"))) {
+    add(display(field(node, "node")), node);
+  }
+  if (field(reply, "total").is_object()) add("Total", field(reply, "total"));
+  table.render(out);
+  render_unanswered(out, reply);
+}
 
 void render_system_statistics(std::ostream& out, const Json& reply) {
   Table table({{"Node", Align::right},
@@ -661,13 +657,10 @@ void render_client_statistics(std::ostream& out, const Json& reply) {
                {"Out", Align::right},
                {"Avg Latency", Align::right},
                {"Max Latency", Align::right}});
-  auto bytes = [](const Json& value) {
-    return value.is_number_unsigned() ? human_bytes(value.get<std::uint64_t>()) : "-";
-  };
   for (const Json& client : as_list(field(reply, "clients"))) {
     table.add_row({display(field(client, "node")), display(field(client, "client")),
-                   display(field(client, "calls")), bytes(field(client, "in_bytes")),
-                   bytes(field(client, "out_bytes")),
+                   display(field(client, "calls")), bytes_of(field(client, "in_bytes")),
+                   bytes_of(field(client, "out_bytes")),
                    microseconds_of(field(client, "latency_average_us")),
                    microseconds_of(field(client, "latency_max_us"))});
   }

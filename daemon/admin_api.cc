@@ -580,27 +580,6 @@ asio::awaitable<HttpResponse> set_file(store::Store& store, Membership& m,
   co_return co_await std::move(showing);
 }
 
-// The name a filter's `type` gives a store's file type.
-const char* policy_type_of(store::FileType type) {
-  switch (type) {
-    case store::FileType::regular:
-      return "file";
-    case store::FileType::directory:
-      return "directory";
-    case store::FileType::symlink:
-      return "symlink";
-    case store::FileType::block_device:
-      return "block";
-    case store::FileType::char_device:
-      return "char";
-    case store::FileType::socket:
-      return "socket";
-    case store::FileType::fifo:
-      return "fifo";
-  }
-  return "unknown";
-}
-
 // GET /v1/filepool/explain/ifs/PATH: which policy applies to the file now, and where each of
 // its actions comes from.
 asio::awaitable<HttpResponse> explain_file(store::Store& store, Membership& m,
@@ -616,7 +595,7 @@ asio::awaitable<HttpResponse> explain_file(store::Store& store, Membership& m,
   facts.mtime = file->mtime_ns / kNs;
   facts.ctime = file->ctime_ns / kNs;
   facts.birth = file->birth_ns / kNs;
-  facts.type = policy_type_of(file->type);
+  facts.type = policy::type_name(static_cast<unsigned>(file->type));
   facts.uid = file->uid;
   const policy::PolicySet set = policies_of(m.group()->view()).set;
   const auto now = std::chrono::duration_cast<std::chrono::seconds>(

@@ -455,6 +455,10 @@ Comparison flipped(Comparison comparison) {
 
 }  // namespace
 
+const char* type_name(unsigned ftype) {
+  return ftype >= 1 && ftype <= kTypes.size() ? kTypes[ftype - 1] : "unknown";
+}
+
 Result<Filter> parse_expression(std::string_view text) {
   if (text.size() > kMaxText) {
     return error(Errc::invalid_argument, "a filter is at most 4096 characters");

@@ -58,6 +58,11 @@ struct Filter {
   bool operator==(const Filter&) const = default;
 };
 
+// The name a filter's `type` gives a file type numbered as NFSv3's ftype3 (and the store's
+// FileType): 1 "file", 2 "directory", 3 "block", 4 "char", 5 "symlink", 6 "socket", 7 "fifo";
+// "unknown" for another number.
+const char* type_name(unsigned ftype);
+
 // What the evaluator knows of one file.
 struct FileFacts {
   std::string path;  // absolute: /ifs/...

@@ -92,6 +92,10 @@ TEST(PolicyFilter, SizesAgesDatesOwnersAndTypesReadAsTheySay) {
   EXPECT_FALSE(matches(parsed("owner != 1000"), mine, kNow));
   EXPECT_TRUE(matches(parsed("accessed < 2030-01-01"), mine, kNow));
   EXPECT_TRUE(matches(parsed("TYPE == File AND Size > 0"), mine, kNow));
+  EXPECT_STREQ(type_name(2), "directory");
+  EXPECT_STREQ(type_name(4), "char");
+  EXPECT_STREQ(type_name(0), "unknown");
+  EXPECT_STREQ(type_name(8), "unknown");
 }
 
 TEST(PolicyFilter, MistakesSayWhereAndWhatWasExpected) {
