@@ -15,6 +15,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 // The raw headers need libnfs.h (EXTERN, the context types) first.
@@ -1579,6 +1580,12 @@ void print_result(const Options& opt, const Counters& c, double seconds,
 // set under `opt.local_dir` start to end with pread, as a training job reading a local copy
 // from the page cache would.
 int run_local(const Options& opt) {
+  constexpr int kMaxLocalReaders = 1024;  // each a thread with a block of its own
+  if (opt.threads * opt.depth > kMaxLocalReaders) {
+    std::fprintf(stderr, "tp-loadgen: --local-dir runs at most %d readers (--threads x --depth)\n",
+                 kMaxLocalReaders);
+    return 2;
+  }
   const uint64_t file_size = opt.file_size != 0 ? opt.file_size : kGiB;
   const uint64_t block = opt.block_size != 0 ? opt.block_size : kMiB;
   const auto stop = Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -1596,9 +1603,14 @@ int run_local(const Options& opt) {
       while (Clock::now() < stop && mine.errors == 0) {
         const std::string path = opt.local_dir + dl_train_path(rng() % opt.files);
         const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0) {
+        struct stat st {};
+        if (fd < 0 || ::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < file_size) {
           std::lock_guard lock(mu);
-          if (failure.empty()) failure = "open " + path + ": " + std::strerror(errno);
+          if (failure.empty()) {
+            failure = fd < 0 ? "open " + path + ": " + std::strerror(errno)
+                             : path + " is shorter than --file-size";
+          }
+          if (fd >= 0) ::close(fd);
           ++mine.errors;
           break;
         }

@@ -29,8 +29,8 @@ constexpr int kAcquireAttempts = 16;
 // Prefetched blocks nobody read yet are checked for eviction (waste) each time this many more
 // were prefetched.
 constexpr std::size_t kWasteSweepEvery = 256;
-// Files remembered as reported to their home; past this, the oldest are forgotten.
-constexpr std::size_t kMaxReportedFiles = 65536;
+// Files remembered as reported to their home, per stripe; past this, the expired are forgotten.
+constexpr std::size_t kMaxReportedFiles = 4096;
 // Blocks are fetched with the rights of the node itself: the reader's own rights are checked
 // here, against the attributes the fetch brought, for every read the block serves.
 const store::Caller kNodeItself{0, 0, {}};
@@ -559,18 +559,23 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
   void report_read(InodeId inode, const asio::any_io_executor& executor) {
     const auto now = std::chrono::steady_clock::now();
     {
-      std::lock_guard guard(reads_mutex_);
-      auto [at, added] = reported_.try_emplace(inode, now);
+      // Striped by file: READs of different files on different threads do not meet here.
+      ReportedStripe& stripe = reported_[inode % kFileStripes];
+      std::lock_guard guard(stripe.mutex);
+      auto [at, added] = stripe.files.try_emplace(inode, now);
       if (!added) {
         if (now - at->second < read_report_interval_) return;
         at->second = now;
       }
-      if (reported_.size() > kMaxReportedFiles) {
-        std::erase_if(reported_, [&](const auto& entry) {
+      if (stripe.files.size() > kMaxReportedFiles) {
+        std::erase_if(stripe.files, [&](const auto& entry) {
           return now - entry.second >= read_report_interval_;
         });
-        if (reported_.size() > kMaxReportedFiles) reported_.clear();
+        if (stripe.files.size() > kMaxReportedFiles) stripe.files.clear();
       }
+    }
+    {
+      std::lock_guard guard(reads_mutex_);
       unreported_.push_back(inode);
       if (reporting_) return;
       reporting_ = true;
@@ -694,10 +699,14 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
   std::array<FileStripe, kFileStripes> stripes_;
   std::atomic<std::uint64_t> next_generation_{1};
   const std::chrono::milliseconds read_report_interval_;
+  // When each file read from L1 was last queued for its home.
+  struct ReportedStripe {
+    std::mutex mutex;
+    std::unordered_map<InodeId, std::chrono::steady_clock::time_point> files;  // guarded
+  };
+  std::array<ReportedStripe, kFileStripes> reported_;
   std::mutex reads_mutex_;
-  // When each file read from L1 was last queued for its home; what is queued; whether a sender
-  // runs. Guarded by reads_mutex_.
-  std::unordered_map<InodeId, std::chrono::steady_clock::time_point> reported_;
+  // What is queued, and whether a sender runs. Guarded by reads_mutex_.
   std::vector<InodeId> unreported_;
   bool reporting_ = false;
   std::mutex prefetched_mutex_;

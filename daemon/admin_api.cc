@@ -587,14 +587,18 @@ asio::awaitable<HttpResponse> explain_file(store::Store& store, Membership& m,
   auto resolving = resolve_path(store, path);
   const Result<store::Attributes> file = co_await std::move(resolving);
   if (!file.ok()) co_return failure(file.status());
-  constexpr std::int64_t kNs = 1'000'000'000;
+  // Whole seconds, rounded down as the shards' SQL compares them.
+  auto seconds = [](std::int64_t ns) {
+    constexpr std::int64_t kNs = 1'000'000'000;
+    return ns / kNs - (ns % kNs < 0 ? 1 : 0);
+  };
   policy::FileFacts facts;
   facts.path = shown_path(path);
   facts.size = file->size;
-  facts.atime = file->atime_ns / kNs;
-  facts.mtime = file->mtime_ns / kNs;
-  facts.ctime = file->ctime_ns / kNs;
-  facts.birth = file->birth_ns / kNs;
+  facts.atime = seconds(file->atime_ns);
+  facts.mtime = seconds(file->mtime_ns);
+  facts.ctime = seconds(file->ctime_ns);
+  facts.birth = seconds(file->birth_ns);
   facts.type = policy::type_name(static_cast<unsigned>(file->type));
   facts.uid = file->uid;
   const policy::PolicySet set = policies_of(m.group()->view()).set;

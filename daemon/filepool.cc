@@ -72,6 +72,16 @@ json policies_to_json(const policy::PolicySet& set) {
 
 namespace {
 
+// A filter is kept as its expression: one that would not read back the same (longer than an
+// expression may be, once written out) is refused when it comes in, not lost when it is read.
+Status check_kept(const policy::Filter& filter, const cluster::GroupView* view) {
+  if (view == nullptr) return {};
+  auto again = policy::parse_expression(policy::to_expression(filter));
+  if (again.ok() && *again == filter) return {};
+  return error(Errc::invalid_argument,
+               "filter: too long to keep (at most 4096 characters once written as an expression)");
+}
+
 Result<policy::Policy> policy_fields(const json& body, policy::Policy base,
                                      const cluster::GroupView* view) {
   if (!body.is_object()) return error(Errc::invalid_argument, "the body must be a JSON object");
@@ -85,6 +95,7 @@ Result<policy::Policy> policy_fields(const json& body, policy::Policy base,
       if (!filter.ok())
         return error(Errc::invalid_argument, "filter: " + filter.status().message());
       base.filter = std::move(filter).value();
+      TP_RETURN_IF_ERROR(check_kept(base.filter, view));
     } else if (key == "filter_flags") {
       if (!value.is_array() ||
           !std::all_of(value.begin(), value.end(), [](const json& v) { return v.is_string(); })) {
@@ -95,6 +106,7 @@ Result<policy::Policy> policy_fields(const json& body, policy::Policy base,
       if (!filter.ok())
         return error(Errc::invalid_argument, "filter: " + filter.status().message());
       base.filter = std::move(filter).value();
+      TP_RETURN_IF_ERROR(check_kept(base.filter, view));
     } else if (key == "storage_target") {
       if (value.is_null()) {
         base.actions.storage_target.reset();
@@ -179,12 +191,13 @@ StoredPolicies policies_of(const cluster::GroupView& view) {
     readable = defaults.ok();
     if (readable) set.defaults = std::move(defaults).value();
   }
+  // Read as the default alone; the next change writes over it.
+  stored.changed = object->changed;
   if (!readable) {
     spdlog::error("the cluster's file pool policies do not parse: using the default alone");
     return stored;
   }
   stored.set = std::move(set);
-  stored.changed = object->changed;
   return stored;
 }
 

@@ -18,11 +18,12 @@ inline constexpr std::string_view kPoliciesName = "policies";
 
 struct StoredPolicies {
   policy::PolicySet set;
-  // When the object was last written; 0 while the cluster has only the built-in default.
+  // When the object was last written; 0 while there is none and the cluster has only the
+  // built-in default.
   cluster::Epoch changed = 0;
 };
 // An object that does not parse (written by a newer release) reads as the built-in default,
-// logged.
+// logged; a change then writes over it.
 StoredPolicies policies_of(const cluster::GroupView& view);
 // The change that stores `set` over `stored` as it was read.
 cluster::Change policies_update(const StoredPolicies& stored, const policy::PolicySet& set);

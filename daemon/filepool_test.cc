@@ -64,6 +64,9 @@ TEST(Filepool, BadFieldsAreRefusedByName) {
   EXPECT_EQ(message({{"access_pattern", "fast"}}),
             "an access pattern is random, concurrency or streaming");
   EXPECT_EQ(message({{"colour", "red"}}), "unknown field 'colour'");
+  EXPECT_EQ(message({{"filter_flags",
+                      {"--begin-filter", "--path=/" + std::string(4090, 'a'), "--end-filter"}}}),
+            "filter: too long to keep (at most 4096 characters once written as an expression)");
   EXPECT_EQ(message({{"filter", "size > 1"}, {"filter_flags", json::array()}}),
             "give 'filter' or 'filter_flags', not both");
   auto defaults = defaults_from_json(json{{"filter", "size > 1"}}, {}, view_with_pools());
@@ -95,7 +98,10 @@ TEST(Filepool, TheStoredListReadsBackInOrderAndUpdatesOnlyWhatWasRead) {
   EXPECT_EQ(updated.object.changed, 12u) << "refused if someone changed the list since";
 
   view.objects.back().body = R"({"policies": [{"name": 7}], "default": {}})";
-  EXPECT_TRUE(policies_of(view).set.policies.empty()) << "what does not parse is left out";
+  const StoredPolicies unreadable = policies_of(view);
+  EXPECT_TRUE(unreadable.set.policies.empty()) << "what does not parse is left out";
+  EXPECT_EQ(policies_update(unreadable, set).kind, cluster::Change::Kind::update_object)
+      << "and the next change writes over it";
 }
 
 }  // namespace

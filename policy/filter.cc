@@ -129,12 +129,17 @@ Result<std::int64_t> parse_age(std::string_view text) {
     if (u == "w") unit = 7 * kDay;
     if (u == "mo") unit = 30 * kDay;
     if (u == "y") unit = 365 * kDay;
+    // A century is older than any file; the bound keeps every time in range of the shards'
+    // nanosecond columns.
     const double seconds = q->number * unit;
-    if (unit > 0 && seconds <= 1e15) return static_cast<std::int64_t>(std::llround(seconds));
+    if (unit > 0 && seconds <= 100 * 365 * kDay) {
+      return static_cast<std::int64_t>(std::llround(seconds));
+    }
   }
-  return error(Errc::invalid_argument,
-               "expected an age such as 30d (s, min, h, d, w, mo, y) or a date such as "
-               "2024-01-31");
+  return error(
+      Errc::invalid_argument,
+      "expected an age such as 30d (s, min, h, d, w, mo, y; at most 100y) or a date such as "
+      "2024-01-31");
 }
 
 Result<std::int64_t> parse_moment(std::string_view text) {
@@ -143,8 +148,10 @@ Result<std::int64_t> parse_moment(std::string_view text) {
   const char* end = nullptr;
   if (s.size() == 10) end = strptime(s.c_str(), "%Y-%m-%d", &tm);
   if (s.size() == 20) end = strptime(s.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  if (end == nullptr || *end != '\0') {
-    return error(Errc::invalid_argument, "expected a date as 2024-01-31 or 2024-01-31T12:00:00Z");
+  // The years a shard's nanosecond times hold, and that are written back as they were read.
+  if (end == nullptr || *end != '\0' || tm.tm_year < 70 || tm.tm_year > 300) {
+    return error(Errc::invalid_argument,
+                 "expected a date from 1970 to 2200 as 2024-01-31 or 2024-01-31T12:00:00Z");
   }
   return static_cast<std::int64_t>(timegm(&tm));
 }
@@ -254,6 +261,11 @@ class Lexer {
            std::string_view("<>=!\"").find(text_[at_]) == std::string_view::npos) {
       t.text += text_[at_++];
     }
+    if (t.text.empty()) {
+      return error(Errc::invalid_argument, "at column " + std::to_string(t.column) + ": '" +
+                                               text_[at_] +
+                                               "' is no comparison; quote values that hold it");
+    }
     return t;
   }
 
@@ -345,6 +357,8 @@ bool holds(const Condition& c, const FileFacts& f, std::int64_t now) {
   if (is_text(c.field)) {
     std::string_view subject = f.path;
     if (c.field != Field::path) subject = subject.substr(subject.rfind('/') + 1);
+    // Too long to match against: neither =~ nor !~ holds, so no policy acts on it by a name.
+    if (subject.size() > kMaxText) return false;
     const bool matched =
         glob_matches(std::get<std::string>(c.value), subject, c.field == Field::iname);
     return matched == (c.comparison == Comparison::matches);
@@ -573,7 +587,7 @@ Result<Filter> parse_flags(std::span<const std::string> arguments) {
       // A path without a wildcard is a directory: the files under it.
       if (field == Field::path && pattern.find_first_of("*?") == std::string::npos) {
         while (pattern.size() > 1 && pattern.back() == '/') pattern.pop_back();
-        pattern += "/**";
+        pattern += pattern == "/" ? "**" : "/**";
       }
     }
     auto condition = make_condition(field, how, pattern);

@@ -17,7 +17,9 @@
 namespace tidepool::policy {
 
 enum class Field : std::uint8_t {
-  path,   // the file's path under /ifs; a glob: * within a name, ** across names
+  path,   // the file's path under /ifs; a glob: * within a name, ** any run of names (at
+          // least one: /ifs/**/x does not match /ifs/x); a path over 4096 bytes matches no
+          // pattern, and does not fail to match one either
   name,   // its last name; a glob
   iname,  // the same, ignoring case
   size,
@@ -78,14 +80,15 @@ struct FileFacts {
 // The readable form, e.g. `accessed > 30d and size >= 1GiB and path =~ /ifs/data/**`: clauses
 // joined by `or`, conditions by `and`. Fields as in Field; comparisons < <= > >= == != and, for
 // path, name and iname, =~ (glob matches) and !~. Sizes take B, KB, MB, GB, TB, PB (powers of
-// 1000) or KiB, MiB, GiB, TiB, PiB; ages s, min, h, d, w, mo (30 days), y (365 days), any case;
+// 1000) or KiB, MiB, GiB, TiB, PiB; ages s, min, h, d, w, mo (30 days), y (365 days), any case,
+// up to 100y; dates from 1970 to 2200;
 // moments are dates, 2024-01-31 or 2024-01-31T12:00:00Z. Text with spaces is quoted "...".
 // A mistake is invalid_argument saying at which column, what was expected and what was found.
 Result<Filter> parse_expression(std::string_view text);
 
-// OneFS's flags: `--begin-filter`, then conditions such as `--accessed-time=30D` or
-// `--size=1GB` each optionally followed by `--operator=gt` (lt, le, gt, ge, eq, ne; eq when
-// left out; for paths and names, a match), joined by `--and` and `--or`, then `--end-filter`.
+// OneFS's flags: `--begin-filter`, then conditions such as `--size=1GB` each followed by
+// `--operator=gt` (lt, le, gt, ge, eq, ne; eq when left out, which times refuse; for paths and
+// names eq is a match), joined by `--and` and `--or`, then `--end-filter`.
 // Conditions: --path, --name (with --case-sensitive=false for iname), --size, --accessed-time,
 // --modified-time, --changed-time, --birth-time, --file-type, --owner. A mistake names the
 // argument (1-based) and what was expected.

@@ -71,6 +71,10 @@ TEST(PolicyFilter, GlobsKeepStarsWithinANameAndDoubleStarsAcrossNames) {
 TEST(PolicyFilter, APathologicalPatternTakesNoLongerThanItsLengthTimesThePaths) {
   const Filter f = parsed("path =~ " + std::string(200, '*') + "x");
   EXPECT_FALSE(matches(f, file("/" + std::string(4000, 'a'), 1, 0), kNow));
+  const FileFacts too_long = file("/ifs/keep/" + std::string(5000, 'a'), 1, 0);
+  EXPECT_FALSE(matches(parsed("path =~ /ifs/keep/**"), too_long, kNow));
+  EXPECT_FALSE(matches(parsed("path !~ /ifs/keep/**"), too_long, kNow))
+      << "a path too long to match is no reason to act on it either";
 }
 
 TEST(PolicyFilter, SizesAgesDatesOwnersAndTypesReadAsTheySay) {
@@ -105,8 +109,8 @@ TEST(PolicyFilter, MistakesSayWhereAndWhatWasExpected) {
             "at column 1: expected a field: path, name, iname, size, accessed, modified, "
             "changed, birth, type or owner, found 'sise'");
   EXPECT_EQ(parse_error("size >= 1GiB and accessed > 30 days"),
-            "at column 29: expected an age such as 30d (s, min, h, d, w, mo, y) or a date such "
-            "as 2024-01-31, found '30'");
+            "at column 29: expected an age such as 30d (s, min, h, d, w, mo, y; at most 100y) or "
+            "a date such as 2024-01-31, found '30'");
   EXPECT_EQ(parse_error("size 1GB"),
             "at column 6: expected a comparison: < <= > >= == != =~ !~, found '1GB'");
   EXPECT_EQ(parse_error("size > 1XB"),
@@ -128,6 +132,11 @@ TEST(PolicyFilter, MistakesSayWhereAndWhatWasExpected) {
   EXPECT_NE(parse_error("path =~ \"/ifs").find("a quote that is never closed"), std::string::npos);
   EXPECT_NE(parse_error("accessed < 2024-02-30x").find("expected a date"), std::string::npos);
   EXPECT_NE(parse_error(std::string(5000, 'a')).find("at most 4096"), std::string::npos);
+  EXPECT_NE(parse_error("accessed > 101y").find("at most 100y"), std::string::npos);
+  EXPECT_NE(parse_error("accessed < 0999-01-01").find("from 1970 to 2200"), std::string::npos);
+  EXPECT_NE(parse_error("modified < 9999-01-01").find("from 1970 to 2200"), std::string::npos);
+  EXPECT_EQ(parse_error("path =~ /ifs/a=b"),
+            "at column 15: '=' is no comparison; quote values that hold it");
 }
 
 TEST(PolicyFilter, TheReadableFormReadsBackToTheSameFilter) {
@@ -155,6 +164,9 @@ TEST(PolicyFilter, OneFsFlagsSayTheSameAsTheExpression) {
   ASSERT_TRUE(paths.ok()) << paths.status().message();
   EXPECT_EQ(*paths, parsed("path =~ /ifs/data/** or iname !~ *.JPG"))
       << "a path without wildcards is the tree under it";
+  auto root = parse_flags(args({"--begin-filter", "--path=/", "--end-filter"}));
+  ASSERT_TRUE(root.ok()) << root.status().message();
+  EXPECT_TRUE(matches(*root, file("/ifs/x", 1, 0), kNow));
 }
 
 TEST(PolicyFilter, OneFsFlagMistakesNameTheArgument) {

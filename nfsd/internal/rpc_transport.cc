@@ -1,6 +1,7 @@
 #include "nfsd/internal/rpc_transport.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -245,9 +246,10 @@ RpcTransport::RpcTransport(std::vector<asio::io_context*> contexts, const RpcDis
       limits_(limits),
       connections_on_(contexts_.size(), 0) {}
 
+// Ties go to the last: the first also runs listening, UDP and what other nodes ship here.
 std::size_t RpcTransport::least_loaded_context() const {
-  std::size_t least = 0;
-  for (std::size_t i = 1; i < contexts_.size(); ++i) {
+  std::size_t least = contexts_.size() - 1;
+  for (std::size_t i = contexts_.size() - 1; i-- > 0;) {
     if (connections_on_[i] < connections_on_[least]) least = i;
   }
   return least;
@@ -326,9 +328,18 @@ awaitable<void> RpcTransport::accept_loop(tcp::acceptor& acceptor, Placement pla
         continue;  // the socket closes as it goes out of scope
       }
       const std::size_t context = placement == Placement::spread ? least_loaded_context() : 0;
+      // The socket moves to its context's reactor; a failure there refuses the connection and
+      // leaves the listener accepting.
       boost::system::error_code moved;
-      tcp::socket on_context(*contexts_[context], tcp::v4(), socket.release(moved));
-      if (moved) continue;
+      const tcp::endpoint local = socket.local_endpoint(moved);
+      const int fd = moved ? -1 : socket.release(moved);
+      tcp::socket on_context(*contexts_[context]);
+      if (!moved) on_context.assign(local.protocol(), fd, moved);
+      if (moved) {
+        if (fd >= 0 && !on_context.is_open()) ::close(fd);
+        spdlog::warn("refusing a connection: {}", moved.message());
+        continue;
+      }
       connection = std::make_shared<Connection>(
           std::move(on_context), *this,
           placement == Placement::spread ? std::optional<std::size_t>(context) : std::nullopt);

@@ -39,9 +39,9 @@ struct TransportLimits {
 
 class RpcTransport {
  public:
-  // Connections are spread over `contexts` in turn, each of which must be run by exactly one
-  // thread; listening and UDP run on the first. UDP datagrams go to udp_dispatcher (MOUNT and
-  // PMAP only: NFS is served over TCP).
+  // Connections live on `contexts` as their listener's Placement says; each context must be
+  // run by exactly one thread. Listening and UDP run on the first. UDP datagrams go to
+  // udp_dispatcher (MOUNT and PMAP only: NFS is served over TCP).
   RpcTransport(std::vector<boost::asio::io_context*> contexts, const RpcDispatcher& dispatcher,
                const RpcDispatcher& udp_dispatcher, TransportLimits limits);
   ~RpcTransport();
