@@ -170,9 +170,22 @@ Result<Json> policy_body(const PolicyOptions& options, std::optional<std::string
   }
   if (options.filter) body["filter"] = *options.filter;
   if (!options.filter_flags.empty()) body["filter_flags"] = options.filter_flags;
-  if (options.storage_target) body["storage_target"] = *options.storage_target;
-  if (options.protection) body["protection"] = *options.protection;
-  if (options.access_pattern) body["access_pattern"] = *options.access_pattern;
+  auto action = [&](const char* field, const std::optional<std::string>& value, bool clear,
+                    const std::string& set_option, const std::string& clear_option) -> Status {
+    if (value && clear) {
+      return error(Errc::invalid_argument,
+                   "give " + set_option + " or " + clear_option + ", not both");
+    }
+    if (value) body[field] = *value;
+    if (clear) body[field] = nullptr;
+    return {};
+  };
+  TP_RETURN_IF_ERROR(action("storage_target", options.storage_target, options.clear_storage_target,
+                            "--data-storage-target", "--clear-data-storage-target"));
+  TP_RETURN_IF_ERROR(action("protection", options.protection, options.clear_protection,
+                            "--set-requested-protection", "--clear-requested-protection"));
+  TP_RETURN_IF_ERROR(action("access_pattern", options.access_pattern, options.clear_access_pattern,
+                            "--data-access-pattern", "--clear-data-access-pattern"));
   if (options.apply_order) body["apply_order"] = *options.apply_order;
   return body;
 }

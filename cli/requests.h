@@ -45,6 +45,10 @@ struct PolicyOptions {
   std::optional<std::string> protection;
   std::optional<std::string> access_pattern;
   std::optional<std::uint64_t> apply_order;
+  // `policies modify --clear-...`: the action comes from the default policy again.
+  bool clear_storage_target = false;
+  bool clear_protection = false;
+  bool clear_access_pattern = false;
 };
 // The body of POST/PUT /v1/filepool/policies[/NAME]; `name` only on create. A filter given both
 // ways is invalid_argument.

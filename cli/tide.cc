@@ -558,6 +558,12 @@ void Grammar::add_filepool_commands() {
   modify->add_option("--apply-order", arguments_.policy_options.apply_order,
                      "Move it to this place in the list, from 1");
   add_policy_options(modify);
+  modify->add_flag("--clear-data-storage-target", arguments_.policy_options.clear_storage_target,
+                   "Take the storage target from the default policy again");
+  modify->add_flag("--clear-requested-protection", arguments_.policy_options.clear_protection,
+                   "Take the protection from the default policy again");
+  modify->add_flag("--clear-data-access-pattern", arguments_.policy_options.clear_access_pattern,
+                   "Take the access pattern from the default policy again");
 
   add_command(*policies, "delete", "Remove a policy (the default policy stays)",
               [this]() -> Result<Operation> {

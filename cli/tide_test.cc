@@ -427,6 +427,21 @@ TEST_F(TideTest, FilepoolListViewModifyDeleteAndExplainUseTheirTargets) {
             kExitSuccess);
   EXPECT_EQ(cluster_.requests().back().target, "/v1/filepool/policies/default");
   EXPECT_EQ(cluster_.requests().back().body, R"({"storage_target":"hot"})");
+  cluster_.reply(200, "{}");
+  EXPECT_EQ(tide({"filepool", "policies", "modify", "cold", "--clear-data-storage-target",
+                  "--set-requested-protection", "3x"}),
+            kExitSuccess)
+      << err_.str();
+  EXPECT_EQ(Json::parse(cluster_.requests().back().body),
+            Json::parse(R"({"storage_target": null, "protection": "3x"})"));
+  const std::size_t sent = cluster_.requests().size();
+  EXPECT_EQ(tide({"filepool", "policies", "modify", "cold", "--clear-data-access-pattern",
+                  "--data-access-pattern", "random"}),
+            kExitUsage);
+  EXPECT_NE(err_.str().find("give --data-access-pattern or --clear-data-access-pattern, not both"),
+            std::string::npos)
+      << err_.str();
+  EXPECT_EQ(cluster_.requests().size(), sent);
   cluster_.reply(204, "");
   EXPECT_EQ(tide({"filepool", "policies", "delete", "cold"}), kExitSuccess);
   EXPECT_EQ(cluster_.requests().back().method, Method::delete_);

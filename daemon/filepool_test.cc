@@ -42,6 +42,13 @@ TEST(Filepool, APolicyFromTheApiKeepsItsFilterAndActions) {
   EXPECT_EQ(shown["protection"], "3x");
   EXPECT_TRUE(shown["access_pattern"].is_null());
 
+  auto unset = policy_from_json(json{{"storage_target", nullptr}, {"protection", nullptr}}, *p,
+                                view_with_pools());
+  ASSERT_TRUE(unset.ok()) << unset.status().message();
+  EXPECT_FALSE(unset->actions.storage_target) << "null: from the default policy again";
+  EXPECT_FALSE(unset->actions.protection);
+  EXPECT_EQ(unset->filter, p->filter);
+
   auto flags =
       made(json{{"name", "f"},
                 {"filter_flags", {"--begin-filter", "--size=1GB", "--operator=ge", "--end-filter"}},
