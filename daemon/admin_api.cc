@@ -271,13 +271,19 @@ Plan change_then(Change change, HttpResponse applied) {
 
 asio::awaitable<HttpResponse> ready(HttpResponse response) { co_return response; }
 
-asio::awaitable<HttpResponse> carry_out(Membership& m, Plan plan) {
-  if (plan.now) co_return std::move(*plan.now);
+// Proposes the plan's change; the outcome once it is applied or refused.
+asio::awaitable<Status> propose(Membership& m, const Plan& plan) {
   cluster::GroupClient* client = m.client();
   auto proposing = await_callback<Status>(
       [client, change = plan.change, deadline = plan.deadline](auto done) {
         client->propose(change, deadline, done);
       });
+  co_return co_await std::move(proposing);
+}
+
+asio::awaitable<HttpResponse> carry_out(Membership& m, Plan plan) {
+  if (plan.now) co_return std::move(*plan.now);
+  auto proposing = propose(m, plan);
   const Status status = co_await std::move(proposing);
   if (!status.ok()) co_return failure(status);
   co_return std::move(plan.applied);
@@ -294,11 +300,7 @@ asio::awaitable<HttpResponse> change_policies(Membership& m,
   for (int attempt = 1;; ++attempt) {
     Plan plan = plan_for(m.group()->view());
     if (plan.now) co_return std::move(*plan.now);
-    cluster::GroupClient* client = m.client();
-    auto proposing =
-        await_callback<Status>([client, change = plan.change, deadline = plan.deadline](auto done) {
-          client->propose(change, deadline, done);
-        });
+    auto proposing = propose(m, plan);
     const Status status = co_await std::move(proposing);
     if (status.ok()) co_return std::move(plan.applied);
     const bool raced =
@@ -693,21 +695,14 @@ asio::awaitable<HttpResponse> gather_reports(Membership& m, NodeReport report, j
   co_return body.ok() ? reply(200, *body) : failure(body.status());
 }
 
-// GET /v1/statistics/cache: each node's cache statistics and the cluster's total.
-asio::awaitable<HttpResponse> cache_statistics(Membership& m) {
-  auto gathering = gather(m, NodeReport::cache_statistics, json::object(), "statistics");
+// GET /v1/statistics/cache and /v1/statistics/system: each node's statistics of one kind, and
+// the cluster's total of them.
+asio::awaitable<HttpResponse> statistics_with_total(Membership& m, NodeReport report,
+                                                    json (*total_of)(const json& nodes)) {
+  auto gathering = gather(m, report, json::object(), "statistics");
   Result<json> body = co_await std::move(gathering);
   if (!body.ok()) co_return failure(body.status());
-  (*body)["total"] = cache_statistics_total((*body)["statistics"]);
-  co_return reply(200, *body);
-}
-
-// GET /v1/statistics/system: each node's activity per second and the cluster's total.
-asio::awaitable<HttpResponse> system_statistics(Membership& m) {
-  auto gathering = gather(m, NodeReport::system_statistics, json::object(), "statistics");
-  Result<json> body = co_await std::move(gathering);
-  if (!body.ok()) co_return failure(body.status());
-  (*body)["total"] = system_statistics_total((*body)["statistics"]);
+  (*body)["total"] = total_of((*body)["statistics"]);
   co_return reply(200, *body);
 }
 
@@ -1145,8 +1140,12 @@ asio::awaitable<HttpResponse> AdminApi::route(HttpRequest request, bool authoriz
   if (route.is("GET", {"v1", "statistics", "locks"})) {
     return gather_reports(m, NodeReport::lock_statistics, json::object(), "statistics");
   }
-  if (route.is("GET", {"v1", "statistics", "cache"})) return cache_statistics(m);
-  if (route.is("GET", {"v1", "statistics", "system"})) return system_statistics(m);
+  if (route.is("GET", {"v1", "statistics", "cache"})) {
+    return statistics_with_total(m, NodeReport::cache_statistics, &cache_statistics_total);
+  }
+  if (route.is("GET", {"v1", "statistics", "system"})) {
+    return statistics_with_total(m, NodeReport::system_statistics, &system_statistics_total);
+  }
   if (route.is("GET", {"v1", "statistics", "clients"})) {
     return gather_reports(m, NodeReport::client_statistics, json::object(), "clients");
   }
