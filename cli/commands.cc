@@ -1,6 +1,8 @@
 #include "cli/commands.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <ctime>
 #include <functional>
 #include <thread>
 #include <utility>
@@ -218,7 +220,8 @@ Status remove_node(Session& session, std::uint64_t id) {
 
 Status show_status(Session& session, Format format) {
   TP_ASSIGN_OR_RETURN(Json status, session.call(Method::get, "/v1/cluster"));
-  print(session, format, status, [&](std::ostream& out) { render_status(out, status); });
+  print(session, format, status,
+        [&](std::ostream& out) { render_status(out, status, std::time(nullptr)); });
   return {};
 }
 
@@ -472,6 +475,90 @@ Status explain_policy(Session& session, const std::string& target, Format format
   return {};
 }
 
+namespace {
+
+constexpr std::chrono::milliseconds kJobPollInterval{200};
+
+std::string job_target(std::uint64_t id) { return "/v1/job/jobs/" + std::to_string(id); }
+
+bool has_ended(const Json& job) {
+  const Json& state = field(job, "state");
+  return state == "succeeded" || state == "failed" || state == "cancelled";
+}
+
+std::string how_to_follow(std::uint64_t id) {
+  return "follow it with 'tide job jobs view " + std::to_string(id) + "'";
+}
+
+// "30s", "0.5s".
+std::string seconds_text(std::chrono::milliseconds duration) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%gs", static_cast<double>(duration.count()) / 1000);
+  return text;
+}
+
+// The job `started` (as POST /v1/job/jobs replied) once it has ended, asked for every
+// kJobPollInterval until the session's timeout.
+Result<Json> wait_for_job(Session& session, Json started) {
+  const Json& id_field = field(started, "id");
+  if (!id_field.is_number_unsigned()) {
+    return error(Errc::corrupt, "the cluster's reply to the job's start has no id");
+  }
+  const std::uint64_t id = id_field.get<std::uint64_t>();
+  const Environment& environment = session.environment();
+  const std::chrono::milliseconds timeout = session.options().timeout;
+  const auto deadline = environment.clock->steady_now() + timeout;
+  Json job = std::move(started);
+  while (!has_ended(job)) {
+    if (environment.clock->steady_now() + kJobPollInterval > deadline) {
+      return error(Errc::timed_out, "job [" + std::to_string(id) + "] has not ended after " +
+                                        seconds_text(timeout) + " (it is " +
+                                        display(field(job, "state")) + "): " + how_to_follow(id));
+    }
+    environment.sleep(kJobPollInterval);
+    Result<Json> polled = session.call(Method::get, job_target(id));
+    if (!polled.ok()) {
+      return error(polled.code(), "job [" + std::to_string(id) +
+                                      "] started, but asking how it goes failed: " +
+                                      polled.status().message() + "; " + how_to_follow(id));
+    }
+    job = std::move(polled).value();
+  }
+  return job;
+}
+
+}  // namespace
+
+Status apply_policies(Session& session, const PolicyApplication& application) {
+  if (!application.recurse) {
+    // The job walks whatever it is given: a directory means every file under it.
+    TP_ASSIGN_OR_RETURN(Json file, session.call(Method::get, application.target));
+    if (field(file, "type") == "directory") {
+      return error(Errc::is_a_directory,
+                   application.path +
+                       " is a directory: --recurse applies the policies to every file under it");
+    }
+  }
+  TP_ASSIGN_OR_RETURN(Json started, session.call(Method::post, "/v1/job/jobs", application.job));
+  TP_ASSIGN_OR_RETURN(Json job, wait_for_job(session, std::move(started)));
+  const std::string id = display(field(job, "id"));
+  const std::string state = display(field(job, "state"));
+  // The codes only make `tide` exit 1: the messages say what happened.
+  if (state != "succeeded") {
+    const Json& reason = field(job, "reason");
+    return error(Errc::io_error, "job [" + id + "] " + state +
+                                     (reason.is_null() ? "" : ": " + display(reason)) +
+                                     " (see 'tide job reports view " + id + "')");
+  }
+  render_policy_application(session.out(), job);
+  if (!as_list(field(job, "errors")).empty()) {
+    const Json& count = field(field(job, "progress"), "errors");
+    return error(Errc::io_error, "job [" + id + "] ended with " + display(count) +
+                                     (count == Json(1) ? " error" : " errors"));
+  }
+  return {};
+}
+
 Status flush_caches(Session& session, const Json& body) {
   TP_ASSIGN_OR_RETURN(Json reply, session.call(Method::post, "/v1/cache/flush", body));
   std::vector<std::string> nodes;
@@ -487,6 +574,92 @@ Status flush_caches(Session& session, const Json& body) {
   if (!as_list(unreachable).empty()) {
     return error(Errc::unavailable, "nodes not answering, not flushed: " + display(unreachable));
   }
+  return {};
+}
+
+namespace {
+
+std::string job_type_target(const std::string& name) {
+  return "/v1/job/types/" + path_segment(name);
+}
+
+// The state the API is asked for, and the word that says it was reached.
+std::pair<const char*, const char*> requested_state(JobChange change) {
+  switch (change) {
+    case JobChange::pause:
+      return {"paused", "Paused"};
+    case JobChange::resume:
+      return {"running", "Resumed"};
+    case JobChange::cancel:
+      break;
+  }
+  return {"cancelled", "Cancelled"};
+}
+
+}  // namespace
+
+Status start_job(Session& session, const Json& body) {
+  TP_ASSIGN_OR_RETURN(Json job, session.call(Method::post, "/v1/job/jobs", body));
+  // OneFS's words, which scripts written for `isi job jobs start` look for.
+  session.out() << "Started job [" << display(field(job, "id")) << "]\n";
+  return {};
+}
+
+Status list_jobs(Session& session, Format format) {
+  TP_ASSIGN_OR_RETURN(Json reply, session.call(Method::get, "/v1/job/jobs"));
+  print(session, format, reply,
+        [&](std::ostream& out) { render_jobs(out, field(reply, "jobs"), std::time(nullptr)); });
+  return {};
+}
+
+Status view_job(Session& session, std::uint64_t id, Format format) {
+  TP_ASSIGN_OR_RETURN(Json job, session.call(Method::get, job_target(id)));
+  print(session, format, job, [&](std::ostream& out) { render_job(out, job); });
+  return {};
+}
+
+Status change_job(Session& session, std::uint64_t id, JobChange change) {
+  const auto [state, done] = requested_state(change);
+  TP_RETURN_IF_ERROR(session.call(Method::put, job_target(id), Json{{"state", state}}).status());
+  session.out() << done << " job [" << id << "]\n";
+  return {};
+}
+
+Status list_job_types(Session& session, Format format) {
+  TP_ASSIGN_OR_RETURN(Json reply, session.call(Method::get, "/v1/job/types"));
+  print(session, format, reply,
+        [&](std::ostream& out) { render_job_types(out, field(reply, "types")); });
+  return {};
+}
+
+Status view_job_type(Session& session, const std::string& name, Format format) {
+  TP_ASSIGN_OR_RETURN(Json type, session.call(Method::get, job_type_target(name)));
+  print(session, format, type, [&](std::ostream& out) { render_job_type(out, type); });
+  return {};
+}
+
+Status modify_job_type(Session& session, const std::string& name, const Json& body) {
+  TP_RETURN_IF_ERROR(session.call(Method::put, job_type_target(name), body).status());
+  session.out() << "Modified job type " << name << ".\n";
+  return {};
+}
+
+Status list_job_reports(Session& session, Format format) {
+  TP_ASSIGN_OR_RETURN(Json reply, session.call(Method::get, "/v1/job/reports"));
+  print(session, format, reply,
+        [&](std::ostream& out) { render_job_reports(out, field(reply, "reports")); });
+  return {};
+}
+
+Status view_job_report(Session& session, std::uint64_t id, Format format) {
+  TP_ASSIGN_OR_RETURN(Json job, session.call(Method::get, "/v1/job/reports/" + std::to_string(id)));
+  print(session, format, job, [&](std::ostream& out) { render_job_report(out, job); });
+  return {};
+}
+
+Status show_job_status(Session& session, Format format) {
+  TP_ASSIGN_OR_RETURN(Json status, session.call(Method::get, "/v1/job/status"));
+  print(session, format, status, [&](std::ostream& out) { render_job_status(out, status); });
   return {};
 }
 

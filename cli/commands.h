@@ -117,7 +117,35 @@ Status modify_policy(Session& session, const std::string& name, const Json& body
 Status delete_policy(Session& session, const std::string& name);
 // tide filepool explain PATH; `target` is /v1/filepool/explain/ifs/...
 Status explain_policy(Session& session, const std::string& target, Format format);
+// `tide filepool apply [--recurse] [--dry-run] PATH`.
+struct PolicyApplication {
+  std::string path;      // absolute, under /ifs
+  std::string target;    // namespace_target(path)
+  bool recurse = false;  // without it a directory is refused
+  Json job;              // the SmartPoolsTree job's job_start_body()
+};
+// Starts the job and waits for it to end, polling it until the session's timeout, then says
+// what it did. A directory without `recurse` is refused, before anything starts, with
+// Errc::is_a_directory: `tide` exits 2 for it, as for a usage error.
+Status apply_policies(Session& session, const PolicyApplication& application);
 // tide flush; `body` as POST /v1/cache/flush takes it.
 Status flush_caches(Session& session, const Json& body);
+
+// tide job jobs ...; `body` from job_start_body().
+Status start_job(Session& session, const Json& body);
+Status list_jobs(Session& session, Format format);
+Status view_job(Session& session, std::uint64_t id, Format format);
+// `tide job jobs pause|resume|cancel ID`: the state the job is asked to go to.
+enum class JobChange { pause, resume, cancel };
+Status change_job(Session& session, std::uint64_t id, JobChange change);
+// tide job types ...; `body` from job_type_modify_body().
+Status list_job_types(Session& session, Format format);
+Status view_job_type(Session& session, const std::string& name, Format format);
+Status modify_job_type(Session& session, const std::string& name, const Json& body);
+// tide job reports ...
+Status list_job_reports(Session& session, Format format);
+Status view_job_report(Session& session, std::uint64_t id, Format format);
+// tide job status
+Status show_job_status(Session& session, Format format);
 
 }  // namespace tidepool::cli

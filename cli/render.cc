@@ -38,6 +38,19 @@ void render_fields(std::ostream& out,
   }
 }
 
+// Unix seconds as a UTC time, "2024-05-01T22:00:05Z"; "-" for null or anything not a time.
+std::string utc_time(const Json& unix_seconds) {
+  if (!unix_seconds.is_number_integer()) return "-";
+  const std::time_t when = unix_seconds.get<std::time_t>();
+  std::tm utc{};
+  char text[32];
+  if (gmtime_r(&when, &utc) == nullptr ||
+      std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc) == 0) {
+    return "-";
+  }
+  return text;
+}
+
 // A list of numbers or names, comma-separated; "-" when empty.
 std::string joined(const Json& list) {
   return list.is_array() && list.empty() ? "-" : display(list);
@@ -108,29 +121,46 @@ Table tier_table(const Json& tiers) {
   return table;
 }
 
-// Jobs have no fixed shape in the API yet: the columns are every field any job has, in the
-// order they first appear.
-void render_jobs(std::ostream& out, const Json& jobs) {
-  if (as_list(jobs).empty()) {
-    out << "No running jobs.\n";
-    return;
-  }
-  std::vector<std::string> keys;
+// The phase a job is in; "-" before it starts (the API sends "").
+std::string phase_of(const Json& job) {
+  const std::string phase = display(field(job, "phase"));
+  return phase.empty() ? "-" : phase;
+}
+
+// The columns a job has in every table of jobs, and its cells there.
+std::vector<Column> job_columns() {
+  return {{"ID", Align::right}, {"Type"}, {"State"}, {"Impact"}, {"Pri", Align::right}, {"Phase"}};
+}
+
+std::vector<std::string> job_cells(const Json& job) {
+  return {display(field(job, "id")),       display(field(job, "type")),
+          display(field(job, "state")),    display(field(job, "policy")),
+          display(field(job, "priority")), phase_of(job)};
+}
+
+// From the job's start to its end, or to `now` while it has not ended; "-" before it starts.
+std::string running_time(const Json& job, std::time_t now) {
+  const Json& started = field(job, "started");
+  const Json& ended = field(job, "ended");
+  if (!started.is_number_integer()) return "-";
+  const std::time_t end = ended.is_number_integer() ? ended.get<std::time_t>() : now;
+  const std::time_t start = started.get<std::time_t>();
+  // A clock behind the coordinator's would make the time negative.
+  return human_duration(end > start ? static_cast<std::uint64_t>(end - start) : 0);
+}
+
+// The jobs not ended, as `tide job jobs list` and `tide status` show them: running times are
+// counted up to `now` (Unix seconds).
+Table jobs_table(const Json& jobs, std::time_t now) {
+  std::vector<Column> columns = job_columns();
+  columns.push_back({"Running Time", Align::right});
+  Table table(std::move(columns));
   for (const Json& job : as_list(jobs)) {
-    if (!job.is_object()) continue;
-    for (const auto& [key, value] : job.items()) {
-      if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
-    }
-  }
-  std::vector<Column> columns;
-  for (const std::string& key : keys) columns.push_back({field_title(key)});
-  Table table(columns);
-  for (const Json& job : as_list(jobs)) {
-    std::vector<std::string> cells;
-    for (const std::string& key : keys) cells.push_back(display(field(job, key)));
+    std::vector<std::string> cells = job_cells(job);
+    cells.push_back(running_time(job, now));
     table.add_row(std::move(cells));
   }
-  table.render(out);
+  return table;
 }
 
 }  // namespace
@@ -263,7 +293,7 @@ std::string node_and_state(const Json& node, const Json& state) {
   return "node " + display(node) + " (" + display(state) + ")";
 }
 
-void render_status(std::ostream& out, const Json& status) {
+void render_status(std::ostream& out, const Json& status, std::time_t now) {
   render_fields(out,
                 {{"Cluster Name", display(field(status, "name"))},
                  {"Cluster Health", display(field(status, "health"))},
@@ -283,7 +313,12 @@ void render_status(std::ostream& out, const Json& status) {
   out << "\nTiers:\n";
   tier_table(field(status, "tiers")).render(out);
   out << "\nJobs:\n";
-  render_jobs(out, field(status, "jobs"));
+  const Json& jobs = field(status, "jobs");
+  if (as_list(jobs).empty()) {
+    out << "No running jobs.\n";
+  } else {
+    jobs_table(jobs, now).render(out);
+  }
 }
 
 void render_nodepools(std::ostream& out, const Json& nodepools) {
@@ -436,21 +471,10 @@ void render_nlm_sessions(std::ostream& out, const Json& reply) {
                {"Shares", Align::right},
                {"Last Seen"}});
   for (const Json& session : as_list(field(reply, "sessions"))) {
-    std::string last_seen = "-";
-    const Json& seen = field(session, "last_seen");
-    if (seen.is_number_integer()) {
-      const std::time_t when = seen.get<std::time_t>();
-      std::tm utc{};
-      char text[32];
-      if (gmtime_r(&when, &utc) != nullptr &&
-          std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc) > 0) {
-        last_seen = text;
-      }
-    }
     table.add_row({display(field(session, "node")), display(field(session, "client")),
                    display(field(session, "address")), display(field(session, "locks")),
                    display(field(session, "waiting")), display(field(session, "shares")),
-                   last_seen});
+                   utc_time(field(session, "last_seen"))});
   }
   render_listing(out, table);
   render_unanswered(out, reply);
@@ -666,6 +690,181 @@ void render_client_statistics(std::ostream& out, const Json& reply) {
   }
   table.render(out);
   render_unanswered(out, reply);
+}
+
+std::string human_duration(std::uint64_t seconds) {
+  constexpr std::uint64_t kMinute = 60;
+  constexpr std::uint64_t kHour = 60 * kMinute;
+  constexpr std::uint64_t kDay = 24 * kHour;
+  auto two_units = [](std::uint64_t count, std::uint64_t unit, const char* name,
+                      std::uint64_t sub_unit, const char* sub_name) {
+    return std::to_string(count / unit) + name + " " + std::to_string(count % unit / sub_unit) +
+           sub_name;
+  };
+  if (seconds < kMinute) return std::to_string(seconds) + "s";
+  if (seconds < kHour) return two_units(seconds, kMinute, "m", 1, "s");
+  if (seconds < kDay) return two_units(seconds, kHour, "h", kMinute, "m");
+  return two_units(seconds, kDay, "d", kHour, "h");
+}
+
+namespace {
+
+std::vector<std::pair<std::string, std::string>> job_fields(const Json& job) {
+  const Json& progress = field(job, "progress");
+  return {{"ID", display(field(job, "id"))},
+          {"Type", display(field(job, "type"))},
+          {"State", display(field(job, "state"))},
+          {"Policy", display(field(job, "policy"))},
+          {"Priority", display(field(job, "priority"))},
+          {"Paths", joined(field(job, "paths"))},
+          {"Dry Run", display(field(job, "dry_run"))},
+          {"Created", utc_time(field(job, "created"))},
+          {"Started", utc_time(field(job, "started"))},
+          {"Ended", utc_time(field(job, "ended"))},
+          {"Coordinator", display(field(job, "coordinator"))},
+          {"Runs", display(field(job, "runs"))},
+          {"Phase", phase_of(job)},
+          {"Files Scanned", display(field(progress, "files_scanned"))},
+          {"Directories Scanned", display(field(progress, "directories_scanned"))},
+          {"Files Matched", display(field(progress, "files_matched"))},
+          {"Patterns Set", display(field(progress, "patterns_set"))},
+          {"Files Misplaced", display(field(progress, "files_misplaced"))},
+          {"Errors", display(field(progress, "errors"))},
+          {"Reason", display(field(job, "reason"))}};
+}
+
+// The messages the job kept (its first errors), one a line under `heading`, when there are any.
+void render_job_errors(std::ostream& out, const Json& job, std::string_view heading) {
+  const Json& errors = as_list(field(job, "errors"));
+  if (errors.empty()) return;
+  out << heading << '\n';
+  for (const Json& message : errors) out << "  " << display(message) << '\n';
+}
+
+// "1 file", "120 files"; a count that is no number shows as "-".
+std::string counted(const Json& count, const std::string& noun) {
+  return display(count) + " " + noun + (count == Json(1) ? "" : "s");
+}
+
+// Seconds a phase took: whole as sent, fractions to a tenth.
+std::string phase_seconds(const Json& seconds) {
+  if (!seconds.is_number_float()) return display(seconds);
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", seconds.get<double>());
+  return text;
+}
+
+}  // namespace
+
+void render_jobs(std::ostream& out, const Json& jobs, std::time_t now) {
+  render_listing(out, jobs_table(jobs, now));
+}
+
+void render_job(std::ostream& out, const Json& job) {
+  render_fields(out, job_fields(job), Align::right);
+  render_job_errors(out, job, "\nFirst errors:");
+}
+
+void render_job_reports(std::ostream& out, const Json& reports) {
+  Table table({{"ID", Align::right},
+               {"Type"},
+               {"State"},
+               {"Ended"},
+               {"Files Scanned", Align::right},
+               {"Matched", Align::right},
+               {"Misplaced", Align::right},
+               {"Errors", Align::right}});
+  for (const Json& job : as_list(reports)) {
+    const Json& progress = field(job, "progress");
+    table.add_row(
+        {display(field(job, "id")), display(field(job, "type")), display(field(job, "state")),
+         utc_time(field(job, "ended")), display(field(progress, "files_scanned")),
+         display(field(progress, "files_matched")), display(field(progress, "files_misplaced")),
+         display(field(progress, "errors"))});
+  }
+  render_listing(out, table);
+}
+
+void render_job_report(std::ostream& out, const Json& job) {
+  render_fields(out, job_fields(job), Align::right);
+  out << "\nPhases:\n";
+  Table phases({{"Phase"}, {"Seconds", Align::right}});
+  for (const Json& phase : as_list(field(job, "phases"))) {
+    phases.add_row({display(field(phase, "name")), phase_seconds(field(phase, "seconds"))});
+  }
+  phases.render(out);
+  render_job_errors(out, job, "\nFirst errors:");
+}
+
+void render_job_types(std::ostream& out, const Json& types) {
+  Table table({{"ID"}, {"Pri", Align::right}, {"Policy"}, {"Enabled"}, {"Schedule"}, {"Next Run"}});
+  for (const Json& type : as_list(types)) {
+    table.add_row({display(field(type, "name")), display(field(type, "priority")),
+                   display(field(type, "policy")), display(field(type, "enabled")),
+                   display(field(type, "schedule")), utc_time(field(type, "next_run"))});
+  }
+  render_listing(out, table);
+}
+
+void render_job_type(std::ostream& out, const Json& type) {
+  render_fields(out,
+                {{"ID", display(field(type, "name"))},
+                 {"Description", display(field(type, "description"))},
+                 {"Enabled", display(field(type, "enabled"))},
+                 {"Policy", display(field(type, "policy"))},
+                 {"Schedule", display(field(type, "schedule"))},
+                 {"Priority", display(field(type, "priority"))},
+                 {"Next Run", utc_time(field(type, "next_run"))}},
+                Align::right);
+}
+
+void render_job_status(std::ostream& out, const Json& status) {
+  const Json& coordinator = field(status, "coordinator");
+  if (coordinator.is_null()) {
+    out << "No node is running jobs (no leader).\n";
+  } else {
+    out << "The job engine is running on node " << display(coordinator) << ".\n";
+  }
+  out << '\n';
+  const Json& active = as_list(field(status, "active"));
+  if (active.empty()) {
+    out << "No running or queued jobs.\n";
+  } else {
+    Table jobs(job_columns());
+    for (const Json& job : active) jobs.add_row(job_cells(job));
+    jobs.render(out);
+  }
+  const Json& recent = as_list(field(status, "recent"));
+  if (recent.empty()) {
+    out << "\nNo recent job results.\n";
+    return;
+  }
+  out << "\nRecent job results:\n";
+  Table results({{"Time"}, {"Job"}, {"Event"}});
+  for (const Json& job : recent) {
+    results.add_row({utc_time(field(job, "ended")),
+                     display(field(job, "type")) + "[" + display(field(job, "id")) + "]",
+                     display(field(job, "state"))});
+  }
+  results.render(out);
+}
+
+void render_policy_application(std::ostream& out, const Json& job) {
+  const Json& progress = field(job, "progress");
+  const std::string files =
+      counted(field(progress, "files_scanned"), "file") + " under " + joined(field(job, "paths"));
+  const std::string matched = display(field(progress, "files_matched"));
+  const std::string patterns = counted(field(progress, "patterns_set"), "access pattern");
+  const std::string misplaced = display(field(progress, "files_misplaced"));
+  if (field(job, "dry_run") == Json(true)) {
+    out << "Dry run over " << files << ": " << matched << " match a policy, " << patterns
+        << " would be set, " << misplaced << " misplaced.\n";
+  } else {
+    out << "Applied the file pool policies to " << files << ": " << matched << " matched a policy, "
+        << patterns << " set, " << misplaced
+        << " misplaced (moving data between pools is not built yet).\n";
+  }
+  render_job_errors(out, job, "Errors:");
 }
 
 }  // namespace tidepool::cli

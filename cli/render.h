@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <ctime>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -49,6 +50,9 @@ std::string human_bytes(std::uint64_t bytes);
 // human_bytes per second: "12.3 MB/s"; "-" for a negative or non-finite rate.
 std::string human_rate(double bytes_per_second);
 
+// A span of time in its two largest units: "45s", "1m 5s", "2h 3m", "3d 4h".
+std::string human_duration(std::uint64_t seconds);
+
 // A JSON value as a table cell: strings as they are, null as "-", booleans "Yes"/"No", lists
 // comma-separated ("-" when empty), numbers and objects as JSON.
 std::string display(const Json& value);
@@ -60,7 +64,8 @@ std::string field_title(const std::string& key);
 void render_view(std::ostream& out, const Json& object);
 
 // The replies of the API, one function per kind (daemon/admin_api.md names the objects).
-void render_status(std::ostream& out, const Json& status);
+// The cluster's status; its jobs' running times are counted up to `now` (Unix seconds).
+void render_status(std::ostream& out, const Json& status, std::time_t now);
 void render_nodepools(std::ostream& out, const Json& nodepools);
 void render_tiers(std::ostream& out, const Json& tiers);
 void render_sysctls(std::ostream& out, const Json& sysctls);
@@ -89,5 +94,23 @@ void render_policies(std::ostream& out, const Json& reply);
 void render_explanation(std::ostream& out, const Json& reply);
 // GET /v1/statistics/clients's reply.
 void render_client_statistics(std::ostream& out, const Json& reply);
+
+// `tide job ...`: JOB and JOBTYPE objects and GET /v1/job/status's reply. Times, Unix seconds in
+// the API, show in UTC.
+
+// The jobs not ended, with how long each has run, counted up to `now` (Unix seconds).
+void render_jobs(std::ostream& out, const Json& jobs, std::time_t now);
+void render_job(std::ostream& out, const Json& job);
+// The ended jobs, newest first as the server sends them.
+void render_job_reports(std::ostream& out, const Json& reports);
+// An ended job: as render_job, with the time each phase took.
+void render_job_report(std::ostream& out, const Json& job);
+void render_job_types(std::ostream& out, const Json& types);
+void render_job_type(std::ostream& out, const Json& type);
+// As `isi job status`: the node running jobs, the jobs not ended, the last ones ended.
+void render_job_status(std::ostream& out, const Json& status);
+// `tide filepool apply`: one line of what the SmartPoolsTree job that succeeded did (or, a dry
+// run, would do) with its paths, then "Errors:" and its messages, if it kept any.
+void render_policy_application(std::ostream& out, const Json& job);
 
 }  // namespace tidepool::cli

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <ctime>
 #include <limits>
 #include <sstream>
 
@@ -41,6 +42,55 @@ Json sample_status(Json jobs) {
   })");
   status["jobs"] = std::move(jobs);
   return status;
+}
+
+// A JOB as daemon/admin_api.md shapes it: SmartPools, started 2024-05-01T22:00:05Z.
+Json sample_job() {
+  return Json::parse(R"({
+    "id": 3, "type": "SmartPools", "state": "running", "priority": 6, "policy": "LOW",
+    "paths": [], "dry_run": false, "created": 1714600800, "started": 1714600805, "ended": null,
+    "coordinator": 1, "runs": 1, "phase": "scan", "phases": [{"name": "scan", "seconds": 65}],
+    "progress": {"files_scanned": 1200, "directories_scanned": 40, "files_matched": 300,
+                 "patterns_set": 12, "files_misplaced": 288, "errors": 0},
+    "errors": [], "reason": null})");
+}
+
+// The same job, ended with two errors after two phases.
+Json sample_report() {
+  Json job = sample_job();
+  job["state"] = "failed";
+  job["ended"] = 1714600905;
+  job["coordinator"] = nullptr;
+  job["runs"] = 2;
+  job["phase"] = "apply";
+  job["phases"] = Json::parse(R"([{"name": "scan", "seconds": 65}, {"name": "apply",
+                                   "seconds": 35}])");
+  job["progress"]["errors"] = 2;
+  job["errors"] = {"/ifs/a: permission denied", "/ifs/b: no space"};
+  job["reason"] = "too many errors";
+  return job;
+}
+
+// A second job, queued and not started yet.
+Json sample_waiting_job() {
+  Json waiting = sample_job();
+  waiting["id"] = 4;
+  waiting["type"] = "SmartPoolsTree";
+  waiting["state"] = "waiting";
+  waiting["priority"] = 5;
+  waiting["policy"] = "OFF_HOURS";
+  waiting["started"] = nullptr;
+  waiting["phase"] = "";
+  return waiting;
+}
+
+// 65 seconds after sample_job() started.
+constexpr std::time_t kSampleNow = 1714600805 + 65;
+
+std::string rendered_status(const Json& status) {
+  std::ostringstream out;
+  render_status(out, status, kSampleNow);
+  return out.str();
 }
 
 TEST(Table, ColumnsAreAsWideAsTheirWidestCellAndTwoSpacesApart) {
@@ -121,7 +171,7 @@ TEST(View, KeysAreRightAlignedInTheServersOrder) {
 }
 
 TEST(Status, ShowsTheClusterThenNodesPoolsTiersAndJobs) {
-  EXPECT_EQ(rendered(render_status, sample_status(Json::array())),
+  EXPECT_EQ(rendered_status(sample_status(Json::array())),
             "Cluster Name:     tidepool\n"
             "Cluster Health:   degraded\n"
             "Cluster ID:       c0ffee\n"
@@ -150,17 +200,15 @@ TEST(Status, ShowsTheClusterThenNodesPoolsTiersAndJobs) {
             "No running jobs.\n");
 }
 
-TEST(Status, RunningJobsAreRowsOfTheirFields) {
-  const std::string text = rendered(
-      render_status,
-      sample_status(Json::parse(
-          R"([{"id": 3, "type": "SmartPools", "state": "running"}, {"id": 4, "progress": "40%"}])")));
+TEST(Status, JobsNotEndedAreRowsAsJobJobsListShowsThem) {
+  const std::string text =
+      rendered_status(sample_status(Json::array({sample_job(), sample_waiting_job()})));
   EXPECT_EQ(text.substr(text.find("Jobs:\n")),
             "Jobs:\n"
-            "ID  Type        State    Progress\n"
-            "---------------------------------\n"
-            "3   SmartPools  running  -\n"
-            "4   -           -        40%\n");
+            "ID  Type            State    Impact     Pri  Phase  Running Time\n"
+            "----------------------------------------------------------------\n"
+            " 3  SmartPools      running  LOW          6  scan          1m 5s\n"
+            " 4  SmartPoolsTree  waiting  OFF_HOURS    5  -                 -\n");
 }
 
 TEST(Status, ByteCountsMayComeAsAnyKindOfNumber) {
@@ -168,16 +216,16 @@ TEST(Status, ByteCountsMayComeAsAnyKindOfNumber) {
   status["nodes"][0]["stats"]["used_bytes"] = 1.2e9;
   status["nodes"][0]["stats"]["size_bytes"] = -4;
   status["nodes"][1]["stats"] = Json{{"used_bytes", 2.0e9}, {"size_bytes", 4000000000}};
-  const std::string text = rendered(render_status, status);
+  const std::string text = rendered_status(status);
   EXPECT_NE(text.find("1.0 kB/s  -\n"), std::string::npos) << text;
   EXPECT_NE(text.find("-  2.0 GB / 4.0 GB (50%)\n"), std::string::npos) << text;
 }
 
 TEST(Status, AReplyOfTheWrongShapePrintsDashesInsteadOfFailing) {
-  const std::string text = rendered(render_status, Json::parse(R"({"nodes": [7, {"id": "x"}]})"));
+  const std::string text = rendered_status(Json::parse(R"({"nodes": [7, {"id": "x"}]})"));
   EXPECT_NE(text.find("Cluster Name:     -\n"), std::string::npos) << text;
   EXPECT_NE(text.find("No running jobs."), std::string::npos) << text;
-  EXPECT_NO_THROW(rendered(render_status, Json::array()));
+  EXPECT_NO_THROW(rendered_status(Json::array()));
   EXPECT_NO_THROW(rendered(render_exports, Json("not a list")));
 }
 
@@ -310,6 +358,189 @@ TEST(Listings, SysctlsShowValueDefaultAndDescription) {
 TEST(Listings, AnEmptyListIsAHeaderAndATotalOfZero) {
   EXPECT_EQ(rendered(render_tiers, Json::array()),
             "Name  Children\n--------------\n--------------\nTotal: 0\n");
+}
+
+TEST(HumanDuration, TheTwoLargestUnits) {
+  EXPECT_EQ(human_duration(0), "0s");
+  EXPECT_EQ(human_duration(59), "59s");
+  EXPECT_EQ(human_duration(65), "1m 5s");
+  EXPECT_EQ(human_duration(3600), "1h 0m");
+  EXPECT_EQ(human_duration(2 * 3600 + 3 * 60 + 59), "2h 3m");
+  EXPECT_EQ(human_duration(3 * 86400 + 4 * 3600 + 5), "3d 4h");
+}
+
+TEST(Jobs, ListShowsHowLongEachHasRunUpToNow) {
+  std::ostringstream out;
+  render_jobs(out, Json::array({sample_job(), sample_waiting_job()}), kSampleNow);
+  EXPECT_EQ(out.str(),
+            "ID  Type            State    Impact     Pri  Phase  Running Time\n"
+            "----------------------------------------------------------------\n"
+            " 3  SmartPools      running  LOW          6  scan          1m 5s\n"
+            " 4  SmartPoolsTree  waiting  OFF_HOURS    5  -                 -\n"
+            "----------------------------------------------------------------\n"
+            "Total: 2\n");
+}
+
+TEST(Jobs, ViewShowsEveryFieldWithTimesInUtc) {
+  EXPECT_EQ(rendered(render_job, sample_job()),
+            "                 ID: 3\n"
+            "               Type: SmartPools\n"
+            "              State: running\n"
+            "             Policy: LOW\n"
+            "           Priority: 6\n"
+            "              Paths: -\n"
+            "            Dry Run: No\n"
+            "            Created: 2024-05-01T22:00:00Z\n"
+            "            Started: 2024-05-01T22:00:05Z\n"
+            "              Ended: -\n"
+            "        Coordinator: 1\n"
+            "               Runs: 1\n"
+            "              Phase: scan\n"
+            "      Files Scanned: 1200\n"
+            "Directories Scanned: 40\n"
+            "      Files Matched: 300\n"
+            "       Patterns Set: 12\n"
+            "    Files Misplaced: 288\n"
+            "             Errors: 0\n"
+            "             Reason: -\n");
+}
+
+TEST(Jobs, ReportViewAddsThePhasesAndTheFirstErrors) {
+  const std::string text = rendered(render_job_report, sample_report());
+  EXPECT_NE(text.find("              Ended: 2024-05-01T22:01:45Z\n"
+                      "        Coordinator: -\n"
+                      "               Runs: 2\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.substr(text.find("             Errors:")),
+            "             Errors: 2\n"
+            "             Reason: too many errors\n"
+            "\n"
+            "Phases:\n"
+            "Phase  Seconds\n"
+            "--------------\n"
+            "scan        65\n"
+            "apply       35\n"
+            "\n"
+            "First errors:\n"
+            "  /ifs/a: permission denied\n"
+            "  /ifs/b: no space\n");
+}
+
+TEST(Jobs, ReportsListShowsWhenEachEndedAndItsCounters) {
+  const std::string rule(87, '-');
+  EXPECT_EQ(rendered(render_job_reports, Json::array({sample_report()})),
+            "ID  Type        State   Ended                 Files Scanned  Matched  Misplaced  "
+            "Errors\n" +
+                rule + "\n" +
+                " 3  SmartPools  failed  2024-05-01T22:01:45Z           1200      300        288  "
+                "     2\n" +
+                rule + "\nTotal: 1\n");
+}
+
+const char* const kJobTypes = R"([
+    {"name": "SmartPools", "description": "Apply the file pool policies to every file",
+     "schedule": "every day at 22:00", "priority": 6, "policy": "LOW", "enabled": true,
+     "next_run": 1714600800},
+    {"name": "SmartPoolsTree", "description": "Apply the file pool policies under paths",
+     "schedule": null, "priority": 5, "policy": "MEDIUM", "enabled": true, "next_run": null}])";
+
+TEST(Jobs, TypesListShowsTheScheduleAndNextRunOrADash) {
+  EXPECT_EQ(rendered(render_job_types, Json::parse(kJobTypes)),
+            "ID              Pri  Policy  Enabled  Schedule            Next Run\n"
+            "------------------------------------------------------------------------------\n"
+            "SmartPools        6  LOW     Yes      every day at 22:00  2024-05-01T22:00:00Z\n"
+            "SmartPoolsTree    5  MEDIUM  Yes      -                   -\n"
+            "------------------------------------------------------------------------------\n"
+            "Total: 2\n");
+}
+
+TEST(Jobs, TypeViewShowsItsSettings) {
+  EXPECT_EQ(rendered(render_job_type, Json::parse(kJobTypes)[0]),
+            "         ID: SmartPools\n"
+            "Description: Apply the file pool policies to every file\n"
+            "    Enabled: Yes\n"
+            "     Policy: LOW\n"
+            "   Schedule: every day at 22:00\n"
+            "   Priority: 6\n"
+            "   Next Run: 2024-05-01T22:00:00Z\n");
+}
+
+TEST(Jobs, StatusNamesTheCoordinatorThenTheActiveAndTheRecentJobs) {
+  Json status{{"coordinator", 1},
+              {"active", Json::array({sample_job()})},
+              {"recent", Json::array({sample_report()})}};
+  EXPECT_EQ(rendered(render_job_status, status),
+            "The job engine is running on node 1.\n"
+            "\n"
+            "ID  Type        State    Impact  Pri  Phase\n"
+            "-------------------------------------------\n"
+            " 3  SmartPools  running  LOW       6  scan\n"
+            "\n"
+            "Recent job results:\n"
+            "Time                  Job            Event\n"
+            "-------------------------------------------\n"
+            "2024-05-01T22:01:45Z  SmartPools[3]  failed\n");
+}
+
+TEST(Jobs, StatusWithoutALeaderOrJobsSaysSo) {
+  EXPECT_EQ(rendered(render_job_status,
+                     Json::parse(R"({"coordinator": null, "active": [], "recent": []})")),
+            "No node is running jobs (no leader).\n"
+            "\n"
+            "No running or queued jobs.\n"
+            "\n"
+            "No recent job results.\n");
+}
+
+// sample_job() as `tide filepool apply /ifs/data` finds it when it has ended.
+Json sample_application(bool dry_run) {
+  Json job = sample_job();
+  job["type"] = "SmartPoolsTree";
+  job["state"] = "succeeded";
+  job["paths"] = {"/ifs/data"};
+  job["dry_run"] = dry_run;
+  job["progress"] = Json::parse(R"({"files_scanned": 120, "directories_scanned": 4,
+      "files_matched": 30, "patterns_set": 12, "files_misplaced": 18, "errors": 0})");
+  return job;
+}
+
+TEST(PolicyApplication, SaysWhatTheJobDidInOneLine) {
+  EXPECT_EQ(rendered(render_policy_application, sample_application(false)),
+            "Applied the file pool policies to 120 files under /ifs/data: 30 matched a policy, "
+            "12 access patterns set, 18 misplaced (moving data between pools is not built "
+            "yet).\n");
+}
+
+TEST(PolicyApplication, ADryRunSaysWhatItWouldDo) {
+  EXPECT_EQ(rendered(render_policy_application, sample_application(true)),
+            "Dry run over 120 files under /ifs/data: 30 match a policy, 12 access patterns would "
+            "be set, 18 misplaced.\n");
+}
+
+TEST(PolicyApplication, OneFileIsOneFileAndErrorsFollowOneALine) {
+  Json job = sample_application(false);
+  job["paths"] = {"/ifs/data/a.bin"};
+  job["progress"] = Json::parse(R"({"files_scanned": 1, "files_matched": 1, "patterns_set": 1,
+      "files_misplaced": 0, "errors": 2})");
+  job["errors"] = {"/ifs/data/a.bin: permission denied", "/ifs/data/a.bin: no space"};
+  EXPECT_EQ(rendered(render_policy_application, job),
+            "Applied the file pool policies to 1 file under /ifs/data/a.bin: 1 matched a policy, "
+            "1 access pattern set, 0 misplaced (moving data between pools is not built yet).\n"
+            "Errors:\n"
+            "  /ifs/data/a.bin: permission denied\n"
+            "  /ifs/data/a.bin: no space\n");
+}
+
+TEST(Jobs, RepliesOfTheWrongShapePrintDashesInsteadOfFailing) {
+  std::ostringstream out;
+  EXPECT_NO_THROW(render_jobs(out, Json::parse(R"([7, {"started": "soon"}])"), 0));
+  EXPECT_NE(out.str().find("Total: 2"), std::string::npos) << out.str();
+  EXPECT_NO_THROW(rendered(render_job, Json("not a job")));
+  EXPECT_NO_THROW(rendered(render_job_report, Json::parse(R"({"phases": 3, "errors": "x"})")));
+  EXPECT_NO_THROW(rendered(render_job_status, Json::array()));
+  EXPECT_NO_THROW(rendered(render_job_types, Json("not a list")));
+  EXPECT_NO_THROW(rendered(render_policy_application, Json::parse(R"({"progress": [1]})")));
 }
 
 }  // namespace

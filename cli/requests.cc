@@ -1,6 +1,7 @@
 #include "cli/requests.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -15,6 +16,9 @@ Status invalid(std::string_view what, const std::string& expected, std::string_v
   return error(Errc::invalid_argument,
                std::string(what) + ": expected " + expected + ", got '" + std::string(got) + "'");
 }
+
+// Whether `path` is /ifs or a path under it, as the API takes paths.
+bool under_ifs(std::string_view path) { return path == "/ifs" || path.starts_with("/ifs/"); }
 
 // A whole decimal number no larger than `max`.
 std::optional<std::uint64_t> parse_decimal(std::string_view text, std::uint64_t max) {
@@ -109,6 +113,35 @@ Result<Json> export_fields(const ExportOptions& options) {
   return body;
 }
 
+// --priority of a job or job type: 1 runs first, as in OneFS.
+Result<std::uint64_t> parse_job_priority(std::string_view text) {
+  std::optional<std::uint64_t> value = parse_decimal(text, 10);
+  if (!value || *value == 0) return invalid("--priority", "a number from 1 to 10", text);
+  return *value;
+}
+
+// --policy: an impact policy, in any case (OneFS names them in capitals).
+Result<std::string> parse_impact_policy(std::string_view text) {
+  std::string policy(text);
+  for (char& c : policy) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (policy != "LOW" && policy != "MEDIUM" && policy != "HIGH" && policy != "OFF_HOURS") {
+    return invalid("--policy", "LOW, MEDIUM, HIGH or OFF_HOURS", text);
+  }
+  return policy;
+}
+
+// The fields a job and a job type share, as given.
+Status add_priority_and_policy(Json& body, const std::optional<std::string>& priority,
+                               const std::optional<std::string>& policy) {
+  if (priority) {
+    TP_ASSIGN_OR_RETURN(body["priority"], parse_job_priority(*priority));
+  }
+  if (policy) {
+    TP_ASSIGN_OR_RETURN(body["policy"], parse_impact_policy(*policy));
+  }
+  return {};
+}
+
 }  // namespace
 
 Status check_name(std::string_view what, std::string_view name) {
@@ -148,7 +181,7 @@ Result<std::chrono::milliseconds> parse_timeout(std::string_view text) {
 }
 
 Result<std::string> namespace_target(std::string_view path) {
-  if (path != "/ifs" && !path.starts_with("/ifs/")) {
+  if (!under_ifs(path)) {
     return error(Errc::invalid_argument,
                  "PATH must be absolute and under /ifs: " + std::string(path));
   }
@@ -206,7 +239,7 @@ Result<std::string> locks_target(const std::optional<std::string>& path,
                                  const std::optional<std::string>& kind, bool waiters) {
   std::vector<std::string> query;
   if (path) {
-    if (*path != "/ifs" && !path->starts_with("/ifs/")) {
+    if (!under_ifs(*path)) {
       return error(Errc::invalid_argument, "--path must be absolute and under /ifs: " + *path);
     }
     query.push_back("path=" + path_segment(*path));
@@ -250,6 +283,45 @@ Result<Json> export_modify_body(const ExportOptions& options) {
   TP_ASSIGN_OR_RETURN(Json body, export_fields(options));
   if (body.empty()) {
     return error(Errc::invalid_argument, "nothing to modify: give at least one option");
+  }
+  return body;
+}
+
+Result<Json> job_start_body(std::string_view type, const JobStartOptions& options) {
+  TP_RETURN_IF_ERROR(check_name("job type", type));
+  Json body{{"type", type}};
+  TP_RETURN_IF_ERROR(add_priority_and_policy(body, options.priority, options.policy));
+  for (const std::string& path : options.paths) {
+    if (!under_ifs(path)) {
+      return invalid("--paths", "an absolute path under /ifs", path);
+    }
+  }
+  if (!options.paths.empty()) body["paths"] = options.paths;
+  if (options.dry_run) body["dry_run"] = true;
+  return body;
+}
+
+Result<Json> job_type_modify_body(const JobTypeChanges& changes) {
+  if (changes.schedule && changes.clear_schedule) {
+    return error(Errc::invalid_argument, "give --schedule or --clear-schedule, not both");
+  }
+  Json body = Json::object();
+  if (changes.schedule) {
+    // The API reads "" as "no schedule": that is said with --clear-schedule, never by accident.
+    if (changes.schedule->empty()) {
+      return invalid("--schedule", "a schedule such as 'every day at 22:00'", "");
+    }
+    body["schedule"] = *changes.schedule;
+  }
+  if (changes.clear_schedule) body["schedule"] = "";
+  TP_RETURN_IF_ERROR(add_priority_and_policy(body, changes.priority, changes.policy));
+  if (changes.enabled) {
+    TP_ASSIGN_OR_RETURN(body["enabled"], parse_bool("--enabled", *changes.enabled));
+  }
+  if (body.empty()) {
+    return error(Errc::invalid_argument,
+                 "nothing to modify: give --schedule, --clear-schedule, --priority, --policy or "
+                 "--enabled");
   }
   return body;
 }

@@ -83,6 +83,29 @@ Result<Json> export_create_body(const ExportOptions& options);
 // The body of PUT /v1/nfs/exports/ID: the fields to change. At least one must be given.
 Result<Json> export_modify_body(const ExportOptions& options);
 
+// The options of `tide job jobs start` as given; nullopt = not given.
+struct JobStartOptions {
+  std::optional<std::string> priority;  // 1 (runs first) to 10
+  std::optional<std::string> policy;    // an impact policy: LOW, MEDIUM, HIGH, OFF_HOURS, any case
+  std::vector<std::string> paths;       // each absolute under /ifs
+  bool dry_run = false;
+};
+
+// The body of POST /v1/job/jobs: {"type"} and the options given.
+Result<Json> job_start_body(std::string_view type, const JobStartOptions& options);
+
+// The options of `tide job types modify` as given; nullopt = not given.
+struct JobTypeChanges {
+  std::optional<std::string> schedule;  // as SCHEDULE in the API: "every day at 22:00"
+  bool clear_schedule = false;
+  std::optional<std::string> priority;
+  std::optional<std::string> policy;
+  std::optional<std::string> enabled;  // true|false
+};
+
+// The body of PUT /v1/job/types/NAME: the changes given. At least one must be.
+Result<Json> job_type_modify_body(const JobTypeChanges& changes);
+
 // The body of POST /v1/storagepool/tiers.
 Result<Json> tier_create_body(std::string_view name, const std::vector<std::string>& children);
 

@@ -159,5 +159,64 @@ TEST(Values, SysctlNameOrAssignment) {
   EXPECT_FALSE(parse_sysctl_argument("a/b").ok());
 }
 
+TEST(JobStartBody, SendsTheTypeAndOnlyTheOptionsGiven) {
+  Result<Json> body = job_start_body("SmartPools", {});
+  ASSERT_TRUE(body.ok()) << body.status().to_string();
+  EXPECT_EQ(body->dump(), R"({"type":"SmartPools"})");
+  body = job_start_body(
+      "SmartPoolsTree",
+      {.priority = "3", .policy = "off_hours", .paths = {"/ifs/data", "/ifs"}, .dry_run = true});
+  ASSERT_TRUE(body.ok()) << body.status().to_string();
+  EXPECT_EQ(body->dump(), R"({"type":"SmartPoolsTree","priority":3,"policy":"OFF_HOURS",)"
+                          R"("paths":["/ifs/data","/ifs"],"dry_run":true})");
+}
+
+TEST(JobStartBody, PriorityFrom1To10AndOneOfTheFourImpactPolicies) {
+  EXPECT_TRUE(job_start_body("SmartPools", {.priority = "1"}).ok());
+  EXPECT_TRUE(job_start_body("SmartPools", {.priority = "10"}).ok());
+  EXPECT_EQ(error_of(job_start_body("SmartPools", {.priority = "0"})),
+            "--priority: expected a number from 1 to 10, got '0'");
+  EXPECT_EQ(error_of(job_start_body("SmartPools", {.priority = "11"})),
+            "--priority: expected a number from 1 to 10, got '11'");
+  EXPECT_EQ(error_of(job_start_body("SmartPools", {.priority = "high"})),
+            "--priority: expected a number from 1 to 10, got 'high'");
+  EXPECT_EQ(error_of(job_start_body("SmartPools", {.policy = "FAST"})),
+            "--policy: expected LOW, MEDIUM, HIGH or OFF_HOURS, got 'FAST'");
+  EXPECT_EQ(error_of(job_start_body("Smart Pools", {})),
+            "job type: expected 1-63 characters of A-Z a-z 0-9 - _, got 'Smart Pools'");
+}
+
+TEST(JobStartBody, EveryPathIsAbsoluteUnderIfs) {
+  const std::string expected = "--paths: expected an absolute path under /ifs, got ";
+  EXPECT_EQ(error_of(job_start_body("SmartPoolsTree", {.paths = {"/ifs/a", "data/b"}})),
+            expected + "'data/b'");
+  EXPECT_EQ(error_of(job_start_body("SmartPoolsTree", {.paths = {"/ifsdata"}})),
+            expected + "'/ifsdata'");
+  EXPECT_EQ(error_of(job_start_body("SmartPoolsTree", {.paths = {"/etc"}})), expected + "'/etc'");
+}
+
+TEST(JobTypeBody, ModifySendsOnlyTheChangesAndClearingTheScheduleSendsEmpty) {
+  Result<Json> body = job_type_modify_body({.schedule = "every Sunday at 23:00", .priority = "2"});
+  ASSERT_TRUE(body.ok()) << body.status().to_string();
+  EXPECT_EQ(body->dump(), R"({"schedule":"every Sunday at 23:00","priority":2})");
+  body = job_type_modify_body({.clear_schedule = true, .policy = "high", .enabled = "false"});
+  ASSERT_TRUE(body.ok()) << body.status().to_string();
+  EXPECT_EQ(body->dump(), R"({"schedule":"","policy":"HIGH","enabled":false})");
+}
+
+TEST(JobTypeBody, ModifyNeedsAChangeAndNoContradiction) {
+  EXPECT_EQ(error_of(job_type_modify_body({})),
+            "nothing to modify: give --schedule, --clear-schedule, --priority, --policy or "
+            "--enabled");
+  EXPECT_EQ(error_of(job_type_modify_body({.schedule = "every hour", .clear_schedule = true})),
+            "give --schedule or --clear-schedule, not both");
+  EXPECT_EQ(error_of(job_type_modify_body({.schedule = ""})),
+            "--schedule: expected a schedule such as 'every day at 22:00', got ''");
+  EXPECT_EQ(error_of(job_type_modify_body({.enabled = "yes"})),
+            "--enabled: expected true or false, got 'yes'");
+  EXPECT_EQ(error_of(job_type_modify_body({.priority = "0"})),
+            "--priority: expected a number from 1 to 10, got '0'");
+}
+
 }  // namespace
 }  // namespace tidepool::cli

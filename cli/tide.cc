@@ -6,6 +6,7 @@
 #include <exception>
 #include <functional>
 #include <map>
+#include <thread>
 #include <utility>
 
 #include "cli/commands.h"
@@ -33,9 +34,9 @@ struct Arguments {
   std::optional<std::string> timeout;
   // Commands' options and positionals.
   std::string format = "table";
-  std::string name;     // of a cluster, a tier or a node pool
+  std::string name;     // of a cluster, a tier, a node pool or a job type
   std::string address;  // a node's admin address
-  std::string id;       // of a node or an export
+  std::string id;       // of a node, an export or a job
   std::vector<std::string> children;
   std::vector<std::string> set_children;
   std::vector<std::string> add_children;
@@ -52,6 +53,7 @@ struct Arguments {
   bool flush_l1 = false;                 // --l1 of `flush`
   bool flush_l2 = false;                 // --l2 of `flush`
   bool flush_all = false;                // --all of `flush`
+  bool recurse = false;                  // --recurse of `filepool apply`
   std::optional<std::string> flush_node;  // --node of `flush`
   std::string nodes = "all";              // --nodes of `statistics system`
   std::uint32_t iterations = 0;           // --iterations of `statistics system --format top`
@@ -59,6 +61,8 @@ struct Arguments {
   std::string policy;                     // NAME of `filepool policies ...`
   PolicyOptions policy_options;
   ExportOptions export_options;
+  JobStartOptions job_start_options;
+  JobTypeChanges job_type_changes;
 };
 
 // The `tide` command tree: CLI11 parses it, each leaf has its Command.
@@ -93,6 +97,12 @@ class Grammar {
   void add_flush_command();
   void add_filepool_commands();
   void add_policy_options(CLI::App* command);
+  void add_job_commands();
+  void add_jobs_commands(CLI::App& job);
+  void add_job_type_commands(CLI::App& job);
+  void add_job_report_commands(CLI::App& job);
+  void add_job_priority_and_policy(CLI::App* command, std::optional<std::string>& priority,
+                                   std::optional<std::string>& policy);
 
   CLI::App app_;
   Arguments arguments_;
@@ -115,7 +125,8 @@ Grammar::Grammar() : app_("Administer a Tidepool cluster through its admin API."
                   "Bearer token (default: $TIDE_TOKEN, else the credentials' token)")
       ->type_name("TOKEN");
   app_.add_option("--timeout", arguments_.timeout,
-                  "Seconds a request may take, connecting included (default 30)")
+                  "Seconds a request may take, connecting included, and that 'filepool apply' "
+                  "waits for its job (default 30)")
       ->type_name("SECONDS");
   add_cluster_commands();
   add_format_option(add_command(app_, "status",
@@ -161,6 +172,7 @@ Grammar::Grammar() : app_("Administer a Tidepool cluster through its admin API."
   add_lock_commands();
   add_flush_command();
   add_filepool_commands();
+  add_job_commands();
 }
 
 Result<GlobalOptions> Grammar::global_options() const {
@@ -605,6 +617,28 @@ void Grammar::add_filepool_commands() {
       });
   explain->add_option("PATH", arguments_.path, "Absolute path under /ifs")->required();
   add_format_option(explain);
+
+  CLI::App* apply = add_command(
+      *filepool, "apply",
+      "Apply the policies now to a file, or with --recurse to every file under a directory: a "
+      "SmartPoolsTree job, waited for",
+      [this]() -> Result<Operation> {
+        TP_ASSIGN_OR_RETURN(std::string target, namespace_target(arguments_.path));
+        // HIGH: someone waits for the job, so it works without a rate limit.
+        TP_ASSIGN_OR_RETURN(
+            Json job,
+            job_start_body("SmartPoolsTree", {.policy = "HIGH",
+                                              .paths = {arguments_.path},
+                                              .dry_run = arguments_.job_start_options.dry_run}));
+        PolicyApplication application{arguments_.path, target, arguments_.recurse, job};
+        return Operation(
+            [application](Session& session) { return apply_policies(session, application); });
+      });
+  apply->add_option("PATH", arguments_.path, "A file, or with --recurse a directory, under /ifs")
+      ->required();
+  apply->add_flag("--recurse", arguments_.recurse, "Every file under the directory PATH");
+  apply->add_flag("--dry-run", arguments_.job_start_options.dry_run,
+                  "Count what would change; change nothing");
 }
 
 void Grammar::add_nfs_commands() {
@@ -668,6 +702,134 @@ void Grammar::add_nfs_commands() {
         return Operation(
             [format = format()](Session& session) { return list_nlm_sessions(session, format); });
       }));
+}
+
+void Grammar::add_job_commands() {
+  CLI::App* job = add_group(app_, "job", "The job engine: jobs, their types and reports");
+  add_jobs_commands(*job);
+  add_job_type_commands(*job);
+  add_job_report_commands(*job);
+  add_format_option(add_command(*job, "status",
+                                "The node running jobs, the jobs not ended and the last ones ended",
+                                [this]() -> Result<Operation> {
+                                  return Operation([format = format()](Session& session) {
+                                    return show_job_status(session, format);
+                                  });
+                                }));
+}
+
+void Grammar::add_job_priority_and_policy(CLI::App* command, std::optional<std::string>& priority,
+                                          std::optional<std::string>& policy) {
+  command->add_option("--priority", priority, "1 (runs first) to 10")->type_name("1-10");
+  command
+      ->add_option("--policy", policy,
+                   "Impact policy: how hard it may work (OFF_HOURS: not Monday-Friday "
+                   "08:00-18:00 UTC)")
+      ->type_name("LOW|MEDIUM|HIGH|OFF_HOURS");
+}
+
+void Grammar::add_jobs_commands(CLI::App& job) {
+  CLI::App* jobs = add_group(job, "jobs", "Jobs: started by hand or by their type's schedule");
+  JobStartOptions& options = arguments_.job_start_options;
+  CLI::App* start = add_command(*jobs, "start", "Start a job now", [this]() -> Result<Operation> {
+    TP_ASSIGN_OR_RETURN(Json body, job_start_body(arguments_.name, arguments_.job_start_options));
+    return Operation([body](Session& session) { return start_job(session, body); });
+  });
+  start->add_option("TYPE", arguments_.name, "The job's type (see 'tide job types list')")
+      ->required();
+  add_job_priority_and_policy(start, options.priority, options.policy);
+  start->add_option("--paths", options.paths, "Paths under /ifs to work on (SmartPoolsTree)")
+      ->type_name("PATH");
+  start->add_flag("--dry-run", options.dry_run, "Count what the job would change; change nothing");
+
+  add_format_option(
+      add_command(*jobs, "list", "List the jobs not ended", [this]() -> Result<Operation> {
+        return Operation(
+            [format = format()](Session& session) { return list_jobs(session, format); });
+      }));
+  CLI::App* view = add_command(*jobs, "view", "Show a job", [this]() -> Result<Operation> {
+    TP_ASSIGN_OR_RETURN(std::uint64_t id, parse_id("job id", arguments_.id));
+    return Operation(
+        [id, format = format()](Session& session) { return view_job(session, id, format); });
+  });
+  view->add_option("ID", arguments_.id, "The job's id")->required();
+  add_format_option(view);
+
+  struct Change {
+    const char* name;
+    const char* description;
+    JobChange change;
+  };
+  for (const Change& change :
+       {Change{"pause", "Pause a job not ended", JobChange::pause},
+        Change{"resume", "Resume a paused job: it runs again when its turn comes",
+               JobChange::resume},
+        Change{"cancel", "Cancel a job not ended", JobChange::cancel}}) {
+    add_command(*jobs, change.name, change.description,
+                [this, change = change.change]() -> Result<Operation> {
+                  TP_ASSIGN_OR_RETURN(std::uint64_t id, parse_id("job id", arguments_.id));
+                  return Operation(
+                      [id, change](Session& session) { return change_job(session, id, change); });
+                })
+        ->add_option("ID", arguments_.id, "The job's id")
+        ->required();
+  }
+}
+
+void Grammar::add_job_type_commands(CLI::App& job) {
+  CLI::App* types = add_group(job, "types", "Job types: their schedule, priority and policy");
+  add_format_option(
+      add_command(*types, "list", "List the job types", [this]() -> Result<Operation> {
+        return Operation(
+            [format = format()](Session& session) { return list_job_types(session, format); });
+      }));
+  CLI::App* view = add_command(*types, "view", "Show a job type", [this]() -> Result<Operation> {
+    TP_RETURN_IF_ERROR(check_name("job type", arguments_.name));
+    return Operation([name = arguments_.name, format = format()](Session& session) {
+      return view_job_type(session, name, format);
+    });
+  });
+  view->add_option("NAME", arguments_.name, "The type's name")->required();
+  add_format_option(view);
+
+  JobTypeChanges& changes = arguments_.job_type_changes;
+  CLI::App* modify = add_command(
+      *types, "modify", "Change a job type's schedule, priority, policy or whether it is enabled",
+      [this]() -> Result<Operation> {
+        TP_RETURN_IF_ERROR(check_name("job type", arguments_.name));
+        TP_ASSIGN_OR_RETURN(Json body, job_type_modify_body(arguments_.job_type_changes));
+        return Operation([name = arguments_.name, body](Session& session) {
+          return modify_job_type(session, name, body);
+        });
+      });
+  modify->add_option("NAME", arguments_.name, "The type's name")->required();
+  modify
+      ->add_option("--schedule", changes.schedule,
+                   "When it starts, in UTC: 'every day at 22:00', 'every Sunday at 23:00', "
+                   "'every 6 hours', ...")
+      ->type_name("TEXT");
+  modify->add_flag("--clear-schedule", changes.clear_schedule, "Start it by hand only");
+  add_job_priority_and_policy(modify, changes.priority, changes.policy);
+  modify->add_option("--enabled", changes.enabled, "Whether its schedule starts it")
+      ->type_name("true|false");
+}
+
+void Grammar::add_job_report_commands(CLI::App& job) {
+  CLI::App* reports = add_group(job, "reports", "What ended jobs did (the last 50)");
+  add_format_option(add_command(
+      *reports, "list", "List the ended jobs, newest first", [this]() -> Result<Operation> {
+        return Operation(
+            [format = format()](Session& session) { return list_job_reports(session, format); });
+      }));
+  CLI::App* view = add_command(
+      *reports, "view", "Show an ended job and its phases", [this]() -> Result<Operation> {
+        TP_ASSIGN_OR_RETURN(std::uint64_t id, parse_id("job id", arguments_.id));
+        return Operation([id, format = format()](Session& session) {
+          return view_job_report(session, id, format);
+        });
+      });
+  view->add_option("ID", arguments_.id, "The job's id")->required();
+  add_format_option(view);
 }
 
 // The deepest command the parser selected (the root when none was).
@@ -759,7 +921,10 @@ int run(std::vector<std::string> args, std::ostream& out, std::ostream& err,
   Session session(environment, std::move(options).value(), out, err);
   if (Status status = (*operation)(session); !status.ok()) {
     err << "tide: " << status.message() << '\n';
-    return kExitFailure;
+    // A directory where the command takes a file: the command line is wrong, and nothing
+    // changed. The admin API never answers with is_a_directory, so only a command's own check
+    // says it.
+    return status.code() == Errc::is_a_directory ? kExitUsage : kExitFailure;
   }
   return kExitSuccess;
 }
@@ -777,6 +942,8 @@ Environment process_environment() {
       },
       .current_directory = ec ? fs::path(".") : std::move(current_directory),
       .connect = make_https_transport,
+      .clock = &real_clock(),
+      .sleep = [](std::chrono::milliseconds duration) { std::this_thread::sleep_for(duration); },
   };
 }
 

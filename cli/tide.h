@@ -2,6 +2,7 @@
 // whole program but for the process around it, so that tests run command lines in-process.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -11,13 +12,16 @@
 #include <vector>
 
 #include "cli/admin_client.h"
+#include "common/clock.h"
 #include "common/status.h"
 
 namespace tidepool::cli {
 
 inline constexpr int kExitSuccess = 0;
 inline constexpr int kExitFailure = 1;  // the command failed: refused, unreachable, ...
-inline constexpr int kExitUsage = 2;    // the command line is wrong; nothing was sent
+// The command line is wrong; nothing was sent, or only looked up (a directory given to
+// `filepool apply` without --recurse).
+inline constexpr int kExitUsage = 2;
 
 // What `tide` takes from outside its arguments; tests substitute each part.
 struct Environment {
@@ -26,6 +30,10 @@ struct Environment {
   std::filesystem::path current_directory;
   // Opens a transport to the cluster (HTTPS, in the process environment).
   std::function<Result<std::unique_ptr<Transport>>(ConnectionSettings)> connect;
+  // The time, for how long a command waits on the cluster; not owned. Tests give a FakeClock,
+  // which their `sleep` moves instead of waiting.
+  const Clock* clock = nullptr;
+  std::function<void(std::chrono::milliseconds)> sleep;
 };
 
 // The process's environment variables, current directory, and HTTPS.

@@ -6,14 +6,17 @@
 #include <deque>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #include "cli/credentials.h"
 #include "cli/test_util.h"
+#include "common/clock.h"
 
 namespace tidepool::cli {
 namespace {
 
 namespace fs = std::filesystem;
+using namespace std::chrono_literals;
 
 struct SentRequest {
   Method method;
@@ -69,6 +72,8 @@ class TideTest : public ::testing::Test {
     environment_.connect = [this](ConnectionSettings settings) {
       return cluster_.connect(std::move(settings));
     };
+    environment_.clock = &clock_;
+    environment_.sleep = [this](std::chrono::milliseconds duration) { clock_.advance(duration); };
   }
 
   int tide(std::vector<std::string> args) {
@@ -97,6 +102,7 @@ class TideTest : public ::testing::Test {
   }
 
   TemporaryDirectory root_;
+  FakeClock clock_{std::chrono::system_clock::time_point()};
   std::map<std::string, std::string> variables_;
   Environment environment_;
   FakeCluster cluster_;
@@ -108,7 +114,8 @@ TEST_F(TideTest, AnUnknownCommandExits2NamingTheCommandsExpected) {
   EXPECT_EQ(tide({"frobnicate"}), kExitUsage);
   EXPECT_EQ(err_.str(),
             "tide: unknown command 'tide frobnicate'; expected one of: cluster, status, get, set, "
-            "storagepool, sysctl, nfs, locks, statistics, flush, filepool (see 'tide --help')\n");
+            "storagepool, sysctl, nfs, locks, statistics, flush, filepool, job "
+            "(see 'tide --help')\n");
   EXPECT_EQ(tide({"storagepool", "pools", "list"}), kExitUsage);
   EXPECT_EQ(err_.str(),
             "tide: unknown command 'tide storagepool pools'; expected one of: nodepools, tiers "
@@ -130,7 +137,8 @@ TEST_F(TideTest, AMissingCommandExits2NamingTheCommandsExpected) {
   EXPECT_EQ(tide({}), kExitUsage);
   EXPECT_EQ(err_.str(),
             "tide: missing command after 'tide'; expected one of: cluster, status, get, set, "
-            "storagepool, sysctl, nfs, locks, statistics, flush, filepool (see 'tide --help')\n");
+            "storagepool, sysctl, nfs, locks, statistics, flush, filepool, job "
+            "(see 'tide --help')\n");
   EXPECT_EQ(tide({"nfs"}), kExitUsage);
   EXPECT_EQ(err_.str(),
             "tide: missing command after 'tide nfs'; expected one of: exports, nlm "
@@ -407,6 +415,10 @@ TEST_F(TideTest, FilepoolPolicyMistakesExit2AndSendNothing) {
   EXPECT_EQ(tide({"filepool", "policies", "modify", "x", "--set-requested-protection", "4x"}),
             kExitUsage);
   EXPECT_EQ(tide({"filepool", "explain", "relative/path"}), kExitUsage);
+  EXPECT_EQ(tide({"filepool", "apply", "--recurse", "/etc"}), kExitUsage);
+  EXPECT_EQ(
+      err_.str(),
+      "tide: PATH must be absolute and under /ifs: /etc (see 'tide filepool apply --help')\n");
   EXPECT_TRUE(cluster_.requests().empty());
 }
 
@@ -455,6 +467,151 @@ TEST_F(TideTest, FilepoolListViewModifyDeleteAndExplainUseTheirTargets) {
   EXPECT_EQ(cluster_.requests().back().target, "/v1/filepool/explain/ifs/a%20b");
   EXPECT_NE(out_.str().find("Storage Target: anywhere (from default)"), std::string::npos)
       << out_.str();
+}
+
+// Job 7, the SmartPoolsTree job of `tide filepool apply PATH`, as GET /v1/job/jobs/7 finds it in
+// `state`, having scanned 120 files.
+std::string application_job(const std::string& path, const std::string& state,
+                            bool dry_run = false) {
+  return Json{{"id", 7},
+              {"type", "SmartPoolsTree"},
+              {"state", state},
+              {"paths", Json::array({path})},
+              {"dry_run", dry_run},
+              {"progress",
+               {{"files_scanned", 120},
+                {"files_matched", 30},
+                {"patterns_set", 12},
+                {"files_misplaced", 18},
+                {"errors", 0}}},
+              {"errors", Json::array()},
+              {"reason", nullptr}}
+      .dump();
+}
+
+TEST_F(TideTest, FilepoolApplyRefusesADirectoryWithoutRecurseAndStartsNothing) {
+  write_credentials_in(root_.path());
+  cluster_.reply(200, R"({"path": "/ifs/data", "type": "directory"})");
+  EXPECT_EQ(tide({"filepool", "apply", "/ifs/data"}), kExitUsage);
+  EXPECT_EQ(err_.str(),
+            "tide: /ifs/data is a directory: --recurse applies the policies to every file under "
+            "it\n");
+  EXPECT_EQ(out_.str(), "");
+  EXPECT_EQ(only_request().method, Method::get);
+  EXPECT_EQ(only_request().target, "/v1/namespace/ifs/data");
+}
+
+TEST_F(TideTest, FilepoolApplyToAFileStartsASmartPoolsTreeJobAndPollsItUntilItSucceeds) {
+  write_credentials_in(root_.path());
+  const std::string path = "/ifs/data/a.bin";
+  Json succeeded = Json::parse(application_job(path, "succeeded"));
+  succeeded["progress"] = Json::parse(R"({"files_scanned": 1, "files_matched": 1,
+      "patterns_set": 1, "files_misplaced": 0, "errors": 0})");
+  cluster_.reply(200, R"({"path": "/ifs/data/a.bin", "type": "file"})");
+  cluster_.reply(201, application_job(path, "waiting"));
+  cluster_.reply(200, application_job(path, "running"));
+  cluster_.reply(200, succeeded.dump());
+  const auto started = clock_.steady_now();
+  EXPECT_EQ(tide({"filepool", "apply", path}), kExitSuccess) << err_.str();
+  ASSERT_EQ(cluster_.requests().size(), 4u);
+  EXPECT_EQ(cluster_.requests()[0].target, "/v1/namespace/ifs/data/a.bin");
+  EXPECT_EQ(cluster_.requests()[1].method, Method::post);
+  EXPECT_EQ(cluster_.requests()[1].target, "/v1/job/jobs");
+  EXPECT_EQ(Json::parse(cluster_.requests()[1].body),
+            Json::parse(R"({"type": "SmartPoolsTree", "policy": "HIGH",
+                            "paths": ["/ifs/data/a.bin"]})"));
+  for (std::size_t poll : {2u, 3u}) {
+    EXPECT_EQ(cluster_.requests()[poll].method, Method::get);
+    EXPECT_EQ(cluster_.requests()[poll].target, "/v1/job/jobs/7");
+  }
+  EXPECT_EQ(clock_.steady_now() - started, 400ms) << "one poll every 200 ms";
+  EXPECT_EQ(out_.str(),
+            "Applied the file pool policies to 1 file under /ifs/data/a.bin: 1 matched a policy, "
+            "1 access pattern set, 0 misplaced (moving data between pools is not built yet).\n");
+}
+
+TEST_F(TideTest, FilepoolApplyWithRecurseStartsAtOnceAndADryRunSaysWhatItWouldDo) {
+  write_credentials_in(root_.path());
+  cluster_.reply(201, application_job("/ifs/data", "waiting", true));
+  cluster_.reply(200, application_job("/ifs/data", "succeeded", true));
+  EXPECT_EQ(tide({"filepool", "apply", "--recurse", "--dry-run", "/ifs/data"}), kExitSuccess)
+      << err_.str();
+  ASSERT_EQ(cluster_.requests().size(), 2u);
+  EXPECT_EQ(cluster_.requests()[0].method, Method::post);
+  EXPECT_EQ(Json::parse(cluster_.requests()[0].body),
+            Json::parse(R"({"type": "SmartPoolsTree", "policy": "HIGH", "paths": ["/ifs/data"],
+                            "dry_run": true})"));
+  EXPECT_EQ(out_.str(),
+            "Dry run over 120 files under /ifs/data: 30 match a policy, 12 access patterns would "
+            "be set, 18 misplaced.\n");
+}
+
+TEST_F(TideTest, FilepoolApplyListsTheJobsErrorsAndExits1) {
+  write_credentials_in(root_.path());
+  Json succeeded = Json::parse(application_job("/ifs/data", "succeeded"));
+  succeeded["progress"]["errors"] = 2;
+  succeeded["errors"] = {"/ifs/data/a: permission denied", "/ifs/data/b: no space"};
+  cluster_.reply(201, application_job("/ifs/data", "running"));
+  cluster_.reply(200, succeeded.dump());
+  EXPECT_EQ(tide({"filepool", "apply", "--recurse", "/ifs/data"}), kExitFailure);
+  EXPECT_EQ(out_.str(),
+            "Applied the file pool policies to 120 files under /ifs/data: 30 matched a policy, "
+            "12 access patterns set, 18 misplaced (moving data between pools is not built "
+            "yet).\n"
+            "Errors:\n"
+            "  /ifs/data/a: permission denied\n"
+            "  /ifs/data/b: no space\n");
+  EXPECT_EQ(err_.str(), "tide: job [7] ended with 2 errors\n");
+}
+
+TEST_F(TideTest, FilepoolApplyOfAJobThatFailedOrWasCancelledExits1WithItsStateAndReason) {
+  write_credentials_in(root_.path());
+  for (const auto& [state, reason] :
+       {std::pair<std::string, std::string>{"failed", "too many errors"},
+        std::pair<std::string, std::string>{"cancelled", "cancelled by an administrator"}}) {
+    Json ended = Json::parse(application_job("/ifs/data", state));
+    ended["reason"] = reason;
+    cluster_.reply(201, application_job("/ifs/data", "running"));
+    cluster_.reply(200, ended.dump());
+    EXPECT_EQ(tide({"filepool", "apply", "--recurse", "/ifs/data"}), kExitFailure);
+    EXPECT_EQ(err_.str(),
+              "tide: job [7] " + state + ": " + reason + " (see 'tide job reports view 7')\n");
+    EXPECT_EQ(out_.str(), "");
+  }
+}
+
+TEST_F(TideTest, FilepoolApplyWhileASmartPoolsTreeJobIsUnderWayPrintsTheServersMessage) {
+  write_credentials_in(root_.path());
+  cluster_.reply(409, R"({"error": "SmartPoolsTree is already running as job 5"})", "Conflict");
+  EXPECT_EQ(tide({"filepool", "apply", "--recurse", "/ifs/data"}), kExitFailure);
+  EXPECT_EQ(err_.str(), "tide: SmartPoolsTree is already running as job 5\n");
+  EXPECT_EQ(only_request().method, Method::post);
+  EXPECT_EQ(out_.str(), "");
+}
+
+TEST_F(TideTest, FilepoolApplyThatCannotAskAfterItsJobSaysTheJobStartedAndHowToFollowIt) {
+  write_credentials_in(root_.path());
+  cluster_.reply(201, application_job("/ifs/data", "running"));
+  cluster_.reply(503, R"({"error": "the cluster has no quorum"})", "Service Unavailable");
+  EXPECT_EQ(tide({"filepool", "apply", "--recurse", "/ifs/data"}), kExitFailure);
+  EXPECT_EQ(err_.str(),
+            "tide: job [7] started, but asking how it goes failed: the cluster has no quorum; "
+            "follow it with 'tide job jobs view 7'\n");
+}
+
+TEST_F(TideTest, FilepoolApplyStopsWaitingAtTheTimeoutAndSaysHowToFollowTheJob) {
+  write_credentials_in(root_.path());
+  cluster_.reply(201, application_job("/ifs/data", "waiting"));
+  // One second: five polls, 200 ms apart.
+  for (int poll = 0; poll < 5; ++poll) cluster_.reply(200, application_job("/ifs/data", "running"));
+  const auto started = clock_.steady_now();
+  EXPECT_EQ(tide({"filepool", "apply", "--recurse", "/ifs/data", "--timeout", "1"}), kExitFailure);
+  EXPECT_EQ(err_.str(),
+            "tide: job [7] has not ended after 1s (it is running): follow it with 'tide job jobs "
+            "view 7'\n");
+  EXPECT_EQ(cluster_.requests().size(), 6u);
+  EXPECT_EQ(clock_.steady_now() - started, 1s);
+  EXPECT_EQ(out_.str(), "");
 }
 
 TEST_F(TideTest, TiersModifyAddsOnlyPoolsNotThereYet) {
@@ -708,6 +865,123 @@ TEST_F(TideTest, ClusterRemoveNodeOfTheOnlyKnownAddressLearnsTheOthers) {
   cluster_.reply(204, "");
   EXPECT_EQ(tide({"cluster", "remove-node", "1"}), kExitSuccess) << err_.str();
   EXPECT_EQ(read_credentials(file)->nodes, std::vector<std::string>{"127.0.0.2:8080"});
+}
+
+TEST_F(TideTest, JobJobsStartSendsTheTypeAndOptionsAndSaysWhichJobStarted) {
+  write_credentials_in(root_.path());
+  cluster_.reply(201, R"({"id": 3, "type": "SmartPoolsTree", "state": "waiting"})");
+  EXPECT_EQ(tide({"job", "jobs", "start", "SmartPoolsTree", "--priority", "3", "--policy", "medium",
+                  "--paths", "/ifs/a", "/ifs/b c", "--dry-run"}),
+            kExitSuccess)
+      << err_.str();
+  EXPECT_EQ(only_request().method, Method::post);
+  EXPECT_EQ(only_request().target, "/v1/job/jobs");
+  EXPECT_EQ(only_request().body, R"({"type":"SmartPoolsTree","priority":3,"policy":"MEDIUM",)"
+                                 R"("paths":["/ifs/a","/ifs/b c"],"dry_run":true})");
+  EXPECT_EQ(out_.str(), "Started job [3]\n");
+}
+
+TEST_F(TideTest, JobMistakesExit2NamingTheArgumentAndSendNothing) {
+  write_credentials_in(root_.path());
+  EXPECT_EQ(tide({"job", "jobs", "start", "SmartPools", "--priority", "0"}), kExitUsage);
+  EXPECT_EQ(err_.str(),
+            "tide: --priority: expected a number from 1 to 10, got '0' "
+            "(see 'tide job jobs start --help')\n");
+  EXPECT_EQ(tide({"job", "jobs", "start", "SmartPools", "--priority", "11"}), kExitUsage);
+  EXPECT_NE(err_.str().find("got '11'"), std::string::npos) << err_.str();
+  EXPECT_EQ(tide({"job", "jobs", "start", "SmartPools", "--policy", "FAST"}), kExitUsage);
+  EXPECT_EQ(err_.str(),
+            "tide: --policy: expected LOW, MEDIUM, HIGH or OFF_HOURS, got 'FAST' "
+            "(see 'tide job jobs start --help')\n");
+  EXPECT_EQ(tide({"job", "jobs", "start", "SmartPoolsTree", "--paths", "data/a"}), kExitUsage);
+  EXPECT_EQ(err_.str(),
+            "tide: --paths: expected an absolute path under /ifs, got 'data/a' "
+            "(see 'tide job jobs start --help')\n");
+  EXPECT_EQ(tide({"job", "types", "modify", "SmartPools"}), kExitUsage);
+  EXPECT_EQ(err_.str(),
+            "tide: nothing to modify: give --schedule, --clear-schedule, --priority, --policy or "
+            "--enabled (see 'tide job types modify --help')\n");
+  EXPECT_EQ(tide({"job", "types", "modify", "SmartPools", "--priority", "0"}), kExitUsage);
+  EXPECT_EQ(tide({"job", "jobs", "pause", "three"}), kExitUsage);
+  EXPECT_EQ(err_.str(),
+            "tide: job id: expected a number from 1 up, got 'three' "
+            "(see 'tide job jobs pause --help')\n");
+  EXPECT_EQ(tide({"job"}), kExitUsage);
+  EXPECT_EQ(err_.str(),
+            "tide: missing command after 'tide job'; expected one of: jobs, types, reports, "
+            "status (see 'tide job --help')\n");
+  EXPECT_TRUE(cluster_.requests().empty());
+}
+
+TEST_F(TideTest, JobPauseResumeAndCancelPutTheStateAsked) {
+  write_credentials_in(root_.path());
+  const std::vector<std::tuple<std::string, std::string, std::string>> changes{
+      {"pause", R"({"state":"paused"})", "Paused job [3]\n"},
+      {"resume", R"({"state":"running"})", "Resumed job [3]\n"},
+      {"cancel", R"({"state":"cancelled"})", "Cancelled job [3]\n"}};
+  for (const auto& [command, body, said] : changes) {
+    cluster_.reply(200, R"({"id": 3})");
+    EXPECT_EQ(tide({"job", "jobs", command, "3"}), kExitSuccess) << err_.str();
+    EXPECT_EQ(cluster_.requests().back().method, Method::put);
+    EXPECT_EQ(cluster_.requests().back().target, "/v1/job/jobs/3");
+    EXPECT_EQ(cluster_.requests().back().body, body);
+    EXPECT_EQ(out_.str(), said);
+  }
+}
+
+TEST_F(TideTest, JobChangeTheServerRefusesPrintsItsErrorAndExits1) {
+  write_credentials_in(root_.path());
+  cluster_.reply(409, R"({"error": "job 3 is running: it cannot be resumed"})", "Conflict");
+  EXPECT_EQ(tide({"job", "jobs", "resume", "3"}), kExitFailure);
+  EXPECT_EQ(err_.str(), "tide: job 3 is running: it cannot be resumed\n");
+  EXPECT_EQ(out_.str(), "");
+}
+
+TEST_F(TideTest, JobTypesModifySendsOnlyTheChanges) {
+  write_credentials_in(root_.path());
+  cluster_.reply(200, R"({"name": "SmartPools"})");
+  EXPECT_EQ(
+      tide({"job", "types", "modify", "SmartPools", "--clear-schedule", "--enabled", "false"}),
+      kExitSuccess)
+      << err_.str();
+  EXPECT_EQ(only_request().method, Method::put);
+  EXPECT_EQ(only_request().target, "/v1/job/types/SmartPools");
+  EXPECT_EQ(only_request().body, R"({"schedule":"","enabled":false})");
+  EXPECT_EQ(out_.str(), "Modified job type SmartPools.\n");
+}
+
+TEST_F(TideTest, JobListsViewsAndStatusUseTheirTargets) {
+  write_credentials_in(root_.path());
+  const std::vector<std::pair<std::vector<std::string>, std::string>> reads{
+      {{"job", "jobs", "list"}, "/v1/job/jobs"},
+      {{"job", "jobs", "view", "3"}, "/v1/job/jobs/3"},
+      {{"job", "types", "list"}, "/v1/job/types"},
+      {{"job", "types", "view", "SmartPools"}, "/v1/job/types/SmartPools"},
+      {{"job", "reports", "list"}, "/v1/job/reports"},
+      {{"job", "reports", "view", "2"}, "/v1/job/reports/2"},
+      {{"job", "status"}, "/v1/job/status"}};
+  for (const auto& [command, target] : reads) {
+    cluster_.reply(200, R"({"id": 3})");
+    std::vector<std::string> as_json = command;
+    as_json.insert(as_json.end(), {"--format", "json"});
+    EXPECT_EQ(tide(as_json), kExitSuccess) << err_.str();
+    EXPECT_EQ(cluster_.requests().back().method, Method::get);
+    EXPECT_EQ(cluster_.requests().back().target, target);
+    EXPECT_EQ(out_.str(), "{\n  \"id\": 3\n}\n");
+  }
+}
+
+TEST_F(TideTest, JobJobsListShowsTheJobsNotEnded) {
+  write_credentials_in(root_.path());
+  cluster_.reply(200, R"({"jobs": [{"id": 4, "type": "SmartPoolsTree", "state": "waiting",
+      "priority": 5, "policy": "MEDIUM", "started": null, "ended": null, "phase": ""}]})");
+  EXPECT_EQ(tide({"job", "jobs", "list"}), kExitSuccess) << err_.str();
+  EXPECT_EQ(out_.str(),
+            "ID  Type            State    Impact  Pri  Phase  Running Time\n"
+            "-------------------------------------------------------------\n"
+            " 4  SmartPoolsTree  waiting  MEDIUM    5  -                 -\n"
+            "-------------------------------------------------------------\n"
+            "Total: 1\n");
 }
 
 // The real HTTPS transport, on an address where nothing listens.

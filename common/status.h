@@ -45,6 +45,10 @@ enum class Errc : unsigned char {
 };
 
 std::string_view errc_name(Errc code);
+// The transient codes: the same request may succeed later.
+inline bool is_transient(Errc code) {
+  return code == Errc::unavailable || code == Errc::timed_out || code == Errc::behind;
+}
 
 class [[nodiscard]] Status {
  public:

@@ -17,6 +17,8 @@
 #include "daemon/cache_reports.h"
 #include "daemon/config_objects.h"
 #include "daemon/filepool.h"
+#include "daemon/jobs.h"
+#include "tiering/smartpools.h"
 
 namespace tidepool::daemon {
 namespace {
@@ -38,6 +40,12 @@ HttpResponse failure(const Status& status) {
   return error_response(http_status_of(status.code()), status.message());
 }
 HttpResponse no_content() { return HttpResponse{204, ""}; }
+
+std::int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 // A path segment with its %XX escapes undone; a malformed escape stays as it is.
 std::string percent_decoded(std::string_view segment) {
@@ -182,6 +190,13 @@ const std::vector<std::vector<std::string_view>>& known_paths() {
       {"v1", "nfs", "exports", "*"},
       {"v1", "filepool", "policies"},
       {"v1", "filepool", "policies", "*"},
+      {"v1", "job", "types"},
+      {"v1", "job", "types", "*"},
+      {"v1", "job", "jobs"},
+      {"v1", "job", "jobs", "*"},
+      {"v1", "job", "reports"},
+      {"v1", "job", "reports", "*"},
+      {"v1", "job", "status"},
   };
   return paths;
 }
@@ -289,11 +304,11 @@ asio::awaitable<HttpResponse> carry_out(Membership& m, Plan plan) {
   co_return std::move(plan.applied);
 }
 
-// Plans a change of the file pool policy list on the node's view and carries it out. The list is
-// one object written whole on the view it was read from, so a node whose view is behind the
+// Plans a change of objects written whole over what was read (the file pool policy list, a job,
+// a job type's settings) on the node's view and carries it out. A node whose view is behind the
 // group's (a change just made through another node) has its change refused; it then plans again
 // once its view caught up, a bounded number of times.
-asio::awaitable<HttpResponse> change_policies(Membership& m,
+asio::awaitable<HttpResponse> change_config(Membership& m,
                                               std::function<Plan(const GroupView&)> plan_for) {
   constexpr int kAttempts = 20;
   constexpr auto kCatchUp = std::chrono::milliseconds(50);
@@ -589,25 +604,9 @@ asio::awaitable<HttpResponse> explain_file(store::Store& store, Membership& m,
   auto resolving = resolve_path(store, path);
   const Result<store::Attributes> file = co_await std::move(resolving);
   if (!file.ok()) co_return failure(file.status());
-  // Whole seconds, rounded down as the shards' SQL compares them.
-  auto seconds = [](std::int64_t ns) {
-    constexpr std::int64_t kNs = 1'000'000'000;
-    return ns / kNs - (ns % kNs < 0 ? 1 : 0);
-  };
-  policy::FileFacts facts;
-  facts.path = shown_path(path);
-  facts.size = file->size;
-  facts.atime = seconds(file->atime_ns);
-  facts.mtime = seconds(file->mtime_ns);
-  facts.ctime = seconds(file->ctime_ns);
-  facts.birth = seconds(file->birth_ns);
-  facts.type = policy::type_name(static_cast<unsigned>(file->type));
-  facts.uid = file->uid;
+  const policy::FileFacts facts = tiering::facts_of(*file, shown_path(path));
   const policy::PolicySet set = policies_of(m.group()->view()).set;
-  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
-                       std::chrono::system_clock::now().time_since_epoch())
-                       .count();
-  const policy::Resolution r = policy::resolve(set, facts, now);
+  const policy::Resolution r = policy::resolve(set, facts, unix_now());
   json filter = nullptr;
   for (const policy::Policy& p : set.policies) {
     if (p.name == r.policy) filter = policy::to_expression(p.filter);
@@ -623,6 +622,107 @@ asio::awaitable<HttpResponse> explain_file(store::Store& store, Membership& m,
            {"access_pattern", {{"value", r.access_pattern}, {"from", r.access_pattern_from}}}});
 }
 
+const tiering::JobTypeSpec* job_type_named(std::string_view name) {
+  return tiering::find_job_type(name);
+}
+
+HttpResponse no_job_type(std::string_view name) {
+  return error_response(404, "no job type '" + std::string(name) + "'");
+}
+
+// GET /v1/job/types
+HttpResponse job_types_list(const GroupView& view) {
+  json list = json::array();
+  for (const tiering::JobTypeSpec& spec : tiering::job_types()) {
+    list.push_back(job_type_to_json(job_type_of(view, spec), unix_now()));
+  }
+  return reply(200, json{{"types", std::move(list)}});
+}
+
+HttpResponse job_type_view(const GroupView& view, std::string_view name) {
+  const tiering::JobTypeSpec* spec = job_type_named(name);
+  if (spec == nullptr) return no_job_type(name);
+  return reply(200, job_type_to_json(job_type_of(view, *spec), unix_now()));
+}
+
+// PUT /v1/job/types/NAME. A new schedule counts from now: it does not start at once for the
+// starts an older one would have made.
+Plan write_job_type(const GroupView& view, const std::string& request_body, std::string_view name) {
+  const tiering::JobTypeSpec* spec = job_type_named(name);
+  if (spec == nullptr) return refuse(no_job_type(name));
+  const Result<json> body = parse_body(request_body);
+  if (!body.ok()) return refuse(body.status());
+  StoredJobType stored = job_type_of(view, *spec);
+  auto settings = job_type_settings_from_json(*body, stored.settings);
+  if (!settings.ok()) return refuse(settings.status());
+  const std::int64_t now = unix_now();
+  if (settings->schedule != stored.settings.schedule) settings->last_scheduled = now;
+  const cluster::Change change = job_type_update(stored, *settings);
+  stored.settings = *settings;
+  return change_then(change, reply(200, job_type_to_json(stored, now)));
+}
+
+json jobs_json(const std::vector<StoredJob>& jobs, bool ended, bool newest_first) {
+  json list = json::array();
+  for (const StoredJob& stored : jobs) {
+    if (tiering::ended(stored.job.state) == ended) list.push_back(job_to_json(stored.job));
+  }
+  if (newest_first) std::reverse(list.begin(), list.end());
+  return list;
+}
+
+// GET /v1/job/jobs/ID (`ended`: any) and /v1/job/reports/ID (`ended`: only an ended one).
+HttpResponse job_view(const GroupView& view, std::string_view id_text, bool only_ended) {
+  const std::optional<std::uint32_t> id = parse_id(id_text);
+  const std::optional<StoredJob> stored = id ? job_of(view, *id) : std::nullopt;
+  if (!stored || (only_ended && !tiering::ended(stored->job.state))) {
+    return error_response(404, std::string(only_ended ? "no report of job " : "no job ") +
+                                   std::string(id_text));
+  }
+  return reply(200, job_to_json(stored->job));
+}
+
+// POST /v1/job/jobs
+Plan start_job(const GroupView& view, const std::string& request_body) {
+  const Result<json> body = parse_body(request_body);
+  if (!body.ok()) return refuse(body.status());
+  const auto request = start_request_from_json(*body);
+  if (!request.ok()) return refuse(request.status());
+  const tiering::JobTypeSpec& spec = *job_type_named(request->type);
+  const std::vector<StoredJob> jobs = jobs_of(view);
+  auto job = tiering::start_job(*request, tiering::settle(spec, job_type_of(view, spec).settings),
+                                plain_jobs(jobs), next_job_id(jobs), unix_now());
+  if (!job.ok()) return refuse(job.status());
+  return change_then(job_create(*job), reply(201, job_to_json(*job)));
+}
+
+// PUT /v1/job/jobs/ID: pause, resume or cancel.
+Plan change_job_state(const GroupView& view, const std::string& request_body,
+                      std::string_view id_text) {
+  const std::optional<std::uint32_t> id = parse_id(id_text);
+  const std::optional<StoredJob> stored = id ? job_of(view, *id) : std::nullopt;
+  if (!stored) return refuse(error_response(404, "no job " + std::string(id_text)));
+  const Result<json> body = parse_body(request_body);
+  if (!body.ok()) return refuse(body.status());
+  const auto wanted = wanted_state_from_json(*body);
+  if (!wanted.ok()) return refuse(wanted.status());
+  auto next = tiering::change_state(stored->job, *wanted, unix_now());
+  if (!next.ok()) return refuse(next.status());
+  return change_then(job_update(*stored, *next), reply(200, job_to_json(*next)));
+}
+
+// GET /v1/job/status: as `isi job status`.
+HttpResponse job_status(Membership& m, const GroupView& view) {
+  constexpr std::size_t kRecent = 5;
+  const std::vector<StoredJob> jobs = jobs_of(view);
+  json recent = jobs_json(jobs, true, true);
+  if (recent.size() > kRecent) recent.erase(recent.begin() + kRecent, recent.end());
+  const cluster::NodeId leader = m.group()->leader();
+  return reply(200, json{{"coordinator", leader == 0 ? json(nullptr) : json(leader)},
+                         {"active", jobs_json(jobs, false, false)},
+                         {"recent", std::move(recent)}});
+}
+
 json status_json(Membership& m, const GroupView& view) {
   return json{{"name", m.identity()->name},
               {"id", m.identity()->id},
@@ -631,7 +731,7 @@ json status_json(Membership& m, const GroupView& view) {
               {"namespace", namespace_json(view)},
               {"nodepools", nodepools_json(view)},
               {"tiers", tiers_json(view)},
-              {"jobs", json::array()}};
+              {"jobs", jobs_json(jobs_of(view), false, false)}};
 }
 
 asio::awaitable<HttpResponse> cluster_status(Membership& m) {
@@ -1116,7 +1216,7 @@ asio::awaitable<HttpResponse> AdminApi::route(HttpRequest request, bool authoriz
     return ready(reply(200, policies_to_json(policies_of(view).set)));
   }
   if (route.is("POST", {"v1", "filepool", "policies"})) {
-    return change_policies(m, [body = request.body](const GroupView& now) {
+    return change_config(m, [body = request.body](const GroupView& now) {
       return write_policy(now, body, std::nullopt);
     });
   }
@@ -1124,14 +1224,36 @@ asio::awaitable<HttpResponse> AdminApi::route(HttpRequest request, bool authoriz
     return ready(policy_view(view, route.at(3)));
   }
   if (route.is("PUT", {"v1", "filepool", "policies", "*"})) {
-    return change_policies(m, [body = request.body, name = std::string(route.at(3))](
+    return change_config(m, [body = request.body, name = std::string(route.at(3))](
                                   const GroupView& now) { return write_policy(now, body, name); });
   }
   if (route.is("DELETE", {"v1", "filepool", "policies", "*"})) {
-    return change_policies(m, [name = std::string(route.at(3))](const GroupView& now) {
+    return change_config(m, [name = std::string(route.at(3))](const GroupView& now) {
       return delete_policy(now, name);
     });
   }
+  if (route.is("GET", {"v1", "job", "types"})) return ready(job_types_list(view));
+  if (route.is("GET", {"v1", "job", "types", "*"})) return ready(job_type_view(view, route.at(3)));
+  if (route.is("PUT", {"v1", "job", "types", "*"})) {
+    return change_config(m, [body = request.body, name = std::string(route.at(3))](
+                                const GroupView& now) { return write_job_type(now, body, name); });
+  }
+  if (route.is("GET", {"v1", "job", "jobs"})) {
+    return ready(reply(200, json{{"jobs", jobs_json(jobs_of(view), false, false)}}));
+  }
+  if (route.is("POST", {"v1", "job", "jobs"})) {
+    return change_config(m, [body = request.body](const GroupView& now) { return start_job(now, body); });
+  }
+  if (route.is("GET", {"v1", "job", "jobs", "*"})) return ready(job_view(view, route.at(3), false));
+  if (route.is("PUT", {"v1", "job", "jobs", "*"})) {
+    return change_config(m, [body = request.body, id = std::string(route.at(3))](
+                                const GroupView& now) { return change_job_state(now, body, id); });
+  }
+  if (route.is("GET", {"v1", "job", "reports"})) {
+    return ready(reply(200, json{{"reports", jobs_json(jobs_of(view), true, true)}}));
+  }
+  if (route.is("GET", {"v1", "job", "reports", "*"})) return ready(job_view(view, route.at(3), true));
+  if (route.is("GET", {"v1", "job", "status"})) return ready(job_status(m, view));
   if (route.is("POST", {"v1", "cluster", "nodes"})) return add_node(strand_, m, request.body);
   if (route.is("DELETE", {"v1", "cluster", "nodes", "*"})) {
     return carry_out(m, remove_node(view, route.at(3)));

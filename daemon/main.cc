@@ -31,6 +31,7 @@
 #include "daemon/cache_reports.h"
 #include "daemon/config_objects.h"
 #include "daemon/http.h"
+#include "daemon/job_engine.h"
 #include "daemon/membership.h"
 #include "daemon/metrics.h"
 #include "daemon/namespace_shipping.h"
@@ -160,6 +161,8 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
   }
 
   daemon::ActivityRates rates;
+  // Set once the membership is open; the hooks run on the strand only after that.
+  std::unique_ptr<daemon::JobEngine> jobs;
   daemon::Membership::Hooks hooks;
   hooks.view_changed = [&](const cluster::GroupView& view) {
     std::vector<ExportConfig> exports;
@@ -174,6 +177,7 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
       }
     }
     shipping.follow(record, view);
+    if (jobs) jobs->view_changed();
   };
   hooks.local_stats = [&] { return local_stats(config, rates); };
   hooks.serve_rpc = [&](cluster::RpcEndpoint& rpc) { shipping.serve(rpc); };
@@ -204,7 +208,11 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
     report(membership.status().message());
     return 1;
   }
-  asio::post(strand, [&] { shipping.attach(membership->get()); });
+  jobs = std::make_unique<daemon::JobEngine>(strand, **membership, cache);
+  asio::post(strand, [&] {
+    shipping.attach(membership->get());
+    jobs->start();
+  });
   std::unique_ptr<daemon::HttpsServer> admin;
   auto metrics = [&] {
     return daemon::render_metrics(**membership, **server, local_stats(config, rates),
@@ -242,6 +250,7 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
     (*server)->stop();
     asio::post(strand, [&] {
       sampler.cancel();
+      jobs->stop();
       admin.reset();
       shipping.attach(nullptr);
       membership->reset();

@@ -1,0 +1,249 @@
+#include "daemon/job_engine.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+
+#include "common/callback_awaitable.h"
+#include "daemon/filepool.h"
+#include "daemon/jobs.h"
+#include "tiering/smartpools.h"
+
+namespace tidepool::daemon {
+namespace {
+
+namespace asio = boost::asio;
+using tiering::Job;
+using tiering::JobState;
+
+constexpr std::chrono::milliseconds kProposeDeadline{5000};
+
+}  // namespace
+
+JobEngine::JobEngine(asio::any_io_executor strand, Membership& membership, store::Store& store,
+                     JobEngineOptions options)
+    : strand_(std::move(strand)),
+      membership_(membership),
+      store_(store),
+      options_(options),
+      ticker_(strand_) {}
+
+JobEngine::~JobEngine() { stop(); }
+
+void JobEngine::start() { tick(); }
+
+void JobEngine::view_changed() { plan_soon(); }
+
+void JobEngine::stop() {
+  stopped_ = true;
+  ticker_.cancel();
+  if (running_) running_->stopping = true;
+}
+
+void JobEngine::tick() {
+  if (stopped_) return;
+  ticker_.expires_after(options_.tick);
+  ticker_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || stopped_) return;
+    plan_soon();
+    tick();
+  });
+}
+
+bool JobEngine::leading() const {
+  cluster::GroupMember* group = membership_.group();
+  return !stopped_ && group != nullptr && group->is_leader();
+}
+
+std::int64_t JobEngine::unix_now() const {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void JobEngine::plan_soon() {
+  if (stopped_) return;
+  if (planning_) {
+    plan_again_ = true;
+    return;
+  }
+  planning_ = true;
+  asio::co_spawn(strand_, plan_until_settled(), asio::detached);
+}
+
+asio::awaitable<void> JobEngine::plan_until_settled() {
+  do {
+    plan_again_ = false;
+    auto planning = plan();
+    co_await std::move(planning);
+  } while (plan_again_ && !stopped_);
+  planning_ = false;
+}
+
+asio::awaitable<Status> JobEngine::propose(cluster::Change change) {
+  cluster::GroupClient* client = membership_.client();
+  if (client == nullptr) co_return error(Errc::unavailable, "this node is not a member");
+  auto proposing = await_callback<Status>([client, change = std::move(change)](auto done) {
+    client->propose(change, kProposeDeadline, done);
+  });
+  co_return co_await std::move(proposing);
+}
+
+asio::awaitable<void> JobEngine::start_due_schedules(std::int64_t now) {
+  if (!counting_since_) counting_since_ = now;
+  for (const tiering::JobTypeSpec& spec : tiering::job_types()) {
+    if (!leading()) co_return;
+    const StoredJobType type = job_type_of(membership_.group()->view(), spec);
+    const tiering::JobTypeView settled = tiering::settle(spec, type.settings);
+    const std::int64_t since =
+        type.settings.last_scheduled != 0 ? type.settings.last_scheduled : *counting_since_;
+    if (!tiering::schedule_due(settled, since, now)) continue;
+    tiering::JobTypeSettings marked = type.settings;
+    marked.last_scheduled = now;
+    auto marking = propose(job_type_update(type, marked));
+    if (const Status s = co_await std::move(marking); !s.ok() || !leading()) continue;
+    const std::vector<StoredJob> jobs = jobs_of(membership_.group()->view());
+    auto job = tiering::start_job({.type = std::string(spec.name)}, settled, plain_jobs(jobs),
+                                  next_job_id(jobs), now);
+    if (!job.ok()) {
+      spdlog::info("jobs: the scheduled start of {} is skipped: {}", spec.name,
+                   job.status().message());
+      continue;
+    }
+    auto creating = propose(job_create(*job));
+    const Status created = co_await std::move(creating);
+    if (created.ok()) {
+      spdlog::info("jobs: {}[{}] started by its schedule", spec.name, job->id);
+    } else {
+      spdlog::warn("jobs: the scheduled start of {} failed: {}", spec.name, created.message());
+    }
+  }
+}
+
+asio::awaitable<void> JobEngine::plan() {
+  if (!leading()) {
+    counting_since_.reset();
+    if (running_) running_->stopping = true;
+    co_return;
+  }
+  const std::int64_t now = unix_now();
+  auto scheduling = start_due_schedules(now);
+  co_await std::move(scheduling);
+  if (!leading()) co_return;
+
+  const std::vector<StoredJob> jobs = jobs_of(membership_.group()->view());
+  const std::optional<std::uint64_t> chosen = tiering::job_to_run(plain_jobs(jobs), now);
+  if (running_ && running_->id != chosen) running_->stopping = true;
+  // A job marked running that is not to run now waits: a job of higher priority came, it is
+  // outside its impact policy's hours, or its coordinator is gone and it is not first.
+  for (const StoredJob& stored : jobs) {
+    if (stored.job.state != JobState::running || stored.job.id == chosen) continue;
+    Job waiting = stored.job;
+    waiting.state = JobState::waiting;
+    waiting.coordinator = 0;
+    auto proposing = propose(job_update(stored, waiting));
+    if (const Status s = co_await std::move(proposing); !s.ok() || !leading()) co_return;
+    spdlog::info("jobs: {}[{}] waits for its turn", stored.job.type, stored.job.id);
+  }
+  for (const std::uint64_t id : jobs_past_history(jobs)) {
+    auto deleting =
+        propose(cluster::Change::delete_object(std::string(kJobKind), job_object_name(id)));
+    if (const Status s = co_await std::move(deleting); !s.ok() || !leading()) co_return;
+  }
+  if (!chosen || running_) co_return;  // nothing to run, or a run here is still under way
+  if (retry_at_ && std::chrono::steady_clock::now() < *retry_at_) co_return;
+  const std::optional<StoredJob> stored = job_of(membership_.group()->view(), *chosen);
+  if (!stored) co_return;
+  Job next = stored->job;
+  next.state = JobState::running;
+  next.coordinator = membership_.self().id;
+  ++next.runs;
+  if (next.started == 0) next.started = now;
+  auto taking = propose(job_update(*stored, next));
+  if (const Status s = co_await std::move(taking); !s.ok() || !leading() || running_) co_return;
+  running_ = std::make_shared<Run>(Run{next.id, false});
+  spdlog::info("jobs: {}[{}] runs here (run {})", next.type, next.id, next.runs);
+  asio::co_spawn(strand_, run(next.id, running_), asio::detached);
+}
+
+asio::awaitable<Status> JobEngine::save(const Job& job, const Run& state) {
+  if (stopped_ || state.stopping) co_return error(Errc::unavailable, "the run was stopped");
+  const std::optional<StoredJob> stored = job_of(membership_.group()->view(), job.id);
+  if (!stored || stored->job.state != JobState::running ||
+      stored->job.coordinator != membership_.self().id) {
+    co_return error(Errc::precondition_failed, "the job was paused, cancelled or taken over");
+  }
+  auto proposing = propose(job_update(*stored, job));
+  co_return co_await std::move(proposing);
+}
+
+// A run that stopped (paused, cancelled, made to wait, or cut off by a transient error) keeps
+// what it did since its last save, unless another run of the job began meanwhile: its
+// checkpoint is whole wherever it stopped (tiering/smartpools.h).
+asio::awaitable<void> JobEngine::keep_progress(const Job& job) {
+  const std::optional<StoredJob> stored = job_of(membership_.group()->view(), job.id);
+  if (!stored || stored->job.runs != job.runs || stored->job.state == JobState::succeeded ||
+      stored->job.state == JobState::failed) {
+    co_return;
+  }
+  Job kept = stored->job;
+  kept.checkpoint = job.checkpoint;
+  kept.phases = job.phases;
+  kept.errors = job.errors;
+  auto proposing = propose(job_update(*stored, kept));
+  if (const Status s = co_await std::move(proposing); !s.ok()) {
+    spdlog::info("jobs: job {} takes up from its last checkpoint: {}", job.id, s.message());
+  }
+}
+
+asio::awaitable<void> JobEngine::run(std::uint64_t id, std::shared_ptr<Run> state) {
+  // A run works to the policies and tiers as they were when it started.
+  const cluster::GroupView view = membership_.group()->view();
+  const std::optional<StoredJob> stored = job_of(view, id);
+  Status done = error(Errc::not_found, "the job is gone");
+  Job job;
+  if (stored) {
+    job = stored->job;
+    tiering::RunHooks hooks;
+    hooks.policies = [&view] { return policies_of(view).set; };
+    hooks.in_target = [&view](const std::string& target, const std::string& pool) {
+      return pool_in_target(view, target, pool);
+    };
+    hooks.save = [this, state](const Job& j) { return save(j, *state); };
+    hooks.stopping = [state] { return state->stopping; };
+    tiering::RunOptions run_options;
+    run_options.save_every = options_.save_every;
+    auto running = tiering::run_smartpools(store_, job, std::move(hooks), run_options);
+    done = co_await std::move(running);
+  }
+  if (stopped_) co_return;
+  if (done.ok()) {
+    tiering::end_job(job, JobState::succeeded, "", unix_now());
+    auto saving = save(job, *state);
+    done = co_await std::move(saving);
+    if (stopped_) co_return;
+    if (done.ok()) {
+      const tiering::Progress& p = job.checkpoint.progress;
+      spdlog::info("jobs: {}[{}] succeeded: {} files scanned, {} matched, {} patterns set, {} misplaced, "
+                   "{} errors",
+                   job.type, job.id, p.files_scanned, p.files_matched, p.patterns_set,
+                   p.files_misplaced, p.errors);
+    }
+  }
+  if (!done.ok() && stored) {
+    auto keeping = keep_progress(job);
+    co_await std::move(keeping);
+    if (stopped_) co_return;
+  }
+  if (!done.ok()) {
+    spdlog::info("jobs: the run of job {} stopped: {}", id, done.message());
+    if (is_transient(done.code()) && !state->stopping) {
+      retry_at_ = std::chrono::steady_clock::now() + options_.retry_after;
+    }
+  }
+  if (running_ == state) running_.reset();
+  plan_soon();
+}
+
+}  // namespace tidepool::daemon

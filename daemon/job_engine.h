@@ -1,0 +1,84 @@
+// The cluster's job engine (issue 7): whichever node leads the group view coordinates the jobs.
+// It starts the job types whose schedule is due, decides which job runs (tiering/jobs.h), runs
+// it here, and keeps its checkpoint in the job's object of the group view, so that when the
+// leader dies or steps down the next one takes the job up where the checkpoint left it. An
+// administrator's pause or cancel is a change of that object: the run sees it at its next save
+// (or at once, through view_changed) and stops.
+//
+// Not thread-safe: a JobEngine lives on the strand of the node's Membership.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "cluster/group.h"
+#include "common/status.h"
+#include "daemon/membership.h"
+#include "store/store.h"
+#include "tiering/jobs.h"
+
+namespace tidepool::daemon {
+
+struct JobEngineOptions {
+  std::chrono::milliseconds tick{1000};        // how often schedules and budgets are looked at
+  std::chrono::milliseconds save_every{1000};  // how often a run keeps its checkpoint
+  // After a run stopped on a transient error (the namespace unreachable, no quorum), how long
+  // before it is taken up again.
+  std::chrono::milliseconds retry_after{3000};
+};
+
+class JobEngine {
+ public:
+  // `store` is the namespace the jobs walk and change, as this node serves it.
+  JobEngine(boost::asio::any_io_executor strand, Membership& membership, store::Store& store,
+            JobEngineOptions options = {});
+  ~JobEngine();
+  JobEngine(const JobEngine&) = delete;
+  JobEngine& operator=(const JobEngine&) = delete;
+
+  // Starts looking at schedules every tick.
+  void start();
+  // After the view changed: plans again (a job started, paused, cancelled; leadership moved).
+  void view_changed();
+  // Stops ticking and the run under way, leaving its record as it is; call before the
+  // Membership goes. Nothing is planned after.
+  void stop();
+
+ private:
+  struct Run {
+    std::uint64_t id = 0;
+    bool stopping = false;
+  };
+
+  void tick();
+  void plan_soon();
+  boost::asio::awaitable<void> plan_until_settled();
+  boost::asio::awaitable<void> plan();
+  boost::asio::awaitable<void> start_due_schedules(std::int64_t now);
+  boost::asio::awaitable<void> run(std::uint64_t id, std::shared_ptr<Run> state);
+  boost::asio::awaitable<Status> save(const tiering::Job& job, const Run& state);
+  boost::asio::awaitable<void> keep_progress(const tiering::Job& job);
+  boost::asio::awaitable<Status> propose(cluster::Change change);
+  bool leading() const;
+  std::int64_t unix_now() const;
+
+  boost::asio::any_io_executor strand_;
+  Membership& membership_;
+  store::Store& store_;
+  const JobEngineOptions options_;
+  boost::asio::steady_timer ticker_;
+  std::shared_ptr<Run> running_;  // the run under way here, if any
+  std::optional<std::chrono::steady_clock::time_point> retry_at_;
+  // Unix seconds from which schedules never started count, since this node began to lead.
+  std::optional<std::int64_t> counting_since_;
+  bool planning_ = false;
+  bool plan_again_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace tidepool::daemon

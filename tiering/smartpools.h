@@ -1,0 +1,57 @@
+// The SmartPools job's work (issue 7): walk the namespace under the job's paths, find which file
+// pool policy applies to each regular file, and bring the file to what its policy asks for.
+//
+// What it changes today is a file's access pattern. A file whose policy wants its data in
+// another pool or at another protection is counted as misplaced, not moved: placing stripe
+// units by pool is not built yet (issue 4), and until it is there is nothing to move.
+//
+// The walk is depth-first and resumable: the job's checkpoint holds the directories open from
+// the root down, each with the cookie to list on from, and the counts at that point. Work done
+// after the last saved checkpoint is done again after a take-over, and counted once.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "policy/filter.h"
+#include "policy/policies.h"
+#include "store/store.h"
+#include "tiering/jobs.h"
+
+namespace tidepool::tiering {
+
+// What the policies see of a file: its path and attributes, times in whole seconds (rounded
+// down, as a shard's SQL compares them).
+policy::FileFacts facts_of(const store::Attributes& attributes, std::string path);
+
+struct RunHooks {
+  // The policies in force now.
+  std::function<policy::PolicySet()> policies;
+  // Whether a file in node pool `pool` is where storage target `target` (a pool, a tier or
+  // anywhere) wants it.
+  std::function<bool(const std::string& target, const std::string& pool)> in_target;
+  // Keeps the job as it stands (its checkpoint included). A failure stops the run and is
+  // returned: the job was paused, cancelled or taken over meanwhile.
+  std::function<boost::asio::awaitable<Status>(const Job&)> save;
+  // Asked between files: true stops the run with Errc::unavailable, without a last save.
+  std::function<bool()> stopping;
+};
+
+struct RunOptions {
+  const Clock* clock = nullptr;  // null: the real clock
+  std::chrono::milliseconds save_every{1000};
+  std::uint32_t page_entries = 256;  // directory entries asked for at a time
+};
+
+// Runs `job` from its checkpoint to the end of its walk, saving it at least every
+// options.save_every. Returns ok when the walk is done (the job is left to be ended by the
+// caller), or what stopped it. Errors on single files or directories are noted in the job and
+// the walk goes on. Runs on the caller's executor; the store's operations may complete there.
+boost::asio::awaitable<Status> run_smartpools(store::Store& store, Job& job, RunHooks hooks,
+                                              RunOptions options);
+
+}  // namespace tidepool::tiering

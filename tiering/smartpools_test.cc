@@ -1,0 +1,206 @@
+#include "tiering/smartpools.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+#include <filesystem>
+
+#include "store/internal/test_util.h"
+
+namespace tidepool::tiering {
+namespace {
+
+using store::internal::run_to_completion;
+
+const store::Caller kRoot{0, 0, {}};
+constexpr auto kStart = std::chrono::system_clock::time_point(std::chrono::seconds(1'795'694'400));
+
+class SmartPoolsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = store::internal::fresh_test_directory("tidepool-smartpools-test");
+    store::StoreOptions options;
+    options.data_dir = dir_.string();
+    options.threads = 2;
+    options.clock = &clock_;
+    auto opened = store::Store::open(options);
+    ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+    store_ = std::move(opened).value();
+  }
+  void TearDown() override {
+    store_->close();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  store::InodeId make(store::InodeId directory, const std::string& name, bool is_directory) {
+    auto made = run_to_completion(
+        is_directory ? store_->mkdir(directory, name, {}, kRoot)
+                     : store_->create(directory, name, store::CreateMode::unchecked, {}, {}, kRoot));
+    EXPECT_TRUE(made.ok()) << name << ": " << made.status().to_string();
+    return made.ok() ? made->attributes.inode : 0;
+  }
+
+  std::string pattern_of(store::InodeId inode) {
+    auto layout = run_to_completion(store_->layout(inode));
+    EXPECT_TRUE(layout.ok());
+    return layout.ok() ? layout->access_pattern : "";
+  }
+
+  // /ifs/data/{a,b,sub/c,sub/deeper/d}, /ifs/logs/{e,f}, /ifs/top.
+  void make_tree() {
+    const store::InodeId data = make(store::kRootInode, "data", true);
+    const store::InodeId logs = make(store::kRootInode, "logs", true);
+    const store::InodeId sub = make(data, "sub", true);
+    const store::InodeId deeper = make(sub, "deeper", true);
+    data_files_ = {make(data, "a", false), make(data, "b", false), make(sub, "c", false),
+                   make(deeper, "d", false)};
+    other_files_ = {make(logs, "e", false), make(logs, "f", false),
+                    make(store::kRootInode, "top", false)};
+  }
+
+  // Data under /ifs/data streams; the default targets "anywhere", so nothing is misplaced
+  // unless a policy names a pool.
+  static policy::PolicySet streaming_data(std::string target = "anywhere") {
+    policy::PolicySet set;
+    policy::Policy p;
+    p.name = "datasets";
+    p.filter = *policy::parse_expression("path =~ /ifs/data/**");
+    p.actions.access_pattern = "streaming";
+    p.actions.storage_target = std::move(target);
+    set.policies.push_back(p);
+    return set;
+  }
+
+  RunHooks hooks(policy::PolicySet set) {
+    RunHooks h;
+    h.policies = [set] { return set; };
+    h.in_target = [](const std::string& target, const std::string& pool) {
+      return target == policy::kAnywhere || target == pool;
+    };
+    h.save = [this](const Job& job) -> boost::asio::awaitable<Status> {
+      saved_.push_back(job);
+      co_return Status{};
+    };
+    h.stopping = [] { return false; };
+    return h;
+  }
+
+  Job job_for(std::vector<std::string> paths, bool dry_run = false) {
+    StartRequest request{.type = "SmartPools", .paths = std::move(paths), .dry_run = dry_run};
+    request.impact = Impact::high;
+    return *start_job(request, settle(*find_job_type("SmartPools"), {}), {}, 1, 0);
+  }
+
+  RunOptions options(std::chrono::milliseconds save_every = std::chrono::milliseconds(0)) {
+    RunOptions o;
+    o.clock = &clock_;
+    o.save_every = save_every;
+    o.page_entries = 2;  // small pages: listings resume from cookies
+    return o;
+  }
+
+  FakeClock clock_{kStart};
+  std::filesystem::path dir_;
+  std::unique_ptr<store::LocalStore> store_;
+  std::vector<store::InodeId> data_files_;
+  std::vector<store::InodeId> other_files_;
+  std::vector<Job> saved_;
+};
+
+TEST_F(SmartPoolsTest, FilesAPolicyMatchesTakeItsAccessPatternAndOthersKeepTheirs) {
+  make_tree();
+  Job job = job_for({});
+  const Status done = run_to_completion(run_smartpools(*store_, job, hooks(streaming_data()), options()));
+  ASSERT_TRUE(done.ok()) << done.to_string();
+  for (store::InodeId inode : data_files_) EXPECT_EQ(pattern_of(inode), "streaming");
+  for (store::InodeId inode : other_files_) EXPECT_EQ(pattern_of(inode), "concurrency");
+  const Progress& p = job.checkpoint.progress;
+  EXPECT_EQ(p.files_scanned, 7u);
+  EXPECT_EQ(p.directories_scanned, 5u);  // /ifs, data, logs, sub, deeper
+  EXPECT_EQ(p.files_matched, 4u);
+  EXPECT_EQ(p.patterns_set, 4u);
+  EXPECT_EQ(p.files_misplaced, 0u);
+  EXPECT_EQ(p.errors, 0u);
+  EXPECT_TRUE(job.checkpoint.frames.empty());
+  EXPECT_TRUE(job.checkpoint.roots_left.empty());
+
+  Job again = job_for({});
+  ASSERT_TRUE(run_to_completion(run_smartpools(*store_, again, hooks(streaming_data()), options())).ok());
+  EXPECT_EQ(again.checkpoint.progress.patterns_set, 0u) << "a second run finds nothing to change";
+}
+
+TEST_F(SmartPoolsTest, ADryRunCountsWithoutChanging) {
+  make_tree();
+  Job job = job_for({"/ifs/data"}, true);
+  ASSERT_TRUE(run_to_completion(run_smartpools(*store_, job, hooks(streaming_data("h500")), options())).ok());
+  for (store::InodeId inode : data_files_) EXPECT_EQ(pattern_of(inode), "concurrency");
+  EXPECT_EQ(job.checkpoint.progress.files_scanned, 4u);
+  EXPECT_EQ(job.checkpoint.progress.patterns_set, 4u);
+  EXPECT_EQ(job.checkpoint.progress.files_misplaced, 4u) << "their data is not in pool h500";
+}
+
+TEST_F(SmartPoolsTest, ARunTakenUpFromAnySavedCheckpointEndsAsOneStraightRunWould) {
+  make_tree();
+  Job straight = job_for({});
+  ASSERT_TRUE(run_to_completion(run_smartpools(*store_, straight, hooks(streaming_data("h500")), options())).ok());
+  const std::vector<Job> checkpoints = saved_;
+  ASSERT_GE(checkpoints.size(), 10u);
+  // Each resumed run starts from the store as the straight run left it (so it sets no pattern
+  // again); what it scans and matches must still add up, walked on from the checkpoint.
+  for (std::size_t i = 0; i < checkpoints.size(); ++i) {
+    Job resumed = checkpoints[i];
+    const Progress at = checkpoints[i].checkpoint.progress;
+    ASSERT_TRUE(run_to_completion(run_smartpools(*store_, resumed, hooks(streaming_data("h500")), options())).ok());
+    const Progress& end = resumed.checkpoint.progress;
+    EXPECT_EQ(end.files_scanned, straight.checkpoint.progress.files_scanned) << "checkpoint " << i;
+    EXPECT_EQ(end.directories_scanned, straight.checkpoint.progress.directories_scanned) << i;
+    EXPECT_EQ(end.files_matched, straight.checkpoint.progress.files_matched) << i;
+    EXPECT_EQ(end.files_misplaced, straight.checkpoint.progress.files_misplaced) << i;
+    EXPECT_GE(end.files_scanned, at.files_scanned) << i;
+  }
+}
+
+TEST_F(SmartPoolsTest, AFailedSaveStopsTheRunAndStoppingIsHonoured) {
+  make_tree();
+  Job job = job_for({});
+  RunHooks h = hooks(streaming_data());
+  h.save = [](const Job&) -> boost::asio::awaitable<Status> {
+    co_return error(Errc::precondition_failed, "the job changed");
+  };
+  const Status stopped = run_to_completion(run_smartpools(*store_, job, h, options()));
+  EXPECT_EQ(stopped.code(), Errc::precondition_failed);
+  EXPECT_LT(job.checkpoint.progress.files_scanned, 7u);
+
+  Job other = job_for({});
+  RunHooks halt = hooks(streaming_data());
+  halt.stopping = [] { return true; };
+  EXPECT_EQ(run_to_completion(run_smartpools(*store_, other, halt, options())).code(),
+            Errc::unavailable);
+}
+
+TEST_F(SmartPoolsTest, AMissingRootIsAnErrorOfTheJobAndTheOtherRootsAreWalked) {
+  make_tree();
+  Job job = job_for({"/ifs/nowhere", "/ifs/logs", "/ifs/top"});
+  ASSERT_TRUE(run_to_completion(run_smartpools(*store_, job, hooks(streaming_data()), options())).ok());
+  EXPECT_EQ(job.checkpoint.progress.errors, 1u);
+  ASSERT_EQ(job.errors.size(), 1u);
+  EXPECT_EQ(job.errors[0].rfind("/ifs/nowhere: ", 0), 0u) << job.errors[0];
+  EXPECT_EQ(job.checkpoint.progress.files_scanned, 3u);
+}
+
+TEST_F(SmartPoolsTest, TheImpactPolicyKeepsTheRate) {
+  make_tree();
+  Job job = job_for({});
+  job.impact = Impact::low;  // 200 files a second: 12 entries take about 60 ms of real time
+  const auto start = std::chrono::steady_clock::now();
+  RunOptions o = options();
+  o.clock = nullptr;
+  ASSERT_TRUE(run_to_completion(run_smartpools(*store_, job, hooks(streaming_data()), o)).ok());
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(40));
+}
+
+}  // namespace
+}  // namespace tidepool::tiering
