@@ -900,6 +900,11 @@ awaitable<Result<store::Wcc>> CoherentStore::commit(store::InodeId inode) {
   return impl_->inner().commit(inode);
 }
 
+awaitable<Result<store::Layout>> CoherentStore::migrate(store::InodeId inode, std::string pool,
+                                                        std::uint32_t protection) {
+  return impl_->inner().migrate(inode, std::move(pool), protection);
+}
+
 awaitable<Result<std::uint32_t>> CoherentStore::record_reads(std::vector<store::InodeId> inodes) {
   return impl_->inner().record_reads(std::move(inodes));
 }

@@ -728,6 +728,8 @@ std::vector<std::pair<std::string, std::string>> job_fields(const Json& job) {
           {"Directories Scanned", display(field(progress, "directories_scanned"))},
           {"Files Matched", display(field(progress, "files_matched"))},
           {"Patterns Set", display(field(progress, "patterns_set"))},
+          {"Files Moved", display(field(progress, "files_moved"))},
+          {"Bytes Moved", bytes_of(field(progress, "bytes_moved"))},
           {"Files Misplaced", display(field(progress, "files_misplaced"))},
           {"Errors", display(field(progress, "errors"))},
           {"Reason", display(field(job, "reason"))}};
@@ -772,6 +774,7 @@ void render_job_reports(std::ostream& out, const Json& reports) {
                {"Ended"},
                {"Files Scanned", Align::right},
                {"Matched", Align::right},
+               {"Moved", Align::right},
                {"Misplaced", Align::right},
                {"Errors", Align::right}});
   for (const Json& job : as_list(reports)) {
@@ -779,8 +782,8 @@ void render_job_reports(std::ostream& out, const Json& reports) {
     table.add_row(
         {display(field(job, "id")), display(field(job, "type")), display(field(job, "state")),
          utc_time(field(job, "ended")), display(field(progress, "files_scanned")),
-         display(field(progress, "files_matched")), display(field(progress, "files_misplaced")),
-         display(field(progress, "errors"))});
+         display(field(progress, "files_matched")), display(field(progress, "files_moved")),
+         display(field(progress, "files_misplaced")), display(field(progress, "errors"))});
   }
   render_listing(out, table);
 }
@@ -857,12 +860,14 @@ void render_policy_application(std::ostream& out, const Json& job) {
   const std::string patterns = counted(field(progress, "patterns_set"), "access pattern");
   const std::string misplaced = display(field(progress, "files_misplaced"));
   if (field(job, "dry_run") == Json(true)) {
+    // A dry run moves nothing: every file it would move counts as misplaced.
     out << "Dry run over " << files << ": " << matched << " match a policy, " << patterns
-        << " would be set, " << misplaced << " misplaced.\n";
+        << " would be set, " << misplaced << " would move or stay misplaced.\n";
   } else {
+    const std::string moved = counted(field(progress, "files_moved"), "file") + " moved (" +
+                              bytes_of(field(progress, "bytes_moved")) + ")";
     out << "Applied the file pool policies to " << files << ": " << matched << " matched a policy, "
-        << patterns << " set, " << misplaced
-        << " misplaced (moving data between pools is not built yet).\n";
+        << patterns << " set, " << moved << ", " << misplaced << " misplaced.\n";
   }
   render_job_errors(out, job, "Errors:");
 }

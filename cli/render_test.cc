@@ -51,7 +51,8 @@ Json sample_job() {
     "paths": [], "dry_run": false, "created": 1714600800, "started": 1714600805, "ended": null,
     "coordinator": 1, "runs": 1, "phase": "scan", "phases": [{"name": "scan", "seconds": 65}],
     "progress": {"files_scanned": 1200, "directories_scanned": 40, "files_matched": 300,
-                 "patterns_set": 12, "files_misplaced": 288, "errors": 0},
+                 "patterns_set": 12, "files_moved": 250, "bytes_moved": 1234567890,
+                 "files_misplaced": 38, "errors": 0},
     "errors": [], "reason": null})");
 }
 
@@ -400,7 +401,9 @@ TEST(Jobs, ViewShowsEveryFieldWithTimesInUtc) {
             "Directories Scanned: 40\n"
             "      Files Matched: 300\n"
             "       Patterns Set: 12\n"
-            "    Files Misplaced: 288\n"
+            "        Files Moved: 250\n"
+            "        Bytes Moved: 1.2 GB\n"
+            "    Files Misplaced: 38\n"
             "             Errors: 0\n"
             "             Reason: -\n");
 }
@@ -428,13 +431,13 @@ TEST(Jobs, ReportViewAddsThePhasesAndTheFirstErrors) {
 }
 
 TEST(Jobs, ReportsListShowsWhenEachEndedAndItsCounters) {
-  const std::string rule(87, '-');
+  const std::string rule(94, '-');
   EXPECT_EQ(rendered(render_job_reports, Json::array({sample_report()})),
-            "ID  Type        State   Ended                 Files Scanned  Matched  Misplaced  "
-            "Errors\n" +
+            "ID  Type        State   Ended                 Files Scanned  Matched  Moved  "
+            "Misplaced  Errors\n" +
                 rule + "\n" +
-                " 3  SmartPools  failed  2024-05-01T22:01:45Z           1200      300        288  "
-                "     2\n" +
+                " 3  SmartPools  failed  2024-05-01T22:01:45Z           1200      300    250  "
+                "       38       2\n" +
                 rule + "\nTotal: 1\n");
 }
 
@@ -493,7 +496,8 @@ TEST(Jobs, StatusWithoutALeaderOrJobsSaysSo) {
             "No recent job results.\n");
 }
 
-// sample_job() as `tide filepool apply /ifs/data` finds it when it has ended.
+// sample_job() as `tide filepool apply /ifs/data` finds it when it has ended; a dry run moves
+// nothing.
 Json sample_application(bool dry_run) {
   Json job = sample_job();
   job["type"] = "SmartPoolsTree";
@@ -501,32 +505,36 @@ Json sample_application(bool dry_run) {
   job["paths"] = {"/ifs/data"};
   job["dry_run"] = dry_run;
   job["progress"] = Json::parse(R"({"files_scanned": 120, "directories_scanned": 4,
-      "files_matched": 30, "patterns_set": 12, "files_misplaced": 18, "errors": 0})");
+      "files_matched": 30, "patterns_set": 12, "files_moved": 5, "bytes_moved": 1200000000,
+      "files_misplaced": 18, "errors": 0})");
+  if (dry_run) {
+    job["progress"]["files_moved"] = 0;
+    job["progress"]["bytes_moved"] = 0;
+  }
   return job;
 }
 
 TEST(PolicyApplication, SaysWhatTheJobDidInOneLine) {
   EXPECT_EQ(rendered(render_policy_application, sample_application(false)),
             "Applied the file pool policies to 120 files under /ifs/data: 30 matched a policy, "
-            "12 access patterns set, 18 misplaced (moving data between pools is not built "
-            "yet).\n");
+            "12 access patterns set, 5 files moved (1.2 GB), 18 misplaced.\n");
 }
 
 TEST(PolicyApplication, ADryRunSaysWhatItWouldDo) {
   EXPECT_EQ(rendered(render_policy_application, sample_application(true)),
             "Dry run over 120 files under /ifs/data: 30 match a policy, 12 access patterns would "
-            "be set, 18 misplaced.\n");
+            "be set, 18 would move or stay misplaced.\n");
 }
 
 TEST(PolicyApplication, OneFileIsOneFileAndErrorsFollowOneALine) {
   Json job = sample_application(false);
   job["paths"] = {"/ifs/data/a.bin"};
   job["progress"] = Json::parse(R"({"files_scanned": 1, "files_matched": 1, "patterns_set": 1,
-      "files_misplaced": 0, "errors": 2})");
+      "files_moved": 1, "bytes_moved": 4096, "files_misplaced": 0, "errors": 2})");
   job["errors"] = {"/ifs/data/a.bin: permission denied", "/ifs/data/a.bin: no space"};
   EXPECT_EQ(rendered(render_policy_application, job),
             "Applied the file pool policies to 1 file under /ifs/data/a.bin: 1 matched a policy, "
-            "1 access pattern set, 0 misplaced (moving data between pools is not built yet).\n"
+            "1 access pattern set, 1 file moved (4.1 kB), 0 misplaced.\n"
             "Errors:\n"
             "  /ifs/data/a.bin: permission denied\n"
             "  /ifs/data/a.bin: no space\n");

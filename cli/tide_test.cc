@@ -470,7 +470,7 @@ TEST_F(TideTest, FilepoolListViewModifyDeleteAndExplainUseTheirTargets) {
 }
 
 // Job 7, the SmartPoolsTree job of `tide filepool apply PATH`, as GET /v1/job/jobs/7 finds it in
-// `state`, having scanned 120 files.
+// `state`, having scanned 120 files and moved 5 of them (none in a dry run).
 std::string application_job(const std::string& path, const std::string& state,
                             bool dry_run = false) {
   return Json{{"id", 7},
@@ -482,6 +482,8 @@ std::string application_job(const std::string& path, const std::string& state,
                {{"files_scanned", 120},
                 {"files_matched", 30},
                 {"patterns_set", 12},
+                {"files_moved", dry_run ? 0 : 5},
+                {"bytes_moved", dry_run ? 0 : 1'200'000'000},
                 {"files_misplaced", 18},
                 {"errors", 0}}},
               {"errors", Json::array()},
@@ -506,7 +508,8 @@ TEST_F(TideTest, FilepoolApplyToAFileStartsASmartPoolsTreeJobAndPollsItUntilItSu
   const std::string path = "/ifs/data/a.bin";
   Json succeeded = Json::parse(application_job(path, "succeeded"));
   succeeded["progress"] = Json::parse(R"({"files_scanned": 1, "files_matched": 1,
-      "patterns_set": 1, "files_misplaced": 0, "errors": 0})");
+      "patterns_set": 1, "files_moved": 0, "bytes_moved": 0, "files_misplaced": 0,
+      "errors": 0})");
   cluster_.reply(200, R"({"path": "/ifs/data/a.bin", "type": "file"})");
   cluster_.reply(201, application_job(path, "waiting"));
   cluster_.reply(200, application_job(path, "running"));
@@ -527,7 +530,7 @@ TEST_F(TideTest, FilepoolApplyToAFileStartsASmartPoolsTreeJobAndPollsItUntilItSu
   EXPECT_EQ(clock_.steady_now() - started, 400ms) << "one poll every 200 ms";
   EXPECT_EQ(out_.str(),
             "Applied the file pool policies to 1 file under /ifs/data/a.bin: 1 matched a policy, "
-            "1 access pattern set, 0 misplaced (moving data between pools is not built yet).\n");
+            "1 access pattern set, 0 files moved (0 B), 0 misplaced.\n");
 }
 
 TEST_F(TideTest, FilepoolApplyWithRecurseStartsAtOnceAndADryRunSaysWhatItWouldDo) {
@@ -543,7 +546,7 @@ TEST_F(TideTest, FilepoolApplyWithRecurseStartsAtOnceAndADryRunSaysWhatItWouldDo
                             "dry_run": true})"));
   EXPECT_EQ(out_.str(),
             "Dry run over 120 files under /ifs/data: 30 match a policy, 12 access patterns would "
-            "be set, 18 misplaced.\n");
+            "be set, 18 would move or stay misplaced.\n");
 }
 
 TEST_F(TideTest, FilepoolApplyListsTheJobsErrorsAndExits1) {
@@ -556,8 +559,7 @@ TEST_F(TideTest, FilepoolApplyListsTheJobsErrorsAndExits1) {
   EXPECT_EQ(tide({"filepool", "apply", "--recurse", "/ifs/data"}), kExitFailure);
   EXPECT_EQ(out_.str(),
             "Applied the file pool policies to 120 files under /ifs/data: 30 matched a policy, "
-            "12 access patterns set, 18 misplaced (moving data between pools is not built "
-            "yet).\n"
+            "12 access patterns set, 5 files moved (1.2 GB), 18 misplaced.\n"
             "Errors:\n"
             "  /ifs/data/a: permission denied\n"
             "  /ifs/data/b: no space\n");

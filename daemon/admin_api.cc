@@ -18,6 +18,7 @@
 #include "daemon/config_objects.h"
 #include "daemon/filepool.h"
 #include "daemon/jobs.h"
+#include "store/pool_data.h"
 #include "tiering/smartpools.h"
 
 namespace tidepool::daemon {
@@ -487,15 +488,36 @@ const char* type_name(store::FileType type) {
   return "unknown";
 }
 
+// The most stripe units `tide get -D` lists one by one; the rest are counted.
+constexpr std::uint64_t kListedUnits = 4096;
+
 // The nodes holding each stripe unit of a file of `size` bytes, as runs of consecutive units
-// held by the same nodes: every unit is on the namespace's home and, once in step, its mirror.
-json stripe_units_json(std::uint64_t size, std::uint32_t unit_bytes, const json& where) {
+// held by the same nodes: in a node pool, each unit's owners on the ring over the pool's nodes;
+// kept with the shard, every unit on the namespace's home and, once in step, its mirror.
+json stripe_units_json(const store::Attributes& a, const store::Layout& layout, const json& where,
+                       const GroupView& view) {
   json runs = json::array();
-  if (size == 0 || unit_bytes == 0 || where["home"].is_null()) return runs;
-  json nodes = json::array({where["home"]});
-  if (where["mirror_state"] == "in step") nodes.push_back(where["mirror"]);
-  const std::uint64_t units = (size + unit_bytes - 1) / unit_bytes;
-  runs.push_back(json{{"first", 0}, {"count", units}, {"nodes", nodes}});
+  const std::uint64_t units =
+      layout.stripe_unit == 0 ? 0 : (a.size + layout.stripe_unit - 1) / layout.stripe_unit;
+  if (layout.pool == store::kWithShard) {
+    if (units == 0 || where["home"].is_null()) return runs;
+    json nodes = json::array({where["home"]});
+    if (where["mirror_state"] == "in step") nodes.push_back(where["mirror"]);
+    runs.push_back(json{{"first", 0}, {"count", units}, {"nodes", nodes}});
+    return runs;
+  }
+  std::vector<cluster::NodeId> pool_nodes;
+  for (const cluster::NodeInfo& node : view.nodes) {
+    if (node.pool == layout.pool) pool_nodes.push_back(node.id);
+  }
+  for (std::uint64_t unit = 0; unit < std::min(units, kListedUnits); ++unit) {
+    const json nodes = store::unit_owners(pool_nodes, a.inode, unit, layout.protection);
+    if (!runs.empty() && runs.back()["nodes"] == nodes) {
+      runs.back()["count"] = runs.back()["count"].get<std::uint64_t>() + 1;
+    } else {
+      runs.push_back(json{{"first", unit}, {"count", 1}, {"nodes", nodes}});
+    }
+  }
   return runs;
 }
 
@@ -568,7 +590,12 @@ asio::awaitable<HttpResponse> file_info(store::Store& store, Membership& m,
                     {"stripe_unit", layout->stripe_unit},
                     {"protection", std::to_string(layout->protection) + "x"},
                     {"access_pattern", layout->access_pattern}};
-  info["stripe_units"] = stripe_units_json(a.size, layout->stripe_unit, where);
+  info["stripe_units"] = stripe_units_json(a, *layout, where, m.group()->view());
+  const std::uint64_t units =
+      layout->stripe_unit == 0 ? 0 : (a.size + layout->stripe_unit - 1) / layout->stripe_unit;
+  info["unlisted_units"] = units > kListedUnits && layout->pool != store::kWithShard
+                               ? units - kListedUnits
+                               : 0;
   co_return reply(200, info);
 }
 

@@ -207,8 +207,8 @@ asio::awaitable<void> JobEngine::run(std::uint64_t id, std::shared_ptr<Run> stat
     job = stored->job;
     tiering::RunHooks hooks;
     hooks.policies = [&view] { return policies_of(view).set; };
-    hooks.in_target = [&view](const std::string& target, const std::string& pool) {
-      return pool_in_target(view, target, pool);
+    hooks.pool_for = [&view](const std::string& target, const std::string& pool) {
+      return pool_for(view, target, pool);
     };
     hooks.save = [this, state](const Job& j) { return save(j, *state); };
     hooks.stopping = [state] { return state->stopping; };

@@ -129,13 +129,22 @@ cluster::Change job_type_update(const StoredJobType& stored,
                                         body, stored.changed);
 }
 
-bool pool_in_target(const cluster::GroupView& view, const std::string& target,
-                    const std::string& pool) {
-  if (target == policy::kAnywhere || target == pool) return true;
+std::optional<std::string> pool_for(const cluster::GroupView& view, const std::string& target,
+                                    const std::string& pool) {
+  auto has_nodes = [&view](const std::string& name) {
+    return std::any_of(view.nodes.begin(), view.nodes.end(),
+                       [&](const cluster::NodeInfo& node) { return node.pool == name; });
+  };
+  if (target == policy::kAnywhere || target == pool) return pool;
+  if (has_nodes(target)) return target;
   const cluster::ConfigObject* tier = view.object(kTierKind, target);
-  if (tier == nullptr) return false;
+  if (tier == nullptr) return std::nullopt;
   const std::vector<std::string> pools = tier_children(*tier);
-  return std::find(pools.begin(), pools.end(), pool) != pools.end();
+  if (std::find(pools.begin(), pools.end(), pool) != pools.end()) return pool;
+  for (const std::string& child : pools) {
+    if (has_nodes(child)) return child;
+  }
+  return std::nullopt;
 }
 
 json job_to_json(const Job& job) {
@@ -163,6 +172,8 @@ json job_to_json(const Job& job) {
                 {"directories_scanned", p.directories_scanned},
                 {"files_matched", p.files_matched},
                 {"patterns_set", p.patterns_set},
+                {"files_moved", p.files_moved},
+                {"bytes_moved", p.bytes_moved},
                 {"files_misplaced", p.files_misplaced},
                 {"errors", p.errors}}},
               {"errors", job.errors},

@@ -49,10 +49,12 @@ StoredJobType job_type_of(const cluster::GroupView& view, const tiering::JobType
 cluster::Change job_type_update(const StoredJobType& stored,
                                 const tiering::JobTypeSettings& settings);
 
-// Whether data in node pool `pool` is where storage target `target` wants it: the target is
-// anywhere, that pool, or a tier holding it.
-bool pool_in_target(const cluster::GroupView& view, const std::string& target,
-                    const std::string& pool);
+// Where data in node pool `pool` goes for storage target `target` (tiering/smartpools.h,
+// RunHooks::pool_for): `pool` when the target is anywhere, that pool, or a tier holding it;
+// else the target when it is a node pool with nodes, or the first of the tier's pools that has
+// nodes; none when there is no such pool.
+std::optional<std::string> pool_for(const cluster::GroupView& view, const std::string& target,
+                                    const std::string& pool);
 
 // The API's JOB: the job without its checkpoint; 0 times and nodes as null.
 nlohmann::json job_to_json(const tiering::Job& job);

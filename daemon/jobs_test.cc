@@ -131,14 +131,26 @@ TEST(Jobs, WantedStatesArePausedRunningOrCancelled) {
             "'state' must be \"paused\", \"running\" or \"cancelled\"");
 }
 
-TEST(Jobs, APoolIsInATargetThatNamesItOrItsTier) {
+TEST(Jobs, DataGoesToThePoolItsTargetNamesOrTheFirstOfItsTierWithNodes) {
   cluster::GroupView view;
-  view.objects.push_back({std::string(kTierKind), "cold-tier", R"({"children":["h500"]})", 3});
-  EXPECT_TRUE(pool_in_target(view, "anywhere", "f800"));
-  EXPECT_TRUE(pool_in_target(view, "h500", "h500"));
-  EXPECT_TRUE(pool_in_target(view, "cold-tier", "h500"));
-  EXPECT_FALSE(pool_in_target(view, "cold-tier", "f800"));
-  EXPECT_FALSE(pool_in_target(view, "hot-tier", "f800"));
+  cluster::NodeInfo hot;
+  hot.id = 1;
+  hot.pool = "f800";
+  cluster::NodeInfo cold;
+  cold.id = 2;
+  cold.pool = "h500";
+  view.nodes = {hot, cold};
+  view.objects.push_back(
+      {std::string(kTierKind), "cold-tier", R"({"children":["h400","h500"]})", 3});
+  view.objects.push_back({std::string(kTierKind), "empty-tier", R"({"children":["x1"]})", 3});
+  EXPECT_EQ(pool_for(view, "anywhere", "default"), "default");
+  EXPECT_EQ(pool_for(view, "anywhere", "f800"), "f800");
+  EXPECT_EQ(pool_for(view, "h500", "f800"), "h500");
+  EXPECT_EQ(pool_for(view, "cold-tier", "f800"), "h500") << "h400 has no nodes";
+  EXPECT_EQ(pool_for(view, "cold-tier", "h400"), "h400") << "already in the tier";
+  EXPECT_EQ(pool_for(view, "f800", "default"), "f800");
+  EXPECT_EQ(pool_for(view, "empty-tier", "f800"), std::nullopt);
+  EXPECT_EQ(pool_for(view, "gone", "f800"), std::nullopt);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -28,6 +29,9 @@ using namespace std::chrono_literals;
 // what a home sends its mirror.
 constexpr std::uint32_t kStoreMethodBase = 100;
 constexpr std::uint32_t kMirrorMethodBase = 200;
+// 300 + UnitMethod: a home's messages to the nodes holding the units of files placed in pools.
+constexpr std::uint32_t kUnitMethodBase = 300;
+constexpr std::chrono::milliseconds kUnitCallDeadline{5'000};
 // Long enough for a 1 MiB write under load; a home that died is given up on after this, and the
 // client hears NFS3ERR_JUKEBOX and retries.
 constexpr std::chrono::milliseconds kShippedCallDeadline{5'000};
@@ -153,12 +157,77 @@ class NamespaceShipping::MirrorLink final : public store::MirrorTarget {
   std::atomic<bool> dropped_ = false;
 };
 
+// The nodes of each pool as the last view followed has them, and calls to their units: this
+// node's own answered here, the others' over backend RPC.
+class NamespaceShipping::UnitPeers final : public store::PoolPeers {
+ public:
+  explicit UnitPeers(NamespaceShipping& shipping) : shipping_(shipping) {}
+
+  std::vector<cluster::NodeId> nodes_of(const std::string& pool) override {
+    std::lock_guard lock(mutex_);
+    auto found = pools_.find(pool);
+    return found == pools_.end() ? std::vector<cluster::NodeId>{} : found->second;
+  }
+
+  Result<xdr::Buffer> call(cluster::NodeId node, store::UnitMethod method,
+                           std::span<const std::uint8_t> request) override {
+    const auto number = static_cast<std::uint32_t>(method);
+    if (node == shipping_.self_) return shipping_.units_->serve(number, request);
+    Result<xdr::Buffer> sent = send(node, number, request);
+    for (int attempt = 0; sent.status().code() == Errc::behind && attempt < kBehindRetries;
+         ++attempt) {
+      std::this_thread::sleep_for(kBehindPause);
+      sent = send(node, number, request);
+    }
+    return sent;
+  }
+
+  void follow(const cluster::GroupView& view) {
+    std::map<std::string, std::vector<cluster::NodeId>> pools;
+    for (const cluster::NodeInfo& node : view.nodes) pools[node.pool].push_back(node.id);
+    std::lock_guard lock(mutex_);
+    pools_ = std::move(pools);
+  }
+
+ private:
+  Result<xdr::Buffer> send(cluster::NodeId node, std::uint32_t method,
+                           std::span<const std::uint8_t> request) {
+    // The caller's bytes may be gone when a late answer arrives: the strand works on its own.
+    return wait_on_strand<Result<xdr::Buffer>>(
+        shipping_.strand_, kUnitCallDeadline + 1s,
+        [this, node, method, body = std::vector<std::uint8_t>(request.begin(), request.end())](
+            std::function<void(Result<xdr::Buffer>)> done) {
+          cluster::RpcEndpoint* rpc = shipping_.rpc();
+          if (rpc == nullptr) {
+            done(error(Errc::unavailable, "this node is not in a cluster"));
+            return;
+          }
+          rpc->call(node, kUnitMethodBase + method, body, kUnitCallDeadline, std::move(done));
+        });
+  }
+
+  NamespaceShipping& shipping_;
+  std::mutex mutex_;
+  std::map<std::string, std::vector<cluster::NodeId>> pools_;  // guarded by mutex_
+};
+
+namespace {
+
+store::StoreOptions with_peers(store::StoreOptions options, std::shared_ptr<store::PoolPeers> peers) {
+  options.peers = std::move(peers);
+  return options;
+}
+
+}  // namespace
+
 NamespaceShipping::NamespaceShipping(asio::any_io_executor strand,
                                      asio::any_io_executor store_executor,
                                      store::StoreOptions options, cluster::NodeId self)
     : strand_(std::move(strand)),
       store_executor_(std::move(store_executor)),
-      options_(std::move(options)),
+      units_(std::make_unique<store::UnitStore>(options.data_dir + "/units")),
+      peers_(std::make_shared<UnitPeers>(*this)),
+      options_(with_peers(std::move(options), peers_)),
       self_(self),
       router_(self, [this](cluster::NodeId home) { return std::make_shared<Channel>(*this, home); }),
       release_timer_(strand_),
@@ -225,6 +294,7 @@ void NamespaceShipping::attach(Membership* membership) {
 
 void NamespaceShipping::follow(const std::optional<NamespaceRecord>& record,
                                const cluster::GroupView& view) {
+  peers_->follow(view);
   record_ = record;
   if (!record) {
     spdlog::warn("the group view has no namespace record yet: NFS answers 'retry later'");
@@ -466,6 +536,17 @@ void NamespaceShipping::serve(cluster::RpcEndpoint& rpc) {
                                     reply(std::move(result));
                                   });
                      });
+    });
+  }
+  for (std::uint32_t method = 1; method <= store::kLastUnitMethod; ++method) {
+    rpc.handle(kUnitMethodBase + method, [this, method](cluster::NodeId,
+                                                        std::span<const std::uint8_t> request,
+                                                        cluster::RpcEndpoint::Reply reply) {
+      asio::post(blocking_, [this, method, strand = strand_, reply,
+                             body = std::vector<std::uint8_t>(request.begin(), request.end())] {
+        Result<xdr::Buffer> answer = units_->serve(method, body);
+        asio::post(strand, [reply, answer = std::move(answer)] { reply(answer); });
+      });
     });
   }
   for (std::uint32_t method = 1; method <= store::kLastMirrorMethod; ++method) {

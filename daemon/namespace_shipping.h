@@ -1,7 +1,9 @@
 // How this node takes part in the namespace: the shard router its NFS front end serves from,
 // the channels that ship operations to the namespace's home over backend RPC, and this node's
 // own copy of the namespace — the store it serves from while it is the home (kept in step
-// with the mirror), or the ShardCopy it keeps while it is the mirror.
+// with the mirror), or the ShardCopy it keeps while it is the mirror. It also keeps the stripe
+// units of files placed in node pools that this node holds (store/pool_data.h), and carries
+// the home's messages to the other nodes' units.
 //
 // It follows the namespace record of the group view (daemon/config_objects.h): it opens and
 // closes the copy as the node's role changes, and on the group leader it makes the record's
@@ -21,6 +23,7 @@
 #include "cluster/group.h"
 #include "cluster/rpc.h"
 #include "daemon/config_objects.h"
+#include "store/pool_data.h"
 #include "store/shard_mirror.h"
 #include "store/shard_router.h"
 #include "store/store.h"
@@ -66,6 +69,7 @@ class NamespaceShipping {
  private:
   class Channel;
   class MirrorLink;
+  class UnitPeers;
   enum class Role { none, home, mirror };
 
   cluster::RpcEndpoint* rpc() const;
@@ -88,7 +92,10 @@ class NamespaceShipping {
 
   boost::asio::any_io_executor strand_;
   boost::asio::any_io_executor store_executor_;
-  const store::StoreOptions options_;
+  // The stripe units this node holds, and how this node's store reaches every node's.
+  const std::unique_ptr<store::UnitStore> units_;
+  const std::shared_ptr<UnitPeers> peers_;
+  const store::StoreOptions options_;  // with peers_
   const cluster::NodeId self_;
   Membership* membership_ = nullptr;  // on the strand
   store::ShardRouter router_;

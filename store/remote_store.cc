@@ -32,6 +32,12 @@ struct NameArgs {
 
 struct NoArgs {};
 
+struct MigrateArgs {
+  InodeId inode = 0;
+  std::string pool;
+  std::uint32_t protection = 0;
+};
+
 struct RecordReadsArgs {
   std::vector<InodeId> inodes;
 };
@@ -302,6 +308,13 @@ void fields(Io& io, NameArgs& a) {
 
 template <class Io>
 void fields(Io&, NoArgs&) {}
+
+template <class Io>
+void fields(Io& io, MigrateArgs& a) {
+  io(a.inode);
+  io(a.pool, kMaxLayoutNameBytes);
+  io(a.protection);
+}
 
 template <class Io>
 void fields(Io& io, RecordReadsArgs& a) {
@@ -723,6 +736,11 @@ class RemoteStore final : public Store {
   }
 
   // More files than one message names go in several.
+  awaitable<Result<Layout>> migrate(InodeId inode, std::string pool,
+                                    std::uint32_t protection) override {
+    return ship<Layout>(StoreMethod::migrate, MigrateArgs{inode, std::move(pool), protection});
+  }
+
   awaitable<Result<std::uint32_t>> record_reads(std::vector<InodeId> inodes) override {
     std::uint32_t moved = 0;
     for (std::size_t at = 0; at < inodes.size(); at += kMaxRecordedReads) {
@@ -933,6 +951,10 @@ awaitable<Result<xdr::Buffer>> serve_store_call(Store& store, std::uint32_t meth
     case StoreMethod::record_reads:
       return serve<RecordReadsArgs>("record_reads", request, [s](RecordReadsArgs& a) {
         return s->record_reads(std::move(a.inodes));
+      });
+    case StoreMethod::migrate:
+      return serve<MigrateArgs>("migrate", request, [s](MigrateArgs& a) {
+        return s->migrate(a.inode, std::move(a.pool), a.protection);
       });
   }
   return fail_with(error(Errc::not_supported, "unknown store method " + std::to_string(method)));

@@ -40,9 +40,9 @@ enum class StoreMethod : std::uint32_t {
   layout,
   set_access_pattern,
   record_reads,
+  migrate,
 };
-inline constexpr std::uint32_t kLastStoreMethod =
-    static_cast<std::uint32_t>(StoreMethod::record_reads);
+inline constexpr std::uint32_t kLastStoreMethod = static_cast<std::uint32_t>(StoreMethod::migrate);
 
 // How an initiator reaches the home: sends `request` for `method` and resumes with the reply
 // body, or the Status the home answered with, or why no answer came (unavailable, timed_out).

@@ -149,6 +149,11 @@ awaitable<Result<Wcc>> ShardRouter::commit(InodeId inode) {
   return route<Wcc>([=](Store& s) { return s.commit(inode); });
 }
 
+awaitable<Result<Layout>> ShardRouter::migrate(InodeId inode, std::string pool,
+                                               std::uint32_t protection) {
+  return route<Layout>([=](Store& s) { return s.migrate(inode, pool, protection); });
+}
+
 awaitable<Result<std::uint32_t>> ShardRouter::record_reads(std::vector<InodeId> inodes) {
   return route<std::uint32_t>(
       [inodes = std::move(inodes)](Store& s) mutable { return s.record_reads(std::move(inodes)); });

@@ -26,6 +26,7 @@
 #include "store/internal/shard_replication.h"
 #include "store/shard_mirror.h"
 #include "store/internal/permissions.h"
+#include "store/pool_data.h"
 
 namespace tidepool::store {
 namespace {
@@ -49,10 +50,20 @@ constexpr std::size_t kCachedInodes = 128 * 1024;
 constexpr std::size_t kCachedListings = 4096;
 constexpr int kWriteAttempts = 3;
 constexpr std::size_t kTruncationSlots = 1024;
+constexpr std::size_t kMoveSlots = 1024;
 // A whole copy for a new mirror, and a repair from the mirror's copy, go in pieces of this size.
 constexpr std::size_t kCopyChunkBytes = 1u << 20;
 
 bool is_dot_or_dotdot(std::string_view name) { return name == "." || name == ".."; }
+
+// 1 to 63 of A-Z a-z 0-9 - _, as node pools are named.
+bool valid_pool_name(std::string_view name) {
+  return !name.empty() && name.size() <= 63 &&
+         std::all_of(name.begin(), name.end(), [](char c) {
+           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '-' || c == '_';
+         });
+}
 
 Status check_data_access(const Attributes& a, const Caller& caller, std::uint32_t want) {
   if (a.type == FileType::directory) return error(Errc::is_a_directory, "is a directory");
@@ -110,6 +121,9 @@ class StoreImpl final : public LocalStore {
       : options_(options),
         clock_(options.clock ? *options.clock : real_clock()),
         data_(options.data_dir + internal::kDataFilesPath),
+        pools_(options.peers ? std::make_unique<PoolData>(options.peers, options.stripe_unit_bytes,
+                                                          options.integrity)
+                             : nullptr),
         pool_(options.threads),
         random_(std::random_device{}()),
         shard_(
@@ -330,7 +344,11 @@ class StoreImpl final : public LocalStore {
       if (count > 0) {
         // Data the page cache holds is copied here without blocking; else it is read on the pool.
         auto buf = into.first(count);
-        auto cached_read = data_.read_cached(inode, offset, buf);
+        Result<bool> cached_read = false;
+        {
+          std::shared_lock slot(move_slot(inode));
+          if (!where_of(inode).placed) cached_read = data_.read_cached(inode, offset, buf);
+        }
         if (!cached_read.ok() && cached_read.status().code() != Errc::corrupt) {
           co_return cached_read.status();
         }
@@ -367,6 +385,12 @@ class StoreImpl final : public LocalStore {
       const bool durable = stability != Stability::unstable;
       auto store_data = offload([this, inode, offset, data, durable] {
         std::shared_lock gate(mirror_gate_);
+        std::shared_lock slot(move_slot(inode));
+        const Where where = where_of(inode);
+        if (where.moving_to) {
+          TP_RETURN_IF_ERROR(pools_->write(*where.moving_to, inode, offset, data, durable));
+        }
+        if (where.placed) return pools_->write(*where.placed, inode, offset, data, durable);
         TP_RETURN_IF_ERROR(write_data(inode, offset, data));
         if (durable) TP_RETURN_IF_ERROR(data_.sync(inode));
         if (!mirror_) return Status{};
@@ -622,6 +646,10 @@ class StoreImpl final : public LocalStore {
     if (before->type == FileType::regular) {
       auto sync = offload([this, inode] {
         std::shared_lock gate(mirror_gate_);
+        std::shared_lock slot(move_slot(inode));
+        const Where where = where_of(inode);
+        if (where.moving_to) TP_RETURN_IF_ERROR(pools_->sync(*where.moving_to, inode));
+        if (where.placed) return pools_->sync(*where.placed, inode);
         TP_RETURN_IF_ERROR(data_.sync(inode));
         if (!mirror_) return Status{};
         return mirror_->call(MirrorMethod::sync, internal::encode_mirror_inode({inode}));
@@ -637,7 +665,127 @@ class StoreImpl final : public LocalStore {
     co_return co_await std::move(persist);
   }
 
+  awaitable<Result<Layout>> migrate(InodeId inode, std::string pool,
+                                    std::uint32_t protection) override {
+    if (!pools_) {
+      co_return error(Errc::not_supported, "moving file data between node pools needs a cluster");
+    }
+    if (!valid_pool_name(pool) || pool == kWithShard) {
+      co_return error(Errc::invalid_argument, "'" + pool + "' is not a node pool's name");
+    }
+    if (protection == 0 || protection > kMaxProtection) {
+      co_return error(Errc::invalid_argument, "a protection of 1 to 3 copies");
+    }
+    auto reading = layout(inode);
+    const Result<Layout> current = co_await std::move(reading);
+    if (!current.ok()) co_return current.status();
+    if (current->pool == pool && current->protection == protection) co_return *current;
+    auto sizing = getattr(inode);
+    const Result<Attributes> attributes = co_await std::move(sizing);
+    if (!attributes.ok()) co_return attributes.status();
+    const Placement target{pool, protection};
+    std::optional<Placement> source;
+    if (current->pool != kWithShard) source = Placement{current->pool, current->protection};
+    {
+      std::unique_lock lock(placement_mutex_);
+      if (!moving_to_.emplace(inode, target).second) {
+        co_return error(Errc::unavailable, "the file's data is being moved already");
+      }
+    }
+    auto copying = offload([this, inode, source, target, size = attributes->size] {
+      return copy_data(inode, source, target, size);
+    });
+    Status copied = co_await std::move(copying);
+    Result<Layout> switched = copied;
+    if (copied.ok()) {
+      auto switching = shard_.run<Layout>(
+          true, [this, inode, from = current->pool, target](Database& db,
+                                                            AfterCommit& after) -> Result<Layout> {
+            TP_ASSIGN_OR_RETURN(Layout now, load_layout(db, inode));
+            if (now.pool != from) return error(Errc::unavailable, "moved meanwhile");
+            auto update = db.prepare("UPDATE layouts SET pool = ?, protection = ? WHERE ino = ?");
+            update.bind(1, target.pool).bind(2, target.copies).bind(3, inode);
+            TP_RETURN_IF_ERROR(update.run());
+            after.push_back([this, inode, target] {
+              std::unique_lock lock(placement_mutex_);
+              placed_[inode] = target;
+              moving_to_.erase(inode);
+            });
+            return Layout{target.pool, now.stripe_unit, target.copies, now.access_pattern};
+          });
+      switched = co_await std::move(switching);
+    }
+    const bool same_pool = source && source->pool == target.pool;
+    if (!switched.ok()) {
+      {
+        std::unique_lock lock(placement_mutex_);
+        moving_to_.erase(inode);
+      }
+      if (!same_pool) {
+        auto abandoning = offload([this, inode, target] {
+          std::unique_lock slot(move_slot(inode));
+          pools_->remove(target, inode);
+          return Status{};
+        });
+        (void)co_await std::move(abandoning);
+      }
+      co_return switched.status();
+    }
+    // Readers that began under the old layout finish before its data goes.
+    if (!same_pool) {
+      auto freeing = offload([this, inode, source] {
+        std::shared_lock gate(mirror_gate_);
+        std::unique_lock slot(move_slot(inode));
+        if (source) {
+          pools_->remove(*source, inode);
+        } else {
+          remove_shard_data(inode);
+        }
+        return Status{};
+      });
+      (void)co_await std::move(freeing);
+    }
+    spdlog::info("inode {}: its data moved from {} to pool {} ({} copies)", inode,
+                 source ? "pool " + source->pool : std::string("its shard"), target.pool,
+                 target.copies);
+    co_return switched;
+  }
+
  private:
+  // Where a file's data is: in a node pool (placed), or with the shard; and where it is being
+  // moved to.
+  struct Where {
+    std::optional<Placement> placed;
+    std::optional<Placement> moving_to;
+  };
+  Where where_of(InodeId inode) const {
+    std::shared_lock lock(placement_mutex_);
+    Where where;
+    if (auto placed = placed_.find(inode); placed != placed_.end()) where.placed = placed->second;
+    if (auto moving = moving_to_.find(inode); moving != moving_to_.end()) {
+      where.moving_to = moving->second;
+    }
+    return where;
+  }
+  std::shared_mutex& move_slot(InodeId inode) { return move_slots_[inode % kMoveSlots]; }
+
+  // On the pool: copies the file's data, a chunk at a time under its move slot, from `source`
+  // (null: the shard's own copy) to `target`, and makes it durable there. Holes are left holes.
+  Status copy_data(InodeId inode, const std::optional<Placement>& source, const Placement& target,
+                   std::uint64_t size) {
+    std::vector<std::uint8_t> chunk(kCopyChunkBytes);
+    for (std::uint64_t at = 0; at < size; at += kCopyChunkBytes) {
+      const auto piece = std::span(chunk).first(std::min<std::uint64_t>(kCopyChunkBytes, size - at));
+      std::shared_lock gate(mirror_gate_);
+      std::unique_lock slot(move_slot(inode));
+      TP_RETURN_IF_ERROR(source ? pools_->read(*source, inode, at, piece)
+                                : read_with_shard(inode, at, piece));
+      if (std::all_of(piece.begin(), piece.end(), [](std::uint8_t b) { return b == 0; })) continue;
+      TP_RETURN_IF_ERROR(pools_->write(target, inode, at, piece, false));
+    }
+    return pools_->sync(target, inode);
+  }
+
   // Runs blocking file I/O on the pool; the caller resumes on its own executor.
   template <typename F>
   awaitable<Status> offload(F f) {
@@ -647,9 +795,18 @@ class StoreImpl final : public LocalStore {
     co_return co_await std::move(run);
   }
 
-  // On the pool. A block that fails its checksum is put back from the mirror's copy, when
-  // there is a mirror; then the read is done again.
+  // On the pool: from the node pool holding the file's data, or from the shard's own copy.
   Status read_data(InodeId inode, std::uint64_t offset, std::span<std::uint8_t> into) {
+    std::shared_lock slot(move_slot(inode));
+    if (const std::optional<Placement> placed = where_of(inode).placed) {
+      return pools_->read(*placed, inode, offset, into);
+    }
+    return read_with_shard(inode, offset, into);
+  }
+
+  // On the pool, holding the file's move slot. A block that fails its checksum is put back
+  // from the mirror's copy, when there is a mirror; then the read is done again.
+  Status read_with_shard(InodeId inode, std::uint64_t offset, std::span<std::uint8_t> into) {
     Status read = data_.read(inode, offset, into);
     if (read.code() != Errc::corrupt) return read;
     {
@@ -912,6 +1069,10 @@ class StoreImpl final : public LocalStore {
   }
   Status truncate_data(InodeId inode, std::uint64_t size) {
     truncations_[inode % kTruncationSlots].fetch_add(1);
+    std::shared_lock slot(move_slot(inode));
+    const Where where = where_of(inode);
+    if (where.moving_to) TP_RETURN_IF_ERROR(pools_->truncate(*where.moving_to, inode, size));
+    if (where.placed) return pools_->truncate(*where.placed, inode, size);
     TP_RETURN_IF_ERROR(data_.truncate(inode, size));
     if (!mirror_) return {};
     return mirror_->call(MirrorMethod::truncate, internal::encode_mirror_inode({inode, size}));
@@ -919,6 +1080,28 @@ class StoreImpl final : public LocalStore {
 
   // After the commit that removed the inode, so a failure here leaves only an orphan file.
   void remove_data(InodeId inode) {
+    Where where;
+    {
+      std::unique_lock lock(placement_mutex_);
+      if (auto placed = placed_.find(inode); placed != placed_.end()) {
+        where.placed = placed->second;
+        placed_.erase(placed);
+      }
+      if (auto moving = moving_to_.find(inode); moving != moving_to_.end()) {
+        where.moving_to = moving->second;
+      }
+    }
+    std::shared_lock slot(move_slot(inode));
+    if (where.moving_to) pools_->remove(*where.moving_to, inode);
+    if (where.placed) {
+      pools_->remove(*where.placed, inode);
+    } else {
+      remove_shard_data(inode);
+    }
+  }
+
+  // The shard's own copy of the file's data, on the home and its mirror.
+  void remove_shard_data(InodeId inode) {
     data_.remove(inode);
     if (!mirror_) return;
     if (Status s = mirror_->call(MirrorMethod::remove, internal::encode_mirror_inode({inode}));
@@ -1086,8 +1269,9 @@ class StoreImpl final : public LocalStore {
     TP_RETURN_IF_ERROR(insert.run());
     if (object.type == FileType::regular) {
       auto layout = db.prepare(
-          "INSERT INTO layouts(ino, pool, stripe_unit, protection) VALUES(?, 'default', ?, ?)");
-      layout.bind(1, object.inode).bind(2, options_.stripe_unit_bytes).bind(3, kDefaultProtection);
+          "INSERT INTO layouts(ino, pool, stripe_unit, protection) VALUES(?, ?, ?, ?)");
+      layout.bind(1, object.inode).bind(2, kWithShard).bind(3, options_.stripe_unit_bytes);
+      layout.bind(4, kDefaultProtection);
       TP_RETURN_IF_ERROR(layout.run());
     }
     TP_RETURN_IF_ERROR(add_entry(db, dir.inode, name, object.inode));
@@ -1341,6 +1525,8 @@ class StoreImpl final : public LocalStore {
       std::chrono::nanoseconds(options_.atime_grace_period).count()};
   const Clock& clock_;
   internal::DataFiles data_;
+  // The data of files placed in node pools; null outside a cluster.
+  const std::unique_ptr<PoolData> pools_;
   asio::thread_pool pool_;
   std::atomic<std::uint64_t> write_verifier_ = 0;
   std::atomic<bool> closed_ = false;
@@ -1365,6 +1551,16 @@ class StoreImpl final : public LocalStore {
   // before and after their data goes out. Slots are shared by inodes: a collision only costs a
   // write its retry.
   std::array<std::atomic<std::uint64_t>, kTruncationSlots> truncations_{};
+
+  // Files whose data a node pool holds, as their layouts say (loaded at open, changed after the
+  // commit that moves a file), and files being moved, with where to.
+  mutable std::shared_mutex placement_mutex_;
+  std::unordered_map<InodeId, Placement> placed_;     // guarded by placement_mutex_
+  std::unordered_map<InodeId, Placement> moving_to_;  // guarded by placement_mutex_
+  // A move copies each chunk, and frees the old data, holding its file's slot exclusively;
+  // every other data operation holds it shared while its bytes go to or come from a disk, so
+  // none sees a layout switch half done. Slots are shared by inodes, as truncations_'s are.
+  std::array<std::shared_mutex, kMoveSlots> move_slots_;
 
   internal::AttributeCache cache_{kCachedInodes};
   internal::NameCache names_{kCachedInodes};
@@ -1400,6 +1596,13 @@ Status StoreImpl::initialize(Database& db) {
   root.bind(1, kRootInode).bind(2, static_cast<std::uint32_t>(FileType::directory));
   root.bind(3, std::uint32_t{0777}).bind(4, now).bind(5, now).bind(6, now).bind(7, now);
   TP_RETURN_IF_ERROR(root.run());
+  auto placed = db.prepare("SELECT ino, pool, protection FROM layouts WHERE pool != ?");
+  placed.bind(1, kWithShard);
+  while (placed.next_row()) {
+    placed_[static_cast<InodeId>(placed.int64(0))] =
+        Placement{placed.blob(1), static_cast<std::uint32_t>(placed.int64(2))};
+  }
+  TP_RETURN_IF_ERROR(placed.status());
   return db.exec("COMMIT");
 }
 

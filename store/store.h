@@ -142,6 +142,11 @@ struct Layout {
   std::string access_pattern;     // concurrency, streaming or random: how reads prefetch
 };
 inline constexpr std::uint32_t kDefaultProtection = 2;
+// The pool a layout names while the file's data is kept with its shard, on the shard's home and
+// mirror, rather than on the nodes of a node pool (store/pool_data.h).
+inline constexpr std::string_view kWithShard = "default";
+// The most copies of a unit a layout may ask for.
+inline constexpr std::uint32_t kMaxProtection = 3;
 // The longest pool or access pattern name a layout carries.
 inline constexpr std::size_t kMaxLayoutNameBytes = 255;
 // How a file's reads prefetch, as OneFS names it: no prefetch, moderate, aggressive.
@@ -216,8 +221,13 @@ struct ReadCounters {
   std::atomic<std::uint64_t> metadata_hits{0};
 };
 
+class PoolPeers;
+
 struct StoreOptions {
   std::string data_dir;
+  // How the home reaches the node pools that hold file data; null outside a cluster, where
+  // files keep their data with the shard and migrate() is not supported.
+  std::shared_ptr<PoolPeers> peers;
   std::uint32_t threads = 4;
   std::uint32_t stripe_unit_bytes = 128u << 10;
   bool atime_enabled = true;
@@ -302,6 +312,15 @@ class Store {
   virtual awaitable<Result<FsStatistics>> fsstat() = 0;
   // Makes the file's data and attributes durable.
   virtual awaitable<Result<Wcc>> commit(InodeId inode) = 0;
+  // Moves a regular file's data to node pool `pool` (each unit on `protection` of its nodes,
+  // fewer when the pool has fewer), while the file stays readable and writable: its data is
+  // copied under the file's old layout, with writes made meanwhile going to both, then one
+  // metadata change switches the layout and the old copy is freed. The new layout; a file
+  // already there is left as it is. invalid_argument for another type, a pool name that is not
+  // one, or a protection of 0 or over kMaxProtection; unavailable while a node of either pool
+  // that holds its units cannot be reached (nothing changes then).
+  virtual awaitable<Result<Layout>> migrate(InodeId inode, std::string pool,
+                                            std::uint32_t protection) = 0;
   // The regular files `inodes` were just read from a cache on another node: their atime moves
   // as a read here would move it (past the grace period only, persisted by the next flush).
   // Files that are gone are passed over. How many atimes moved.

@@ -165,7 +165,7 @@ class Walk {
   awaitable<Status> work_on(const store::Attributes& attributes, const std::string& path) {
     const policy::Resolution wanted = policy::resolve(policies_, facts_of(attributes, path), now_);
     if (attributes.type == store::FileType::regular) {
-      auto applying = apply(attributes.inode, path, wanted);
+      auto applying = apply(attributes, path, wanted);
       TP_CO_RETURN_IF_ERROR(co_await std::move(applying));
     }
     Progress& progress = job_.checkpoint.progress;
@@ -174,13 +174,24 @@ class Walk {
     co_return Status{};
   }
 
-  awaitable<Status> apply(store::InodeId inode, const std::string& path,
+  awaitable<Status> apply(const store::Attributes& attributes, const std::string& path,
                           const policy::Resolution& wanted) {
+    const store::InodeId inode = attributes.inode;
     auto reading = store_.layout(inode);
     Result<store::Layout> layout = co_await std::move(reading);
     if (!layout.ok()) co_return noted(path, layout.status());
-    const bool misplaced = !hooks_.in_target(wanted.storage_target, layout->pool) ||
-                           layout->protection != wanted.protection;
+    const std::optional<std::string> destination =
+        hooks_.pool_for(wanted.storage_target, layout->pool);
+    bool misplaced = destination != layout->pool || layout->protection != wanted.protection;
+    const bool movable = destination && *destination != store::kWithShard;
+    bool moved = false;
+    if (misplaced && movable && !job_.dry_run) {
+      auto moving = store_.migrate(inode, *destination, wanted.protection);
+      Result<store::Layout> placed = co_await std::move(moving);
+      if (!placed.ok()) co_return noted(path, placed.status());
+      moved = true;
+      misplaced = false;
+    }
     const bool pattern_differs = layout->access_pattern != wanted.access_pattern;
     if (pattern_differs && !job_.dry_run) {
       auto setting = store_.set_access_pattern(inode, wanted.access_pattern);
@@ -189,6 +200,10 @@ class Walk {
     }
     Progress& progress = job_.checkpoint.progress;
     if (misplaced) ++progress.files_misplaced;
+    if (moved) {
+      ++progress.files_moved;
+      progress.bytes_moved += attributes.size;
+    }
     if (pattern_differs) ++progress.patterns_set;
     co_return Status{};
   }

@@ -1,9 +1,10 @@
 // The SmartPools job's work (issue 7): walk the namespace under the job's paths, find which file
 // pool policy applies to each regular file, and bring the file to what its policy asks for.
 //
-// What it changes today is a file's access pattern. A file whose policy wants its data in
-// another pool or at another protection is counted as misplaced, not moved: placing stripe
-// units by pool is not built yet (issue 4), and until it is there is nothing to move.
+// It sets a file's access pattern to its policy's, and moves the file's data to the node pool
+// its policy's storage target names (Store::migrate), at the policy's protection. A file whose
+// data cannot go where its policy wants (the target has no pool with nodes, or the data is kept
+// with its shard and only the protection differs) is counted as misplaced.
 //
 // The walk is depth-first and resumable: the job's checkpoint holds the directories open from
 // the root down, each with the cookie to list on from, and the counts at that point. Work done
@@ -13,6 +14,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "common/clock.h"
@@ -31,9 +33,12 @@ policy::FileFacts facts_of(const store::Attributes& attributes, std::string path
 struct RunHooks {
   // The policies in force now.
   std::function<policy::PolicySet()> policies;
-  // Whether a file in node pool `pool` is where storage target `target` (a pool, a tier or
-  // anywhere) wants it.
-  std::function<bool(const std::string& target, const std::string& pool)> in_target;
+  // Where data now in node pool `pool` (or kept with its shard, store::kWithShard) goes for
+  // storage target `target` (a pool, a tier or anywhere): `pool` itself when it is where the
+  // target wants it already; else a pool of the target; none when the target has no pool with
+  // nodes.
+  std::function<std::optional<std::string>(const std::string& target, const std::string& pool)>
+      pool_for;
   // Keeps the job as it stands (its checkpoint included). A failure stops the run and is
   // returned: the job was paused, cancelled or taken over meanwhile.
   std::function<boost::asio::awaitable<Status>(const Job&)> save;

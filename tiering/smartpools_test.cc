@@ -22,9 +22,10 @@ class SmartPoolsTest : public ::testing::Test {
   void SetUp() override {
     dir_ = store::internal::fresh_test_directory("tidepool-smartpools-test");
     store::StoreOptions options;
-    options.data_dir = dir_.string();
+    options.data_dir = (dir_ / "shard").string();
     options.threads = 2;
     options.clock = &clock_;
+    options.peers = pools_ = std::make_shared<store::internal::InProcessPools>(dir_ / "nodes", 2);
     auto opened = store::Store::open(options);
     ASSERT_TRUE(opened.ok()) << opened.status().to_string();
     store_ = std::move(opened).value();
@@ -43,11 +44,12 @@ class SmartPoolsTest : public ::testing::Test {
     return made.ok() ? made->attributes.inode : 0;
   }
 
-  std::string pattern_of(store::InodeId inode) {
+  store::Layout layout_of(store::InodeId inode) {
     auto layout = run_to_completion(store_->layout(inode));
-    EXPECT_TRUE(layout.ok());
-    return layout.ok() ? layout->access_pattern : "";
+    EXPECT_TRUE(layout.ok()) << layout.status().to_string();
+    return layout.ok() ? *layout : store::Layout{};
   }
+  std::string pattern_of(store::InodeId inode) { return layout_of(inode).access_pattern; }
 
   // /ifs/data/{a,b,sub/c,sub/deeper/d}, /ifs/logs/{e,f}, /ifs/top.
   void make_tree() {
@@ -77,8 +79,10 @@ class SmartPoolsTest : public ::testing::Test {
   RunHooks hooks(policy::PolicySet set) {
     RunHooks h;
     h.policies = [set] { return set; };
-    h.in_target = [](const std::string& target, const std::string& pool) {
-      return target == policy::kAnywhere || target == pool;
+    h.pool_for = [](const std::string& target,
+                    const std::string& pool) -> std::optional<std::string> {
+      if (target == policy::kAnywhere) return pool;
+      return target == "nowhere" ? std::nullopt : std::optional<std::string>(target);
     };
     h.save = [this](const Job& job) -> boost::asio::awaitable<Status> {
       saved_.push_back(job);
@@ -104,6 +108,7 @@ class SmartPoolsTest : public ::testing::Test {
 
   FakeClock clock_{kStart};
   std::filesystem::path dir_;
+  std::shared_ptr<store::internal::InProcessPools> pools_;
   std::unique_ptr<store::LocalStore> store_;
   std::vector<store::InodeId> data_files_;
   std::vector<store::InodeId> other_files_;
@@ -132,6 +137,36 @@ TEST_F(SmartPoolsTest, FilesAPolicyMatchesTakeItsAccessPatternAndOthersKeepTheir
   EXPECT_EQ(again.checkpoint.progress.patterns_set, 0u) << "a second run finds nothing to change";
 }
 
+TEST_F(SmartPoolsTest, FilesMoveToThePoolTheirPolicyNamesWithTheirData) {
+  make_tree();
+  const std::vector<std::uint8_t> bytes(300'000, 0x5c);
+  for (store::InodeId inode : data_files_) {
+    ASSERT_TRUE(run_to_completion(store_->write(inode, 0, bytes, store::Stability::file_sync, kRoot)).ok());
+  }
+  Job job = job_for({});
+  ASSERT_TRUE(run_to_completion(run_smartpools(*store_, job, hooks(streaming_data("h500")), options())).ok());
+  EXPECT_EQ(job.checkpoint.progress.files_moved, 4u);
+  EXPECT_EQ(job.checkpoint.progress.bytes_moved, 4u * bytes.size());
+  EXPECT_EQ(job.checkpoint.progress.files_misplaced, 0u);
+  EXPECT_EQ(job.checkpoint.progress.errors, 0u) << (job.errors.empty() ? "" : job.errors[0]);
+  for (store::InodeId inode : data_files_) {
+    EXPECT_EQ(layout_of(inode).pool, "h500");
+    std::vector<std::uint8_t> back(bytes.size());
+    auto read = run_to_completion(store_->read(inode, 0, back, kRoot));
+    ASSERT_TRUE(read.ok());
+    EXPECT_EQ(back, bytes);
+  }
+  for (store::InodeId inode : other_files_) EXPECT_EQ(layout_of(inode).pool, store::kWithShard);
+
+  Job nowhere = job_for({"/ifs/logs"});
+  ASSERT_TRUE(run_to_completion(run_smartpools(*store_, nowhere, hooks(streaming_data("nowhere")), options())).ok());
+  EXPECT_EQ(nowhere.checkpoint.progress.files_misplaced, 0u) << "/ifs/logs is the default's";
+  Job unplaceable = job_for({"/ifs/data/a"});
+  ASSERT_TRUE(run_to_completion(run_smartpools(*store_, unplaceable, hooks(streaming_data("nowhere")), options())).ok());
+  EXPECT_EQ(unplaceable.checkpoint.progress.files_misplaced, 1u) << "no pool to move it to";
+  EXPECT_EQ(unplaceable.checkpoint.progress.files_moved, 0u);
+}
+
 TEST_F(SmartPoolsTest, ADryRunCountsWithoutChanging) {
   make_tree();
   Job job = job_for({"/ifs/data"}, true);
@@ -140,6 +175,8 @@ TEST_F(SmartPoolsTest, ADryRunCountsWithoutChanging) {
   EXPECT_EQ(job.checkpoint.progress.files_scanned, 4u);
   EXPECT_EQ(job.checkpoint.progress.patterns_set, 4u);
   EXPECT_EQ(job.checkpoint.progress.files_misplaced, 4u) << "their data is not in pool h500";
+  EXPECT_EQ(job.checkpoint.progress.files_moved, 0u);
+  for (store::InodeId inode : data_files_) EXPECT_EQ(layout_of(inode).pool, store::kWithShard);
 }
 
 TEST_F(SmartPoolsTest, ARunTakenUpFromAnySavedCheckpointEndsAsOneStraightRunWould) {

@@ -12,7 +12,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
+#include <set>
 #include <string>
+#include <vector>
+
+#include "store/pool_data.h"
 
 namespace tidepool::store::internal {
 
@@ -53,5 +58,40 @@ inline void flip_data_byte(const std::filesystem::path& data_files_root, std::ui
   ::close(fd);
   ASSERT_TRUE(flipped) << path << " at " << offset;
 }
+
+// Nodes 1..n of pool f800 (and node n+1 alone in h500), each with its own UnitStore, reached
+// by plain calls; a node can be taken down.
+class InProcessPools final : public PoolPeers {
+ public:
+  InProcessPools(const std::filesystem::path& root, int n) : root_(root), f800_(n) {
+    for (int id = 1; id <= n + 1; ++id) {
+      stores_.push_back(std::make_unique<UnitStore>((root / std::to_string(id)).string()));
+    }
+  }
+  std::vector<cluster::NodeId> nodes_of(const std::string& pool) override {
+    std::vector<cluster::NodeId> ids;
+    if (pool == "f800") {
+      for (int id = 1; id <= f800_; ++id) ids.push_back(id);
+    } else if (pool == "h500") {
+      ids.push_back(f800_ + 1);
+    }
+    return ids;
+  }
+  Result<xdr::Buffer> call(cluster::NodeId node, UnitMethod method,
+                           std::span<const std::uint8_t> request) override {
+    if (down_.contains(node)) return error(Errc::unavailable, "node down");
+    return stores_.at(node - 1)->serve(static_cast<std::uint32_t>(method), request);
+  }
+  std::filesystem::path units_of(cluster::NodeId node, const std::string& pool) const {
+    return root_ / std::to_string(node) / pool;
+  }
+
+  std::set<cluster::NodeId> down_;  // set by the test between calls
+
+ private:
+  std::filesystem::path root_;
+  int f800_;
+  std::vector<std::unique_ptr<UnitStore>> stores_;
+};
 
 }  // namespace tidepool::store::internal

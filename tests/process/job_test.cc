@@ -1,12 +1,16 @@
-// The job engine end to end (issue 7): three real tided processes, files made over NFS, file pool
-// policies and jobs driven with the real `tide` CLI. A SmartPools job applies the policies'
-// access patterns; it can be paused, resumed and cancelled; a second start of a running type is
-// refused; and when the node coordinating it is killed, another takes it up from its checkpoint.
+// The job engine end to end (issue 7): four real tided processes (two f800 nodes, two h500),
+// files made over NFS, file pool policies and jobs driven with the real `tide` CLI. A SmartPools
+// job applies the policies' access patterns; it can be paused, resumed and cancelled; a second
+// start of a running type is refused; when the node coordinating it is killed, another takes it
+// up from its checkpoint; and it moves files between the hot and the cold tier as the seeds'
+// walk-through does, their data intact.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <set>
+#include <utility>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -26,12 +30,16 @@ using namespace std::chrono_literals;
 constexpr int kDataFiles = 600;
 constexpr int kLogFiles = 200;
 
+bool has_ended(const json& job) {
+  return job["state"] == "succeeded" || job["state"] == "failed" || job["state"] == "cancelled";
+}
+
 class JobTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (tide_path().empty()) GTEST_SKIP() << "no tide binary in this build";
-    cluster_ = std::make_unique<TideCluster>("jobs", std::vector<std::string>{"f800", "f800", "h500"},
-                                             "job");
+    cluster_ = std::make_unique<TideCluster>(
+        "jobs", std::vector<std::string>{"f800", "f800", "h500", "h500"}, "job");
     std::string error;
     ASSERT_TRUE(cluster_->start(&error)) << error;
     ASSERT_NO_FATAL_FAILURE(cluster_->form());
@@ -109,6 +117,23 @@ class JobTest : public ::testing::Test {
     return seen;
   }
 
+  // The pool `tide get -D` names for the file's data, and every node holding a unit of it.
+  std::pair<std::string, std::set<std::uint64_t>> placement_of(std::size_t via,
+                                                               const std::string& path) {
+    const json file = tide_json(via, {"get", "-D", path});
+    std::set<std::uint64_t> nodes;
+    for (const json& run : file.value("stripe_units", json::array())) {
+      for (const json& node : run["nodes"]) nodes.insert(node.get<std::uint64_t>());
+    }
+    return {file.contains("layout") ? file["layout"]["pool"].get<std::string>() : "", nodes};
+  }
+
+  // Runs SmartPools to its end through `via` (bounded); the job as it ended.
+  json run_smartpools(std::size_t via) {
+    const std::uint64_t id = start(via, {"SmartPools", "--policy", "HIGH"});
+    return wait_for(via, id, has_ended);
+  }
+
   std::string pattern_of(std::size_t via, const std::string& path) {
     const json file = tide_json(via, {"get", "-D", path});
     return file.contains("layout") ? file["layout"]["access_pattern"].get<std::string>() : "";
@@ -117,9 +142,6 @@ class JobTest : public ::testing::Test {
   std::unique_ptr<TideCluster> cluster_;
 };
 
-bool has_ended(const json& job) {
-  return job["state"] == "succeeded" || job["state"] == "failed" || job["state"] == "cancelled";
-}
 
 TEST_F(JobTest, SmartPoolsAppliesThePoliciesAndCanBePausedResumedAndCancelled) {
   ASSERT_NO_FATAL_FAILURE(make_data_set());
@@ -202,6 +224,78 @@ TEST_F(JobTest, AJobWhoseCoordinatorIsKilledGoesOnElsewhereFromItsCheckpoint) {
       << "it went on from its checkpoint: no file counted twice, none left out";
   EXPECT_EQ(done["progress"]["files_matched"], kDataFiles);
   EXPECT_EQ(pattern_of(survivor, "/ifs/data/r599.rec"), "streaming");
+}
+
+}  // namespace
+}  // namespace tidepool::test
+
+namespace tidepool::test {
+namespace {
+
+// The seeds' walk-through (DSS 8440 paper, Appendix A): files land on the hot tier, go cold
+// once not accessed for 30 days, and come back when read again, their path and data unchanged.
+TEST_F(JobTest, FilesMoveToTheColdTierWhenNotAccessedAndBackWhenReadAgain) {
+  ASSERT_EQ(tide(1, {"storagepool", "tiers", "create", "hot-tier", "--children", "f800"}).exit_code, 0);
+  ASSERT_EQ(tide(1, {"storagepool", "tiers", "create", "cold-tier", "--children", "h500"}).exit_code, 0);
+  ASSERT_EQ(tide(2, {"filepool", "default-policy", "modify", "--data-storage-target", "hot-tier"})
+                .exit_code,
+            0);
+  const Ran made = tide(3, {"filepool", "policies", "create", "cold", "--begin-filter",
+                            "--accessed-time=30D", "--operator=gt", "--end-filter",
+                            "--data-storage-target", "cold-tier"});
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+
+  const FileHandle root = root_via(2);
+  ASSERT_FALSE(root.empty());
+  NfsClient nfs(cluster_->node(2).endpoint());
+  const FileHandle dir = nfs.make_dir(root, "walkthrough");
+  std::vector<FileHandle> files;
+  std::vector<std::string> contents;
+  for (int i = 0; i < 3; ++i) {
+    std::string data(700'000 + i * 1000, '\0');
+    for (std::size_t b = 0; b < data.size(); ++b) data[b] = static_cast<char>((b * 31 + i) % 251);
+    files.push_back(nfs.make_file(dir, "f" + std::to_string(i), 0644, data));
+    contents.push_back(std::move(data));
+  }
+  auto data_intact = [&](std::size_t via) {
+    NfsClient reader(cluster_->node(via).endpoint());
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      EXPECT_EQ(reader.read_all(files[i]), contents[i]) << "f" << i << " through node " << via;
+    }
+  };
+
+  json job = run_smartpools(1);
+  ASSERT_EQ(job["state"], "succeeded") << job.dump();
+  EXPECT_EQ(job["progress"]["files_moved"], 3) << job.dump();
+  for (int i = 0; i < 3; ++i) {
+    const auto [pool, nodes] = placement_of(4, "/ifs/walkthrough/f" + std::to_string(i));
+    EXPECT_EQ(pool, "f800");
+    EXPECT_EQ(nodes, (std::set<std::uint64_t>{1, 2})) << "on the f800 nodes";
+  }
+  data_intact(3);
+
+  // touch -a -d 2018-01-01: not accessed for years.
+  Sattr long_ago;
+  long_ago.atime_how = SET_TO_CLIENT_TIME;
+  long_ago.atime.seconds = 1'514'764'800;
+  for (const FileHandle& file : files) ASSERT_EQ(nfs.setattr(file, long_ago).status, NFS3_OK);
+  job = run_smartpools(2);
+  ASSERT_EQ(job["state"], "succeeded") << job.dump();
+  EXPECT_EQ(job["progress"]["files_moved"], 3) << job.dump();
+  for (int i = 0; i < 3; ++i) {
+    const auto [pool, nodes] = placement_of(1, "/ifs/walkthrough/f" + std::to_string(i));
+    EXPECT_EQ(pool, "h500");
+    EXPECT_EQ(nodes, (std::set<std::uint64_t>{3, 4})) << "on the h500 nodes";
+  }
+  data_intact(1);  // reading them makes them recent again
+
+  job = run_smartpools(3);
+  ASSERT_EQ(job["state"], "succeeded") << job.dump();
+  EXPECT_EQ(job["progress"]["files_moved"], 3) << job.dump();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(placement_of(2, "/ifs/walkthrough/f" + std::to_string(i)).first, "f800");
+  }
+  data_intact(4);
 }
 
 }  // namespace

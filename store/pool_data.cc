@@ -1,0 +1,235 @@
+#include "store/pool_data.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "cluster/ring.h"
+#include "store/internal/data_files.h"
+
+namespace tidepool::store {
+namespace {
+
+constexpr std::size_t kMaxPoolNameBytes = 63;
+
+bool valid_pool_name(std::string_view name) {
+  return !name.empty() && name.size() <= kMaxPoolNameBytes &&
+         std::all_of(name.begin(), name.end(), [](char c) {
+           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '-' || c == '_';
+         });
+}
+
+Status malformed(std::string_view why) {
+  return error(Errc::invalid_argument, "a unit message that does not decode: " + std::string(why));
+}
+
+}  // namespace
+
+xdr::Buffer encode_unit_request(const UnitRequest& request) {
+  xdr::Buffer out;
+  xdr::Encoder encoder(out);
+  encoder.string(request.pool);
+  encoder.u64(request.inode);
+  encoder.u64(request.offset);
+  encoder.u64(request.value);
+  encoder.opaque(request.bytes);
+  return out;
+}
+
+Result<UnitRequest> decode_unit_request(std::span<const std::uint8_t> body) {
+  xdr::Decoder in(body);
+  UnitRequest request;
+  request.pool = std::string(in.string(kMaxPoolNameBytes));
+  request.inode = in.u64();
+  request.offset = in.u64();
+  request.value = in.u64();
+  request.bytes = in.opaque(kMaxUnitMessageBytes);
+  if (!in.ok() || in.remaining() != 0) return malformed("truncated or too long");
+  if (!valid_pool_name(request.pool)) return malformed("no valid pool name");
+  if (request.offset > kMaxFileSize || request.bytes.size() > kMaxFileSize - request.offset) {
+    return malformed("past the largest file");
+  }
+  return request;
+}
+
+UnitStore::UnitStore(std::string root) : root_(std::move(root)) {}
+
+UnitStore::~UnitStore() = default;
+
+Result<internal::DataFiles*> UnitStore::files_of(const std::string& pool) {
+  std::lock_guard lock(mutex_);
+  auto found = pools_.find(pool);
+  if (found != pools_.end()) return found->second.get();
+  auto files = std::make_unique<internal::DataFiles>(root_ + "/" + pool);
+  TP_RETURN_IF_ERROR(files->prepare());
+  return pools_.emplace(pool, std::move(files)).first->second.get();
+}
+
+Result<xdr::Buffer> UnitStore::serve(std::uint32_t method, std::span<const std::uint8_t> body) {
+  if (method < 1 || method > kLastUnitMethod) {
+    return error(Errc::not_supported, "no unit method " + std::to_string(method));
+  }
+  TP_ASSIGN_OR_RETURN(UnitRequest request, decode_unit_request(body));
+  TP_ASSIGN_OR_RETURN(internal::DataFiles * files, files_of(request.pool));
+  switch (static_cast<UnitMethod>(method)) {
+    case UnitMethod::write:
+      TP_RETURN_IF_ERROR(files->write(request.inode, request.offset, request.bytes));
+      if (request.value != 0) TP_RETURN_IF_ERROR(files->sync(request.inode));
+      return xdr::Buffer{};
+    case UnitMethod::read: {
+      if (request.value > kMaxUnitMessageBytes || request.value > kMaxFileSize - request.offset) {
+        return malformed("a read longer than a message");
+      }
+      xdr::Buffer bytes(request.value);
+      TP_RETURN_IF_ERROR(files->read(request.inode, request.offset, bytes));
+      return bytes;
+    }
+    case UnitMethod::sync:
+      TP_RETURN_IF_ERROR(files->sync(request.inode));
+      return xdr::Buffer{};
+    case UnitMethod::truncate:
+      if (request.value > kMaxFileSize) return malformed("a size past the largest file");
+      TP_RETURN_IF_ERROR(files->truncate(request.inode, request.value));
+      return xdr::Buffer{};
+    case UnitMethod::remove:
+      files->remove(request.inode);
+      return xdr::Buffer{};
+  }
+  return error(Errc::not_supported, "no unit method " + std::to_string(method));
+}
+
+PoolData::PoolData(std::shared_ptr<PoolPeers> peers, std::uint32_t stripe_unit,
+                   std::shared_ptr<IntegrityCounters> integrity)
+    : peers_(std::move(peers)), stripe_unit_(stripe_unit), integrity_(std::move(integrity)) {}
+
+std::vector<cluster::NodeId> unit_owners(std::vector<cluster::NodeId> pool_nodes, InodeId inode,
+                                         std::uint64_t unit, std::uint32_t copies) {
+  const cluster::Ring ring(std::move(pool_nodes));
+  if (ring.empty()) return {};
+  return ring.owners(cluster::Ring::key_of(inode, unit), std::max<std::uint32_t>(copies, 1));
+}
+
+Result<std::vector<cluster::NodeId>> PoolData::owners(const Placement& where, InodeId inode,
+                                                      std::uint64_t unit) const {
+  std::vector<cluster::NodeId> owners =
+      unit_owners(peers_->nodes_of(where.pool), inode, unit, where.copies);
+  if (owners.empty()) return error(Errc::unavailable, "node pool '" + where.pool + "' has no node");
+  return owners;
+}
+
+Status PoolData::write(const Placement& where, InodeId inode, std::uint64_t offset,
+                       std::span<const std::uint8_t> data, bool durable) {
+  std::size_t done = 0;
+  while (done < data.size()) {
+    const std::uint64_t at = offset + done;
+    const std::uint64_t unit = at / stripe_unit_;
+    const std::size_t piece =
+        std::min<std::uint64_t>(data.size() - done, (unit + 1) * stripe_unit_ - at);
+    TP_ASSIGN_OR_RETURN(std::vector<cluster::NodeId> nodes, owners(where, inode, unit));
+    const xdr::Buffer request = encode_unit_request(
+        {where.pool, inode, at, durable ? 1u : 0u, data.subspan(done, piece)});
+    for (cluster::NodeId node : nodes) {
+      TP_RETURN_IF_ERROR(peers_->call(node, UnitMethod::write, request).status());
+    }
+    done += piece;
+  }
+  return {};
+}
+
+Status PoolData::read(const Placement& where, InodeId inode, std::uint64_t offset,
+                      std::span<std::uint8_t> into) {
+  std::size_t done = 0;
+  while (done < into.size()) {
+    const std::uint64_t at = offset + done;
+    const std::uint64_t unit = at / stripe_unit_;
+    const std::size_t piece =
+        std::min<std::uint64_t>(into.size() - done, (unit + 1) * stripe_unit_ - at);
+    TP_RETURN_IF_ERROR(read_unit(where, inode, at, into.subspan(done, piece)));
+    done += piece;
+  }
+  return {};
+}
+
+// `into` lies within one unit.
+Status PoolData::read_unit(const Placement& where, InodeId inode, std::uint64_t offset,
+                           std::span<std::uint8_t> into) {
+  const std::uint64_t unit = offset / stripe_unit_;
+  TP_ASSIGN_OR_RETURN(std::vector<cluster::NodeId> nodes, owners(where, inode, unit));
+  const xdr::Buffer request = encode_unit_request({where.pool, inode, offset, into.size(), {}});
+  std::vector<cluster::NodeId> bad;
+  Status last = error(Errc::unavailable, "no copy answered");
+  for (cluster::NodeId node : nodes) {
+    Result<xdr::Buffer> got = peers_->call(node, UnitMethod::read, request);
+    if (got.ok() && got->size() == into.size()) {
+      std::memcpy(into.data(), got->data(), into.size());
+      if (bad.empty()) return {};
+      // Put the bad copies back from this one, whole checksum blocks at a time.
+      const std::uint64_t first = offset / internal::kChecksumBlock * internal::kChecksumBlock;
+      const std::uint64_t end = (offset + into.size() + internal::kChecksumBlock - 1) /
+                                internal::kChecksumBlock * internal::kChecksumBlock;
+      const xdr::Buffer whole_request =
+          encode_unit_request({where.pool, inode, first, end - first, {}});
+      Result<xdr::Buffer> good = peers_->call(node, UnitMethod::read, whole_request);
+      if (!good.ok() || good->size() != end - first) return {};  // served; repaired next time
+      const xdr::Buffer repair = encode_unit_request({where.pool, inode, first, 1, *good});
+      for (cluster::NodeId broken : bad) {
+        if (Status s = peers_->call(broken, UnitMethod::write, repair).status(); !s.ok()) {
+          spdlog::warn("inode {}: node {}'s copy at offset {} is still bad: {}", inode, broken,
+                       offset, s.to_string());
+          continue;
+        }
+        integrity_->checksum_repairs.fetch_add((end - first) / internal::kChecksumBlock);
+        spdlog::warn("inode {}: node {}'s copy of offsets {}..{} in pool {} put back from node {}",
+                     inode, broken, first, end, where.pool, node);
+      }
+      return {};
+    }
+    if (got.ok()) {
+      last = error(Errc::io_error, "node " + std::to_string(node) + " answered a short read");
+    } else {
+      last = got.status();
+    }
+    if (last.code() == Errc::corrupt) {
+      integrity_->checksum_failures.fetch_add(1);
+      bad.push_back(node);
+    }
+  }
+  if (!bad.empty() && bad.size() == nodes.size()) {
+    spdlog::error("inode {}: every copy of the data at offset {} in pool {} fails its checksum",
+                  inode, offset, where.pool);
+    return error(Errc::corrupt, "inode " + std::to_string(inode) + ": every copy of offset " +
+                                    std::to_string(offset) + " fails its checksum");
+  }
+  return last;
+}
+
+Status PoolData::on_every_node(const Placement& where, UnitMethod method,
+                               const UnitRequest& request) {
+  const xdr::Buffer body = encode_unit_request(request);
+  for (cluster::NodeId node : peers_->nodes_of(where.pool)) {
+    TP_RETURN_IF_ERROR(peers_->call(node, method, body).status());
+  }
+  return {};
+}
+
+Status PoolData::sync(const Placement& where, InodeId inode) {
+  return on_every_node(where, UnitMethod::sync, {where.pool, inode, 0, 0, {}});
+}
+
+Status PoolData::truncate(const Placement& where, InodeId inode, std::uint64_t size) {
+  return on_every_node(where, UnitMethod::truncate, {where.pool, inode, 0, size, {}});
+}
+
+void PoolData::remove(const Placement& where, InodeId inode) {
+  const xdr::Buffer body = encode_unit_request({where.pool, inode, 0, 0, {}});
+  for (cluster::NodeId node : peers_->nodes_of(where.pool)) {
+    if (Status s = peers_->call(node, UnitMethod::remove, body).status(); !s.ok()) {
+      spdlog::warn("inode {}: node {} may keep its units in pool {}: {}", inode, node, where.pool,
+                   s.to_string());
+    }
+  }
+}
+
+}  // namespace tidepool::store

@@ -1,0 +1,139 @@
+// File data placed in a node pool (DESIGN.md, Layout): stripe unit k of inode i is kept on the
+// first `copies` nodes of the ring over the pool's nodes for key (i, k), each in a sparse file
+// per pool and inode, so that a file's data lives on the nodes of the pool its policy names
+// (f800 for the hot tier, h500 for the cold) rather than with its shard.
+//
+// Each node serves the units it holds with a UnitStore; the home of the file's shard reaches
+// them through PoolData, which writes every copy and reads from any good one. Every 4 KiB
+// block is checked against its CRC32C on read; a copy that fails is put back from a good one
+// and counted.
+//
+// Placement is over every node of the pool, up or not, so that a unit's owners change only
+// when the pool's membership does. A write needs every owner of the units it touches: while
+// one is down the write is refused as unavailable (NFS3ERR_JUKEBOX, retry later), so a copy
+// never falls behind unknown to the others. Reads go to the first owner that answers.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cluster/types.h"
+#include "common/status.h"
+#include "common/xdr.h"
+#include "store/store.h"
+
+namespace tidepool::store {
+
+namespace internal {
+class DataFiles;
+}
+
+// One method per kind of message a node's UnitStore serves; the numbers are part of the
+// backend protocol.
+enum class UnitMethod : std::uint32_t {
+  write = 1,  // pool, inode, offset, durable (value 1), bytes
+  read,       // pool, inode, offset, length (value): the bytes
+  sync,       // pool, inode: make its data durable
+  truncate,   // pool, inode, size (value)
+  remove,     // pool, inode
+};
+inline constexpr std::uint32_t kLastUnitMethod = static_cast<std::uint32_t>(UnitMethod::remove);
+// The most bytes one unit message carries.
+inline constexpr std::size_t kMaxUnitMessageBytes = 4u << 20;
+
+// The body of every unit message.
+struct UnitRequest {
+  std::string pool;
+  InodeId inode = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t value = 0;
+  std::span<const std::uint8_t> bytes;  // write's data
+};
+xdr::Buffer encode_unit_request(const UnitRequest& request);
+// invalid_argument when the body does not decode, names no valid pool (1 to 63 of A-Z a-z
+// 0-9 - _), or reaches past the largest file.
+Result<UnitRequest> decode_unit_request(std::span<const std::uint8_t> body);
+
+// The stripe units this node holds, one directory of data files per pool under `root`.
+// Thread-safe; every call may block on the disk.
+class UnitStore {
+ public:
+  explicit UnitStore(std::string root);
+  ~UnitStore();
+  UnitStore(const UnitStore&) = delete;
+  UnitStore& operator=(const UnitStore&) = delete;
+
+  // Serves one message: read answers the bytes, the others nothing. A block that fails its
+  // checksum fails the read as corrupt; an unknown method is not_supported.
+  Result<xdr::Buffer> serve(std::uint32_t method, std::span<const std::uint8_t> request);
+
+ private:
+  Result<internal::DataFiles*> files_of(const std::string& pool);
+
+  const std::string root_;
+  std::mutex mutex_;
+  std::map<std::string, std::unique_ptr<internal::DataFiles>> pools_;  // guarded by mutex_
+};
+
+// The nodes holding unit `unit` of `inode` among `pool_nodes` (any order), in the order reads
+// try them: the first `copies` of the ring over them for key (inode, unit).
+std::vector<cluster::NodeId> unit_owners(std::vector<cluster::NodeId> pool_nodes, InodeId inode,
+                                         std::uint64_t unit, std::uint32_t copies);
+
+// How the home reaches the nodes of a pool. Thread-safe; call() blocks until the node answered
+// or could not be reached (unavailable, timed_out).
+class PoolPeers {
+ public:
+  virtual ~PoolPeers() = default;
+  // The nodes of `pool`, up or not; empty for a pool no node is in.
+  virtual std::vector<cluster::NodeId> nodes_of(const std::string& pool) = 0;
+  virtual Result<xdr::Buffer> call(cluster::NodeId node, UnitMethod method,
+                                   std::span<const std::uint8_t> request) = 0;
+};
+
+// Where a file's data lives when a pool holds it.
+struct Placement {
+  std::string pool;
+  std::uint32_t copies = 0;  // each unit's copies; fewer when the pool has fewer nodes
+  bool operator==(const Placement&) const = default;
+};
+
+// The home's side. Thread-safe; every call blocks.
+class PoolData {
+ public:
+  PoolData(std::shared_ptr<PoolPeers> peers, std::uint32_t stripe_unit,
+           std::shared_ptr<IntegrityCounters> integrity);
+
+  // The nodes holding unit `unit` of `inode`, in the order reads try them; unavailable when
+  // the pool has no node.
+  Result<std::vector<cluster::NodeId>> owners(const Placement& where, InodeId inode,
+                                              std::uint64_t unit) const;
+  // To every owner of each unit touched; `durable`: on their disks before this returns.
+  Status write(const Placement& where, InodeId inode, std::uint64_t offset,
+               std::span<const std::uint8_t> data, bool durable);
+  // From the first good copy of each unit. A copy that failed its checksum is put back from
+  // the good one; when every copy fails, corrupt, logged with the inode and offset.
+  Status read(const Placement& where, InodeId inode, std::uint64_t offset,
+              std::span<std::uint8_t> into);
+  // On every node of the pool.
+  Status sync(const Placement& where, InodeId inode);
+  Status truncate(const Placement& where, InodeId inode, std::uint64_t size);
+  // Best effort: a node that cannot be reached keeps its units of the file, logged.
+  void remove(const Placement& where, InodeId inode);
+
+ private:
+  Status on_every_node(const Placement& where, UnitMethod method, const UnitRequest& request);
+  Status read_unit(const Placement& where, InodeId inode, std::uint64_t offset,
+                   std::span<std::uint8_t> into);
+
+  const std::shared_ptr<PoolPeers> peers_;
+  const std::uint32_t stripe_unit_;
+  const std::shared_ptr<IntegrityCounters> integrity_;
+};
+
+}  // namespace tidepool::store

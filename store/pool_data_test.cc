@@ -1,0 +1,356 @@
+#include "store/pool_data.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <cstdio>
+
+#include "store/internal/test_util.h"
+
+namespace tidepool::store {
+namespace {
+
+constexpr std::uint32_t kUnit = 128 * 1024;
+const Placement kHot{"f800", 2};
+
+class PoolDataTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = internal::fresh_test_directory("tidepool-pool-data-test");
+    nodes_ = std::make_shared<internal::InProcessPools>(dir_, 3);
+    data_ = std::make_unique<PoolData>(nodes_, kUnit, integrity_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+
+ public:
+  static std::vector<std::uint8_t> random_bytes(std::size_t n, unsigned seed) {
+    std::mt19937 random(seed);
+    std::vector<std::uint8_t> bytes(n);
+    for (auto& b : bytes) b = static_cast<std::uint8_t>(random());
+    return bytes;
+  }
+
+ protected:
+  std::vector<std::uint8_t> read(const Placement& where, InodeId inode, std::uint64_t offset,
+                                 std::size_t n, Status* status = nullptr) {
+    std::vector<std::uint8_t> bytes(n);
+    const Status s = data_->read(where, inode, offset, bytes);
+    if (status) *status = s;
+    EXPECT_TRUE(status || s.ok()) << s.to_string();
+    return bytes;
+  }
+
+  std::filesystem::path dir_;
+  std::shared_ptr<internal::InProcessPools> nodes_;
+  std::shared_ptr<IntegrityCounters> integrity_ = std::make_shared<IntegrityCounters>();
+  std::unique_ptr<PoolData> data_;
+};
+
+TEST_F(PoolDataTest, EveryUnitHasItsCopiesOnDifferentNodesOfThePool) {
+  std::set<cluster::NodeId> used;
+  for (std::uint64_t unit = 0; unit < 64; ++unit) {
+    auto owners = data_->owners(kHot, 77, unit);
+    ASSERT_TRUE(owners.ok());
+    ASSERT_EQ(owners->size(), 2u);
+    EXPECT_NE((*owners)[0], (*owners)[1]);
+    for (cluster::NodeId node : *owners) {
+      EXPECT_GE(node, 1u);
+      EXPECT_LE(node, 3u);
+      used.insert(node);
+    }
+    EXPECT_EQ(*owners, *data_->owners(kHot, 77, unit)) << "the same answer every time";
+  }
+  EXPECT_EQ(used.size(), 3u) << "units spread over the whole pool";
+  EXPECT_EQ(data_->owners({"h500", 2}, 77, 0)->size(), 1u) << "a pool of one node keeps one copy";
+  EXPECT_EQ(data_->owners({"x100", 2}, 77, 0).status().code(), Errc::unavailable);
+}
+
+TEST_F(PoolDataTest, DataWrittenAcrossUnitsReadsBackFromAnyCopy) {
+  const auto bytes = random_bytes(5 * kUnit + 1234, 1);
+  ASSERT_TRUE(data_->write(kHot, 9, 777, bytes, true).ok());
+  EXPECT_EQ(read(kHot, 9, 777, bytes.size()), bytes);
+  // Any one node down: every unit still has a copy up.
+  for (cluster::NodeId down = 1; down <= 3; ++down) {
+    nodes_->down_ = {down};
+    EXPECT_EQ(read(kHot, 9, 777, bytes.size()), bytes) << "node " << down << " down";
+  }
+  const std::vector<cluster::NodeId> owners = *data_->owners(kHot, 9, 2);
+  nodes_->down_ = {owners.begin(), owners.end()};
+  Status status;
+  read(kHot, 9, 2 * kUnit, 100, &status);
+  EXPECT_EQ(status.code(), Errc::unavailable) << "both copies of unit 2 are down";
+}
+
+TEST_F(PoolDataTest, AWriteNeedsEveryOwnerOfTheUnitsItTouches) {
+  const auto bytes = random_bytes(kUnit, 2);
+  auto owners = *data_->owners(kHot, 5, 0);
+  nodes_->down_ = {owners[1]};
+  EXPECT_EQ(data_->write(kHot, 5, 0, bytes, false).code(), Errc::unavailable);
+  nodes_->down_.clear();
+  ASSERT_TRUE(data_->write(kHot, 5, 0, bytes, false).ok());
+  ASSERT_TRUE(data_->sync(kHot, 5).ok());
+  EXPECT_EQ(read(kHot, 5, 0, kUnit), bytes);
+}
+
+TEST_F(PoolDataTest, ABadCopyIsPutBackFromAGoodOneAndCounted) {
+  const auto bytes = random_bytes(2 * kUnit, 3);
+  ASSERT_TRUE(data_->write(kHot, 11, 0, bytes, true).ok());
+  const cluster::NodeId first = (*data_->owners(kHot, 11, 1))[0];
+  internal::flip_data_byte(nodes_->units_of(first, "f800"), 11, kUnit + 5000);
+  EXPECT_EQ(read(kHot, 11, kUnit + 4096, 8192),
+            std::vector<std::uint8_t>(bytes.begin() + kUnit + 4096, bytes.begin() + kUnit + 12288));
+  EXPECT_EQ(integrity_->checksum_failures.load(), 1u);
+  EXPECT_EQ(integrity_->checksum_repairs.load(), 2u) << "the two 4 KiB blocks read";
+  // The bad copy is good again: with the other copy gone it answers alone.
+  const cluster::NodeId second = (*data_->owners(kHot, 11, 1))[1];
+  nodes_->down_ = {second};
+  EXPECT_EQ(read(kHot, 11, kUnit, kUnit),
+            std::vector<std::uint8_t>(bytes.begin() + kUnit, bytes.end()));
+  EXPECT_EQ(integrity_->checksum_failures.load(), 1u);
+}
+
+TEST_F(PoolDataTest, WhenEveryCopyIsBadTheReadFailsRatherThanAnswerWrongData) {
+  const auto bytes = random_bytes(kUnit, 4);
+  ASSERT_TRUE(data_->write(kHot, 12, 0, bytes, true).ok());
+  const std::vector<cluster::NodeId> owners = *data_->owners(kHot, 12, 0);
+  for (cluster::NodeId node : owners) {
+    internal::flip_data_byte(nodes_->units_of(node, "f800"), 12, 100);
+  }
+  Status status;
+  read(kHot, 12, 0, 4096, &status);
+  EXPECT_EQ(status.code(), Errc::corrupt);
+}
+
+TEST_F(PoolDataTest, TruncateAndRemoveReachEveryNodeOfThePool) {
+  const auto bytes = random_bytes(3 * kUnit, 5);
+  ASSERT_TRUE(data_->write(kHot, 13, 0, bytes, true).ok());
+  ASSERT_TRUE(data_->truncate(kHot, 13, kUnit + 10).ok());
+  auto after = read(kHot, 13, kUnit, kUnit);
+  EXPECT_TRUE(std::equal(after.begin(), after.begin() + 10, bytes.begin() + kUnit));
+  EXPECT_TRUE(std::all_of(after.begin() + 10, after.end(), [](std::uint8_t b) { return b == 0; }));
+  data_->remove(kHot, 13);
+  auto gone = read(kHot, 13, 0, kUnit);
+  EXPECT_TRUE(std::all_of(gone.begin(), gone.end(), [](std::uint8_t b) { return b == 0; }));
+}
+
+// A shard store whose files can move to the pools of InProcessPools.
+class MigrateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = internal::fresh_test_directory("tidepool-migrate-test");
+    nodes_ = std::make_shared<internal::InProcessPools>(dir_ / "nodes", 3);
+    reopen();
+  }
+  void TearDown() override {
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  void reopen() {
+    store_.reset();
+    StoreOptions options;
+    options.data_dir = (dir_ / "shard").string();
+    options.threads = 2;
+    options.peers = nodes_;
+    auto opened = Store::open(options);
+    ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+    store_ = std::move(opened).value();
+  }
+
+  InodeId file_with(const std::vector<std::uint8_t>& bytes) {
+    auto made = internal::run_to_completion(
+        store_->create(kRootInode, "f" + std::to_string(++files_), CreateMode::unchecked, {}, {}, kRoot));
+    EXPECT_TRUE(made.ok());
+    const InodeId inode = made->attributes.inode;
+    EXPECT_TRUE(internal::run_to_completion(
+                    store_->write(inode, 0, bytes, Stability::file_sync, kRoot))
+                    .ok());
+    return inode;
+  }
+  std::vector<std::uint8_t> contents(InodeId inode, std::size_t n) {
+    std::vector<std::uint8_t> bytes(n);
+    std::size_t done = 0;
+    while (done < n) {
+      auto read = internal::run_to_completion(
+          store_->read(inode, done, std::span(bytes).subspan(done, std::min<std::size_t>(n - done, 1 << 20)), kRoot));
+      EXPECT_TRUE(read.ok()) << read.status().to_string();
+      if (!read.ok() || read->count == 0) break;
+      done += read->count;
+    }
+    return bytes;
+  }
+  Result<Layout> migrate(InodeId inode, const std::string& pool, std::uint32_t copies = 2) {
+    return internal::run_to_completion(store_->migrate(inode, pool, copies));
+  }
+  // Where DataFiles keeps an inode's data under `root`.
+  static std::filesystem::path data_file(const std::filesystem::path& root, InodeId inode) {
+    char dir[8], name[24];
+    std::snprintf(dir, sizeof dir, "%02x", static_cast<unsigned>(inode % 256));
+    std::snprintf(name, sizeof name, "%016llx", static_cast<unsigned long long>(inode));
+    return root / dir / name;
+  }
+  bool shard_holds_data_of(InodeId inode) const {
+    return std::filesystem::exists(data_file(dir_ / "shard" / "data", inode));
+  }
+
+  static inline const Caller kRoot{0, 0, {}};
+  std::filesystem::path dir_;
+  std::shared_ptr<internal::InProcessPools> nodes_;
+  std::unique_ptr<LocalStore> store_;
+  int files_ = 0;
+};
+
+TEST_F(MigrateTest, AFileMovesFromItsShardToAPoolAndBetweenPoolsKeepingEveryByte) {
+  const auto bytes = PoolDataTest::random_bytes(3 * kUnit + 999, 21);
+  const InodeId inode = file_with(bytes);
+  ASSERT_TRUE(shard_holds_data_of(inode));
+  auto hot = migrate(inode, "f800");
+  ASSERT_TRUE(hot.ok()) << hot.status().to_string();
+  EXPECT_EQ(hot->pool, "f800");
+  EXPECT_EQ(hot->protection, 2u);
+  EXPECT_FALSE(shard_holds_data_of(inode)) << "the shard's copy is freed";
+  for (cluster::NodeId node = 1; node <= 3; ++node) {
+    EXPECT_TRUE(std::filesystem::exists(data_file(nodes_->units_of(node, "f800"), inode)))
+        << "4 units over 3 nodes, 2 copies each: every node holds some";
+  }
+  EXPECT_EQ(contents(inode, bytes.size()), bytes);
+  auto cold = migrate(inode, "h500", 2);
+  ASSERT_TRUE(cold.ok()) << cold.status().to_string();
+  EXPECT_EQ(contents(inode, bytes.size()), bytes);
+  for (cluster::NodeId node = 1; node <= 3; ++node) {
+    EXPECT_FALSE(std::filesystem::exists(data_file(nodes_->units_of(node, "f800"), inode)));
+  }
+  // The f800 nodes no longer answer for it: h500's one node does.
+  nodes_->down_ = {1, 2, 3};
+  EXPECT_EQ(contents(inode, bytes.size()), bytes);
+  nodes_->down_.clear();
+  reopen();
+  EXPECT_EQ(internal::run_to_completion(store_->layout(inode))->pool, "h500") << "kept across a restart";
+  EXPECT_EQ(contents(inode, bytes.size()), bytes);
+  EXPECT_EQ(migrate(inode, "f800")->pool, "f800");
+  EXPECT_EQ(contents(inode, bytes.size()), bytes);
+}
+
+TEST_F(MigrateTest, WritesMadeWhileAFileMovesAreAllThereAfterwards) {
+  constexpr std::size_t kSize = 8u << 20;
+  std::vector<std::uint8_t> expected = PoolDataTest::random_bytes(kSize, 22);
+  const InodeId inode = file_with(expected);
+  boost::asio::io_context io;
+  Result<Layout> moved = error(Errc::internal, "not run");
+  boost::asio::co_spawn(io, store_->migrate(inode, "f800", 2),
+                        [&](std::exception_ptr, Result<Layout> r) { moved = std::move(r); });
+  std::mt19937 random(23);
+  int written = 0;
+  auto writer = [&]() -> boost::asio::awaitable<void> {
+    for (int i = 0; i < 200; ++i) {
+      const std::size_t at = random() % (kSize - 65536);
+      std::vector<std::uint8_t> piece = PoolDataTest::random_bytes(65536, 100 + i);
+      auto write = store_->write(inode, at, piece, Stability::unstable, kRoot);
+      auto done = co_await std::move(write);
+      if (!done.ok()) continue;
+      std::copy(piece.begin(), piece.end(), expected.begin() + static_cast<std::ptrdiff_t>(at));
+      ++written;
+    }
+  };
+  boost::asio::co_spawn(io, writer(), boost::asio::detached);
+  io.run();
+  ASSERT_TRUE(moved.ok()) << moved.status().to_string();
+  EXPECT_EQ(written, 200);
+  ASSERT_TRUE(internal::run_to_completion(store_->commit(inode)).ok());
+  EXPECT_EQ(contents(inode, kSize), expected);
+}
+
+TEST_F(MigrateTest, APlacedFileIsTruncatedAndRemovedOnItsPoolsNodes) {
+  const auto bytes = PoolDataTest::random_bytes(2 * kUnit, 24);
+  const InodeId inode = file_with(bytes);
+  ASSERT_TRUE(migrate(inode, "f800").ok());
+  AttributeChanges shorter;
+  shorter.size = 100;
+  ASSERT_TRUE(internal::run_to_completion(store_->setattr(inode, shorter, kRoot, std::nullopt)).ok());
+  AttributeChanges longer;
+  longer.size = kUnit;
+  ASSERT_TRUE(internal::run_to_completion(store_->setattr(inode, longer, kRoot, std::nullopt)).ok());
+  auto after = contents(inode, kUnit);
+  EXPECT_TRUE(std::equal(after.begin(), after.begin() + 100, bytes.begin()));
+  EXPECT_TRUE(std::all_of(after.begin() + 100, after.end(), [](std::uint8_t b) { return b == 0; }));
+  ASSERT_TRUE(internal::run_to_completion(store_->remove(kRootInode, "f1", kRoot)).ok());
+  for (cluster::NodeId node = 1; node <= 3; ++node) {
+    EXPECT_FALSE(std::filesystem::exists(data_file(nodes_->units_of(node, "f800"), inode)))
+        << "node " << node;
+  }
+}
+
+TEST_F(MigrateTest, AMoveThatCannotReachThePoolChangesNothing) {
+  const auto bytes = PoolDataTest::random_bytes(kUnit, 25);
+  const InodeId inode = file_with(bytes);
+  nodes_->down_ = {2};
+  EXPECT_EQ(migrate(inode, "f800").status().code(), Errc::unavailable);
+  nodes_->down_.clear();
+  EXPECT_EQ(internal::run_to_completion(store_->layout(inode))->pool, kWithShard);
+  EXPECT_TRUE(shard_holds_data_of(inode));
+  EXPECT_EQ(contents(inode, bytes.size()), bytes);
+  EXPECT_EQ(migrate(inode, "../x").status().code(), Errc::invalid_argument);
+  EXPECT_EQ(migrate(inode, "f800", 4).status().code(), Errc::invalid_argument);
+}
+
+TEST_F(MigrateTest, WhileAnOwnerIsDownWritesWaitAndReadsGoOn) {
+  const auto bytes = PoolDataTest::random_bytes(4 * kUnit, 26);
+  const InodeId inode = file_with(bytes);
+  ASSERT_TRUE(migrate(inode, "f800").ok());
+  nodes_->down_ = {3};
+  EXPECT_EQ(contents(inode, bytes.size()), bytes);
+  auto write = internal::run_to_completion(
+      store_->write(inode, 0, std::span(bytes).first(4 * kUnit), Stability::file_sync, kRoot));
+  EXPECT_EQ(write.status().code(), Errc::unavailable) << "some unit has node 3 among its owners";
+}
+
+TEST(MigrateOutsideACluster, IsNotSupported) {
+  const auto dir = internal::fresh_test_directory("tidepool-migrate-alone-test");
+  StoreOptions options;
+  options.data_dir = dir.string();
+  auto store = Store::open(options);
+  ASSERT_TRUE(store.ok());
+  auto made = internal::run_to_completion(
+      (*store)->create(kRootInode, "f", CreateMode::unchecked, {}, {}, Caller{0, 0, {}}));
+  ASSERT_TRUE(made.ok());
+  EXPECT_EQ(internal::run_to_completion((*store)->migrate(made->attributes.inode, "f800", 2))
+                .status()
+                .code(),
+            Errc::not_supported);
+  store->reset();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(UnitRequests, BadMessagesAreRefusedAndNeverReachTheDisk) {
+  const auto dir = internal::fresh_test_directory("tidepool-unit-request-test");
+  UnitStore store(dir.string());
+  const std::vector<std::uint8_t> bytes(10, 7);
+  auto serve = [&](UnitMethod method, const UnitRequest& request) {
+    return store.serve(static_cast<std::uint32_t>(method), encode_unit_request(request)).status();
+  };
+  EXPECT_EQ(serve(UnitMethod::write, {"../etc", 1, 0, 0, bytes}).code(), Errc::invalid_argument);
+  EXPECT_EQ(serve(UnitMethod::write, {"", 1, 0, 0, bytes}).code(), Errc::invalid_argument);
+  EXPECT_EQ(serve(UnitMethod::write, {"f800", 1, kMaxFileSize, 0, bytes}).code(),
+            Errc::invalid_argument);
+  EXPECT_EQ(serve(UnitMethod::read, {"f800", 1, 0, kMaxUnitMessageBytes + 1, {}}).code(),
+            Errc::invalid_argument);
+  EXPECT_EQ(store.serve(99, encode_unit_request({"f800", 1, 0, 0, {}})).status().code(),
+            Errc::not_supported);
+  xdr::Buffer truncated = encode_unit_request({"f800", 1, 0, 0, bytes});
+  truncated.resize(truncated.size() - 3);
+  EXPECT_EQ(store.serve(1, truncated).status().code(), Errc::invalid_argument);
+  EXPECT_FALSE(std::filesystem::exists(dir / "etc"));
+  auto decoded = decode_unit_request(encode_unit_request({"h500", 3, 4, 5, bytes}));
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(decoded->pool, "h500");
+  EXPECT_EQ(decoded->value, 5u);
+  EXPECT_EQ(std::vector<std::uint8_t>(decoded->bytes.begin(), decoded->bytes.end()), bytes);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tidepool::store
