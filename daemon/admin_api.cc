@@ -90,8 +90,9 @@ Result<json> parse_body(const std::string& body) {
   return parsed;
 }
 
-std::optional<std::uint32_t> parse_id(std::string_view text) {
-  std::uint32_t id = 0;
+template <typename Id = std::uint32_t>
+std::optional<Id> parse_id(std::string_view text) {
+  Id id = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
   if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
   return id;
@@ -492,10 +493,9 @@ const char* type_name(store::FileType type) {
 constexpr std::uint64_t kListedUnits = 4096;
 
 // The nodes holding each stripe unit of a file of `size` bytes, as runs of consecutive units
-// held by the same nodes: in a node pool, each unit's owners on the ring over the pool's nodes;
-// kept with the shard, every unit on the namespace's home and, once in step, its mirror.
-json stripe_units_json(const store::Attributes& a, const store::Layout& layout, const json& where,
-                       const GroupView& view) {
+// held by the same nodes: in a node pool, each unit's owners on the ring over the layout's
+// nodes; kept with the shard, every unit on the namespace's home and, once in step, its mirror.
+json stripe_units_json(const store::Attributes& a, const store::Layout& layout, const json& where) {
   json runs = json::array();
   const std::uint64_t units =
       layout.stripe_unit == 0 ? 0 : (a.size + layout.stripe_unit - 1) / layout.stripe_unit;
@@ -506,12 +506,8 @@ json stripe_units_json(const store::Attributes& a, const store::Layout& layout, 
     runs.push_back(json{{"first", 0}, {"count", units}, {"nodes", nodes}});
     return runs;
   }
-  std::vector<cluster::NodeId> pool_nodes;
-  for (const cluster::NodeInfo& node : view.nodes) {
-    if (node.pool == layout.pool) pool_nodes.push_back(node.id);
-  }
   for (std::uint64_t unit = 0; unit < std::min(units, kListedUnits); ++unit) {
-    const json nodes = store::unit_owners(pool_nodes, a.inode, unit, layout.protection);
+    const json nodes = store::unit_owners(layout.nodes, a.inode, unit, layout.protection);
     if (!runs.empty() && runs.back()["nodes"] == nodes) {
       runs.back()["count"] = runs.back()["count"].get<std::uint64_t>() + 1;
     } else {
@@ -590,7 +586,7 @@ asio::awaitable<HttpResponse> file_info(store::Store& store, Membership& m,
                     {"stripe_unit", layout->stripe_unit},
                     {"protection", std::to_string(layout->protection) + "x"},
                     {"access_pattern", layout->access_pattern}};
-  info["stripe_units"] = stripe_units_json(a, *layout, where, m.group()->view());
+  info["stripe_units"] = stripe_units_json(a, *layout, where);
   const std::uint64_t units =
       layout->stripe_unit == 0 ? 0 : (a.size + layout->stripe_unit - 1) / layout->stripe_unit;
   info["unlisted_units"] = units > kListedUnits && layout->pool != store::kWithShard
@@ -649,10 +645,6 @@ asio::awaitable<HttpResponse> explain_file(store::Store& store, Membership& m,
            {"access_pattern", {{"value", r.access_pattern}, {"from", r.access_pattern_from}}}});
 }
 
-const tiering::JobTypeSpec* job_type_named(std::string_view name) {
-  return tiering::find_job_type(name);
-}
-
 HttpResponse no_job_type(std::string_view name) {
   return error_response(404, "no job type '" + std::string(name) + "'");
 }
@@ -667,7 +659,7 @@ HttpResponse job_types_list(const GroupView& view) {
 }
 
 HttpResponse job_type_view(const GroupView& view, std::string_view name) {
-  const tiering::JobTypeSpec* spec = job_type_named(name);
+  const tiering::JobTypeSpec* spec = tiering::find_job_type(name);
   if (spec == nullptr) return no_job_type(name);
   return reply(200, job_type_to_json(job_type_of(view, *spec), unix_now()));
 }
@@ -675,7 +667,7 @@ HttpResponse job_type_view(const GroupView& view, std::string_view name) {
 // PUT /v1/job/types/NAME. A new schedule counts from now: it does not start at once for the
 // starts an older one would have made.
 Plan write_job_type(const GroupView& view, const std::string& request_body, std::string_view name) {
-  const tiering::JobTypeSpec* spec = job_type_named(name);
+  const tiering::JobTypeSpec* spec = tiering::find_job_type(name);
   if (spec == nullptr) return refuse(no_job_type(name));
   const Result<json> body = parse_body(request_body);
   if (!body.ok()) return refuse(body.status());
@@ -700,7 +692,7 @@ json jobs_json(const std::vector<StoredJob>& jobs, bool ended, bool newest_first
 
 // GET /v1/job/jobs/ID (`ended`: any) and /v1/job/reports/ID (`ended`: only an ended one).
 HttpResponse job_view(const GroupView& view, std::string_view id_text, bool only_ended) {
-  const std::optional<std::uint32_t> id = parse_id(id_text);
+  const std::optional<std::uint64_t> id = parse_id<std::uint64_t>(id_text);
   const std::optional<StoredJob> stored = id ? job_of(view, *id) : std::nullopt;
   if (!stored || (only_ended && !tiering::ended(stored->job.state))) {
     return error_response(404, std::string(only_ended ? "no report of job " : "no job ") +
@@ -715,7 +707,7 @@ Plan start_job(const GroupView& view, const std::string& request_body) {
   if (!body.ok()) return refuse(body.status());
   const auto request = start_request_from_json(*body);
   if (!request.ok()) return refuse(request.status());
-  const tiering::JobTypeSpec& spec = *job_type_named(request->type);
+  const tiering::JobTypeSpec& spec = *tiering::find_job_type(request->type);
   const std::vector<StoredJob> jobs = jobs_of(view);
   auto job = tiering::start_job(*request, tiering::settle(spec, job_type_of(view, spec).settings),
                                 plain_jobs(jobs), next_job_id(jobs), unix_now());
@@ -726,7 +718,7 @@ Plan start_job(const GroupView& view, const std::string& request_body) {
 // PUT /v1/job/jobs/ID: pause, resume or cancel.
 Plan change_job_state(const GroupView& view, const std::string& request_body,
                       std::string_view id_text) {
-  const std::optional<std::uint32_t> id = parse_id(id_text);
+  const std::optional<std::uint64_t> id = parse_id<std::uint64_t>(id_text);
   const std::optional<StoredJob> stored = id ? job_of(view, *id) : std::nullopt;
   if (!stored) return refuse(error_response(404, "no job " + std::string(id_text)));
   const Result<json> body = parse_body(request_body);

@@ -2,8 +2,8 @@
 // It starts the job types whose schedule is due, decides which job runs (tiering/jobs.h), runs
 // it here, and keeps its checkpoint in the job's object of the group view, so that when the
 // leader dies or steps down the next one takes the job up where the checkpoint left it. An
-// administrator's pause or cancel is a change of that object: the run sees it at its next save
-// (or at once, through view_changed) and stops.
+// administrator's pause or cancel is a change of that object: the run sees it through
+// view_changed and stops after the file it is working on, keeping what it did.
 //
 // Not thread-safe: a JobEngine lives on the strand of the node's Membership.
 #pragma once
@@ -26,7 +26,9 @@ namespace tidepool::daemon {
 
 struct JobEngineOptions {
   std::chrono::milliseconds tick{1000};        // how often schedules and budgets are looked at
-  std::chrono::milliseconds save_every{1000};  // how often a run keeps its checkpoint
+  // How often a run keeps its checkpoint. Each save is a change of the group view, which every
+  // node applies (and which fences calls stamped with the epoch before it), so not too often.
+  std::chrono::milliseconds save_every{5000};
   // After a run stopped on a transient error (the namespace unreachable, no quorum), how long
   // before it is taken up again.
   std::chrono::milliseconds retry_after{3000};

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <set>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -35,6 +36,8 @@ constexpr std::chrono::milliseconds kUnitCallDeadline{5'000};
 // Long enough for a 1 MiB write under load; a home that died is given up on after this, and the
 // client hears NFS3ERR_JUKEBOX and retries.
 constexpr std::chrono::milliseconds kShippedCallDeadline{5'000};
+// A move copies the whole file before it answers: a 100 GiB file at 100 MB/s takes 17 minutes.
+constexpr std::chrono::milliseconds kShippedMoveDeadline{60 * 60'000};
 // A mirror that takes longer than this for one change is given up on: the home goes on alone.
 constexpr std::chrono::milliseconds kMirrorCallDeadline{5'000};
 constexpr std::chrono::milliseconds kProposalDeadline{5'000};
@@ -92,7 +95,9 @@ class NamespaceShipping::Channel final : public store::ShardChannel {
             return;
           }
           rpc->call(home_, kStoreMethodBase + static_cast<std::uint32_t>(method), request,
-                    kShippedCallDeadline, std::move(done));
+                    method == store::StoreMethod::migrate ? kShippedMoveDeadline
+                                                          : kShippedCallDeadline,
+                    std::move(done));
         });
       };
       auto sent = await_callback<Result<xdr::Buffer>>(std::move(start));
@@ -182,11 +187,21 @@ class NamespaceShipping::UnitPeers final : public store::PoolPeers {
     return sent;
   }
 
+  bool is_up(cluster::NodeId node) override {
+    std::lock_guard lock(mutex_);
+    return up_.contains(node);
+  }
+
   void follow(const cluster::GroupView& view) {
     std::map<std::string, std::vector<cluster::NodeId>> pools;
-    for (const cluster::NodeInfo& node : view.nodes) pools[node.pool].push_back(node.id);
+    std::set<cluster::NodeId> up;
+    for (const cluster::NodeInfo& node : view.nodes) {
+      pools[node.pool].push_back(node.id);
+      if (node.up) up.insert(node.id);
+    }
     std::lock_guard lock(mutex_);
     pools_ = std::move(pools);
+    up_ = std::move(up);
   }
 
  private:
@@ -209,6 +224,7 @@ class NamespaceShipping::UnitPeers final : public store::PoolPeers {
   NamespaceShipping& shipping_;
   std::mutex mutex_;
   std::map<std::string, std::vector<cluster::NodeId>> pools_;  // guarded by mutex_
+  std::set<cluster::NodeId> up_;                               // guarded by mutex_
 };
 
 namespace {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 
 #include "cluster/ring.h"
 #include "store/internal/data_files.h"
@@ -13,19 +14,19 @@ namespace {
 
 constexpr std::size_t kMaxPoolNameBytes = 63;
 
-bool valid_pool_name(std::string_view name) {
+Status malformed(std::string_view why) {
+  return error(Errc::invalid_argument, "a unit message that does not decode: " + std::string(why));
+}
+
+}  // namespace
+
+bool is_pool_name(std::string_view name) {
   return !name.empty() && name.size() <= kMaxPoolNameBytes &&
          std::all_of(name.begin(), name.end(), [](char c) {
            return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                   c == '-' || c == '_';
          });
 }
-
-Status malformed(std::string_view why) {
-  return error(Errc::invalid_argument, "a unit message that does not decode: " + std::string(why));
-}
-
-}  // namespace
 
 xdr::Buffer encode_unit_request(const UnitRequest& request) {
   xdr::Buffer out;
@@ -47,14 +48,21 @@ Result<UnitRequest> decode_unit_request(std::span<const std::uint8_t> body) {
   request.value = in.u64();
   request.bytes = in.opaque(kMaxUnitMessageBytes);
   if (!in.ok() || in.remaining() != 0) return malformed("truncated or too long");
-  if (!valid_pool_name(request.pool)) return malformed("no valid pool name");
+  if (!is_pool_name(request.pool)) return malformed("no valid pool name");
   if (request.offset > kMaxFileSize || request.bytes.size() > kMaxFileSize - request.offset) {
     return malformed("past the largest file");
   }
   return request;
 }
 
-UnitStore::UnitStore(std::string root) : root_(std::move(root)) {}
+UnitStore::UnitStore(std::string root)
+    : root_(std::move(root)), boot_(std::random_device{}() | std::uint64_t{std::random_device{}()} << 32) {}
+
+xdr::Buffer UnitStore::boot_reply() const {
+  xdr::Buffer out;
+  xdr::Encoder(out).u64(boot_);
+  return out;
+}
 
 UnitStore::~UnitStore() = default;
 
@@ -77,17 +85,22 @@ Result<xdr::Buffer> UnitStore::serve(std::uint32_t method, std::span<const std::
     case UnitMethod::write:
       TP_RETURN_IF_ERROR(files->write(request.inode, request.offset, request.bytes));
       if (request.value != 0) TP_RETURN_IF_ERROR(files->sync(request.inode));
-      return xdr::Buffer{};
+      return boot_reply();
     case UnitMethod::read: {
       if (request.value > kMaxUnitMessageBytes || request.value > kMaxFileSize - request.offset) {
         return malformed("a read longer than a message");
       }
+      TP_ASSIGN_OR_RETURN(bool held, files->holds(request.inode));
+      if (!held) return error(Errc::not_found, "no unit of inode " + std::to_string(request.inode));
       xdr::Buffer bytes(request.value);
       TP_RETURN_IF_ERROR(files->read(request.inode, request.offset, bytes));
       return bytes;
     }
     case UnitMethod::sync:
       TP_RETURN_IF_ERROR(files->sync(request.inode));
+      return boot_reply();
+    case UnitMethod::repair:
+      TP_RETURN_IF_ERROR(files->repair(request.inode, request.offset, request.bytes).status());
       return xdr::Buffer{};
     case UnitMethod::truncate:
       if (request.value > kMaxFileSize) return malformed("a size past the largest file");
@@ -100,9 +113,12 @@ Result<xdr::Buffer> UnitStore::serve(std::uint32_t method, std::span<const std::
   return error(Errc::not_supported, "no unit method " + std::to_string(method));
 }
 
-PoolData::PoolData(std::shared_ptr<PoolPeers> peers, std::uint32_t stripe_unit,
-                   std::shared_ptr<IntegrityCounters> integrity)
-    : peers_(std::move(peers)), stripe_unit_(stripe_unit), integrity_(std::move(integrity)) {}
+PoolData::PoolData(std::shared_ptr<PoolPeers> peers, std::shared_ptr<IntegrityCounters> integrity)
+    : peers_(std::move(peers)), integrity_(std::move(integrity)) {}
+
+std::vector<cluster::NodeId> PoolData::nodes_of(const std::string& pool) const {
+  return peers_->nodes_of(pool);
+}
 
 std::vector<cluster::NodeId> unit_owners(std::vector<cluster::NodeId> pool_nodes, InodeId inode,
                                          std::uint64_t unit, std::uint32_t copies) {
@@ -113,118 +129,154 @@ std::vector<cluster::NodeId> unit_owners(std::vector<cluster::NodeId> pool_nodes
 
 Result<std::vector<cluster::NodeId>> PoolData::owners(const Placement& where, InodeId inode,
                                                       std::uint64_t unit) const {
-  std::vector<cluster::NodeId> owners =
-      unit_owners(peers_->nodes_of(where.pool), inode, unit, where.copies);
+  std::vector<cluster::NodeId> owners = unit_owners(where.nodes, inode, unit, where.copies);
   if (owners.empty()) return error(Errc::unavailable, "node pool '" + where.pool + "' has no node");
   return owners;
 }
 
-Status PoolData::write(const Placement& where, InodeId inode, std::uint64_t offset,
-                       std::span<const std::uint8_t> data, bool durable) {
+Status PoolData::call_counting_boots(cluster::NodeId node, UnitMethod method,
+                                     const xdr::Buffer& request) {
+  TP_ASSIGN_OR_RETURN(xdr::Buffer reply, peers_->call(node, method, request));
+  xdr::Decoder in(reply);
+  const std::uint64_t boot = in.u64();
+  if (!in.ok()) return error(Errc::io_error, "node " + std::to_string(node) + " gave no boot id");
+  std::lock_guard lock(boots_mutex_);
+  auto [known, first] = boots_.try_emplace(node, boot);
+  if (!first && known->second != boot) {
+    known->second = boot;
+    restarts_.fetch_add(1);
+    spdlog::warn("node {} restarted: data it had not synced may be gone, so the write verifier "
+                 "changes",
+                 node);
+  }
+  return {};
+}
+
+Status PoolData::for_each_unit(std::uint32_t stripe_unit, std::uint64_t offset, std::size_t length,
+                               const std::function<Status(std::uint64_t unit, std::size_t done,
+                                                          std::size_t piece)>& visit) {
+  if (stripe_unit == 0) return error(Errc::corrupt, "a placement without a stripe unit");
   std::size_t done = 0;
-  while (done < data.size()) {
+  while (done < length) {
     const std::uint64_t at = offset + done;
-    const std::uint64_t unit = at / stripe_unit_;
+    const std::uint64_t unit = at / stripe_unit;
     const std::size_t piece =
-        std::min<std::uint64_t>(data.size() - done, (unit + 1) * stripe_unit_ - at);
-    TP_ASSIGN_OR_RETURN(std::vector<cluster::NodeId> nodes, owners(where, inode, unit));
-    const xdr::Buffer request = encode_unit_request(
-        {where.pool, inode, at, durable ? 1u : 0u, data.subspan(done, piece)});
-    for (cluster::NodeId node : nodes) {
-      TP_RETURN_IF_ERROR(peers_->call(node, UnitMethod::write, request).status());
-    }
+        std::min<std::uint64_t>(length - done, (unit + 1) * stripe_unit - at);
+    TP_RETURN_IF_ERROR(visit(unit, done, piece));
     done += piece;
   }
   return {};
 }
 
+Status PoolData::write(const Placement& where, InodeId inode, std::uint64_t offset,
+                       std::span<const std::uint8_t> data, bool durable) {
+  return for_each_unit(where.stripe_unit, offset, data.size(),
+                       [&](std::uint64_t unit, std::size_t done, std::size_t piece) -> Status {
+                         TP_ASSIGN_OR_RETURN(std::vector<cluster::NodeId> nodes,
+                                             owners(where, inode, unit));
+                         const xdr::Buffer request =
+                             encode_unit_request({where.pool, inode, offset + done,
+                                                  durable ? 1u : 0u, data.subspan(done, piece)});
+                         for (cluster::NodeId node : nodes) {
+                           TP_RETURN_IF_ERROR(call_counting_boots(node, UnitMethod::write, request));
+                         }
+                         return {};
+                       });
+}
+
 Status PoolData::read(const Placement& where, InodeId inode, std::uint64_t offset,
                       std::span<std::uint8_t> into) {
-  std::size_t done = 0;
-  while (done < into.size()) {
-    const std::uint64_t at = offset + done;
-    const std::uint64_t unit = at / stripe_unit_;
-    const std::size_t piece =
-        std::min<std::uint64_t>(into.size() - done, (unit + 1) * stripe_unit_ - at);
-    TP_RETURN_IF_ERROR(read_unit(where, inode, at, into.subspan(done, piece)));
-    done += piece;
-  }
-  return {};
+  return for_each_unit(where.stripe_unit, offset, into.size(),
+                       [&](std::uint64_t, std::size_t done, std::size_t piece) {
+                         return read_unit(where, inode, offset + done, into.subspan(done, piece));
+                       });
 }
 
 // `into` lies within one unit.
 Status PoolData::read_unit(const Placement& where, InodeId inode, std::uint64_t offset,
                            std::span<std::uint8_t> into) {
-  const std::uint64_t unit = offset / stripe_unit_;
+  const std::uint64_t unit = offset / where.stripe_unit;
   TP_ASSIGN_OR_RETURN(std::vector<cluster::NodeId> nodes, owners(where, inode, unit));
+  std::stable_partition(nodes.begin(), nodes.end(),
+                        [this](cluster::NodeId node) { return peers_->is_up(node); });
   const xdr::Buffer request = encode_unit_request({where.pool, inode, offset, into.size(), {}});
   std::vector<cluster::NodeId> bad;
+  std::size_t holding_nothing = 0;
   Status last = error(Errc::unavailable, "no copy answered");
   for (cluster::NodeId node : nodes) {
     Result<xdr::Buffer> got = peers_->call(node, UnitMethod::read, request);
     if (got.ok() && got->size() == into.size()) {
       std::memcpy(into.data(), got->data(), into.size());
-      if (bad.empty()) return {};
-      // Put the bad copies back from this one, whole checksum blocks at a time.
-      const std::uint64_t first = offset / internal::kChecksumBlock * internal::kChecksumBlock;
-      const std::uint64_t end = (offset + into.size() + internal::kChecksumBlock - 1) /
-                                internal::kChecksumBlock * internal::kChecksumBlock;
-      const xdr::Buffer whole_request =
-          encode_unit_request({where.pool, inode, first, end - first, {}});
-      Result<xdr::Buffer> good = peers_->call(node, UnitMethod::read, whole_request);
-      if (!good.ok() || good->size() != end - first) return {};  // served; repaired next time
-      const xdr::Buffer repair = encode_unit_request({where.pool, inode, first, 1, *good});
-      for (cluster::NodeId broken : bad) {
-        if (Status s = peers_->call(broken, UnitMethod::write, repair).status(); !s.ok()) {
-          spdlog::warn("inode {}: node {}'s copy at offset {} is still bad: {}", inode, broken,
-                       offset, s.to_string());
-          continue;
-        }
-        integrity_->checksum_repairs.fetch_add((end - first) / internal::kChecksumBlock);
-        spdlog::warn("inode {}: node {}'s copy of offsets {}..{} in pool {} put back from node {}",
-                     inode, broken, first, end, where.pool, node);
-      }
+      if (!bad.empty()) repair(where, inode, offset, into.size(), node, bad);
       return {};
     }
-    if (got.ok()) {
-      last = error(Errc::io_error, "node " + std::to_string(node) + " answered a short read");
-    } else {
-      last = got.status();
-    }
+    last = got.ok() ? error(Errc::io_error, "node " + std::to_string(node) + " answered a short read")
+                    : got.status();
+    if (last.code() == Errc::not_found) ++holding_nothing;
     if (last.code() == Errc::corrupt) {
       integrity_->checksum_failures.fetch_add(1);
       bad.push_back(node);
     }
   }
-  if (!bad.empty() && bad.size() == nodes.size()) {
+  if (holding_nothing == nodes.size()) {
+    std::fill(into.begin(), into.end(), std::uint8_t{0});  // never written: a hole
+    return {};
+  }
+  if (!bad.empty() && bad.size() + holding_nothing == nodes.size()) {
     spdlog::error("inode {}: every copy of the data at offset {} in pool {} fails its checksum",
                   inode, offset, where.pool);
     return error(Errc::corrupt, "inode " + std::to_string(inode) + ": every copy of offset " +
                                     std::to_string(offset) + " fails its checksum");
   }
-  return last;
+  return error(Errc::unavailable, "no copy of inode " + std::to_string(inode) + " at offset " +
+                                      std::to_string(offset) + " could be read: " +
+                                      last.message());
 }
 
-Status PoolData::on_every_node(const Placement& where, UnitMethod method,
-                               const UnitRequest& request) {
-  const xdr::Buffer body = encode_unit_request(request);
-  for (cluster::NodeId node : peers_->nodes_of(where.pool)) {
-    TP_RETURN_IF_ERROR(peers_->call(node, method, body).status());
+// Puts the blocks of `bad` copies that still fail their checksums back from `good`'s, whole
+// checksum blocks at a time; a block a writer rewrote meanwhile is left alone.
+void PoolData::repair(const Placement& where, InodeId inode, std::uint64_t offset,
+                      std::size_t length, cluster::NodeId good,
+                      const std::vector<cluster::NodeId>& bad) {
+  const std::uint64_t first = offset / internal::kChecksumBlock * internal::kChecksumBlock;
+  const std::uint64_t end =
+      (offset + length + internal::kChecksumBlock - 1) / internal::kChecksumBlock *
+      internal::kChecksumBlock;
+  Result<xdr::Buffer> blocks =
+      peers_->call(good, UnitMethod::read, encode_unit_request({where.pool, inode, first, end - first, {}}));
+  if (!blocks.ok() || blocks->size() != end - first) return;  // served; repaired next time
+  const xdr::Buffer request = encode_unit_request({where.pool, inode, first, 0, *blocks});
+  for (cluster::NodeId broken : bad) {
+    if (Status s = peers_->call(broken, UnitMethod::repair, request).status(); !s.ok()) {
+      spdlog::warn("inode {}: node {}'s copy at offset {} is still bad: {}", inode, broken, offset,
+                   s.to_string());
+      continue;
+    }
+    integrity_->checksum_repairs.fetch_add((end - first) / internal::kChecksumBlock);
+    spdlog::warn("inode {}: node {}'s copy of offsets {}..{} in pool {} put back from node {}",
+                 inode, broken, first, end, where.pool, good);
+  }
+}
+
+Status PoolData::sync(const Placement& where, InodeId inode) {
+  const xdr::Buffer body = encode_unit_request({where.pool, inode, 0, 0, {}});
+  for (cluster::NodeId node : where.nodes) {
+    TP_RETURN_IF_ERROR(call_counting_boots(node, UnitMethod::sync, body));
   }
   return {};
 }
 
-Status PoolData::sync(const Placement& where, InodeId inode) {
-  return on_every_node(where, UnitMethod::sync, {where.pool, inode, 0, 0, {}});
-}
-
 Status PoolData::truncate(const Placement& where, InodeId inode, std::uint64_t size) {
-  return on_every_node(where, UnitMethod::truncate, {where.pool, inode, 0, size, {}});
+  const xdr::Buffer body = encode_unit_request({where.pool, inode, 0, size, {}});
+  for (cluster::NodeId node : where.nodes) {
+    TP_RETURN_IF_ERROR(peers_->call(node, UnitMethod::truncate, body).status());
+  }
+  return {};
 }
 
 void PoolData::remove(const Placement& where, InodeId inode) {
   const xdr::Buffer body = encode_unit_request({where.pool, inode, 0, 0, {}});
-  for (cluster::NodeId node : peers_->nodes_of(where.pool)) {
+  for (cluster::NodeId node : where.nodes) {
     if (Status s = peers_->call(node, UnitMethod::remove, body).status(); !s.ok()) {
       spdlog::warn("inode {}: node {} may keep its units in pool {}: {}", inode, node, where.pool,
                    s.to_string());

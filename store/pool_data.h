@@ -8,18 +8,26 @@
 // block is checked against its CRC32C on read; a copy that fails is put back from a good one
 // and counted.
 //
-// Placement is over every node of the pool, up or not, so that a unit's owners change only
-// when the pool's membership does. A write needs every owner of the units it touches: while
-// one is down the write is refused as unavailable (NFS3ERR_JUKEBOX, retry later), so a copy
-// never falls behind unknown to the others. Reads go to the first owner that answers.
+// Placement is over the pool's nodes as they were when the file moved there, kept in its
+// layout, so that a node joining or leaving the pool never changes where a unit is looked for.
+// A write needs every owner of the units it touches: while one is down the write is refused as
+// unavailable (NFS3ERR_JUKEBOX, retry later), so a copy never falls behind unknown to the
+// others. Reads go to the owners that are up first.
+//
+// Every node's UnitStore draws a boot id when it starts and answers writes and syncs with it:
+// a node seen with a new one may have lost UNSTABLE data it had taken, and PoolData counts it,
+// so that the home's write verifier changes and clients send that data again (RFC 1813).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cluster/types.h"
@@ -41,8 +49,9 @@ enum class UnitMethod : std::uint32_t {
   sync,       // pool, inode: make its data durable
   truncate,   // pool, inode, size (value)
   remove,     // pool, inode
+  repair,     // pool, inode, offset, bytes: whole checksum blocks put back where they fail
 };
-inline constexpr std::uint32_t kLastUnitMethod = static_cast<std::uint32_t>(UnitMethod::remove);
+inline constexpr std::uint32_t kLastUnitMethod = static_cast<std::uint32_t>(UnitMethod::repair);
 // The most bytes one unit message carries.
 inline constexpr std::size_t kMaxUnitMessageBytes = 4u << 20;
 
@@ -55,9 +64,12 @@ struct UnitRequest {
   std::span<const std::uint8_t> bytes;  // write's data
 };
 xdr::Buffer encode_unit_request(const UnitRequest& request);
-// invalid_argument when the body does not decode, names no valid pool (1 to 63 of A-Z a-z
-// 0-9 - _), or reaches past the largest file.
+// invalid_argument when the body does not decode, names no valid pool, or reaches past the
+// largest file.
 Result<UnitRequest> decode_unit_request(std::span<const std::uint8_t> body);
+
+// Whether `name` may name a node pool: 1 to 63 of A-Z a-z 0-9 - _ (and so a directory).
+bool is_pool_name(std::string_view name);
 
 // The stripe units this node holds, one directory of data files per pool under `root`.
 // Thread-safe; every call may block on the disk.
@@ -68,14 +80,17 @@ class UnitStore {
   UnitStore(const UnitStore&) = delete;
   UnitStore& operator=(const UnitStore&) = delete;
 
-  // Serves one message: read answers the bytes, the others nothing. A block that fails its
-  // checksum fails the read as corrupt; an unknown method is not_supported.
+  // Serves one message: read answers the bytes (not_found when this node holds nothing of the
+  // file), write and sync this store's boot id (8 bytes), the others nothing. A block that
+  // fails its checksum fails the read as corrupt; an unknown method is not_supported.
   Result<xdr::Buffer> serve(std::uint32_t method, std::span<const std::uint8_t> request);
 
  private:
   Result<internal::DataFiles*> files_of(const std::string& pool);
+  xdr::Buffer boot_reply() const;
 
   const std::string root_;
+  const std::uint64_t boot_;
   std::mutex mutex_;
   std::map<std::string, std::unique_ptr<internal::DataFiles>> pools_;  // guarded by mutex_
 };
@@ -90,8 +105,10 @@ std::vector<cluster::NodeId> unit_owners(std::vector<cluster::NodeId> pool_nodes
 class PoolPeers {
  public:
   virtual ~PoolPeers() = default;
-  // The nodes of `pool`, up or not; empty for a pool no node is in.
+  // The nodes of `pool`, up or not, in order; empty for a pool no node is in.
   virtual std::vector<cluster::NodeId> nodes_of(const std::string& pool) = 0;
+  // Whether the group view has `node` up: reads ask such owners first.
+  virtual bool is_up(cluster::NodeId node) = 0;
   virtual Result<xdr::Buffer> call(cluster::NodeId node, UnitMethod method,
                                    std::span<const std::uint8_t> request) = 0;
 };
@@ -100,40 +117,56 @@ class PoolPeers {
 struct Placement {
   std::string pool;
   std::uint32_t copies = 0;  // each unit's copies; fewer when the pool has fewer nodes
+  std::uint32_t stripe_unit = 0;
+  std::vector<cluster::NodeId> nodes;  // the pool's nodes when the file moved there
   bool operator==(const Placement&) const = default;
 };
 
 // The home's side. Thread-safe; every call blocks.
 class PoolData {
  public:
-  PoolData(std::shared_ptr<PoolPeers> peers, std::uint32_t stripe_unit,
-           std::shared_ptr<IntegrityCounters> integrity);
+  PoolData(std::shared_ptr<PoolPeers> peers, std::shared_ptr<IntegrityCounters> integrity);
 
-  // The nodes holding unit `unit` of `inode`, in the order reads try them; unavailable when
-  // the pool has no node.
+  // The nodes of `pool` now, to place a file there.
+  std::vector<cluster::NodeId> nodes_of(const std::string& pool) const;
+  // The nodes holding unit `unit` of `inode`; unavailable when the placement has no node.
   Result<std::vector<cluster::NodeId>> owners(const Placement& where, InodeId inode,
                                               std::uint64_t unit) const;
+  // How many times a node holding units was seen to have restarted (and may have lost data
+  // not yet synced). The home folds it into its write verifier.
+  std::uint64_t restarts() const { return restarts_.load(); }
   // To every owner of each unit touched; `durable`: on their disks before this returns.
   Status write(const Placement& where, InodeId inode, std::uint64_t offset,
                std::span<const std::uint8_t> data, bool durable);
-  // From the first good copy of each unit. A copy that failed its checksum is put back from
-  // the good one; when every copy fails, corrupt, logged with the inode and offset.
+  // From the first good copy of each unit, owners that are up first; a unit no owner holds
+  // reads as zeros (a hole). A copy that failed its checksum is put back from the good one;
+  // when every copy fails, corrupt, logged with the inode and offset.
   Status read(const Placement& where, InodeId inode, std::uint64_t offset,
               std::span<std::uint8_t> into);
-  // On every node of the pool.
+  // On every node of the placement.
   Status sync(const Placement& where, InodeId inode);
   Status truncate(const Placement& where, InodeId inode, std::uint64_t size);
   // Best effort: a node that cannot be reached keeps its units of the file, logged.
   void remove(const Placement& where, InodeId inode);
 
  private:
-  Status on_every_node(const Placement& where, UnitMethod method, const UnitRequest& request);
+  // Calls `visit` for each unit's piece of [offset, offset + length): the unit, where the piece
+  // starts in the range, and its length; stops at the first failure.
+  static Status for_each_unit(std::uint32_t stripe_unit, std::uint64_t offset, std::size_t length,
+                       const std::function<Status(std::uint64_t unit, std::size_t done,
+                                                  std::size_t piece)>& visit);
   Status read_unit(const Placement& where, InodeId inode, std::uint64_t offset,
                    std::span<std::uint8_t> into);
+  void repair(const Placement& where, InodeId inode, std::uint64_t offset, std::size_t length,
+              cluster::NodeId good, const std::vector<cluster::NodeId>& bad);
+  // A write or sync to `node`, noting its boot id.
+  Status call_counting_boots(cluster::NodeId node, UnitMethod method, const xdr::Buffer& request);
 
   const std::shared_ptr<PoolPeers> peers_;
-  const std::uint32_t stripe_unit_;
   const std::shared_ptr<IntegrityCounters> integrity_;
+  std::mutex boots_mutex_;
+  std::map<cluster::NodeId, std::uint64_t> boots_;  // guarded by boots_mutex_
+  std::atomic<std::uint64_t> restarts_{0};
 };
 
 }  // namespace tidepool::store

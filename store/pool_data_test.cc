@@ -8,6 +8,7 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <cstdio>
+#include <thread>
 
 #include "store/internal/test_util.h"
 
@@ -15,14 +16,15 @@ namespace tidepool::store {
 namespace {
 
 constexpr std::uint32_t kUnit = 128 * 1024;
-const Placement kHot{"f800", 2};
+const Placement kHot{"f800", 2, kUnit, {1, 2, 3}};
+const Placement kCold{"h500", 2, kUnit, {4}};
 
 class PoolDataTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = internal::fresh_test_directory("tidepool-pool-data-test");
     nodes_ = std::make_shared<internal::InProcessPools>(dir_, 3);
-    data_ = std::make_unique<PoolData>(nodes_, kUnit, integrity_);
+    data_ = std::make_unique<PoolData>(nodes_, integrity_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
@@ -66,8 +68,8 @@ TEST_F(PoolDataTest, EveryUnitHasItsCopiesOnDifferentNodesOfThePool) {
     EXPECT_EQ(*owners, *data_->owners(kHot, 77, unit)) << "the same answer every time";
   }
   EXPECT_EQ(used.size(), 3u) << "units spread over the whole pool";
-  EXPECT_EQ(data_->owners({"h500", 2}, 77, 0)->size(), 1u) << "a pool of one node keeps one copy";
-  EXPECT_EQ(data_->owners({"x100", 2}, 77, 0).status().code(), Errc::unavailable);
+  EXPECT_EQ(data_->owners(kCold, 77, 0)->size(), 1u) << "a pool of one node keeps one copy";
+  EXPECT_EQ(data_->owners({"x100", 2, kUnit, {}}, 77, 0).status().code(), Errc::unavailable);
 }
 
 TEST_F(PoolDataTest, DataWrittenAcrossUnitsReadsBackFromAnyCopy) {
@@ -84,6 +86,29 @@ TEST_F(PoolDataTest, DataWrittenAcrossUnitsReadsBackFromAnyCopy) {
   Status status;
   read(kHot, 9, 2 * kUnit, 100, &status);
   EXPECT_EQ(status.code(), Errc::unavailable) << "both copies of unit 2 are down";
+}
+
+TEST_F(PoolDataTest, UnitsNeverWrittenReadAsAHoleAndAnOwnerWithoutTheFileIsPassedOver) {
+  EXPECT_EQ(read(kHot, 31, 0, 100), std::vector<std::uint8_t>(100, 0)) << "no node holds any";
+  const auto bytes = random_bytes(kUnit, 8);
+  ASSERT_TRUE(data_->write(kHot, 31, 0, bytes, true).ok());
+  // The first owner lost its disk: it holds nothing of the file, and the other copy answers.
+  const std::vector<cluster::NodeId> owners = *data_->owners(kHot, 31, 0);
+  std::filesystem::remove_all(nodes_->units_of(owners[0], "f800"));
+  nodes_->restart(owners[0]);
+  EXPECT_EQ(read(kHot, 31, 0, kUnit), bytes);
+}
+
+TEST_F(PoolDataTest, ANodeSeenToHaveRestartedIsCounted) {
+  const auto bytes = random_bytes(kUnit, 9);
+  ASSERT_TRUE(data_->write(kHot, 32, 0, bytes, false).ok());
+  ASSERT_TRUE(data_->sync(kHot, 32).ok());
+  EXPECT_EQ(data_->restarts(), 0u);
+  nodes_->restart(2);
+  ASSERT_TRUE(data_->sync(kHot, 32).ok());
+  EXPECT_EQ(data_->restarts(), 1u) << "its unsynced data may be gone: clients must resend";
+  ASSERT_TRUE(data_->sync(kHot, 32).ok());
+  EXPECT_EQ(data_->restarts(), 1u);
 }
 
 TEST_F(PoolDataTest, AWriteNeedsEveryOwnerOfTheUnitsItTouches) {
@@ -278,10 +303,17 @@ TEST_F(MigrateTest, APlacedFileIsTruncatedAndRemovedOnItsPoolsNodes) {
   EXPECT_TRUE(std::equal(after.begin(), after.begin() + 100, bytes.begin()));
   EXPECT_TRUE(std::all_of(after.begin() + 100, after.end(), [](std::uint8_t b) { return b == 0; }));
   ASSERT_TRUE(internal::run_to_completion(store_->remove(kRootInode, "f1", kRoot)).ok());
-  for (cluster::NodeId node = 1; node <= 3; ++node) {
-    EXPECT_FALSE(std::filesystem::exists(data_file(nodes_->units_of(node, "f800"), inode)))
-        << "node " << node;
+  // The units go after the remove's commit, on the store's threads (bounded wait).
+  auto any_left = [&] {
+    for (cluster::NodeId node = 1; node <= 3; ++node) {
+      if (std::filesystem::exists(data_file(nodes_->units_of(node, "f800"), inode))) return true;
+    }
+    return false;
+  };
+  for (int i = 0; i < 500 && any_left(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  EXPECT_FALSE(any_left());
 }
 
 TEST_F(MigrateTest, AMoveThatCannotReachThePoolChangesNothing) {

@@ -227,6 +227,7 @@ void fields(Io& io, Layout& l) {
   io(l.stripe_unit);
   io(l.protection);
   io(l.access_pattern, kMaxLayoutNameBytes);
+  io(l.nodes, kMaxPoolNodes);
 }
 
 template <class Io>
@@ -735,11 +736,12 @@ class RemoteStore final : public Store {
     return ship<FsStatistics>(StoreMethod::fsstat, NoArgs{});
   }
 
-  // More files than one message names go in several.
   awaitable<Result<Layout>> migrate(InodeId inode, std::string pool,
                                     std::uint32_t protection) override {
     return ship<Layout>(StoreMethod::migrate, MigrateArgs{inode, std::move(pool), protection});
   }
+
+  // More files than one message names go in several.
 
   awaitable<Result<std::uint32_t>> record_reads(std::vector<InodeId> inodes) override {
     std::uint32_t moved = 0;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <atomic>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -56,13 +57,27 @@ constexpr std::size_t kCopyChunkBytes = 1u << 20;
 
 bool is_dot_or_dotdot(std::string_view name) { return name == "." || name == ".."; }
 
-// 1 to 63 of A-Z a-z 0-9 - _, as node pools are named.
-bool valid_pool_name(std::string_view name) {
-  return !name.empty() && name.size() <= 63 &&
-         std::all_of(name.begin(), name.end(), [](char c) {
-           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '-' || c == '_';
-         });
+// A layout's nodes as its row keeps them: decimal ids joined by commas.
+std::string nodes_text(const std::vector<std::uint64_t>& nodes) {
+  std::string text;
+  for (std::uint64_t node : nodes) text += (text.empty() ? "" : ",") + std::to_string(node);
+  return text;
+}
+
+std::vector<std::uint64_t> nodes_from_text(std::string_view text) {
+  std::vector<std::uint64_t> nodes;
+  while (!text.empty()) {
+    const std::size_t comma = std::min(text.find(','), text.size());
+    std::uint64_t node = 0;
+    std::from_chars(text.data(), text.data() + comma, node);
+    nodes.push_back(node);
+    text.remove_prefix(std::min(comma + 1, text.size()));
+  }
+  return nodes;
+}
+
+Placement placement_of(const Layout& layout) {
+  return Placement{layout.pool, layout.protection, layout.stripe_unit, layout.nodes};
 }
 
 Status check_data_access(const Attributes& a, const Caller& caller, std::uint32_t want) {
@@ -121,8 +136,7 @@ class StoreImpl final : public LocalStore {
       : options_(options),
         clock_(options.clock ? *options.clock : real_clock()),
         data_(options.data_dir + internal::kDataFilesPath),
-        pools_(options.peers ? std::make_unique<PoolData>(options.peers, options.stripe_unit_bytes,
-                                                          options.integrity)
+        pools_(options.peers ? std::make_unique<PoolData>(options.peers, options.integrity)
                              : nullptr),
         pool_(options.threads),
         random_(std::random_device{}()),
@@ -139,7 +153,11 @@ class StoreImpl final : public LocalStore {
   Status initialize(Database& db);
   void start() { shard_.start(); }
 
-  std::uint64_t write_verifier() const override { return write_verifier_.load(); }
+  // A node holding units that restarted may have lost UNSTABLE data: the verifier changes.
+  std::uint64_t write_verifier() const override {
+    const std::uint64_t restarts = pools_ ? pools_->restarts() : 0;
+    return write_verifier_.load() ^ (restarts * 0x9e3779b97f4a7c15ull);
+  }
 
   void set_atime_policy(bool enabled, std::chrono::seconds grace_period) override {
     atime_grace_ns_.store(std::chrono::nanoseconds(grace_period).count());
@@ -344,10 +362,11 @@ class StoreImpl final : public LocalStore {
       if (count > 0) {
         // Data the page cache holds is copied here without blocking; else it is read on the pool.
         auto buf = into.first(count);
+        // Never waits for a move's chunk on this thread: a busy slot means the pool's read.
         Result<bool> cached_read = false;
-        {
-          std::shared_lock slot(move_slot(inode));
-          if (!where_of(inode).placed) cached_read = data_.read_cached(inode, offset, buf);
+        if (std::shared_lock slot(move_slot(inode), std::try_to_lock);
+            slot.owns_lock() && !where_of(inode).placed) {
+          cached_read = data_.read_cached(inode, offset, buf);
         }
         if (!cached_read.ok() && cached_read.status().code() != Errc::corrupt) {
           co_return cached_read.status();
@@ -382,6 +401,7 @@ class StoreImpl final : public LocalStore {
     // the size: the update then asks for the data to be written again.
     for (int attempt = 0; attempt < kWriteAttempts; ++attempt) {
       std::uint64_t truncations = truncation_count(inode);
+      const std::uint64_t moves = move_count(inode);
       const bool durable = stability != Stability::unstable;
       auto store_data = offload([this, inode, offset, data, durable] {
         std::shared_lock gate(mirror_gate_);
@@ -401,10 +421,15 @@ class StoreImpl final : public LocalStore {
       auto update = shard_.run<WriteResult>(
           durable,
           [this, inode, end = offset + data.size(), count = static_cast<std::uint32_t>(data.size()),
-           durable, before, truncations,
+           durable, before, truncations, moves,
            uid = caller.uid](Database& db, AfterCommit&) -> Result<WriteResult> {
             if (truncation_count(inode) != truncations) {
               return error(Errc::unavailable, "truncated while being written");
+            }
+            // A move that began while the data went out may not have copied it: it goes out
+            // again, to both copies.
+            if (move_count(inode) != moves) {
+              return error(Errc::unavailable, "moved while being written");
             }
             // The size read before the data went out may be stale: concurrent writes extend it.
             TP_ASSIGN_OR_RETURN(Attributes current, load(db, inode));
@@ -434,7 +459,7 @@ class StoreImpl final : public LocalStore {
       }
       if (written.code() != Errc::unavailable) co_return written;
     }
-    co_return error(Errc::unavailable, "truncated while being written, repeatedly");
+    co_return error(Errc::unavailable, "truncated or moved while being written, repeatedly");
   }
 
   awaitable<Result<NewObject>> create(InodeId directory, std::string name, CreateMode mode,
@@ -670,7 +695,7 @@ class StoreImpl final : public LocalStore {
     if (!pools_) {
       co_return error(Errc::not_supported, "moving file data between node pools needs a cluster");
     }
-    if (!valid_pool_name(pool) || pool == kWithShard) {
+    if (!is_pool_name(pool) || pool == kWithShard) {
       co_return error(Errc::invalid_argument, "'" + pool + "' is not a node pool's name");
     }
     if (protection == 0 || protection > kMaxProtection) {
@@ -679,23 +704,32 @@ class StoreImpl final : public LocalStore {
     auto reading = layout(inode);
     const Result<Layout> current = co_await std::move(reading);
     if (!current.ok()) co_return current.status();
-    if (current->pool == pool && current->protection == protection) co_return *current;
+    Placement target{pool, protection, current->stripe_unit, pools_->nodes_of(pool)};
+    if (current->pool == pool && current->protection == protection &&
+        current->nodes == target.nodes) {
+      co_return *current;
+    }
+    if (target.nodes.empty()) co_return error(Errc::unavailable, "node pool '" + pool + "' has no node");
+    if (current->pool == pool) {
+      // Units live in one file per pool and inode on each node: freeing the old placement
+      // would free the new one's too.
+      co_return error(Errc::not_supported, "restriping a file within its pool is not supported");
+    }
+    std::optional<Placement> source;
+    if (current->pool != kWithShard) source = placement_of(*current);
+    if (!begin_move(inode, target)) {
+      co_return error(Errc::unavailable, "the file's data is being moved already");
+    }
+    // From here every write goes to both copies, and one that began before does its data again.
     auto sizing = getattr(inode);
     const Result<Attributes> attributes = co_await std::move(sizing);
-    if (!attributes.ok()) co_return attributes.status();
-    const Placement target{pool, protection};
-    std::optional<Placement> source;
-    if (current->pool != kWithShard) source = Placement{current->pool, current->protection};
-    {
-      std::unique_lock lock(placement_mutex_);
-      if (!moving_to_.emplace(inode, target).second) {
-        co_return error(Errc::unavailable, "the file's data is being moved already");
-      }
+    Status copied = attributes.status();
+    if (copied.ok()) {
+      auto copying = offload([this, inode, source, target, size = attributes->size] {
+        return copy_data(inode, source, target, size);
+      });
+      copied = co_await std::move(copying);
     }
-    auto copying = offload([this, inode, source, target, size = attributes->size] {
-      return copy_data(inode, source, target, size);
-    });
-    Status copied = co_await std::move(copying);
     Result<Layout> switched = copied;
     if (copied.ok()) {
       auto switching = shard_.run<Layout>(
@@ -703,48 +737,45 @@ class StoreImpl final : public LocalStore {
                                                             AfterCommit& after) -> Result<Layout> {
             TP_ASSIGN_OR_RETURN(Layout now, load_layout(db, inode));
             if (now.pool != from) return error(Errc::unavailable, "moved meanwhile");
-            auto update = db.prepare("UPDATE layouts SET pool = ?, protection = ? WHERE ino = ?");
-            update.bind(1, target.pool).bind(2, target.copies).bind(3, inode);
+            auto update =
+                db.prepare("UPDATE layouts SET pool = ?, protection = ?, nodes = ? WHERE ino = ?");
+            update.bind(1, target.pool).bind(2, target.copies);
+            update.bind(3, nodes_text(target.nodes)).bind(4, inode);
             TP_RETURN_IF_ERROR(update.run());
-            after.push_back([this, inode, target] {
-              std::unique_lock lock(placement_mutex_);
-              placed_[inode] = target;
-              moving_to_.erase(inode);
-            });
-            return Layout{target.pool, now.stripe_unit, target.copies, now.access_pattern};
+            after.push_back([this, inode, target] { end_move(inode, target, true); });
+            now.pool = target.pool;
+            now.protection = target.copies;
+            now.nodes = target.nodes;
+            return now;
           });
       switched = co_await std::move(switching);
     }
-    const bool same_pool = source && source->pool == target.pool;
-    if (!switched.ok()) {
-      {
-        std::unique_lock lock(placement_mutex_);
-        moving_to_.erase(inode);
-      }
-      if (!same_pool) {
-        auto abandoning = offload([this, inode, target] {
-          std::unique_lock slot(move_slot(inode));
-          pools_->remove(target, inode);
-          return Status{};
-        });
-        (void)co_await std::move(abandoning);
-      }
+    // A switch committed but reported failed (the mirror did not take it) still switched.
+    if (!switched.ok() && where_of(inode).placed != target) {
+      end_move(inode, target, false);
+      auto abandoning = offload([this, inode, target] {
+        std::unique_lock slot(move_slot(inode));
+        pools_->remove(target, inode);
+        return Status{};
+      });
+      (void)co_await std::move(abandoning);
+      freed(inode);
       co_return switched.status();
     }
     // Readers that began under the old layout finish before its data goes.
-    if (!same_pool) {
-      auto freeing = offload([this, inode, source] {
-        std::shared_lock gate(mirror_gate_);
-        std::unique_lock slot(move_slot(inode));
-        if (source) {
-          pools_->remove(*source, inode);
-        } else {
-          remove_shard_data(inode);
-        }
-        return Status{};
-      });
-      (void)co_await std::move(freeing);
-    }
+    auto freeing = offload([this, inode, source] {
+      std::shared_lock gate(mirror_gate_);
+      std::unique_lock slot(move_slot(inode));
+      if (source) {
+        pools_->remove(*source, inode);
+      } else {
+        remove_shard_data(inode);
+      }
+      return Status{};
+    });
+    (void)co_await std::move(freeing);
+    freed(inode);
+    if (!switched.ok()) co_return switched.status();
     spdlog::info("inode {}: its data moved from {} to pool {} ({} copies)", inode,
                  source ? "pool " + source->pool : std::string("its shard"), target.pool,
                  target.copies);
@@ -768,15 +799,44 @@ class StoreImpl final : public LocalStore {
     return where;
   }
   std::shared_mutex& move_slot(InodeId inode) { return move_slots_[inode % kMoveSlots]; }
+  std::uint64_t move_count(InodeId inode) const { return moves_[inode % kMoveSlots].load(); }
+
+  // Marks the file as moving to `target` (false while an earlier move of it has not freed its
+  // old copy), then bumps its moves count so that writes under way do their data again.
+  bool begin_move(InodeId inode, const Placement& target) {
+    {
+      std::unique_lock lock(placement_mutex_);
+      if (!in_move_.insert(inode).second) return false;
+      moving_to_.emplace(inode, target);
+    }
+    moves_[inode % kMoveSlots].fetch_add(1);
+    return true;
+  }
+  // The move ends: switched (the file's data is at `target` from now on) or not.
+  void end_move(InodeId inode, const Placement& target, bool switched) {
+    std::unique_lock lock(placement_mutex_);
+    if (switched) placed_[inode] = target;
+    moving_to_.erase(inode);
+  }
+  // The old copy is freed: the file may move again.
+  void freed(InodeId inode) {
+    std::unique_lock lock(placement_mutex_);
+    in_move_.erase(inode);
+  }
 
   // On the pool: copies the file's data, a chunk at a time under its move slot, from `source`
   // (null: the shard's own copy) to `target`, and makes it durable there. Holes are left holes.
   Status copy_data(InodeId inode, const std::optional<Placement>& source, const Placement& target,
                    std::uint64_t size) {
+    {
+      // Units an earlier move left behind on the target's nodes must not show through holes.
+      std::unique_lock slot(move_slot(inode));
+      TP_RETURN_IF_ERROR(pools_->truncate(target, inode, 0));
+    }
     std::vector<std::uint8_t> chunk(kCopyChunkBytes);
     for (std::uint64_t at = 0; at < size; at += kCopyChunkBytes) {
+      if (closed_.load()) return error(Errc::unavailable, "the store is closed");
       const auto piece = std::span(chunk).first(std::min<std::uint64_t>(kCopyChunkBytes, size - at));
-      std::shared_lock gate(mirror_gate_);
       std::unique_lock slot(move_slot(inode));
       TP_RETURN_IF_ERROR(source ? pools_->read(*source, inode, at, piece)
                                 : read_with_shard(inode, at, piece));
@@ -805,7 +865,10 @@ class StoreImpl final : public LocalStore {
   }
 
   // On the pool, holding the file's move slot. A block that fails its checksum is put back
-  // from the mirror's copy, when there is a mirror; then the read is done again.
+  // from the mirror's copy, when there is a mirror; then the read is done again. The repair
+  // takes mirror_gate_ shared under the slot, against the usual order (gate, then slot): only
+  // shared holders of the gate can wait on a slot, and glibc's rwlock lets a shared holder in
+  // while a whole copy waits for the gate.
   Status read_with_shard(InodeId inode, std::uint64_t offset, std::span<std::uint8_t> into) {
     Status read = data_.read(inode, offset, into);
     if (read.code() != Errc::corrupt) return read;
@@ -1091,13 +1154,17 @@ class StoreImpl final : public LocalStore {
         where.moving_to = moving->second;
       }
     }
-    std::shared_lock slot(move_slot(inode));
-    if (where.moving_to) pools_->remove(*where.moving_to, inode);
-    if (where.placed) {
-      pools_->remove(*where.placed, inode);
-    } else {
-      remove_shard_data(inode);
-    }
+    if (!where.placed && !where.moving_to) return remove_shard_data(inode);
+    // Calls to the pool's nodes go on the store's threads: the shard thread never waits on them.
+    asio::post(pool_, [this, inode, where] {
+      std::shared_lock slot(move_slot(inode));
+      if (where.moving_to) pools_->remove(*where.moving_to, inode);
+      if (where.placed) {
+        pools_->remove(*where.placed, inode);
+      } else {
+        remove_shard_data(inode);
+      }
+    });
   }
 
   // The shard's own copy of the file's data, on the home and its mirror.
@@ -1182,13 +1249,14 @@ class StoreImpl final : public LocalStore {
     TP_ASSIGN_OR_RETURN(Attributes a, load(db, inode));
     if (a.type != FileType::regular) return error(Errc::invalid_argument, "not a regular file");
     auto row = db.prepare(
-        "SELECT pool, stripe_unit, protection, access_pattern FROM layouts WHERE ino = ?");
+        "SELECT pool, stripe_unit, protection, access_pattern, nodes FROM layouts WHERE ino = ?");
     row.bind(1, inode);
     if (!row.next_row()) {
       return error(Errc::corrupt, "file " + std::to_string(inode) + " has no layout");
     }
     return Layout{row.blob(0), static_cast<std::uint32_t>(row.int64(1)),
-                  static_cast<std::uint32_t>(row.int64(2)), row.blob(3)};
+                  static_cast<std::uint32_t>(row.int64(2)), row.blob(3),
+                  nodes_from_text(row.blob(4))};
   }
 
   Status check_setattr(const Attributes& a, const AttributeChanges& c, const Caller& caller) {
@@ -1557,6 +1625,11 @@ class StoreImpl final : public LocalStore {
   mutable std::shared_mutex placement_mutex_;
   std::unordered_map<InodeId, Placement> placed_;     // guarded by placement_mutex_
   std::unordered_map<InodeId, Placement> moving_to_;  // guarded by placement_mutex_
+  // From begin_move() until the old copy is freed (or the move is abandoned); guarded by the same.
+  std::unordered_set<InodeId> in_move_;
+  // Bumped when a move of a file in the slot begins; writes compare it before and after
+  // their data goes out, as they do truncations_.
+  std::array<std::atomic<std::uint64_t>, kMoveSlots> moves_{};
   // A move copies each chunk, and frees the old data, holding its file's slot exclusively;
   // every other data operation holds it shared while its bytes go to or come from a disk, so
   // none sees a layout switch half done. Slots are shared by inodes, as truncations_'s are.
@@ -1569,9 +1642,19 @@ class StoreImpl final : public LocalStore {
   internal::ShardExecutor shard_;  // last: its thread stops before the state above goes
 };
 
+// Shards made before layouts named their nodes gain the column, empty as their files' data is
+// kept with the shard.
+Status add_layout_nodes_column(Database& db) {
+  auto columns = db.prepare("SELECT 1 FROM pragma_table_info('layouts') WHERE name = 'nodes'");
+  if (columns.next_row()) return {};
+  TP_RETURN_IF_ERROR(columns.status());
+  return db.exec("ALTER TABLE layouts ADD COLUMN nodes TEXT NOT NULL DEFAULT ''");
+}
+
 Status StoreImpl::initialize(Database& db) {
   TP_RETURN_IF_ERROR(data_.prepare());
   TP_RETURN_IF_ERROR(db.exec(internal::kShardSchema));
+  TP_RETURN_IF_ERROR(add_layout_nodes_column(db));
   TP_RETURN_IF_ERROR(db.exec("BEGIN IMMEDIATE"));
   TP_RETURN_IF_ERROR(
       db.exec("INSERT OR IGNORE INTO meta(key, value) VALUES('next_inode', 2), ('boots', 0)"));
@@ -1596,11 +1679,13 @@ Status StoreImpl::initialize(Database& db) {
   root.bind(1, kRootInode).bind(2, static_cast<std::uint32_t>(FileType::directory));
   root.bind(3, std::uint32_t{0777}).bind(4, now).bind(5, now).bind(6, now).bind(7, now);
   TP_RETURN_IF_ERROR(root.run());
-  auto placed = db.prepare("SELECT ino, pool, protection FROM layouts WHERE pool != ?");
+  auto placed = db.prepare(
+      "SELECT ino, pool, protection, stripe_unit, nodes FROM layouts WHERE pool != ?");
   placed.bind(1, kWithShard);
   while (placed.next_row()) {
     placed_[static_cast<InodeId>(placed.int64(0))] =
-        Placement{placed.blob(1), static_cast<std::uint32_t>(placed.int64(2))};
+        Placement{placed.blob(1), static_cast<std::uint32_t>(placed.int64(2)),
+                  static_cast<std::uint32_t>(placed.int64(3)), nodes_from_text(placed.blob(4))};
   }
   TP_RETURN_IF_ERROR(placed.status());
   return db.exec("COMMIT");

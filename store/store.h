@@ -136,11 +136,16 @@ struct ReadlinkResult {
 
 // How a regular file's data is laid out: its layouts row.
 struct Layout {
-  std::string pool;               // the pool policy that places its data
+  std::string pool;               // the node pool holding its data, or kWithShard
   std::uint32_t stripe_unit = 0;  // bytes per stripe unit
   std::uint32_t protection = 0;   // copies kept of every unit: 2 is OneFS's 2x
   std::string access_pattern;     // concurrency, streaming or random: how reads prefetch
+  // In a node pool: the pool's nodes when the data moved there, over which its units are
+  // placed (store/pool_data.h). Empty while the data is kept with the shard.
+  std::vector<std::uint64_t> nodes;
 };
+// The most nodes a layout names.
+inline constexpr std::size_t kMaxPoolNodes = 1024;
 inline constexpr std::uint32_t kDefaultProtection = 2;
 // The pool a layout names while the file's data is kept with its shard, on the shard's home and
 // mirror, rather than on the nodes of a node pool (store/pool_data.h).

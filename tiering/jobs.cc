@@ -98,13 +98,13 @@ Result<Impact> parse_impact(std::string_view text) {
 Budget budget_of(Impact impact, std::int64_t unix_now) {
   switch (impact) {
     case Impact::low:
-      return {.run = true, .files_per_second = 200};
+      return {.run = true, .files_per_second = 200, .bytes_per_second = 50'000'000};
     case Impact::medium:
-      return {.run = true, .files_per_second = 2000};
+      return {.run = true, .files_per_second = 2000, .bytes_per_second = 250'000'000};
     case Impact::high:
-      return {.run = true, .files_per_second = 0};
+      return {.run = true, .files_per_second = 0, .bytes_per_second = 0};
     case Impact::off_hours:
-      if (business_hours(unix_now)) return {.run = false, .files_per_second = 0};
+      if (business_hours(unix_now)) return {.run = false, .files_per_second = 0, .bytes_per_second = 0};
       return budget_of(Impact::low, unix_now);
   }
   return {};

@@ -131,6 +131,8 @@ TEST(Jobs, OffHoursJobsWaitThroughBusinessHours) {
   EXPECT_EQ(job_to_run({job}, kThursdayNoon + 2 * 24 * kHour), 1u);  // Saturday noon
   EXPECT_EQ(budget_of(Impact::off_hours, kThursdayNoon + 7 * kHour), budget_of(Impact::low, 0));
   EXPECT_EQ(budget_of(Impact::high, 0).files_per_second, 0u);
+  EXPECT_EQ(budget_of(Impact::high, 0).bytes_per_second, 0u);
+  EXPECT_LT(budget_of(Impact::low, 0).bytes_per_second, budget_of(Impact::medium, 0).bytes_per_second);
 }
 
 TEST(Jobs, AJobReadsBackFromItsRecord) {

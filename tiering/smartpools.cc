@@ -182,15 +182,21 @@ class Walk {
     if (!layout.ok()) co_return noted(path, layout.status());
     const std::optional<std::string> destination =
         hooks_.pool_for(wanted.storage_target, layout->pool);
-    bool misplaced = destination != layout->pool || layout->protection != wanted.protection;
-    const bool movable = destination && *destination != store::kWithShard;
+    const bool in_place = destination == layout->pool;
+    bool misplaced = !in_place || layout->protection != wanted.protection;
+    // Only a move to another pool is made; within its pool a file keeps its protection.
+    const bool movable = destination && *destination != store::kWithShard && !in_place;
     bool moved = false;
     if (misplaced && movable && !job_.dry_run) {
       auto moving = store_.migrate(inode, *destination, wanted.protection);
       Result<store::Layout> placed = co_await std::move(moving);
-      if (!placed.ok()) co_return noted(path, placed.status());
-      moved = true;
-      misplaced = false;
+      // A file that cannot move now (a node of either pool down) stays, noted; the walk goes on.
+      if (placed.ok()) {
+        moved = true;
+        misplaced = false;
+      } else if (placed.code() != Errc::not_found && placed.code() != Errc::stale) {
+        note_error(job_, path + ": not moved: " + placed.status().message());
+      }
     }
     const bool pattern_differs = layout->access_pattern != wanted.access_pattern;
     if (pattern_differs && !job_.dry_run) {
@@ -203,6 +209,7 @@ class Walk {
     if (moved) {
       ++progress.files_moved;
       progress.bytes_moved += attributes.size;
+      moved_this_run_ += attributes.size;
     }
     if (pattern_differs) ++progress.patterns_set;
     co_return Status{};
@@ -224,14 +231,20 @@ class Walk {
     if (hooks_.stopping()) co_return error(Errc::unavailable, "the job was stopped");
     ++worked_;
     const Budget budget = budget_of(job_.impact, now_);
+    // The run is due where the slower of its two budgets puts it.
+    std::chrono::microseconds due{0};
     if (budget.files_per_second > 0) {
-      const auto due = run_start_ + std::chrono::microseconds(worked_ * 1'000'000 /
-                                                              budget.files_per_second);
-      if (const auto ahead = due - clock_.steady_now(); ahead > std::chrono::milliseconds(5)) {
-        asio::steady_timer timer(co_await asio::this_coro::executor, ahead);
-        auto waiting = timer.async_wait(asio::use_awaitable);
-        co_await std::move(waiting);
-      }
+      due = std::chrono::microseconds(worked_ * 1'000'000 / budget.files_per_second);
+    }
+    if (budget.bytes_per_second > 0) {
+      due = std::max(due, std::chrono::microseconds(moved_this_run_ * 1'000'000 /
+                                                    budget.bytes_per_second));
+    }
+    if (const auto ahead = run_start_ + due - clock_.steady_now();
+        ahead > std::chrono::milliseconds(5)) {
+      asio::steady_timer timer(co_await asio::this_coro::executor, ahead);
+      auto waiting = timer.async_wait(asio::use_awaitable);
+      co_await std::move(waiting);
     }
     if (clock_.steady_now() - last_save_ < options_.save_every) co_return Status{};
     account_time();
@@ -261,7 +274,8 @@ class Walk {
   const std::chrono::steady_clock::time_point run_start_;
   std::chrono::steady_clock::time_point last_save_;
   std::chrono::steady_clock::duration carried_{0};  // under a second not yet in the phase's time
-  std::uint64_t worked_ = 0;  // entries this run went through
+  std::uint64_t worked_ = 0;          // entries this run went through
+  std::uint64_t moved_this_run_ = 0;  // bytes this run moved between pools
 };
 
 }  // namespace

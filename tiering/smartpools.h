@@ -4,7 +4,8 @@
 // It sets a file's access pattern to its policy's, and moves the file's data to the node pool
 // its policy's storage target names (Store::migrate), at the policy's protection. A file whose
 // data cannot go where its policy wants (the target has no pool with nodes, or the data is kept
-// with its shard and only the protection differs) is counted as misplaced.
+// with its shard or in its pool and only the protection differs, or a node of either pool is
+// down) is counted as misplaced; a move that failed is also noted as an error.
 //
 // The walk is depth-first and resumable: the job's checkpoint holds the directories open from
 // the root down, each with the cookie to list on from, and the counts at that point. Work done

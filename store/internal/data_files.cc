@@ -231,6 +231,11 @@ Status DataFiles::read(std::uint64_t inode, std::uint64_t offset, std::span<std:
   return read_verified(*descriptor, inode, offset, into, ReadMode::blocking).status();
 }
 
+Result<bool> DataFiles::holds(std::uint64_t inode) {
+  TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, false));
+  return descriptor != nullptr;
+}
+
 Result<bool> DataFiles::read_cached(std::uint64_t inode, std::uint64_t offset,
                                     std::span<std::uint8_t> into) {
   TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, false));

@@ -48,6 +48,8 @@ class DataFiles {
   // blocks were put back.
   Result<std::uint64_t> repair(std::uint64_t inode, std::uint64_t offset,
                                std::span<const std::uint8_t> good);
+  // Whether the inode has a data file here (a file never written to has none).
+  Result<bool> holds(std::uint64_t inode);
   // Makes the file's data durable; also its directory entry the first time.
   Status sync(std::uint64_t inode);
   // Makes every file's data and directory entry durable (a whole copy's: one syncfs).

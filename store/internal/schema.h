@@ -46,7 +46,8 @@ CREATE TABLE IF NOT EXISTS layouts(
   pool TEXT NOT NULL,
   stripe_unit INTEGER NOT NULL,
   protection INTEGER NOT NULL,
-  access_pattern TEXT NOT NULL DEFAULT 'concurrency');
+  access_pattern TEXT NOT NULL DEFAULT 'concurrency',
+  nodes TEXT NOT NULL DEFAULT '');
 )sql";
 
 }  // namespace tidepool::store::internal

@@ -77,10 +77,15 @@ class InProcessPools final : public PoolPeers {
     }
     return ids;
   }
+  bool is_up(cluster::NodeId node) override { return !down_.contains(node); }
   Result<xdr::Buffer> call(cluster::NodeId node, UnitMethod method,
                            std::span<const std::uint8_t> request) override {
     if (down_.contains(node)) return error(Errc::unavailable, "node down");
     return stores_.at(node - 1)->serve(static_cast<std::uint32_t>(method), request);
+  }
+  // A new UnitStore on the node's files, as after a restart: a new boot id.
+  void restart(cluster::NodeId node) {
+    stores_.at(node - 1) = std::make_unique<UnitStore>((root_ / std::to_string(node)).string());
   }
   std::filesystem::path units_of(cluster::NodeId node, const std::string& pool) const {
     return root_ / std::to_string(node) / pool;

@@ -63,18 +63,7 @@ class ClusterAdminTest : public ::testing::Test {
   }
   void form_cluster() { cluster_->form(); }
   std::string state_of(std::size_t via, std::uint64_t id) { return cluster_->state_of(via, id); }
-  // /ifs mounted through node `id`, once it serves the cluster's namespace (bounded).
-  FileHandle root_via(std::size_t id) {
-    const Endpoint& via = node(id).endpoint();
-    for (const auto deadline = Clock::now() + 20s; Clock::now() < deadline;) {
-      MountClient mount(via);
-      MountResult m = mount.connected() ? mount.mnt("/ifs") : MountResult{};
-      if (m.status == MNT3_OK && NfsClient(via).getattr(m.fh).status == NFS3_OK) return m.fh;
-      std::this_thread::sleep_for(200ms);
-    }
-    ADD_FAILURE() << "node " << id << " never served /ifs";
-    return {};
-  }
+  FileHandle root_via(std::size_t id) { return cluster_->root_via(id); }
 
   std::unique_ptr<TideCluster> cluster_;
 };

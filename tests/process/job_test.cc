@@ -9,6 +9,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <random>
 #include <set>
 #include <utility>
 #include <nlohmann/json.hpp>
@@ -27,8 +28,8 @@ using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 // Files under /ifs/data (a policy makes them stream) and /ifs/logs (left to the default).
-constexpr int kDataFiles = 600;
-constexpr int kLogFiles = 200;
+constexpr int kDataFiles = 1500;
+constexpr int kLogFiles = 500;
 
 bool has_ended(const json& job) {
   return job["state"] == "succeeded" || job["state"] == "failed" || job["state"] == "cancelled";
@@ -51,18 +52,7 @@ class JobTest : public ::testing::Test {
     return cluster_->tide_json(via, args);
   }
 
-  // /ifs mounted through node `id`, once it serves the cluster's namespace (bounded).
-  FileHandle root_via(std::size_t id) {
-    const Endpoint& via = cluster_->node(id).endpoint();
-    for (const auto deadline = Clock::now() + 20s; Clock::now() < deadline;) {
-      MountClient mount(via);
-      MountResult m = mount.connected() ? mount.mnt("/ifs") : MountResult{};
-      if (m.status == MNT3_OK && NfsClient(via).getattr(m.fh).status == NFS3_OK) return m.fh;
-      std::this_thread::sleep_for(200ms);
-    }
-    ADD_FAILURE() << "node " << id << " never served /ifs";
-    return {};
-  }
+  FileHandle root_via(std::size_t id) { return cluster_->root_via(id); }
 
   // The data set, made through node 2, and the policy that makes /ifs/data stream.
   void make_data_set() {
@@ -151,7 +141,7 @@ TEST_F(JobTest, SmartPoolsAppliesThePoliciesAndCanBePausedResumedAndCancelled) {
   EXPECT_EQ(types["types"][0]["schedule"], "every day at 22:00");
   EXPECT_EQ(types["types"][0]["priority"], 6);
 
-  // At LOW impact (200 files a second) the walk takes about four seconds.
+  // At LOW impact (200 files a second) the walk takes about ten seconds.
   const std::uint64_t id = start(2, {"SmartPools"});
   ASSERT_NE(id, 0u);
   const Ran again = tide(3, {"job", "jobs", "start", "SmartPools"});
@@ -223,7 +213,7 @@ TEST_F(JobTest, AJobWhoseCoordinatorIsKilledGoesOnElsewhereFromItsCheckpoint) {
   EXPECT_EQ(done["progress"]["files_scanned"], kDataFiles + kLogFiles)
       << "it went on from its checkpoint: no file counted twice, none left out";
   EXPECT_EQ(done["progress"]["files_matched"], kDataFiles);
-  EXPECT_EQ(pattern_of(survivor, "/ifs/data/r599.rec"), "streaming");
+  EXPECT_EQ(pattern_of(survivor, "/ifs/data/r1499.rec"), "streaming");
 }
 
 }  // namespace
@@ -296,6 +286,55 @@ TEST_F(JobTest, FilesMoveToTheColdTierWhenNotAccessedAndBackWhenReadAgain) {
     EXPECT_EQ(placement_of(2, "/ifs/walkthrough/f" + std::to_string(i)).first, "f800");
   }
   data_intact(4);
+}
+
+// A file being moved stays readable and writable: a client writes and reads it through another
+// node for as long as the move takes, and every read returns what was last written.
+TEST_F(JobTest, AFileBeingMovedStaysReadableAndWritable) {
+  ASSERT_EQ(tide(1, {"storagepool", "tiers", "create", "cold-tier", "--children", "h500"}).exit_code, 0);
+  const Ran made = tide(1, {"filepool", "policies", "create", "big", "--filter",
+                            "name =~ big.bin", "--data-storage-target", "cold-tier"});
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  constexpr std::size_t kSize = 48u << 20;
+  constexpr std::size_t kPiece = 64u << 10;
+  const FileHandle root = root_via(2);
+  ASSERT_FALSE(root.empty());
+  NfsClient writer(cluster_->node(2).endpoint());
+  const FileHandle file = writer.make_file(root, "big.bin");
+  std::string model(kSize, '\0');
+  for (std::size_t at = 0; at < kSize; at += 1u << 20) {
+    for (std::size_t b = 0; b < (1u << 20); ++b) model[at + b] = static_cast<char>((at / 4096 + b) % 253);
+    ASSERT_EQ(writer.write(file, at, std::string_view(model).substr(at, 1u << 20), UNSTABLE).status, NFS3_OK);
+  }
+  ASSERT_EQ(writer.commit(file).status, NFS3_OK);
+
+  const std::uint64_t id = start(1, {"SmartPoolsTree", "--paths", "/ifs/big.bin", "--policy", "HIGH"});
+  ASSERT_NE(id, 0u);
+  NfsClient client(cluster_->node(3).endpoint());
+  std::mt19937 random(7);
+  int rounds = 0;
+  json seen;
+  for (const auto deadline = Clock::now() + 90s; Clock::now() < deadline; ++rounds) {
+    const std::size_t at = random() % (kSize / kPiece) * kPiece;
+    std::string piece(kPiece, static_cast<char>('a' + rounds % 26));
+    const WriteResult written = client.write(file, at, piece, FILE_SYNC);
+    ASSERT_EQ(written.status, NFS3_OK) << "write " << rounds << " at " << at;
+    model.replace(at, kPiece, piece);
+    const std::size_t check = random() % (kSize / kPiece) * kPiece;
+    const ReadResult read = client.read(file, check, kPiece);
+    ASSERT_EQ(read.status, NFS3_OK) << "read " << rounds << " at " << check;
+    ASSERT_EQ(read.data, model.substr(check, kPiece)) << "read " << rounds << " at " << check;
+    if (rounds % 8 == 0) {
+      seen = job(2, id);
+      if (has_ended(seen)) break;
+    }
+  }
+  EXPECT_EQ(seen["state"], "succeeded") << seen.dump();
+  EXPECT_EQ(seen["progress"]["files_moved"], 1) << seen.dump();
+  EXPECT_GT(rounds, 0);
+  EXPECT_EQ(placement_of(4, "/ifs/big.bin").first, "h500");
+  NfsClient reader(cluster_->node(4).endpoint());
+  EXPECT_TRUE(reader.read_all(file, 1u << 20) == model) << "the whole file as last written";
 }
 
 }  // namespace

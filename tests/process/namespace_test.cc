@@ -53,23 +53,7 @@ class NamespaceTest : public ::testing::Test {
 
   void TearDown() override { cluster_.reset(); }
 
-  // The root handle of /ifs through node `id`, once that node serves the cluster's namespace
-  // (a node that just joined answers "retry later" until its view names the home).
-  FileHandle root_via(std::size_t id) {
-    const Endpoint& ep = cluster_->node(id).endpoint();
-    const auto deadline = Clock::now() + 20s;
-    while (Clock::now() < deadline) {
-      MountClient mount(ep);
-      MountResult m = mount.connected() ? mount.mnt("/ifs") : MountResult{};
-      if (m.status == MNT3_OK) {
-        NfsClient nfs(ep);
-        if (nfs.getattr(m.fh).status == NFS3_OK) return m.fh;
-      }
-      std::this_thread::sleep_for(200ms);
-    }
-    ADD_FAILURE() << "node " << id << " never served /ifs\n" << cluster_->node(id).log_tail();
-    return {};
-  }
+  FileHandle root_via(std::size_t id) { return cluster_->root_via(id); }
 
   std::vector<std::string> names_via(std::size_t id, const FileHandle& dir) {
     NfsClient nfs(cluster_->node(id).endpoint());

@@ -4,8 +4,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <sstream>
+#include <thread>
 
 #include "cli/https_transport.h"
 
@@ -129,6 +131,20 @@ std::int64_t TideCluster::metric(std::size_t id, const std::string& name) {
   }
   ADD_FAILURE() << "no " << name << " in the metrics of node " << id << ":\n" << reply->body;
   return -1;
+}
+
+FileHandle TideCluster::root_via(std::size_t id) {
+  using namespace std::chrono_literals;
+  const Endpoint& via = node(id).endpoint();
+  for (const auto deadline = std::chrono::steady_clock::now() + 20s;
+       std::chrono::steady_clock::now() < deadline;) {
+    MountClient mount(via);
+    MountResult m = mount.connected() ? mount.mnt("/ifs") : MountResult{};
+    if (m.status == MNT3_OK && NfsClient(via).getattr(m.fh).status == NFS3_OK) return m.fh;
+    std::this_thread::sleep_for(200ms);
+  }
+  ADD_FAILURE() << "node " << id << " never served /ifs\n" << node(id).log_tail();
+  return {};
 }
 
 }  // namespace tidepool::test

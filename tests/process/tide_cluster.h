@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tests/process/cluster.h"
+#include "tests/process/nfs_client.h"
 
 namespace tidepool::test {
 
@@ -47,6 +48,10 @@ class TideCluster {
   nlohmann::json tide_json(std::size_t via, std::vector<std::string> args);
   // "up", "down", "absent" or "error: ..." for node `id`, as `tide status` through `via` says.
   std::string state_of(std::size_t via, std::uint64_t id);
+  // The root handle of /ifs through node `id`, once that node serves the cluster's namespace
+  // (a node that just joined answers "retry later" until its view names the home); bounded,
+  // a gtest failure and an empty handle if it never does.
+  FileHandle root_via(std::size_t id);
   // The value of an unlabelled counter or gauge in node `id`'s /metrics (gtest failure and -1
   // if it cannot be read).
   std::int64_t metric(std::size_t id, const std::string& name);
