@@ -901,8 +901,9 @@ awaitable<Result<store::Wcc>> CoherentStore::commit(store::InodeId inode) {
 }
 
 awaitable<Result<store::Layout>> CoherentStore::migrate(store::InodeId inode, std::string pool,
-                                                        std::uint32_t protection) {
-  return impl_->inner().migrate(inode, std::move(pool), protection);
+                                                        std::uint32_t protection,
+                                                        std::uint64_t bytes_per_second) {
+  return impl_->inner().migrate(inode, std::move(pool), protection, bytes_per_second);
 }
 
 awaitable<Result<std::uint32_t>> CoherentStore::record_reads(std::vector<store::InodeId> inodes) {

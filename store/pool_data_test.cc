@@ -209,7 +209,7 @@ class MigrateTest : public ::testing::Test {
     return bytes;
   }
   Result<Layout> migrate(InodeId inode, const std::string& pool, std::uint32_t copies = 2) {
-    return internal::run_to_completion(store_->migrate(inode, pool, copies));
+    return internal::run_to_completion(store_->migrate(inode, pool, copies, 0));
   }
   // Where DataFiles keeps an inode's data under `root`.
   static std::filesystem::path data_file(const std::filesystem::path& root, InodeId inode) {
@@ -266,7 +266,7 @@ TEST_F(MigrateTest, WritesMadeWhileAFileMovesAreAllThereAfterwards) {
   const InodeId inode = file_with(expected);
   boost::asio::io_context io;
   Result<Layout> moved = error(Errc::internal, "not run");
-  boost::asio::co_spawn(io, store_->migrate(inode, "f800", 2),
+  boost::asio::co_spawn(io, store_->migrate(inode, "f800", 2, 0),
                         [&](std::exception_ptr, Result<Layout> r) { moved = std::move(r); });
   std::mt19937 random(23);
   int written = 0;
@@ -287,6 +287,16 @@ TEST_F(MigrateTest, WritesMadeWhileAFileMovesAreAllThereAfterwards) {
   EXPECT_EQ(written, 200);
   ASSERT_TRUE(internal::run_to_completion(store_->commit(inode)).ok());
   EXPECT_EQ(contents(inode, kSize), expected);
+}
+
+TEST_F(MigrateTest, AMoveKeepsToItsPace) {
+  const auto bytes = PoolDataTest::random_bytes(4u << 20, 27);
+  const InodeId inode = file_with(bytes);
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(internal::run_to_completion(store_->migrate(inode, "f800", 2, 20'000'000)).ok());
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(180))
+      << "4 MiB at 20 MB/s";
+  EXPECT_EQ(contents(inode, bytes.size()), bytes);
 }
 
 TEST_F(MigrateTest, APlacedFileIsTruncatedAndRemovedOnItsPoolsNodes) {
@@ -349,7 +359,7 @@ TEST(MigrateOutsideACluster, IsNotSupported) {
   auto made = internal::run_to_completion(
       (*store)->create(kRootInode, "f", CreateMode::unchecked, {}, {}, Caller{0, 0, {}}));
   ASSERT_TRUE(made.ok());
-  EXPECT_EQ(internal::run_to_completion((*store)->migrate(made->attributes.inode, "f800", 2))
+  EXPECT_EQ(internal::run_to_completion((*store)->migrate(made->attributes.inode, "f800", 2, 0))
                 .status()
                 .code(),
             Errc::not_supported);
@@ -376,7 +386,8 @@ TEST(UnitRequests, BadMessagesAreRefusedAndNeverReachTheDisk) {
   truncated.resize(truncated.size() - 3);
   EXPECT_EQ(store.serve(1, truncated).status().code(), Errc::invalid_argument);
   EXPECT_FALSE(std::filesystem::exists(dir / "etc"));
-  auto decoded = decode_unit_request(encode_unit_request({"h500", 3, 4, 5, bytes}));
+  const xdr::Buffer encoded = encode_unit_request({"h500", 3, 4, 5, bytes});
+  auto decoded = decode_unit_request(encoded);  // its bytes view `encoded`
   ASSERT_TRUE(decoded.ok());
   EXPECT_EQ(decoded->pool, "h500");
   EXPECT_EQ(decoded->value, 5u);

@@ -36,6 +36,7 @@ struct MigrateArgs {
   InodeId inode = 0;
   std::string pool;
   std::uint32_t protection = 0;
+  std::uint64_t bytes_per_second = 0;
 };
 
 struct RecordReadsArgs {
@@ -315,6 +316,7 @@ void fields(Io& io, MigrateArgs& a) {
   io(a.inode);
   io(a.pool, kMaxLayoutNameBytes);
   io(a.protection);
+  io(a.bytes_per_second);
 }
 
 template <class Io>
@@ -736,9 +738,10 @@ class RemoteStore final : public Store {
     return ship<FsStatistics>(StoreMethod::fsstat, NoArgs{});
   }
 
-  awaitable<Result<Layout>> migrate(InodeId inode, std::string pool,
-                                    std::uint32_t protection) override {
-    return ship<Layout>(StoreMethod::migrate, MigrateArgs{inode, std::move(pool), protection});
+  awaitable<Result<Layout>> migrate(InodeId inode, std::string pool, std::uint32_t protection,
+                                    std::uint64_t bytes_per_second) override {
+    return ship<Layout>(StoreMethod::migrate,
+                        MigrateArgs{inode, std::move(pool), protection, bytes_per_second});
   }
 
   // More files than one message names go in several.
@@ -956,7 +959,7 @@ awaitable<Result<xdr::Buffer>> serve_store_call(Store& store, std::uint32_t meth
       });
     case StoreMethod::migrate:
       return serve<MigrateArgs>("migrate", request, [s](MigrateArgs& a) {
-        return s->migrate(a.inode, std::move(a.pool), a.protection);
+        return s->migrate(a.inode, std::move(a.pool), a.protection, a.bytes_per_second);
       });
   }
   return fail_with(error(Errc::not_supported, "unknown store method " + std::to_string(method)));

@@ -150,8 +150,10 @@ awaitable<Result<Wcc>> ShardRouter::commit(InodeId inode) {
 }
 
 awaitable<Result<Layout>> ShardRouter::migrate(InodeId inode, std::string pool,
-                                               std::uint32_t protection) {
-  return route<Layout>([=](Store& s) { return s.migrate(inode, pool, protection); });
+                                               std::uint32_t protection,
+                                               std::uint64_t bytes_per_second) {
+  return route<Layout>(
+      [=](Store& s) { return s.migrate(inode, pool, protection, bytes_per_second); });
 }
 
 awaitable<Result<std::uint32_t>> ShardRouter::record_reads(std::vector<InodeId> inodes) {

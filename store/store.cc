@@ -14,6 +14,7 @@
 #include <random>
 #include <shared_mutex>
 #include <unordered_map>
+#include <thread>
 #include <unordered_set>
 
 #include <spdlog/spdlog.h>
@@ -690,8 +691,8 @@ class StoreImpl final : public LocalStore {
     co_return co_await std::move(persist);
   }
 
-  awaitable<Result<Layout>> migrate(InodeId inode, std::string pool,
-                                    std::uint32_t protection) override {
+  awaitable<Result<Layout>> migrate(InodeId inode, std::string pool, std::uint32_t protection,
+                                    std::uint64_t bytes_per_second) override {
     if (!pools_) {
       co_return error(Errc::not_supported, "moving file data between node pools needs a cluster");
     }
@@ -725,13 +726,16 @@ class StoreImpl final : public LocalStore {
     const Result<Attributes> attributes = co_await std::move(sizing);
     Status copied = attributes.status();
     if (copied.ok()) {
-      auto copying = offload([this, inode, source, target, size = attributes->size] {
-        return copy_data(inode, source, target, size);
+      auto copying = offload([this, inode, source, target, size = attributes->size,
+                              bytes_per_second] {
+        return copy_data(inode, source, target, size, bytes_per_second);
       });
       copied = co_await std::move(copying);
     }
-    Result<Layout> switched = copied;
-    if (copied.ok()) {
+    Result<Layout> switched = error(Errc::internal, "not switched");
+    if (!copied.ok()) {
+      switched = copied;
+    } else {
       auto switching = shard_.run<Layout>(
           true, [this, inode, from = current->pool, target](Database& db,
                                                             AfterCommit& after) -> Result<Layout> {
@@ -825,9 +829,11 @@ class StoreImpl final : public LocalStore {
   }
 
   // On the pool: copies the file's data, a chunk at a time under its move slot, from `source`
-  // (null: the shard's own copy) to `target`, and makes it durable there. Holes are left holes.
+  // (null: the shard's own copy) to `target`, at most `bytes_per_second` (0: no limit), and
+  // makes it durable there. Holes are left holes.
   Status copy_data(InodeId inode, const std::optional<Placement>& source, const Placement& target,
-                   std::uint64_t size) {
+                   std::uint64_t size, std::uint64_t bytes_per_second) {
+    const auto start = std::chrono::steady_clock::now();
     {
       // Units an earlier move left behind on the target's nodes must not show through holes.
       std::unique_lock slot(move_slot(inode));
@@ -842,6 +848,12 @@ class StoreImpl final : public LocalStore {
                                 : read_with_shard(inode, at, piece));
       if (std::all_of(piece.begin(), piece.end(), [](std::uint8_t b) { return b == 0; })) continue;
       TP_RETURN_IF_ERROR(pools_->write(target, inode, at, piece, false));
+      slot.unlock();
+      // Keeps to the job's pace: this store thread waits, the file's readers and writers don't.
+      if (bytes_per_second > 0) {
+        std::this_thread::sleep_until(
+            start + std::chrono::microseconds((at + piece.size()) * 1'000'000 / bytes_per_second));
+      }
     }
     return pools_->sync(target, inode);
   }

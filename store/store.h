@@ -323,9 +323,11 @@ class Store {
   // metadata change switches the layout and the old copy is freed. The new layout; a file
   // already there is left as it is. invalid_argument for another type, a pool name that is not
   // one, or a protection of 0 or over kMaxProtection; unavailable while a node of either pool
-  // that holds its units cannot be reached (nothing changes then).
+  // that holds its units cannot be reached (nothing changes then). The copy goes no faster
+  // than `bytes_per_second` (0: as fast as it can).
   virtual awaitable<Result<Layout>> migrate(InodeId inode, std::string pool,
-                                            std::uint32_t protection) = 0;
+                                            std::uint32_t protection,
+                                            std::uint64_t bytes_per_second) = 0;
   // The regular files `inodes` were just read from a cache on another node: their atime moves
   // as a read here would move it (past the grace period only, persisted by the next flush).
   // Files that are gone are passed over. How many atimes moved.

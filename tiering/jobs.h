@@ -28,7 +28,7 @@ Result<Impact> parse_impact(std::string_view text);
 struct Budget {
   bool run = true;                    // false: wait (OFF_HOURS in business hours)
   std::uint32_t files_per_second = 0;  // 0: no limit
-  std::uint64_t bytes_per_second = 0;  // of data moved between pools; 0: no limit
+  std::uint64_t bytes_per_second = 0;  // each move's copy of a file's data; 0: no limit
   bool operator==(const Budget&) const = default;
 };
 // OFF_HOURS waits through Monday–Friday 08:00–18:00 UTC and works as LOW otherwise.

@@ -188,7 +188,8 @@ class Walk {
     const bool movable = destination && *destination != store::kWithShard && !in_place;
     bool moved = false;
     if (misplaced && movable && !job_.dry_run) {
-      auto moving = store_.migrate(inode, *destination, wanted.protection);
+      const std::uint64_t pace = budget_of(job_.impact, now_).bytes_per_second;
+      auto moving = store_.migrate(inode, *destination, wanted.protection, pace);
       Result<store::Layout> placed = co_await std::move(moving);
       // A file that cannot move now (a node of either pool down) stays, noted; the walk goes on.
       if (placed.ok()) {
@@ -209,7 +210,6 @@ class Walk {
     if (moved) {
       ++progress.files_moved;
       progress.bytes_moved += attributes.size;
-      moved_this_run_ += attributes.size;
     }
     if (pattern_differs) ++progress.patterns_set;
     co_return Status{};
@@ -230,21 +230,16 @@ class Walk {
   awaitable<Status> pace() {
     if (hooks_.stopping()) co_return error(Errc::unavailable, "the job was stopped");
     ++worked_;
+    // Moved bytes keep to the budget inside each move (Store::migrate); files, here.
     const Budget budget = budget_of(job_.impact, now_);
-    // The run is due where the slower of its two budgets puts it.
-    std::chrono::microseconds due{0};
     if (budget.files_per_second > 0) {
-      due = std::chrono::microseconds(worked_ * 1'000'000 / budget.files_per_second);
-    }
-    if (budget.bytes_per_second > 0) {
-      due = std::max(due, std::chrono::microseconds(moved_this_run_ * 1'000'000 /
-                                                    budget.bytes_per_second));
-    }
-    if (const auto ahead = run_start_ + due - clock_.steady_now();
-        ahead > std::chrono::milliseconds(5)) {
-      asio::steady_timer timer(co_await asio::this_coro::executor, ahead);
-      auto waiting = timer.async_wait(asio::use_awaitable);
-      co_await std::move(waiting);
+      const auto due = run_start_ + std::chrono::microseconds(worked_ * 1'000'000 /
+                                                              budget.files_per_second);
+      if (const auto ahead = due - clock_.steady_now(); ahead > std::chrono::milliseconds(5)) {
+        asio::steady_timer timer(co_await asio::this_coro::executor, ahead);
+        auto waiting = timer.async_wait(asio::use_awaitable);
+        co_await std::move(waiting);
+      }
     }
     if (clock_.steady_now() - last_save_ < options_.save_every) co_return Status{};
     account_time();
@@ -274,8 +269,7 @@ class Walk {
   const std::chrono::steady_clock::time_point run_start_;
   std::chrono::steady_clock::time_point last_save_;
   std::chrono::steady_clock::duration carried_{0};  // under a second not yet in the phase's time
-  std::uint64_t worked_ = 0;          // entries this run went through
-  std::uint64_t moved_this_run_ = 0;  // bytes this run moved between pools
+  std::uint64_t worked_ = 0;  // entries this run went through
 };
 
 }  // namespace

@@ -56,7 +56,7 @@ awaitable<void> exercise(Store& s) {
   (void)co_await s.getattr(file);
   (void)co_await s.layout(file);
   (void)co_await s.set_access_pattern(file, "streaming");
-  (void)co_await s.migrate(file, "h500", 2);
+  (void)co_await s.migrate(file, "h500", 2, 0);
   AttributeChanges truncate;
   truncate.size = 2;
   (void)co_await s.setattr(file, truncate, user, std::nullopt);
