@@ -794,6 +794,8 @@ class StoreImpl final : public LocalStore {
     std::optional<Placement> moving_to;
   };
   Where where_of(InodeId inode) const {
+    // Most shards have no file in a pool: their reads and writes skip the shared lock.
+    if (!any_placement_.load(std::memory_order_acquire)) return {};
     std::shared_lock lock(placement_mutex_);
     Where where;
     if (auto placed = placed_.find(inode); placed != placed_.end()) where.placed = placed->second;
@@ -812,6 +814,7 @@ class StoreImpl final : public LocalStore {
       std::unique_lock lock(placement_mutex_);
       if (!in_move_.insert(inode).second) return false;
       moving_to_.emplace(inode, target);
+      note_placements();
     }
     moves_[inode % kMoveSlots].fetch_add(1);
     return true;
@@ -821,6 +824,11 @@ class StoreImpl final : public LocalStore {
     std::unique_lock lock(placement_mutex_);
     if (switched) placed_[inode] = target;
     moving_to_.erase(inode);
+    note_placements();
+  }
+  // Holding placement_mutex_ exclusively, after placed_ or moving_to_ changed.
+  void note_placements() {
+    any_placement_.store(!placed_.empty() || !moving_to_.empty(), std::memory_order_release);
   }
   // The old copy is freed: the file may move again.
   void freed(InodeId inode) {
@@ -1161,6 +1169,7 @@ class StoreImpl final : public LocalStore {
       if (auto placed = placed_.find(inode); placed != placed_.end()) {
         where.placed = placed->second;
         placed_.erase(placed);
+        note_placements();
       }
       if (auto moving = moving_to_.find(inode); moving != moving_to_.end()) {
         where.moving_to = moving->second;
@@ -1637,6 +1646,7 @@ class StoreImpl final : public LocalStore {
   mutable std::shared_mutex placement_mutex_;
   std::unordered_map<InodeId, Placement> placed_;     // guarded by placement_mutex_
   std::unordered_map<InodeId, Placement> moving_to_;  // guarded by placement_mutex_
+  std::atomic<bool> any_placement_{false};  // either map is not empty
   // From begin_move() until the old copy is freed (or the move is abandoned); guarded by the same.
   std::unordered_set<InodeId> in_move_;
   // Bumped when a move of a file in the slot begins; writes compare it before and after
@@ -1700,6 +1710,7 @@ Status StoreImpl::initialize(Database& db) {
                   static_cast<std::uint32_t>(placed.int64(3)), nodes_from_text(placed.blob(4))};
   }
   TP_RETURN_IF_ERROR(placed.status());
+  note_placements();
   return db.exec("COMMIT");
 }
 
