@@ -197,9 +197,33 @@ asio::awaitable<void> JobEngine::keep_progress(const Job& job) {
   }
 }
 
+asio::awaitable<std::set<std::string>> JobEngine::full_pools(const cluster::GroupView& view) {
+  constexpr std::chrono::milliseconds kStatsDeadline{1000};
+  std::map<std::string, PoolUsage> usage;
+  for (const cluster::NodeInfo& node : view.nodes) {
+    if (!node.up || stopped_) continue;
+    auto asking = membership_.stats_of(node.id, kStatsDeadline);
+    const Result<NodeStats> stats = co_await std::move(asking);
+    if (!stats.ok()) continue;
+    usage[node.pool].used_bytes += stats->used_bytes;
+    usage[node.pool].size_bytes += stats->size_bytes;
+  }
+  std::set<std::string> full = pools_past_limit(usage);
+  for (const std::string& pool : full) {
+    spdlog::warn("jobs: node pool {} is past its transfer limit ({:.0f}% full): it receives no "
+                 "moved data",
+                 pool, kTransferLimit * 100);
+  }
+  co_return full;
+}
+
 asio::awaitable<void> JobEngine::run(std::uint64_t id, std::shared_ptr<Run> state) {
-  // A run works to the policies and tiers as they were when it started.
+  // A run works to the policies and tiers as they were when it started, and sends nothing to
+  // a pool that was past its transfer limit then.
   const cluster::GroupView view = membership_.group()->view();
+  auto measuring = full_pools(view);
+  const std::set<std::string> full = co_await std::move(measuring);
+  if (stopped_) co_return;
   const std::optional<StoredJob> stored = job_of(view, id);
   Status done = error(Errc::not_found, "the job is gone");
   Job job;
@@ -207,8 +231,11 @@ asio::awaitable<void> JobEngine::run(std::uint64_t id, std::shared_ptr<Run> stat
     job = stored->job;
     tiering::RunHooks hooks;
     hooks.policies = [&view] { return policies_of(view).set; };
-    hooks.pool_for = [&view](const std::string& target, const std::string& pool) {
-      return pool_for(view, target, pool);
+    hooks.pool_for = [&view, &full](const std::string& target,
+                                    const std::string& pool) -> std::optional<std::string> {
+      std::optional<std::string> to = pool_for(view, target, pool);
+      if (to && *to != pool && full.contains(*to)) return std::nullopt;
+      return to;
     };
     hooks.save = [this, state](const Job& j) { return save(j, *state); };
     hooks.stopping = [state] { return state->stopping; };

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
+#include <string>
 
 #include "cluster/group.h"
 #include "common/status.h"
@@ -65,6 +67,8 @@ class JobEngine {
   boost::asio::awaitable<void> run(std::uint64_t id, std::shared_ptr<Run> state);
   boost::asio::awaitable<Status> save(const tiering::Job& job, const Run& state);
   boost::asio::awaitable<void> keep_progress(const tiering::Job& job);
+  // The pools of `view` past their transfer limit, from what their nodes report now.
+  boost::asio::awaitable<std::set<std::string>> full_pools(const cluster::GroupView& view);
   boost::asio::awaitable<Status> propose(cluster::Change change);
   bool leading() const;
   std::int64_t unix_now() const;

@@ -147,6 +147,18 @@ std::optional<std::string> pool_for(const cluster::GroupView& view, const std::s
   return std::nullopt;
 }
 
+std::set<std::string> pools_past_limit(const std::map<std::string, PoolUsage>& usage,
+                                       double limit) {
+  std::set<std::string> full;
+  for (const auto& [pool, use] : usage) {
+    if (use.size_bytes > 0 &&
+        static_cast<double>(use.used_bytes) >= limit * static_cast<double>(use.size_bytes)) {
+      full.insert(pool);
+    }
+  }
+  return full;
+}
+
 json job_to_json(const Job& job) {
   json phases = json::array();
   for (const tiering::PhaseTime& p : job.phases) {

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,6 +57,18 @@ cluster::Change job_type_update(const StoredJobType& stored,
 // nodes; none when there is no such pool.
 std::optional<std::string> pool_for(const cluster::GroupView& view, const std::string& target,
                                     const std::string& pool);
+
+// How full a node pool's disks are: the sums over its nodes that answered.
+struct PoolUsage {
+  std::uint64_t used_bytes = 0;
+  std::uint64_t size_bytes = 0;
+};
+// The share of its disks past which a pool receives no moved data (OneFS's transfer limit).
+inline constexpr double kTransferLimit = 0.90;
+// The pools of `usage` at or past `limit` (a share of their size); a pool of unknown size is
+// not among them.
+std::set<std::string> pools_past_limit(const std::map<std::string, PoolUsage>& usage,
+                                       double limit = kTransferLimit);
 
 // The API's JOB: the job without its checkpoint; 0 times and nodes as null.
 nlohmann::json job_to_json(const tiering::Job& job);

@@ -131,6 +131,14 @@ TEST(Jobs, WantedStatesArePausedRunningOrCancelled) {
             "'state' must be \"paused\", \"running\" or \"cancelled\"");
 }
 
+TEST(Jobs, APoolAtNinetyPercentOfItsDisksIsPastItsTransferLimit) {
+  const std::map<std::string, PoolUsage> usage = {{"f800", {50, 100}},
+                                                  {"h500", {90, 100}},
+                                                  {"x100", {99, 0}}};
+  EXPECT_EQ(pools_past_limit(usage), (std::set<std::string>{"h500"}));
+  EXPECT_EQ(pools_past_limit(usage, 0.5), (std::set<std::string>{"f800", "h500"}));
+}
+
 TEST(Jobs, DataGoesToThePoolItsTargetNamesOrTheFirstOfItsTierWithNodes) {
   cluster::GroupView view;
   cluster::NodeInfo hot;
