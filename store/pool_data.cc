@@ -70,6 +70,11 @@ Result<internal::DataFiles*> UnitStore::files_of(const std::string& pool) {
   std::lock_guard lock(mutex_);
   auto found = pools_.find(pool);
   if (found != pools_.end()) return found->second.get();
+  if (pools_.size() >= kMaxUnitPools) {
+    return error(Errc::not_supported, "this node keeps units of at most " +
+                                          std::to_string(kMaxUnitPools) + " pools, not of '" +
+                                          pool + "'");
+  }
   auto files = std::make_unique<internal::DataFiles>(root_ + "/" + pool);
   TP_RETURN_IF_ERROR(files->prepare());
   return pools_.emplace(pool, std::move(files)).first->second.get();

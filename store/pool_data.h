@@ -52,6 +52,8 @@ enum class UnitMethod : std::uint32_t {
   repair,     // pool, inode, offset, bytes: whole checksum blocks put back where they fail
 };
 inline constexpr std::uint32_t kLastUnitMethod = static_cast<std::uint32_t>(UnitMethod::repair);
+// The most pools one node keeps units of.
+inline constexpr std::size_t kMaxUnitPools = 4;
 // The most bytes one unit message carries.
 inline constexpr std::size_t kMaxUnitMessageBytes = 4u << 20;
 
@@ -73,6 +75,10 @@ bool is_pool_name(std::string_view name);
 
 // The stripe units this node holds, one directory of data files per pool under `root`.
 // Thread-safe; every call may block on the disk.
+//
+// A node is in one pool and holds units of that pool only (of a few, if its pool was renamed):
+// it keeps at most kMaxUnitPools pools open, each with its directories' descriptors, so that
+// messages naming ever new pools cannot use up its file descriptors.
 class UnitStore {
  public:
   explicit UnitStore(std::string root);

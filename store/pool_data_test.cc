@@ -386,6 +386,19 @@ TEST(UnitRequests, BadMessagesAreRefusedAndNeverReachTheDisk) {
   truncated.resize(truncated.size() - 3);
   EXPECT_EQ(store.serve(1, truncated).status().code(), Errc::invalid_argument);
   EXPECT_FALSE(std::filesystem::exists(dir / "etc"));
+  // Ever new pool names do not open ever more directories.
+  UnitStore fresh((dir / "fresh").string());
+  auto write_to = [&](const std::string& pool) {
+    return fresh
+        .serve(static_cast<std::uint32_t>(UnitMethod::write),
+               encode_unit_request({pool, 1, 0, 0, bytes}))
+        .status();
+  };
+  for (std::size_t i = 0; i < kMaxUnitPools; ++i) {
+    EXPECT_TRUE(write_to("p" + std::to_string(i)).ok()) << i;
+  }
+  EXPECT_EQ(write_to("p-more").code(), Errc::not_supported);
+  EXPECT_TRUE(write_to("p0").ok());
   const xdr::Buffer encoded = encode_unit_request({"h500", 3, 4, 5, bytes});
   auto decoded = decode_unit_request(encoded);  // its bytes view `encoded`
   ASSERT_TRUE(decoded.ok());
