@@ -7,6 +7,7 @@
 #include <random>
 
 #include "cluster/ring.h"
+#include "common/config.h"
 #include "store/internal/data_files.h"
 
 namespace tidepool::store {
@@ -19,14 +20,6 @@ Status malformed(std::string_view why) {
 }
 
 }  // namespace
-
-bool is_pool_name(std::string_view name) {
-  return !name.empty() && name.size() <= kMaxPoolNameBytes &&
-         std::all_of(name.begin(), name.end(), [](char c) {
-           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '-' || c == '_';
-         });
-}
 
 xdr::Buffer encode_unit_request(const UnitRequest& request) {
   xdr::Buffer out;
@@ -48,7 +41,8 @@ Result<UnitRequest> decode_unit_request(std::span<const std::uint8_t> body) {
   request.value = in.u64();
   request.bytes = in.opaque(kMaxUnitMessageBytes);
   if (!in.ok() || in.remaining() != 0) return malformed("truncated or too long");
-  if (!is_pool_name(request.pool)) return malformed("no valid pool name");
+  // A pool names a directory here: is_valid_name keeps it one plain name.
+  if (!is_valid_name(request.pool)) return malformed("no valid pool name");
   if (request.offset > kMaxFileSize || request.bytes.size() > kMaxFileSize - request.offset) {
     return malformed("past the largest file");
   }

@@ -70,8 +70,6 @@ xdr::Buffer encode_unit_request(const UnitRequest& request);
 // largest file.
 Result<UnitRequest> decode_unit_request(std::span<const std::uint8_t> body);
 
-// Whether `name` may name a node pool: 1 to 63 of A-Z a-z 0-9 - _ (and so a directory).
-bool is_pool_name(std::string_view name);
 
 // The stripe units this node holds, one directory of data files per pool under `root`.
 // Thread-safe; every call may block on the disk.

@@ -28,6 +28,7 @@
 #include "store/internal/shard_replication.h"
 #include "store/shard_mirror.h"
 #include "store/internal/permissions.h"
+#include "common/config.h"
 #include "store/pool_data.h"
 
 namespace tidepool::store {
@@ -696,7 +697,7 @@ class StoreImpl final : public LocalStore {
     if (!pools_) {
       co_return error(Errc::not_supported, "moving file data between node pools needs a cluster");
     }
-    if (!is_pool_name(pool) || pool == kWithShard) {
+    if (!is_valid_name(pool) || pool == kWithShard) {
       co_return error(Errc::invalid_argument, "'" + pool + "' is not a node pool's name");
     }
     if (protection == 0 || protection > kMaxProtection) {
