@@ -900,9 +900,9 @@ awaitable<Result<store::Wcc>> CoherentStore::commit(store::InodeId inode) {
   return impl_->inner().commit(inode);
 }
 
-awaitable<Result<store::Layout>> CoherentStore::migrate(store::InodeId inode, std::string pool,
-                                                        std::uint32_t protection,
-                                                        std::uint64_t bytes_per_second) {
+awaitable<Result<store::Move>> CoherentStore::migrate(store::InodeId inode, std::string pool,
+                                                      std::uint32_t protection,
+                                                      std::uint64_t bytes_per_second) {
   return impl_->inner().migrate(inode, std::move(pool), protection, bytes_per_second);
 }
 

@@ -144,9 +144,9 @@ class CoherentStore final : public store::Store {
   awaitable<Result<store::Wcc>> commit(store::InodeId inode) override;
   awaitable<Result<std::uint32_t>> record_reads(std::vector<store::InodeId> inodes) override;
   // The bytes stay what they were, so caches of them stay good: no lock is taken.
-  awaitable<Result<store::Layout>> migrate(store::InodeId inode, std::string pool,
-                                           std::uint32_t protection,
-                                           std::uint64_t bytes_per_second) override;
+  awaitable<Result<store::Move>> migrate(store::InodeId inode, std::string pool,
+                                         std::uint32_t protection,
+                                         std::uint64_t bytes_per_second) override;
 
  private:
   class Impl;

@@ -350,6 +350,30 @@ void render_exports(std::ostream& out, const Json& exports) {
   render_listing(out, table);
 }
 
+namespace {
+
+// Runs of stripe units (`tide get -D`): which units, their byte offsets, the nodes holding them.
+void render_unit_runs(std::ostream& out, const Json& runs, const Json& unit_bytes) {
+  Table units({{"Units"}, {"Offsets"}, {"Nodes"}});
+  for (const Json& run : as_list(runs)) {
+    const Json& first = field(run, "first");
+    const Json& count = field(run, "count");
+    if (!first.is_number_unsigned() || !count.is_number_unsigned() ||
+        !unit_bytes.is_number_unsigned() || count.get<std::uint64_t>() == 0) {
+      continue;
+    }
+    const std::uint64_t from = first.get<std::uint64_t>();
+    const std::uint64_t to = from + count.get<std::uint64_t>() - 1;
+    const std::uint64_t bytes = unit_bytes.get<std::uint64_t>();
+    units.add_row({std::to_string(from) + "-" + std::to_string(to),
+                   std::to_string(from * bytes) + "-" + std::to_string((to + 1) * bytes - 1),
+                   joined(field(run, "nodes"))});
+  }
+  units.render(out);
+}
+
+}  // namespace
+
 void render_file(std::ostream& out, const Json& file, bool details) {
   const Json& layout = field(file, "layout");
   const std::string path = display(field(file, "path"));
@@ -381,24 +405,15 @@ void render_file(std::ostream& out, const Json& file, bool details) {
   out << '\n';
   render_fields(out, fields, Align::left);
   if (!layout.is_object()) return;
-  out << "\nStripe Units:\n";
-  Table units({{"Units"}, {"Offsets"}, {"Nodes"}});
   const Json& unit_bytes = field(layout, "stripe_unit");
-  for (const Json& run : as_list(field(file, "stripe_units"))) {
-    const Json& first = field(run, "first");
-    const Json& count = field(run, "count");
-    if (!first.is_number_unsigned() || !count.is_number_unsigned() ||
-        !unit_bytes.is_number_unsigned() || count.get<std::uint64_t>() == 0) {
-      continue;
-    }
-    const std::uint64_t from = first.get<std::uint64_t>();
-    const std::uint64_t to = from + count.get<std::uint64_t>() - 1;
-    const std::uint64_t bytes = unit_bytes.get<std::uint64_t>();
-    units.add_row({std::to_string(from) + "-" + std::to_string(to),
-                   std::to_string(from * bytes) + "-" + std::to_string((to + 1) * bytes - 1),
-                   joined(field(run, "nodes"))});
-  }
-  units.render(out);
+  out << "\nStripe Units:\n";
+  render_unit_runs(out, field(file, "stripe_units"), unit_bytes);
+  const Json& moving = field(file, "moving");
+  if (!moving.is_object()) return;
+  out << "\nMoving To: " << display(field(moving, "pool")) << " ("
+      << display(field(moving, "protection")) << "), " << display(field(moving, "copied_bytes"))
+      << " of " << display(field(file, "size")) << " bytes copied\n";
+  render_unit_runs(out, field(moving, "stripe_units"), unit_bytes);
 }
 
 namespace {
@@ -730,6 +745,7 @@ std::vector<std::pair<std::string, std::string>> job_fields(const Json& job) {
           {"Patterns Set", display(field(progress, "patterns_set"))},
           {"Files Moved", display(field(progress, "files_moved"))},
           {"Bytes Moved", bytes_of(field(progress, "bytes_moved"))},
+          {"Files Resumed", display(field(progress, "files_resumed"))},
           {"Files Misplaced", display(field(progress, "files_misplaced"))},
           {"Errors", display(field(progress, "errors"))},
           {"Reason", display(field(job, "reason"))}};

@@ -52,7 +52,7 @@ Json sample_job() {
     "coordinator": 1, "runs": 1, "phase": "scan", "phases": [{"name": "scan", "seconds": 65}],
     "progress": {"files_scanned": 1200, "directories_scanned": 40, "files_matched": 300,
                  "patterns_set": 12, "files_moved": 250, "bytes_moved": 1234567890,
-                 "files_misplaced": 38, "errors": 0},
+                 "files_resumed": 1, "files_misplaced": 38, "errors": 0},
     "errors": [], "reason": null})");
 }
 
@@ -403,6 +403,7 @@ TEST(Jobs, ViewShowsEveryFieldWithTimesInUtc) {
             "       Patterns Set: 12\n"
             "        Files Moved: 250\n"
             "        Bytes Moved: 1.2 GB\n"
+            "      Files Resumed: 1\n"
             "    Files Misplaced: 38\n"
             "             Errors: 0\n"
             "             Reason: -\n");

@@ -704,9 +704,23 @@ TEST_F(TideTest, GetShowsTheFilesPolicyAndWithDetailsItsLayout) {
     EXPECT_NE(details.find(expected), std::string::npos) << expected << " in\n" << details;
   }
 
+  // Mid-move: where each unit is being copied to, and how far the copy is.
+  std::string moving = file;
+  moving.replace(moving.rfind('}'), 1, R"(, "moving": {"pool": "h500", "protection": "2x",
+      "copied_bytes": 131072, "stripe_units": [{"first": 0, "count": 2, "nodes": [3, 4]},
+      {"first": 2, "count": 1, "nodes": [4, 3]}]}})");
+  cluster_.reply(200, moving);
+  out_.str("");
+  EXPECT_EQ(tide({"get", "-D", "/ifs/data set/a.bin"}), kExitSuccess) << err_.str();
+  const std::string mid_move = out_.str();
+  for (const char* expected : {"0-2    0-393215  1,2", "Moving To: h500 (2x), 131072 of 300000 bytes copied",
+                               "0-1    0-262143       3,4", "2-2    262144-393215  4,3"}) {
+    EXPECT_NE(mid_move.find(expected), std::string::npos) << expected << " in\n" << mid_move;
+  }
+
   EXPECT_EQ(tide({"get", "relative/path"}), kExitUsage);
   EXPECT_EQ(tide({"get", "/etc/passwd"}), kExitUsage);
-  EXPECT_EQ(cluster_.requests().size(), 2u);
+  EXPECT_EQ(cluster_.requests().size(), 3u);
 }
 
 TEST_F(TideTest, SysctlReadsWritesAndLists) {

@@ -492,28 +492,39 @@ const char* type_name(store::FileType type) {
 // The most stripe units `tide get -D` lists one by one; the rest are counted.
 constexpr std::uint64_t kListedUnits = 4096;
 
-// The nodes holding each stripe unit of a file of `size` bytes, as runs of consecutive units
-// held by the same nodes: in a node pool, each unit's owners on the ring over the layout's
-// nodes; kept with the shard, every unit on the namespace's home and, once in step, its mirror.
-json stripe_units_json(const store::Attributes& a, const store::Layout& layout, const json& where) {
+// The runs of consecutive units, of the first `units` of file `inode`, held by the same nodes
+// when placed over `pool_nodes` with `protection` copies: each unit's owners on the ring.
+json placed_units_json(store::InodeId inode, std::uint64_t units,
+                       const std::vector<std::uint64_t>& pool_nodes, std::uint32_t protection) {
   json runs = json::array();
-  const std::uint64_t units =
-      layout.stripe_unit == 0 ? 0 : (a.size + layout.stripe_unit - 1) / layout.stripe_unit;
-  if (layout.pool == store::kWithShard) {
-    if (units == 0 || where["home"].is_null()) return runs;
-    json nodes = json::array({where["home"]});
-    if (where["mirror_state"] == "in step") nodes.push_back(where["mirror"]);
-    runs.push_back(json{{"first", 0}, {"count", units}, {"nodes", nodes}});
-    return runs;
-  }
   for (std::uint64_t unit = 0; unit < std::min(units, kListedUnits); ++unit) {
-    const json nodes = store::unit_owners(layout.nodes, a.inode, unit, layout.protection);
+    const json nodes = store::unit_owners(pool_nodes, inode, unit, protection);
     if (!runs.empty() && runs.back()["nodes"] == nodes) {
       runs.back()["count"] = runs.back()["count"].get<std::uint64_t>() + 1;
     } else {
       runs.push_back(json{{"first", unit}, {"count", 1}, {"nodes", nodes}});
     }
   }
+  return runs;
+}
+
+std::uint64_t units_of(const store::Attributes& a, const store::Layout& layout) {
+  return layout.stripe_unit == 0 ? 0 : (a.size + layout.stripe_unit - 1) / layout.stripe_unit;
+}
+
+// The nodes holding each stripe unit of a file, as runs of consecutive units held by the same
+// nodes: in a node pool, each unit's owners on the ring over the layout's nodes; kept with the
+// shard, every unit on the namespace's home and, once in step, its mirror.
+json stripe_units_json(const store::Attributes& a, const store::Layout& layout, const json& where) {
+  const std::uint64_t units = units_of(a, layout);
+  if (layout.pool != store::kWithShard) {
+    return placed_units_json(a.inode, units, layout.nodes, layout.protection);
+  }
+  json runs = json::array();
+  if (units == 0 || where["home"].is_null()) return runs;
+  json nodes = json::array({where["home"]});
+  if (where["mirror_state"] == "in step") nodes.push_back(where["mirror"]);
+  runs.push_back(json{{"first", 0}, {"count", units}, {"nodes", nodes}});
   return runs;
 }
 
@@ -587,11 +598,21 @@ asio::awaitable<HttpResponse> file_info(store::Store& store, Membership& m,
                     {"protection", std::to_string(layout->protection) + "x"},
                     {"access_pattern", layout->access_pattern}};
   info["stripe_units"] = stripe_units_json(a, *layout, where);
-  const std::uint64_t units =
-      layout->stripe_unit == 0 ? 0 : (a.size + layout->stripe_unit - 1) / layout->stripe_unit;
+  const std::uint64_t units = units_of(a, *layout);
   info["unlisted_units"] = units > kListedUnits && layout->pool != store::kWithShard
                                ? units - kListedUnits
                                : 0;
+  // Mid-move, where every unit is being copied to; the data is read where it was until the
+  // move switches it.
+  info["moving"] = nullptr;
+  if (!layout->moving_to.empty()) {
+    info["moving"] = {
+        {"pool", layout->moving_to},
+        {"protection", std::to_string(layout->moving_protection) + "x"},
+        {"copied_bytes", std::min(layout->moved_bytes, a.size)},
+        {"stripe_units", placed_units_json(a.inode, units, layout->moving_nodes,
+                                           layout->moving_protection)}};
+  }
   co_return reply(200, info);
 }
 

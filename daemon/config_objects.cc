@@ -15,6 +15,18 @@ using nlohmann::json;
 
 constexpr std::string_view kAtimeEnabled = "efs.bam.atime_enabled";
 constexpr std::string_view kAtimeGracePeriod = "efs.bam.atime_grace_period";
+constexpr std::string_view kTransferLimit = "efs.smartpools.transfer_limit";
+
+// A transfer limit as written: a whole percentage, 1 to 100, with or without '%'.
+std::optional<std::uint32_t> parse_percent(std::string_view text) {
+  if (!text.empty() && text.back() == '%') text.remove_suffix(1);
+  std::uint32_t percent = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), percent);
+  if (ec != std::errc() || end != text.data() + text.size() || percent < 1 || percent > 100) {
+    return std::nullopt;
+  }
+  return percent;
+}
 
 Status field_error(std::string_view field, std::string_view expected) {
   return error(Errc::invalid_argument,
@@ -124,6 +136,8 @@ const std::vector<SysctlSpec>& sysctl_specs() {
       {kAtimeEnabled, "track access times (true or false)"},
       {kAtimeGracePeriod,
        "persist an access time only once it has moved by this much (90s, 5m, 12h, 1D, 2W)"},
+      {kTransferLimit,
+       "a node pool this full (percent of its disks, 1-100) receives no data SmartPools moves"},
   };
   return specs;
 }
@@ -140,6 +154,14 @@ Result<std::string> normalize_sysctl(const SysctlSpec& spec, std::string_view va
     if (value == "false" || value == "0") return std::string("false");
     return error(Errc::invalid_argument, std::string(spec.name) + " must be true or false");
   }
+  if (spec.name == kTransferLimit) {
+    const std::optional<std::uint32_t> percent = parse_percent(value);
+    if (!percent) {
+      return error(Errc::invalid_argument,
+                   std::string(spec.name) + " must be a percentage from 1 to 100");
+    }
+    return std::to_string(*percent);
+  }
   Result<std::chrono::seconds> duration = parse_duration(value);
   if (!duration.ok()) {
     return error(Errc::invalid_argument,
@@ -150,6 +172,7 @@ Result<std::string> normalize_sysctl(const SysctlSpec& spec, std::string_view va
 
 std::string sysctl_default(const SysctlSpec& spec, const NodeConfig& config) {
   if (spec.name == kAtimeEnabled) return config.atime_enabled ? "true" : "false";
+  if (spec.name == kTransferLimit) return std::to_string(kDefaultTransferLimitPercent);
   return format_duration(config.atime_grace_period);
 }
 
@@ -167,6 +190,12 @@ AtimePolicy atime_policy(const cluster::GroupView& view, const NodeConfig& confi
       parse_duration(sysctl_value(*find_sysctl(kAtimeGracePeriod), view, config));
   policy.grace_period = grace.ok() ? *grace : config.atime_grace_period;
   return policy;
+}
+
+std::uint32_t transfer_limit_percent(const cluster::GroupView& view) {
+  const std::optional<std::string> value = cluster_value(view, kTransferLimit);
+  const std::optional<std::uint32_t> percent = value ? parse_percent(*value) : std::nullopt;
+  return percent.value_or(kDefaultTransferLimitPercent);
 }
 
 std::vector<std::string> tier_children(const cluster::ConfigObject& tier) {

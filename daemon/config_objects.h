@@ -57,6 +57,11 @@ struct AtimePolicy {
 };
 AtimePolicy atime_policy(const cluster::GroupView& view, const NodeConfig& config);
 
+// efs.smartpools.transfer_limit: how full a node pool's disks may be (a percentage) and the pool
+// still receive the data the SmartPools job moves (OneFS's transfer limit).
+inline constexpr std::uint32_t kDefaultTransferLimitPercent = 90;
+std::uint32_t transfer_limit_percent(const cluster::GroupView& view);
+
 // Lowercase hex, as the cluster's ids, token hashes and keys are written.
 std::string to_hex(std::span<const std::uint8_t> bytes);
 

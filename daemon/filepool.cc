@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "daemon/config_objects.h"
+#include "daemon/jobs.h"
 
 namespace tidepool::daemon {
 namespace {
@@ -217,6 +218,27 @@ cluster::Change policies_update(const StoredPolicies& stored, const policy::Poli
   }
   return cluster::Change::update_object(std::string(kFilepoolKind), std::string(kPoliciesName),
                                         body, stored.changed);
+}
+
+void PolicyPlacement::follow(const cluster::GroupView& view) {
+  policy::PolicySet policies = policies_of(view).set;
+  std::lock_guard lock(mutex_);
+  policies_ = std::move(policies);
+  view_ = view;
+}
+
+std::optional<store::PoolChoice> PolicyPlacement::place(const store::NewFile& file) {
+  const std::int64_t now = file.now_ns / 1'000'000'000;
+  policy::FileFacts facts;
+  facts.path = file.path;
+  facts.atime = facts.mtime = facts.ctime = facts.birth = now;
+  facts.uid = file.uid;
+  std::lock_guard lock(mutex_);
+  const policy::Resolution wanted = policy::resolve(policies_, facts, now);
+  const std::optional<std::string> pool =
+      pool_for(view_, wanted.storage_target, std::string(store::kWithShard));
+  if (!pool || *pool == store::kWithShard) return std::nullopt;
+  return store::PoolChoice{*pool, wanted.protection};
 }
 
 }  // namespace tidepool::daemon

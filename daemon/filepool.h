@@ -4,12 +4,15 @@
 // and as the admin API shows and takes them.
 #pragma once
 
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "cluster/group.h"
 #include "common/status.h"
 #include "policy/policies.h"
+#include "store/store.h"
 
 namespace tidepool::daemon {
 
@@ -27,6 +30,20 @@ struct StoredPolicies {
 StoredPolicies policies_of(const cluster::GroupView& view);
 // The change that stores `set` over `stored` as it was read.
 cluster::Change policies_update(const StoredPolicies& stored, const policy::PolicySet& set);
+
+// Placement on create: a new file's data goes to the node pool its policy's storage target names
+// (as the SmartPools job would move it; daemon/jobs.h pool_for), at the policy's protection.
+// Works from the last view followed; thread-safe.
+class PolicyPlacement final : public store::NewFilePlacement {
+ public:
+  void follow(const cluster::GroupView& view);
+  std::optional<store::PoolChoice> place(const store::NewFile& file) override;
+
+ private:
+  std::mutex mutex_;
+  policy::PolicySet policies_;  // guarded by mutex_
+  cluster::GroupView view_;     // guarded by mutex_
+};
 
 // {"name", "apply_order": 1-based, "filter": the readable expression, "storage_target",
 // "protection": "2x"|"3x", "access_pattern"}; an action the policy leaves unset is null.

@@ -111,5 +111,37 @@ TEST(Filepool, TheStoredListReadsBackInOrderAndUpdatesOnlyWhatWasRead) {
       << "and the next change writes over it";
 }
 
+// Placement on create: the policy that matches the new file names where its data goes.
+TEST(Filepool, NewFilesArePlacedWhereTheirPolicyWantsThem) {
+  cluster::GroupView view = view_with_pools();
+  PolicyPlacement placement;
+  placement.follow(view);
+  const store::NewFile logs{"/ifs/logs/a.log", 0, 1'700'000'000'000'000'000};
+  EXPECT_EQ(placement.place(logs), std::nullopt) << "the built-in default: anywhere";
+
+  policy::PolicySet set;
+  set.policies.push_back(*made(json{{"name", "archive"},
+                                    {"filter", "path =~ /ifs/archive/**"},
+                                    {"storage_target", "cold-tier"},
+                                    {"protection", "3x"}}));
+  set.defaults.storage_target = "f800";
+  const cluster::Change created = policies_update(policies_of(view), set);
+  view.objects.push_back({created.object.kind, created.object.name, created.object.body, 12});
+  placement.follow(view);
+  const std::optional<store::PoolChoice> archived =
+      placement.place({"/ifs/archive/2024/a.tar", 0, 1'700'000'000'000'000'000});
+  ASSERT_TRUE(archived);
+  EXPECT_EQ(archived->pool, "h500") << "the cold tier's pool";
+  EXPECT_EQ(archived->protection, 3u);
+  const std::optional<store::PoolChoice> hot = placement.place(logs);
+  ASSERT_TRUE(hot);
+  EXPECT_EQ(hot->pool, "f800") << "the default policy's target";
+  EXPECT_EQ(hot->protection, 2u);
+
+  view.nodes.pop_back();  // h500 has no node left
+  placement.follow(view);
+  EXPECT_EQ(placement.place({"/ifs/archive/b.tar", 0, 0}), std::nullopt);
+}
+
 }  // namespace
 }  // namespace tidepool::daemon

@@ -7,6 +7,7 @@
 
 #include "common/callback_awaitable.h"
 #include "daemon/filepool.h"
+#include "daemon/config_objects.h"
 #include "daemon/jobs.h"
 #include "tiering/smartpools.h"
 
@@ -197,7 +198,8 @@ asio::awaitable<void> JobEngine::keep_progress(const Job& job) {
   }
 }
 
-asio::awaitable<std::set<std::string>> JobEngine::full_pools(const cluster::GroupView& view) {
+asio::awaitable<std::set<std::string>> JobEngine::full_pools(const cluster::GroupView& view,
+                                                             std::set<std::string> known) {
   constexpr std::chrono::milliseconds kStatsDeadline{1000};
   std::map<std::string, PoolUsage> usage;
   for (const cluster::NodeInfo& node : view.nodes) {
@@ -208,21 +210,36 @@ asio::awaitable<std::set<std::string>> JobEngine::full_pools(const cluster::Grou
     usage[node.pool].used_bytes += stats->used_bytes;
     usage[node.pool].size_bytes += stats->size_bytes;
   }
-  std::set<std::string> full = pools_past_limit(usage);
+  const std::uint32_t limit = transfer_limit_percent(view);
+  std::set<std::string> full = pools_past_limit(usage, limit);
   for (const std::string& pool : full) {
-    spdlog::warn("jobs: node pool {} is past its transfer limit ({:.0f}% full): it receives no "
+    if (known.contains(pool)) continue;
+    spdlog::warn("jobs: node pool {} is past its transfer limit ({}% full): it receives no "
                  "moved data",
-                 pool, kTransferLimit * 100);
+                 pool, limit);
+  }
+  for (const std::string& pool : known) {
+    if (!full.contains(pool)) spdlog::info("jobs: node pool {} receives moved data again", pool);
   }
   co_return full;
 }
 
+asio::awaitable<Status> JobEngine::save_measuring(const tiering::Job& job, const Run& state,
+                                                  std::set<std::string>& full) {
+  // A copy: the view may change while the nodes are asked.
+  const cluster::GroupView view = membership_.group()->view();
+  auto measuring = full_pools(view, full);
+  full = co_await std::move(measuring);
+  auto saving = save(job, state);
+  co_return co_await std::move(saving);
+}
+
 asio::awaitable<void> JobEngine::run(std::uint64_t id, std::shared_ptr<Run> state) {
   // A run works to the policies and tiers as they were when it started, and sends nothing to
-  // a pool that was past its transfer limit then.
+  // a pool past its transfer limit, measured again at every save.
   const cluster::GroupView view = membership_.group()->view();
-  auto measuring = full_pools(view);
-  const std::set<std::string> full = co_await std::move(measuring);
+  auto measuring = full_pools(view, {});
+  std::set<std::string> full = co_await std::move(measuring);
   if (stopped_) co_return;
   const std::optional<StoredJob> stored = job_of(view, id);
   Status done = error(Errc::not_found, "the job is gone");
@@ -237,7 +254,7 @@ asio::awaitable<void> JobEngine::run(std::uint64_t id, std::shared_ptr<Run> stat
       if (to && *to != pool && full.contains(*to)) return std::nullopt;
       return to;
     };
-    hooks.save = [this, state](const Job& j) { return save(j, *state); };
+    hooks.save = [this, state, &full](const Job& j) { return save_measuring(j, *state, full); };
     hooks.stopping = [state] { return state->stopping; };
     tiering::RunOptions run_options;
     run_options.save_every = options_.save_every;

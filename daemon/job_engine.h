@@ -67,8 +67,13 @@ class JobEngine {
   boost::asio::awaitable<void> run(std::uint64_t id, std::shared_ptr<Run> state);
   boost::asio::awaitable<Status> save(const tiering::Job& job, const Run& state);
   boost::asio::awaitable<void> keep_progress(const tiering::Job& job);
-  // The pools of `view` past their transfer limit, from what their nodes report now.
-  boost::asio::awaitable<std::set<std::string>> full_pools(const cluster::GroupView& view);
+  // The pools of `view` past their transfer limit, from what their nodes report now; `known`:
+  // those found past it before, so that only changes are logged.
+  boost::asio::awaitable<std::set<std::string>> full_pools(const cluster::GroupView& view,
+                                                           std::set<std::string> known);
+  // Measures the pools again, then saves.
+  boost::asio::awaitable<Status> save_measuring(const tiering::Job& job, const Run& state,
+                                                std::set<std::string>& full);
   boost::asio::awaitable<Status> propose(cluster::Change change);
   bool leading() const;
   std::int64_t unix_now() const;

@@ -148,11 +148,11 @@ std::optional<std::string> pool_for(const cluster::GroupView& view, const std::s
 }
 
 std::set<std::string> pools_past_limit(const std::map<std::string, PoolUsage>& usage,
-                                       double limit) {
+                                       std::uint32_t limit_percent) {
   std::set<std::string> full;
   for (const auto& [pool, use] : usage) {
-    if (use.size_bytes > 0 &&
-        static_cast<double>(use.used_bytes) >= limit * static_cast<double>(use.size_bytes)) {
+    if (use.size_bytes > 0 && static_cast<double>(use.used_bytes) * 100 >=
+                                  limit_percent * static_cast<double>(use.size_bytes)) {
       full.insert(pool);
     }
   }
@@ -186,6 +186,7 @@ json job_to_json(const Job& job) {
                 {"patterns_set", p.patterns_set},
                 {"files_moved", p.files_moved},
                 {"bytes_moved", p.bytes_moved},
+                {"files_resumed", p.files_resumed},
                 {"files_misplaced", p.files_misplaced},
                 {"errors", p.errors}}},
               {"errors", job.errors},

@@ -63,12 +63,10 @@ struct PoolUsage {
   std::uint64_t used_bytes = 0;
   std::uint64_t size_bytes = 0;
 };
-// The share of its disks past which a pool receives no moved data (OneFS's transfer limit).
-inline constexpr double kTransferLimit = 0.90;
-// The pools of `usage` at or past `limit` (a share of their size); a pool of unknown size is
-// not among them.
+// The pools of `usage` at or past `limit_percent` of their size (their transfer limit); a pool
+// of unknown size is not among them.
 std::set<std::string> pools_past_limit(const std::map<std::string, PoolUsage>& usage,
-                                       double limit = kTransferLimit);
+                                       std::uint32_t limit_percent);
 
 // The API's JOB: the job without its checkpoint; 0 times and nodes as null.
 nlohmann::json job_to_json(const tiering::Job& job);

@@ -135,8 +135,9 @@ TEST(Jobs, APoolAtNinetyPercentOfItsDisksIsPastItsTransferLimit) {
   const std::map<std::string, PoolUsage> usage = {{"f800", {50, 100}},
                                                   {"h500", {90, 100}},
                                                   {"x100", {99, 0}}};
-  EXPECT_EQ(pools_past_limit(usage), (std::set<std::string>{"h500"}));
-  EXPECT_EQ(pools_past_limit(usage, 0.5), (std::set<std::string>{"f800", "h500"}));
+  EXPECT_EQ(pools_past_limit(usage, kDefaultTransferLimitPercent), (std::set<std::string>{"h500"}));
+  EXPECT_EQ(pools_past_limit(usage, 50), (std::set<std::string>{"f800", "h500"}));
+  EXPECT_EQ(pools_past_limit(usage, 100), (std::set<std::string>{}));
 }
 
 TEST(Jobs, DataGoesToThePoolItsTargetNamesOrTheFirstOfItsTierWithNodes) {

@@ -229,8 +229,10 @@ class NamespaceShipping::UnitPeers final : public store::PoolPeers {
 
 namespace {
 
-store::StoreOptions with_peers(store::StoreOptions options, std::shared_ptr<store::PoolPeers> peers) {
+store::StoreOptions with_pools(store::StoreOptions options, std::shared_ptr<store::PoolPeers> peers,
+                               std::shared_ptr<store::NewFilePlacement> placement) {
   options.peers = std::move(peers);
+  options.placement = std::move(placement);
   return options;
 }
 
@@ -243,7 +245,8 @@ NamespaceShipping::NamespaceShipping(asio::any_io_executor strand,
       store_executor_(std::move(store_executor)),
       units_(std::make_unique<store::UnitStore>(options.data_dir + "/units")),
       peers_(std::make_shared<UnitPeers>(*this)),
-      options_(with_peers(std::move(options), peers_)),
+      placement_(std::make_shared<PolicyPlacement>()),
+      options_(with_pools(std::move(options), peers_, placement_)),
       self_(self),
       router_(self, [this](cluster::NodeId home) { return std::make_shared<Channel>(*this, home); }),
       release_timer_(strand_),
@@ -311,6 +314,7 @@ void NamespaceShipping::attach(Membership* membership) {
 void NamespaceShipping::follow(const std::optional<NamespaceRecord>& record,
                                const cluster::GroupView& view) {
   peers_->follow(view);
+  placement_->follow(view);
   record_ = record;
   if (!record) {
     spdlog::warn("the group view has no namespace record yet: NFS answers 'retry later'");

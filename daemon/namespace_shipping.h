@@ -23,6 +23,7 @@
 #include "cluster/group.h"
 #include "cluster/rpc.h"
 #include "daemon/config_objects.h"
+#include "daemon/filepool.h"
 #include "store/pool_data.h"
 #include "store/shard_mirror.h"
 #include "store/shard_router.h"
@@ -95,7 +96,9 @@ class NamespaceShipping {
   // The stripe units this node holds, and how this node's store reaches every node's.
   const std::unique_ptr<store::UnitStore> units_;
   const std::shared_ptr<UnitPeers> peers_;
-  const store::StoreOptions options_;  // with peers_
+  // Where new files' data goes, as the file pool policies of the view say.
+  const std::shared_ptr<PolicyPlacement> placement_;
+  const store::StoreOptions options_;  // with peers_ and placement_
   const cluster::NodeId self_;
   Membership* membership_ = nullptr;  // on the strand
   store::ShardRouter router_;

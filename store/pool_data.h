@@ -133,6 +133,7 @@ class PoolData {
 
   // The nodes of `pool` now, to place a file there.
   std::vector<cluster::NodeId> nodes_of(const std::string& pool) const;
+  bool is_up(cluster::NodeId node) const { return peers_->is_up(node); }
   // The nodes holding unit `unit` of `inode`; unavailable when the placement has no node.
   Result<std::vector<cluster::NodeId>> owners(const Placement& where, InodeId inode,
                                               std::uint64_t unit) const;

@@ -7,6 +7,9 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <cstdio>
 #include <thread>
 
@@ -181,6 +184,7 @@ class MigrateTest : public ::testing::Test {
     options.data_dir = (dir_ / "shard").string();
     options.threads = 2;
     options.peers = nodes_;
+    options.placement = placement_;
     auto opened = Store::open(options);
     ASSERT_TRUE(opened.ok()) << opened.status().to_string();
     store_ = std::move(opened).value();
@@ -208,7 +212,7 @@ class MigrateTest : public ::testing::Test {
     }
     return bytes;
   }
-  Result<Layout> migrate(InodeId inode, const std::string& pool, std::uint32_t copies = 2) {
+  Result<Move> migrate(InodeId inode, const std::string& pool, std::uint32_t copies = 2) {
     return internal::run_to_completion(store_->migrate(inode, pool, copies, 0));
   }
   // Where DataFiles keeps an inode's data under `root`.
@@ -222,8 +226,19 @@ class MigrateTest : public ::testing::Test {
     return std::filesystem::exists(data_file(dir_ / "shard" / "data", inode));
   }
 
+  // Places new files whose path ends in `suffix_` in pool f800 at 2x.
+  struct SuffixPlacement final : NewFilePlacement {
+    std::optional<PoolChoice> place(const NewFile& file) override {
+      paths.push_back(file.path);
+      if (!file.path.ends_with(".hot")) return std::nullopt;
+      return PoolChoice{"f800", 2};
+    }
+    std::vector<std::string> paths;  // asked for, in order
+  };
+
   static inline const Caller kRoot{0, 0, {}};
   std::filesystem::path dir_;
+  std::shared_ptr<SuffixPlacement> placement_ = std::make_shared<SuffixPlacement>();
   std::shared_ptr<internal::InProcessPools> nodes_;
   std::unique_ptr<LocalStore> store_;
   int files_ = 0;
@@ -235,8 +250,10 @@ TEST_F(MigrateTest, AFileMovesFromItsShardToAPoolAndBetweenPoolsKeepingEveryByte
   ASSERT_TRUE(shard_holds_data_of(inode));
   auto hot = migrate(inode, "f800");
   ASSERT_TRUE(hot.ok()) << hot.status().to_string();
-  EXPECT_EQ(hot->pool, "f800");
-  EXPECT_EQ(hot->protection, 2u);
+  EXPECT_EQ(hot->layout.pool, "f800");
+  EXPECT_EQ(hot->layout.protection, 2u);
+  EXPECT_EQ(hot->resumed_at, 0u);
+  EXPECT_EQ(hot->bytes_copied, bytes.size());
   EXPECT_FALSE(shard_holds_data_of(inode)) << "the shard's copy is freed";
   for (cluster::NodeId node = 1; node <= 3; ++node) {
     EXPECT_TRUE(std::filesystem::exists(data_file(nodes_->units_of(node, "f800"), inode)))
@@ -256,7 +273,7 @@ TEST_F(MigrateTest, AFileMovesFromItsShardToAPoolAndBetweenPoolsKeepingEveryByte
   reopen();
   EXPECT_EQ(internal::run_to_completion(store_->layout(inode))->pool, "h500") << "kept across a restart";
   EXPECT_EQ(contents(inode, bytes.size()), bytes);
-  EXPECT_EQ(migrate(inode, "f800")->pool, "f800");
+  EXPECT_EQ(migrate(inode, "f800")->layout.pool, "f800");
   EXPECT_EQ(contents(inode, bytes.size()), bytes);
 }
 
@@ -265,9 +282,9 @@ TEST_F(MigrateTest, WritesMadeWhileAFileMovesAreAllThereAfterwards) {
   std::vector<std::uint8_t> expected = PoolDataTest::random_bytes(kSize, 22);
   const InodeId inode = file_with(expected);
   boost::asio::io_context io;
-  Result<Layout> moved = error(Errc::internal, "not run");
+  Result<Move> moved = error(Errc::internal, "not run");
   boost::asio::co_spawn(io, store_->migrate(inode, "f800", 2, 0),
-                        [&](std::exception_ptr, Result<Layout> r) { moved = std::move(r); });
+                        [&](std::exception_ptr, Result<Move> r) { moved = std::move(r); });
   std::mt19937 random(23);
   int written = 0;
   auto writer = [&]() -> boost::asio::awaitable<void> {
@@ -297,6 +314,147 @@ TEST_F(MigrateTest, AMoveKeepsToItsPace) {
   EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(180))
       << "4 MiB at 20 MB/s";
   EXPECT_EQ(contents(inode, bytes.size()), bytes);
+}
+
+// The home dies mid-move (its store closes): the next one goes on from the move's watermark,
+// and writes made in between are in the new copy.
+TEST_F(MigrateTest, AMoveCutShortGoesOnFromItsWatermark) {
+  constexpr std::size_t kSize = 80u << 20;
+  std::vector<std::uint8_t> expected = PoolDataTest::random_bytes(kSize, 31);
+  const InodeId inode = file_with(expected);
+  auto write = [&](std::size_t at, std::uint8_t value) {
+    std::vector<std::uint8_t> piece(70'000, value);
+    ASSERT_TRUE(internal::run_to_completion(
+                    store_->write(inode, at, piece, Stability::file_sync, kRoot))
+                    .ok());
+    std::copy(piece.begin(), piece.end(), expected.begin() + static_cast<std::ptrdiff_t>(at));
+  };
+  boost::asio::io_context io;
+  Result<Move> cut = error(Errc::internal, "not run");
+  boost::asio::co_spawn(io, store_->migrate(inode, "f800", 2, 100'000'000),
+                        [&](std::exception_ptr, Result<Move> r) { cut = std::move(r); });
+  std::thread mover([&] { io.run(); });
+  Layout seen;
+  for (int i = 0; i < 1000 && seen.moved_bytes == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    seen = internal::run_to_completion(store_->layout(inode)).value();
+  }
+  EXPECT_EQ(seen.pool, kWithShard) << "mid-move, the data is where it was";
+  EXPECT_EQ(seen.moving_to, "f800");
+  EXPECT_EQ(seen.moving_nodes, (std::vector<std::uint64_t>{1, 2, 3}));
+  ASSERT_GT(seen.moved_bytes, 0u) << "a watermark kept";
+  ASSERT_LT(seen.moved_bytes, kSize) << "before the end";
+  write(1u << 20, 0xa1);  // below the watermark: both copies
+  store_->close();
+  mover.join();
+  EXPECT_EQ(cut.status().code(), Errc::unavailable);
+  reopen();
+  const Layout left = internal::run_to_completion(store_->layout(inode)).value();
+  EXPECT_EQ(left.pool, kWithShard);
+  EXPECT_EQ(left.moving_to, "f800");
+  EXPECT_GE(left.moved_bytes, seen.moved_bytes);
+  write(2u << 20, 0xb2);        // below the watermark, after the restart: both copies again
+  write(kSize - 100'000, 0xc3);  // past it
+  auto resumed = migrate(inode, "f800");
+  ASSERT_TRUE(resumed.ok()) << resumed.status().to_string();
+  EXPECT_EQ(resumed->resumed_at, left.moved_bytes) << "went on from the watermark";
+  EXPECT_EQ(resumed->bytes_copied, kSize - left.moved_bytes);
+  EXPECT_EQ(resumed->layout.pool, "f800");
+  EXPECT_TRUE(resumed->layout.moving_to.empty());
+  EXPECT_FALSE(shard_holds_data_of(inode));
+  EXPECT_EQ(contents(inode, kSize), expected);
+  reopen();
+  EXPECT_EQ(contents(inode, kSize), expected);
+}
+
+// A move cut short, then asked for elsewhere: the first is given up, the second starts over.
+TEST_F(MigrateTest, AMoveCutShortAndAskedForElsewhereStartsOver) {
+  constexpr std::size_t kSize = 40u << 20;
+  const std::vector<std::uint8_t> bytes = PoolDataTest::random_bytes(kSize, 32);
+  const InodeId inode = file_with(bytes);
+  boost::asio::io_context io;
+  boost::asio::co_spawn(io, store_->migrate(inode, "f800", 2, 100'000'000), boost::asio::detached);
+  std::thread mover([&] { io.run(); });
+  for (int i = 0; i < 1000; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (internal::run_to_completion(store_->layout(inode))->moved_bytes > 0) break;
+  }
+  store_->close();
+  mover.join();
+  reopen();
+  auto moved = migrate(inode, "h500");
+  ASSERT_TRUE(moved.ok()) << moved.status().to_string();
+  EXPECT_EQ(moved->resumed_at, 0u);
+  EXPECT_EQ(moved->layout.pool, "h500");
+  EXPECT_EQ(contents(inode, kSize), bytes);
+  for (cluster::NodeId node = 1; node <= 3; ++node) {
+    EXPECT_FALSE(std::filesystem::exists(data_file(nodes_->units_of(node, "f800"), inode)))
+        << "the units of the move given up are freed";
+  }
+}
+
+// A second call for a move under way waits for it and answers as it does; one for a move
+// elsewhere is refused.
+TEST_F(MigrateTest, ACallForAMoveUnderWayWaitsForIt) {
+  constexpr std::size_t kSize = 16u << 20;
+  const std::vector<std::uint8_t> bytes = PoolDataTest::random_bytes(kSize, 33);
+  const InodeId inode = file_with(bytes);
+  boost::asio::io_context io;
+  std::vector<Result<Move>> answers(3, error(Errc::internal, "not run"));
+  boost::asio::co_spawn(io, store_->migrate(inode, "f800", 2, 80'000'000),
+                        [&](std::exception_ptr, Result<Move> r) { answers[0] = std::move(r); });
+  auto later = [&](std::string pool, std::size_t slot) -> boost::asio::awaitable<void> {
+    boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor,
+                                    std::chrono::milliseconds(50));
+    co_await timer.async_wait(boost::asio::use_awaitable);
+    auto moving = store_->migrate(inode, pool, 2, 0);
+    answers[slot] = co_await std::move(moving);
+  };
+  boost::asio::co_spawn(io, later("f800", 1), boost::asio::detached);
+  boost::asio::co_spawn(io, later("h500", 2), boost::asio::detached);
+  io.run();
+  ASSERT_TRUE(answers[0].ok()) << answers[0].status().to_string();
+  ASSERT_TRUE(answers[1].ok()) << answers[1].status().to_string();
+  EXPECT_EQ(answers[1]->layout.pool, "f800");
+  EXPECT_EQ(answers[1]->resumed_at + answers[1]->bytes_copied, kSize);
+  EXPECT_EQ(answers[2].status().code(), Errc::unavailable);
+  EXPECT_EQ(contents(inode, kSize), bytes);
+}
+
+// Placement on create: a new file's data goes where the placement says from its first write,
+// unless a node of that pool is down.
+TEST_F(MigrateTest, ANewFileIsPlacedWhereThePlacementSays) {
+  auto made_dir =
+      internal::run_to_completion(store_->mkdir(kRootInode, "data", {}, kRoot));
+  ASSERT_TRUE(made_dir.ok());
+  auto make = [&](const std::string& name) {
+    auto made = internal::run_to_completion(store_->create(
+        made_dir->attributes.inode, name, CreateMode::unchecked, {}, {}, kRoot));
+    EXPECT_TRUE(made.ok()) << made.status().to_string();
+    return made.ok() ? made->attributes.inode : 0;
+  };
+  const InodeId hot = make("a.hot");
+  const InodeId cold = make("b.txt");
+  EXPECT_EQ(placement_->paths, (std::vector<std::string>{"/ifs/data/a.hot", "/ifs/data/b.txt"}));
+  const Layout placed = internal::run_to_completion(store_->layout(hot)).value();
+  EXPECT_EQ(placed.pool, "f800");
+  EXPECT_EQ(placed.protection, 2u);
+  EXPECT_EQ(placed.nodes, (std::vector<std::uint64_t>{1, 2, 3}));
+  EXPECT_EQ(internal::run_to_completion(store_->layout(cold))->pool, kWithShard);
+  const auto bytes = PoolDataTest::random_bytes(3 * kUnit, 34);
+  ASSERT_TRUE(internal::run_to_completion(store_->write(hot, 0, bytes, Stability::file_sync, kRoot))
+                  .ok());
+  EXPECT_FALSE(shard_holds_data_of(hot)) << "its data went to the pool's nodes";
+  EXPECT_TRUE(std::filesystem::exists(data_file(nodes_->units_of(1, "f800"), hot)) ||
+              std::filesystem::exists(data_file(nodes_->units_of(2, "f800"), hot)));
+  EXPECT_EQ(contents(hot, bytes.size()), bytes);
+  reopen();
+  EXPECT_EQ(contents(hot, bytes.size()), bytes) << "placed across a restart";
+
+  nodes_->down_ = {2};
+  const InodeId while_down = make("c.hot");
+  EXPECT_EQ(internal::run_to_completion(store_->layout(while_down))->pool, kWithShard)
+      << "a pool with a node down is not chosen";
 }
 
 TEST_F(MigrateTest, APlacedFileIsTruncatedAndRemovedOnItsPoolsNodes) {

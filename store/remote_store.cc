@@ -229,6 +229,17 @@ void fields(Io& io, Layout& l) {
   io(l.protection);
   io(l.access_pattern, kMaxLayoutNameBytes);
   io(l.nodes, kMaxPoolNodes);
+  io(l.moving_to, kMaxLayoutNameBytes);
+  io(l.moving_protection);
+  io(l.moving_nodes, kMaxPoolNodes);
+  io(l.moved_bytes);
+}
+
+template <class Io>
+void fields(Io& io, Move& m) {
+  io(m.layout);
+  io(m.resumed_at);
+  io(m.bytes_copied);
 }
 
 template <class Io>
@@ -738,10 +749,10 @@ class RemoteStore final : public Store {
     return ship<FsStatistics>(StoreMethod::fsstat, NoArgs{});
   }
 
-  awaitable<Result<Layout>> migrate(InodeId inode, std::string pool, std::uint32_t protection,
-                                    std::uint64_t bytes_per_second) override {
-    return ship<Layout>(StoreMethod::migrate,
-                        MigrateArgs{inode, std::move(pool), protection, bytes_per_second});
+  awaitable<Result<Move>> migrate(InodeId inode, std::string pool, std::uint32_t protection,
+                                  std::uint64_t bytes_per_second) override {
+    return ship<Move>(StoreMethod::migrate,
+                      MigrateArgs{inode, std::move(pool), protection, bytes_per_second});
   }
 
   // More files than one message names go in several.

@@ -149,10 +149,10 @@ awaitable<Result<Wcc>> ShardRouter::commit(InodeId inode) {
   return route<Wcc>([=](Store& s) { return s.commit(inode); });
 }
 
-awaitable<Result<Layout>> ShardRouter::migrate(InodeId inode, std::string pool,
-                                               std::uint32_t protection,
-                                               std::uint64_t bytes_per_second) {
-  return route<Layout>(
+awaitable<Result<Move>> ShardRouter::migrate(InodeId inode, std::string pool,
+                                             std::uint32_t protection,
+                                             std::uint64_t bytes_per_second) {
+  return route<Move>(
       [=](Store& s) { return s.migrate(inode, pool, protection, bytes_per_second); });
 }
 

@@ -73,8 +73,8 @@ class ShardRouter final : public Store {
   awaitable<Result<FsStatistics>> fsstat() override;
   awaitable<Result<Wcc>> commit(InodeId inode) override;
   awaitable<Result<std::uint32_t>> record_reads(std::vector<InodeId> inodes) override;
-  awaitable<Result<Layout>> migrate(InodeId inode, std::string pool, std::uint32_t protection,
-                                    std::uint64_t bytes_per_second) override;
+  awaitable<Result<Move>> migrate(InodeId inode, std::string pool, std::uint32_t protection,
+                                  std::uint64_t bytes_per_second) override;
 
  private:
   // The store operations go to now; null while there is no home to reach. Held by each

@@ -8,6 +8,9 @@
 #include <charconv>
 #include <atomic>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <filesystem>
 #include <fstream>
@@ -56,6 +59,15 @@ constexpr std::size_t kTruncationSlots = 1024;
 constexpr std::size_t kMoveSlots = 1024;
 // A whole copy for a new mirror, and a repair from the mirror's copy, go in pieces of this size.
 constexpr std::size_t kCopyChunkBytes = 1u << 20;
+// The deepest directory whose path placement on create works out; deeper files start with
+// their shard.
+constexpr std::size_t kMaxPathDepth = 256;
+// A move keeps its watermark with the shard each time it has copied this much: a crash costs
+// at most this much copying again.
+constexpr std::uint64_t kWatermarkBytes = 32u << 20;
+// A call for a move under way waits for it this long at most, looking this often.
+constexpr std::chrono::hours kMoveWaitLimit{1};
+constexpr std::chrono::milliseconds kMoveWaitPoll{100};
 
 bool is_dot_or_dotdot(std::string_view name) { return name == "." || name == ".."; }
 
@@ -314,6 +326,61 @@ class StoreImpl final : public LocalStore {
     });
   }
 
+  // Each call compiles its own statement: `where` varies with the policies, and the statement
+  // cache keeps only this module's constant texts. `where` comes first and `after` and `limit`
+  // are named, so SQLite numbers them after the highest of `where`'s parameters: they are N+1
+  // and N+2 exactly when `where` uses ?1..?N, and nothing else is accepted.
+  awaitable<Result<CandidatePage>> find_files(std::string where, std::vector<std::int64_t> values,
+                                              InodeId after, std::uint32_t limit) override {
+    if (limit == 0 || limit > kMaxCandidatePage) {
+      co_return error(Errc::invalid_argument, "a page of candidates holds 1 to " +
+                                                  std::to_string(kMaxCandidatePage) + " files");
+    }
+    auto finding = shard_.run<CandidatePage>(
+        false,
+        [this, where = std::move(where), values = std::move(values), after, limit](
+            Database& db, AfterCommit&) -> Result<CandidatePage> {
+          const int n = static_cast<int>(values.size());
+          const std::string sql =
+              "SELECT ino, generation, type, mode, nlink, uid, gid, size, rdev_major, "
+              "rdev_minor, atime, mtime, ctime, birth FROM inodes WHERE (" +
+              where + ") AND type = 1 AND ino > :after ORDER BY ino LIMIT :limit";
+          sqlite3_stmt* raw = nullptr;
+          const char* rest = nullptr;
+          if (sqlite3_prepare_v2(db.handle(), sql.c_str(), -1, &raw, &rest) != SQLITE_OK) {
+            sqlite3_finalize(raw);
+            return error(Errc::invalid_argument, "candidate predicate: " + db.last_error());
+          }
+          const std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> owned(raw, sqlite3_finalize);
+          if (*rest != '\0' || !sqlite3_stmt_readonly(raw)) {
+            return error(Errc::invalid_argument, "candidate predicate is more than a condition");
+          }
+          if (sqlite3_bind_parameter_count(raw) != n + 2 ||
+              sqlite3_bind_parameter_index(raw, ":after") != n + 1 ||
+              sqlite3_bind_parameter_index(raw, ":limit") != n + 2) {
+            return error(Errc::invalid_argument,
+                         "candidate predicate's parameters are not ?1..?" + std::to_string(n));
+          }
+          sqlite::Statement rows(raw);
+          for (int i = 0; i < n; ++i) rows.bind(i + 1, values[static_cast<std::size_t>(i)]);
+          // One row more than the page says whether another page follows.
+          rows.bind(n + 1, after).bind(n + 2, limit + 1);
+          CandidatePage page;
+          while (rows.next_row()) {
+            if (page.files.size() == limit) {
+              page.next = page.files.back().inode;
+              break;
+            }
+            Attributes a = attributes_from_row(rows);
+            overlay_memory_state(a);
+            page.files.push_back(a);
+          }
+          TP_RETURN_IF_ERROR(rows.status());
+          return page;
+        });
+    co_return co_await std::move(finding);
+  }
+
   awaitable<Result<Layout>> set_access_pattern(InodeId inode, std::string pattern) override {
     if (std::find(std::begin(kAccessPatterns), std::end(kAccessPatterns), pattern) ==
         std::end(kAccessPatterns)) {
@@ -468,7 +535,7 @@ class StoreImpl final : public LocalStore {
                                       AttributeChanges initial, CreateVerifier verifier,
                                       Caller caller) override {
     return shard_.run<NewObject>(
-        true, [=, this](Database& db, AfterCommit&) -> Result<NewObject> {
+        true, [=, this](Database& db, AfterCommit& after) -> Result<NewObject> {
           TP_ASSIGN_OR_RETURN(Attributes dir, load_directory(db, directory));
           TP_RETURN_IF_ERROR(validate_new_name(name));
           if (auto existing = find_entry(db, directory, name)) {
@@ -479,7 +546,16 @@ class StoreImpl final : public LocalStore {
                                              kDefaultFileMode);
           std::optional<CreateVerifier> stored;
           if (mode == CreateMode::exclusive) stored = verifier;
-          return add_object(db, dir, name, object, {}, stored);
+          const std::optional<Placement> placed = placement_for_new_file(db, directory, name, object);
+          TP_ASSIGN_OR_RETURN(NewObject made, add_object(db, dir, name, object, {}, stored, placed));
+          if (placed) {
+            after.push_back([this, inode = object.inode, target = *placed] {
+              std::unique_lock lock(placement_mutex_);
+              placed_[inode] = target;
+              note_placements();
+            });
+          }
+          return made;
         });
   }
 
@@ -692,8 +768,8 @@ class StoreImpl final : public LocalStore {
     co_return co_await std::move(persist);
   }
 
-  awaitable<Result<Layout>> migrate(InodeId inode, std::string pool, std::uint32_t protection,
-                                    std::uint64_t bytes_per_second) override {
+  awaitable<Result<Move>> migrate(InodeId inode, std::string pool, std::uint32_t protection,
+                                  std::uint64_t bytes_per_second) override {
     if (!pools_) {
       co_return error(Errc::not_supported, "moving file data between node pools needs a cluster");
     }
@@ -704,12 +780,21 @@ class StoreImpl final : public LocalStore {
       co_return error(Errc::invalid_argument, "a protection of 1 to 3 copies");
     }
     auto reading = layout(inode);
-    const Result<Layout> current = co_await std::move(reading);
+    const Result<Layout> seen = co_await std::move(reading);
+    if (!seen.ok()) co_return seen.status();
+    if (!reserve_move(inode)) {
+      auto waiting = wait_for_move(inode, pool, protection, seen->moved_bytes);
+      co_return co_await std::move(waiting);
+    }
+    // Nothing else moves the file's data until this call is done with it.
+    const MoveReservation reservation(this, inode);
+    auto rereading = layout(inode);
+    const Result<Layout> current = co_await std::move(rereading);
     if (!current.ok()) co_return current.status();
     Placement target{pool, protection, current->stripe_unit, pools_->nodes_of(pool)};
     if (current->pool == pool && current->protection == protection &&
         current->nodes == target.nodes) {
-      co_return *current;
+      co_return Move{*current};
     }
     if (target.nodes.empty()) co_return error(Errc::unavailable, "node pool '" + pool + "' has no node");
     if (current->pool == pool) {
@@ -719,20 +804,43 @@ class StoreImpl final : public LocalStore {
     }
     std::optional<Placement> source;
     if (current->pool != kWithShard) source = placement_of(*current);
-    if (!begin_move(inode, target)) {
-      co_return error(Errc::unavailable, "the file's data is being moved already");
-    }
+    const std::optional<Placement> left = left_move(*current);
+    start_dual_writes(inode, target);
     // From here every write goes to both copies, and one that began before does its data again.
+    // A move a crash cut short goes on from its watermark; one to elsewhere is given up.
+    const std::uint64_t resumed_at = left == target ? current->moved_bytes : 0;
+    Status copied = Status{};
+    if (left && left != target) {
+      auto freeing = offload([this, inode, stale = *left] {
+        std::unique_lock slot(move_slot(inode));
+        pools_->remove(stale, inode);
+        return Status{};
+      });
+      copied = co_await std::move(freeing);
+    }
+    if (copied.ok()) {
+      auto noting = note_watermark(inode, &target, resumed_at);
+      copied = co_await std::move(noting);
+    }
     auto sizing = getattr(inode);
     const Result<Attributes> attributes = co_await std::move(sizing);
-    Status copied = attributes.status();
-    if (copied.ok()) {
-      auto copying = offload([this, inode, source, target, size = attributes->size,
-                              bytes_per_second] {
-        return copy_data(inode, source, target, size, bytes_per_second);
+    if (copied.ok()) copied = attributes.status();
+    const std::uint64_t size = attributes.ok() ? attributes->size : 0;
+    const auto start = std::chrono::steady_clock::now();
+    for (std::uint64_t at = resumed_at; copied.ok() && at < size;) {
+      const std::uint64_t end = std::min(size, at + kWatermarkBytes);
+      auto copying = offload([=, this] {
+        return copy_data(inode, source, target, {at, end, resumed_at, start}, bytes_per_second);
       });
       copied = co_await std::move(copying);
+      if (!copied.ok()) break;
+      auto noting = note_watermark(inode, nullptr, end);
+      copied = co_await std::move(noting);
+      at = end;
     }
+    // A store closing leaves the move as it stands: its watermark is where the next home (or
+    // this one, reopened) goes on from.
+    if (closed_.load()) co_return error(Errc::unavailable, "the store is closed");
     Result<Layout> switched = error(Errc::internal, "not switched");
     if (!copied.ok()) {
       switched = copied;
@@ -747,16 +855,23 @@ class StoreImpl final : public LocalStore {
             update.bind(1, target.pool).bind(2, target.copies);
             update.bind(3, nodes_text(target.nodes)).bind(4, inode);
             TP_RETURN_IF_ERROR(update.run());
+            TP_RETURN_IF_ERROR(forget_move(db, inode));
             after.push_back([this, inode, target] { end_move(inode, target, true); });
-            now.pool = target.pool;
-            now.protection = target.copies;
-            now.nodes = target.nodes;
-            return now;
+            return load_layout(db, inode);
           });
       switched = co_await std::move(switching);
     }
     // A switch committed but reported failed (the mirror did not take it) still switched.
     if (!switched.ok() && where_of(inode).placed != target) {
+      // The watermark goes first: a crash meanwhile must not go on into freed units.
+      auto forgetting = shard_.run<bool>(true, [this, inode](Database& db, AfterCommit&) -> Result<bool> {
+        TP_RETURN_IF_ERROR(forget_move(db, inode));
+        return true;
+      });
+      if (const Result<bool> forgot = co_await std::move(forgetting); !forgot.ok()) {
+        spdlog::warn("inode {}: the watermark of a move given up stays: {}", inode,
+                     forgot.status().to_string());
+      }
       end_move(inode, target, false);
       auto abandoning = offload([this, inode, target] {
         std::unique_lock slot(move_slot(inode));
@@ -764,7 +879,6 @@ class StoreImpl final : public LocalStore {
         return Status{};
       });
       (void)co_await std::move(abandoning);
-      freed(inode);
       co_return switched.status();
     }
     // Readers that began under the old layout finish before its data goes.
@@ -779,12 +893,12 @@ class StoreImpl final : public LocalStore {
       return Status{};
     });
     (void)co_await std::move(freeing);
-    freed(inode);
     if (!switched.ok()) co_return switched.status();
-    spdlog::info("inode {}: its data moved from {} to pool {} ({} copies)", inode,
+    spdlog::info("inode {}: its data moved from {} to pool {} ({} copies){}", inode,
                  source ? "pool " + source->pool : std::string("its shard"), target.pool,
-                 target.copies);
-    co_return switched;
+                 target.copies,
+                 resumed_at > 0 ? ", gone on from byte " + std::to_string(resumed_at) : "");
+    co_return Move{*switched, resumed_at, size - std::min(size, resumed_at)};
   }
 
  private:
@@ -808,17 +922,42 @@ class StoreImpl final : public LocalStore {
   std::shared_mutex& move_slot(InodeId inode) { return move_slots_[inode % kMoveSlots]; }
   std::uint64_t move_count(InodeId inode) const { return moves_[inode % kMoveSlots].load(); }
 
-  // Marks the file as moving to `target` (false while an earlier move of it has not freed its
-  // old copy), then bumps its moves count so that writes under way do their data again.
-  bool begin_move(InodeId inode, const Placement& target) {
+  // Keeps other moves of the file away until it is released (false: one is under way).
+  bool reserve_move(InodeId inode) {
+    std::unique_lock lock(placement_mutex_);
+    return in_move_.insert(inode).second;
+  }
+  // The file's move is over, its old copy freed (or the move given up): it may move again.
+  void release_move(InodeId inode) {
+    std::unique_lock lock(placement_mutex_);
+    in_move_.erase(inode);
+  }
+  bool move_reserved(InodeId inode) const {
+    std::shared_lock lock(placement_mutex_);
+    return in_move_.contains(inode);
+  }
+  // Holds a file's move reservation for as long as it lives.
+  class MoveReservation {
+   public:
+    MoveReservation(StoreImpl* store, InodeId inode) : store_(store), inode_(inode) {}
+    ~MoveReservation() { store_->release_move(inode_); }
+    MoveReservation(const MoveReservation&) = delete;
+    MoveReservation& operator=(const MoveReservation&) = delete;
+
+   private:
+    StoreImpl* store_;
+    InodeId inode_;
+  };
+
+  // From now on every write of the file goes to `target` too (replacing where a move given up
+  // sent them), and writes under way do their data again: the moves count changes.
+  void start_dual_writes(InodeId inode, const Placement& target) {
     {
       std::unique_lock lock(placement_mutex_);
-      if (!in_move_.insert(inode).second) return false;
-      moving_to_.emplace(inode, target);
+      moving_to_[inode] = target;
       note_placements();
     }
     moves_[inode % kMoveSlots].fetch_add(1);
-    return true;
   }
   // The move ends: switched (the file's data is at `target` from now on) or not.
   void end_move(InodeId inode, const Placement& target, bool switched) {
@@ -831,27 +970,92 @@ class StoreImpl final : public LocalStore {
   void note_placements() {
     any_placement_.store(!placed_.empty() || !moving_to_.empty(), std::memory_order_release);
   }
-  // The old copy is freed: the file may move again.
-  void freed(InodeId inode) {
-    std::unique_lock lock(placement_mutex_);
-    in_move_.erase(inode);
+
+  // The move a crash cut short, as the shard keeps it, if any.
+  static std::optional<Placement> left_move(const Layout& layout) {
+    if (layout.moving_to.empty()) return std::nullopt;
+    return Placement{layout.moving_to, layout.moving_protection, layout.stripe_unit,
+                     layout.moving_nodes};
   }
 
-  // On the pool: copies the file's data, a chunk at a time under its move slot, from `source`
-  // (null: the shard's own copy) to `target`, at most `bytes_per_second` (0: no limit), and
-  // makes it durable there. Holes are left holes.
+  // Keeps the move's watermark with the shard (durable, and on the mirror): with `target`, a
+  // new move's row; without, how far the move under way has copied.
+  awaitable<Status> note_watermark(InodeId inode, const Placement* target, std::uint64_t copied) {
+    std::optional<Placement> row;
+    if (target) row = *target;
+    auto noting = shard_.run<bool>(
+        true, [inode, row, copied](Database& db, AfterCommit&) -> Result<bool> {
+          auto update = row ? db.prepare(
+                                  "INSERT OR REPLACE INTO moves(ino, pool, protection, "
+                                  "stripe_unit, nodes, copied) VALUES(?1, ?2, ?3, ?4, ?5, ?6)")
+                            : db.prepare("UPDATE moves SET copied = ?6 WHERE ino = ?1");
+          update.bind(1, inode).bind(6, copied);
+          if (row) {
+            update.bind(2, row->pool).bind(3, row->copies).bind(4, row->stripe_unit);
+            update.bind(5, nodes_text(row->nodes));
+          }
+          TP_RETURN_IF_ERROR(update.run());
+          return true;
+        });
+    const Result<bool> noted = co_await std::move(noting);
+    co_return noted.status();
+  }
+  static Status forget_move(Database& db, InodeId inode) {
+    auto erase = db.prepare("DELETE FROM moves WHERE ino = ?");
+    erase.bind(1, inode);
+    return erase.run();
+  }
+
+  // Waits (bounded) for the move of the file under way here to end, and answers as it would
+  // have for a move to `pool` at `protection`; `watermark`: how far it had copied when this
+  // call came.
+  awaitable<Result<Move>> wait_for_move(InodeId inode, std::string pool, std::uint32_t protection,
+                                        std::uint64_t watermark) {
+    asio::steady_timer timer(co_await asio::this_coro::executor);
+    for (const auto deadline = std::chrono::steady_clock::now() + kMoveWaitLimit;
+         move_reserved(inode);) {
+      if (std::chrono::steady_clock::now() >= deadline || closed_.load()) {
+        co_return error(Errc::unavailable, "the file's data is still being moved");
+      }
+      timer.expires_after(kMoveWaitPoll);
+      auto sleeping = timer.async_wait(asio::use_awaitable);
+      co_await std::move(sleeping);
+    }
+    auto reading = layout(inode);
+    const Result<Layout> now = co_await std::move(reading);
+    if (!now.ok()) co_return now.status();
+    if (now->pool != pool || now->protection != protection || !now->moving_to.empty()) {
+      co_return error(Errc::unavailable, "another move of the file's data was under way");
+    }
+    auto sizing = getattr(inode);
+    const Result<Attributes> attributes = co_await std::move(sizing);
+    if (!attributes.ok()) co_return attributes.status();
+    co_return Move{*now, watermark, attributes->size - std::min(attributes->size, watermark)};
+  }
+
+  // Bytes [at, end) of a move's copy; its pace counts from `start`, when the copy began at
+  // byte `first`.
+  struct CopyRange {
+    std::uint64_t at = 0;
+    std::uint64_t end = 0;
+    std::uint64_t first = 0;
+    std::chrono::steady_clock::time_point start;
+  };
+  // On the pool: copies a range of the file's data, a chunk at a time under its move slot, from
+  // `source` (null: the shard's own copy) to `target`, at most `bytes_per_second` (0: no
+  // limit), and makes it durable there. Holes are left holes.
   Status copy_data(InodeId inode, const std::optional<Placement>& source, const Placement& target,
-                   std::uint64_t size, std::uint64_t bytes_per_second) {
-    const auto start = std::chrono::steady_clock::now();
-    {
+                   const CopyRange& range, std::uint64_t bytes_per_second) {
+    if (range.at == 0) {
       // Units an earlier move left behind on the target's nodes must not show through holes.
       std::unique_lock slot(move_slot(inode));
       TP_RETURN_IF_ERROR(pools_->truncate(target, inode, 0));
     }
     std::vector<std::uint8_t> chunk(kCopyChunkBytes);
-    for (std::uint64_t at = 0; at < size; at += kCopyChunkBytes) {
+    for (std::uint64_t at = range.at; at < range.end; at += kCopyChunkBytes) {
       if (closed_.load()) return error(Errc::unavailable, "the store is closed");
-      const auto piece = std::span(chunk).first(std::min<std::uint64_t>(kCopyChunkBytes, size - at));
+      const auto piece =
+          std::span(chunk).first(std::min<std::uint64_t>(kCopyChunkBytes, range.end - at));
       std::unique_lock slot(move_slot(inode));
       TP_RETURN_IF_ERROR(source ? pools_->read(*source, inode, at, piece)
                                 : read_with_shard(inode, at, piece));
@@ -861,7 +1065,8 @@ class StoreImpl final : public LocalStore {
       // Keeps to the job's pace: this store thread waits, the file's readers and writers don't.
       if (bytes_per_second > 0) {
         std::this_thread::sleep_until(
-            start + std::chrono::microseconds((at + piece.size()) * 1'000'000 / bytes_per_second));
+            range.start + std::chrono::microseconds((at + piece.size() - range.first) *
+                                                    1'000'000 / bytes_per_second));
       }
     }
     return pools_->sync(target, inode);
@@ -1170,11 +1375,13 @@ class StoreImpl final : public LocalStore {
       if (auto placed = placed_.find(inode); placed != placed_.end()) {
         where.placed = placed->second;
         placed_.erase(placed);
-        note_placements();
       }
       if (auto moving = moving_to_.find(inode); moving != moving_to_.end()) {
         where.moving_to = moving->second;
+        // A move under way forgets its target itself; one a crash cut short is forgotten here.
+        if (!in_move_.contains(inode)) moving_to_.erase(moving);
       }
+      note_placements();
     }
     if (!where.placed && !where.moving_to) return remove_shard_data(inode);
     // Calls to the pool's nodes go on the store's threads: the shard thread never waits on them.
@@ -1225,6 +1432,46 @@ class StoreImpl final : public LocalStore {
     return row.next_row();
   }
 
+  // Where the policy that matches a new regular file wants its data: a node pool whose every
+  // node is up now (else the file starts with its shard, and the SmartPools job moves it).
+  std::optional<Placement> placement_for_new_file(Database& db, InodeId directory,
+                                                  const std::string& name,
+                                                  const Attributes& object) {
+    if (!options_.placement || !pools_) return std::nullopt;
+    Result<std::string> path = path_of(db, directory);
+    if (!path.ok()) return std::nullopt;
+    const std::optional<PoolChoice> choice =
+        options_.placement->place(NewFile{*path + "/" + name, object.uid, object.birth_ns});
+    if (!choice || choice->pool == kWithShard || choice->protection == 0 ||
+        choice->protection > kMaxProtection) {
+      return std::nullopt;
+    }
+    Placement placed{choice->pool, choice->protection, options_.stripe_unit_bytes,
+                     pools_->nodes_of(choice->pool)};
+    if (placed.nodes.empty() || placed.nodes.size() > kMaxPoolNodes ||
+        !std::all_of(placed.nodes.begin(), placed.nodes.end(),
+                     [this](std::uint64_t node) { return pools_->is_up(node); })) {
+      return std::nullopt;
+    }
+    return placed;
+  }
+
+  // The path of a directory, "/ifs/..." (its first entry's names up to the root).
+  Result<std::string> path_of(Database& db, InodeId directory) {
+    std::vector<std::string> names;
+    for (InodeId at = directory; at != kRootInode;) {
+      if (names.size() >= kMaxPathDepth) return error(Errc::name_too_long, "path too deep");
+      auto row = db.prepare("SELECT dir, name FROM dirents WHERE ino = ? LIMIT 1");
+      row.bind(1, at);
+      if (!row.next_row()) return error(Errc::stale, "directory has no parent entry");
+      names.push_back(row.blob(1));
+      at = static_cast<InodeId>(row.int64(0));
+    }
+    std::string path = "/ifs";
+    for (auto name = names.rbegin(); name != names.rend(); ++name) path += "/" + *name;
+    return path;
+  }
+
   Result<InodeId> parent_of(Database& db, InodeId directory) {
     if (directory == kRootInode) return kRootInode;
     auto row = db.prepare("SELECT dir FROM dirents WHERE ino = ? LIMIT 1");
@@ -1271,14 +1518,22 @@ class StoreImpl final : public LocalStore {
     TP_ASSIGN_OR_RETURN(Attributes a, load(db, inode));
     if (a.type != FileType::regular) return error(Errc::invalid_argument, "not a regular file");
     auto row = db.prepare(
-        "SELECT pool, stripe_unit, protection, access_pattern, nodes FROM layouts WHERE ino = ?");
+        "SELECT l.pool, l.stripe_unit, l.protection, l.access_pattern, l.nodes, m.pool, "
+        "m.protection, m.nodes, m.copied FROM layouts l LEFT JOIN moves m ON m.ino = l.ino "
+        "WHERE l.ino = ?");
     row.bind(1, inode);
     if (!row.next_row()) {
       return error(Errc::corrupt, "file " + std::to_string(inode) + " has no layout");
     }
-    return Layout{row.blob(0), static_cast<std::uint32_t>(row.int64(1)),
-                  static_cast<std::uint32_t>(row.int64(2)), row.blob(3),
-                  nodes_from_text(row.blob(4))};
+    return Layout{row.blob(0),
+                  static_cast<std::uint32_t>(row.int64(1)),
+                  static_cast<std::uint32_t>(row.int64(2)),
+                  row.blob(3),
+                  nodes_from_text(row.blob(4)),
+                  row.blob(5),
+                  static_cast<std::uint32_t>(row.int64(6)),
+                  nodes_from_text(row.blob(7)),
+                  static_cast<std::uint64_t>(row.int64(8))};
   }
 
   Status check_setattr(const Attributes& a, const AttributeChanges& c, const Caller& caller) {
@@ -1334,9 +1589,11 @@ class StoreImpl final : public LocalStore {
     }
   }
 
+  // A new regular file's data is kept with the shard, or in `placed`.
   Result<NewObject> add_object(Database& db, const Attributes& dir, const std::string& name,
                                const Attributes& object, std::string_view symlink_target,
-                               const std::optional<CreateVerifier>& verifier) {
+                               const std::optional<CreateVerifier>& verifier,
+                               const std::optional<Placement>& placed = std::nullopt) {
     auto insert = db.prepare(
         "INSERT INTO inodes(ino, generation, type, mode, nlink, uid, gid, size, rdev_major, "
         "rdev_minor, atime, mtime, ctime, birth, symlink_target, create_verifier) "
@@ -1359,9 +1616,11 @@ class StoreImpl final : public LocalStore {
     TP_RETURN_IF_ERROR(insert.run());
     if (object.type == FileType::regular) {
       auto layout = db.prepare(
-          "INSERT INTO layouts(ino, pool, stripe_unit, protection) VALUES(?, ?, ?, ?)");
-      layout.bind(1, object.inode).bind(2, kWithShard).bind(3, options_.stripe_unit_bytes);
-      layout.bind(4, kDefaultProtection);
+          "INSERT INTO layouts(ino, pool, stripe_unit, protection, nodes) VALUES(?, ?, ?, ?, ?)");
+      layout.bind(1, object.inode).bind(2, placed ? placed->pool : std::string(kWithShard));
+      layout.bind(3, options_.stripe_unit_bytes);
+      layout.bind(4, placed ? placed->copies : kDefaultProtection);
+      layout.bind(5, placed ? nodes_text(placed->nodes) : std::string());
       TP_RETURN_IF_ERROR(layout.run());
     }
     TP_RETURN_IF_ERROR(add_entry(db, dir.inode, name, object.inode));
@@ -1422,7 +1681,8 @@ class StoreImpl final : public LocalStore {
       v.ctime_ns = now;
       return save(db, v);
     }
-    for (const char* sql : {"DELETE FROM inodes WHERE ino = ?", "DELETE FROM layouts WHERE ino = ?"}) {
+    for (const char* sql : {"DELETE FROM inodes WHERE ino = ?", "DELETE FROM layouts WHERE ino = ?",
+                            "DELETE FROM moves WHERE ino = ?"}) {
       auto stmt = db.prepare(sql);
       stmt.bind(1, victim.inode);
       TP_RETURN_IF_ERROR(stmt.run());
@@ -1648,7 +1908,7 @@ class StoreImpl final : public LocalStore {
   std::unordered_map<InodeId, Placement> placed_;     // guarded by placement_mutex_
   std::unordered_map<InodeId, Placement> moving_to_;  // guarded by placement_mutex_
   std::atomic<bool> any_placement_{false};  // either map is not empty
-  // From begin_move() until the old copy is freed (or the move is abandoned); guarded by the same.
+  // Files a move is under way for (reserve_move() to release_move()); guarded by the same.
   std::unordered_set<InodeId> in_move_;
   // Bumped when a move of a file in the slot begins; writes compare it before and after
   // their data goes out, as they do truncations_.
@@ -1711,6 +1971,14 @@ Status StoreImpl::initialize(Database& db) {
                   static_cast<std::uint32_t>(placed.int64(3)), nodes_from_text(placed.blob(4))};
   }
   TP_RETURN_IF_ERROR(placed.status());
+  // Moves a crash cut short: writes go to both copies until the move goes on or is given up.
+  auto moving = db.prepare("SELECT ino, pool, protection, stripe_unit, nodes FROM moves");
+  while (moving.next_row()) {
+    moving_to_[static_cast<InodeId>(moving.int64(0))] =
+        Placement{moving.blob(1), static_cast<std::uint32_t>(moving.int64(2)),
+                  static_cast<std::uint32_t>(moving.int64(3)), nodes_from_text(moving.blob(4))};
+  }
+  TP_RETURN_IF_ERROR(moving.status());
   note_placements();
   return db.exec("COMMIT");
 }

@@ -143,6 +143,23 @@ struct Layout {
   // In a node pool: the pool's nodes when the data moved there, over which its units are
   // placed (store/pool_data.h). Empty while the data is kept with the shard.
   std::vector<std::uint64_t> nodes;
+  // While the data is being moved to another node pool (Store::migrate): that pool (empty when
+  // no move is under way or left to go on), its protection and nodes, and how many bytes from
+  // the start of the file the new copy holds durably (the move's watermark).
+  std::string moving_to;
+  std::uint32_t moving_protection = 0;
+  std::vector<std::uint64_t> moving_nodes;
+  std::uint64_t moved_bytes = 0;
+};
+
+// What Store::migrate did.
+struct Move {
+  Layout layout;  // the file's, after the move
+  // Where this call took the copy up: past what an earlier attempt (cut short by a crash, or
+  // still under way when this call came and waited for it) had already copied; 0 for a move
+  // from the start, or none.
+  std::uint64_t resumed_at = 0;
+  std::uint64_t bytes_copied = 0;  // copied from there on
 };
 // The most nodes a layout names.
 inline constexpr std::size_t kMaxPoolNodes = 1024;
@@ -228,11 +245,34 @@ struct ReadCounters {
 
 class PoolPeers;
 
+// A regular file being created, as the file pool policies see it.
+struct NewFile {
+  std::string path;  // /ifs/...
+  std::uint32_t uid = 0;
+  std::int64_t now_ns = 0;
+};
+struct PoolChoice {
+  std::string pool;
+  std::uint32_t protection = kDefaultProtection;
+};
+// Where a new regular file's data goes (placement on create follows the file pool policy that
+// matches the file).
+class NewFilePlacement {
+ public:
+  virtual ~NewFilePlacement() = default;
+  // The node pool, and how many copies, for `file`; none keeps its data with the shard. Called
+  // on the shard's thread while the file is created: it answers from memory, never waits.
+  virtual std::optional<PoolChoice> place(const NewFile& file) = 0;
+};
+
 struct StoreOptions {
   std::string data_dir;
   // How the home reaches the node pools that hold file data; null outside a cluster, where
   // files keep their data with the shard and migrate() is not supported.
   std::shared_ptr<PoolPeers> peers;
+  // Null, or without peers: every new file keeps its data with the shard. A pool with a node
+  // down is not chosen.
+  std::shared_ptr<NewFilePlacement> placement;
   std::uint32_t threads = 4;
   std::uint32_t stripe_unit_bytes = 128u << 10;
   bool atime_enabled = true;
@@ -320,23 +360,48 @@ class Store {
   // Moves a regular file's data to node pool `pool` (each unit on `protection` of its nodes,
   // fewer when the pool has fewer), while the file stays readable and writable: its data is
   // copied under the file's old layout, with writes made meanwhile going to both, then one
-  // metadata change switches the layout and the old copy is freed. The new layout; a file
-  // already there is left as it is. invalid_argument for another type, a pool name that is not
-  // one, or a protection of 0 or over kMaxProtection; unavailable while a node of either pool
-  // that holds its units cannot be reached (nothing changes then). The copy goes no faster
-  // than `bytes_per_second` (0: as fast as it can).
-  virtual awaitable<Result<Layout>> migrate(InodeId inode, std::string pool,
-                                            std::uint32_t protection,
-                                            std::uint64_t bytes_per_second) = 0;
+  // metadata change switches the layout and the old copy is freed. A file already there is
+  // left as it is. invalid_argument for another type, a pool name that is not one, or a
+  // protection of 0 or over kMaxProtection; unavailable while a node of either pool that holds
+  // its units cannot be reached (the move is then given up, and the old copy stays in use).
+  // The copy goes no faster than `bytes_per_second` (0: as fast as it can).
+  // A move's watermark is kept with the shard: a move cut short by a crash of the home goes on
+  // from it when it is asked for again (writes meanwhile go to both copies); a call for a move
+  // under way waits for it.
+  virtual awaitable<Result<Move>> migrate(InodeId inode, std::string pool,
+                                          std::uint32_t protection,
+                                          std::uint64_t bytes_per_second) = 0;
   // The regular files `inodes` were just read from a cache on another node: their atime moves
   // as a read here would move it (past the grace period only, persisted by the next flush).
   // Files that are gone are passed over. How many atimes moved.
   virtual awaitable<Result<std::uint32_t>> record_reads(std::vector<InodeId> inodes) = 0;
 };
 
+// One page of a shard's regular files that meet a policy's SQL predicate, in inode order.
+struct CandidatePage {
+  std::vector<Attributes> files;
+  InodeId next = 0;  // pass as `after` for the next page; 0: no more
+};
+// The most files one find_files() page holds.
+inline constexpr std::uint32_t kMaxCandidatePage = 100'000;
+
 // The store holding the copy of the namespace on this node's disks, as its home serves it.
 class LocalStore : public Store {
  public:
+  // The regular files after inode `after` (0: from the start) whose row in the shard's inodes
+  // table meets `where`, at most `limit` (1..kMaxCandidatePage), in inode order: how the policy
+  // engine finds its candidates in the shard's database instead of walking the namespace.
+  // `where` and `values` are policy::to_sql()'s SqlPredicate, `values` bound as ?1..?N; `where`
+  // is cluster-internal and never comes from a client. Files are chosen by the attributes the
+  // shard's database holds: an atime or size that a read or an UNSTABLE write changed less than
+  // a flush ago (about a second) is in the returned attributes but not yet in the choice.
+  // Cost: SQLite reads the inodes table from `after` on, in inode order, until the page is full
+  // (it does not pick the atime or size index for this order), on the shard's thread.
+  // invalid_argument for a predicate SQLite refuses, whose parameters are not ?1..?N, or a
+  // limit out of range.
+  virtual awaitable<Result<CandidatePage>> find_files(std::string where,
+                                                      std::vector<std::int64_t> values,
+                                                      InodeId after, std::uint32_t limit) = 0;
   // Keeps `mirror` in step from now on: first a whole copy of the shard (while it is taken,
   // changes wait), then every change before the operation that made it completes (metadata
   // durable on the mirror; data as durable as the write asked). Null stops mirroring. Fails,

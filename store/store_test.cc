@@ -491,5 +491,193 @@ TEST_P(StoreTest, AtimePolicyChangesWhileServing) {
   EXPECT_GT(run(store_->getattr(f))->atime_ns, created);
 }
 
+// find_files() belongs to the home's LocalStore: the policy engine looks for candidates where the
+// shard lives, so these tests run on the home only. The predicates are written as
+// policy::to_sql() writes them for the expression beside each (store_test does not link the
+// policy module; policy_test checks to_sql's text against the evaluator).
+class FindFilesTest : public ::testing::Test {
+ protected:
+  static constexpr std::int64_t kDayNs = 24LL * 3600 * 1'000'000'000;
+
+  void SetUp() override {
+    dir_ = internal::fresh_test_directory("tidepool-find-files-test");
+    StoreOptions options;
+    options.data_dir = dir_.string();
+    options.threads = 2;
+    options.clock = &clock_;
+    auto opened = Store::open(options);
+    ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+    store_ = std::move(opened).value();
+  }
+  void TearDown() override {
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  template <typename T>
+  T run(asio::awaitable<T> op) {
+    return internal::run_to_completion(std::move(op));
+  }
+
+  std::int64_t now_ns() const {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(clock_.now().time_since_epoch())
+        .count();
+  }
+  // The first nanosecond of the second `days` days before now: to_sql's value for an age.
+  std::int64_t days_ago_ns(int days) const {
+    return (now_ns() / 1'000'000'000 - days * 24LL * 3600) * 1'000'000'000;
+  }
+
+  // Sets the atime of `inode` to `days` days before now, as a client's SETATTR would.
+  void last_read(InodeId inode, std::int64_t days) {
+    AttributeChanges read;
+    read.atime = SetTime::client_time;
+    read.atime_ns = now_ns() - days * kDayNs;
+    auto set = run(store_->setattr(inode, read, kAlice, std::nullopt));
+    EXPECT_TRUE(set.ok()) << set.status().to_string();
+  }
+
+  // A regular file of `size` bytes last read `days` days ago.
+  InodeId file(InodeId dir, const std::string& name, std::uint64_t size, std::int64_t days) {
+    AttributeChanges initial;
+    initial.size = size;
+    auto made = run(store_->create(dir, name, CreateMode::guarded, initial, {}, kAlice));
+    EXPECT_TRUE(made.ok()) << made.status().to_string();
+    if (!made.ok()) return 0;
+    last_read(made->attributes.inode, days);
+    return made->attributes.inode;
+  }
+
+  InodeId directory(const std::string& name) {
+    auto made = run(store_->mkdir(kRootInode, name, {}, kAlice));
+    EXPECT_TRUE(made.ok()) << made.status().to_string();
+    return made.ok() ? made->attributes.inode : 0;
+  }
+
+  // Every inode the predicate selects, asking `limit` at a time.
+  std::vector<InodeId> found(const std::string& where, const std::vector<std::int64_t>& values,
+                             std::uint32_t limit = 1000) {
+    std::vector<InodeId> inodes;
+    InodeId after = 0;
+    for (int pages = 0; pages < 1000; ++pages) {
+      auto page = run(store_->find_files(where, values, after, limit));
+      EXPECT_TRUE(page.ok()) << page.status().to_string();
+      if (!page.ok()) break;
+      EXPECT_LE(page->files.size(), limit);
+      for (const Attributes& a : page->files) inodes.push_back(a.inode);
+      if (page->next == 0) break;
+      after = page->next;
+    }
+    return inodes;
+  }
+
+  std::filesystem::path dir_;
+  FakeClock clock_{std::chrono::system_clock::time_point(std::chrono::hours(24 * 365 * 50))};
+  std::unique_ptr<LocalStore> store_;
+};
+
+TEST_F(FindFilesTest, AnAtimePredicateFindsExactlyTheRegularFilesNotReadSince) {
+  const InodeId old = file(kRootInode, "old", 100, 60);
+  const InodeId older = file(kRootInode, "older", 5, 400);
+  file(kRootInode, "recent", 100, 10);
+  file(kRootInode, "just-30-days", 100, 30);  // not more than 30 days
+  const InodeId d = directory("untouched-directory");
+  last_read(d, 90);
+  auto link = run(store_->symlink(kRootInode, "untouched-link", "old", {}, kAlice));
+  ASSERT_TRUE(link.ok());
+  last_read(link->attributes.inode, 90);
+  const InodeId nested = file(d, "nested", 0, 31);
+
+  // accessed > 30d
+  EXPECT_EQ(found("(atime < ?1)", {days_ago_ns(30)}), (std::vector<InodeId>{old, older, nested}));
+  // The attributes are the file's own.
+  auto page = run(store_->find_files("(atime < ?1)", {days_ago_ns(30)}, 0, 10));
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->files.size(), 3u);
+  auto attributes = run(store_->getattr(old));
+  ASSERT_TRUE(attributes.ok());
+  EXPECT_EQ(page->files[0].size, 100u);
+  EXPECT_EQ(page->files[0].atime_ns, attributes->atime_ns);
+  EXPECT_EQ(page->files[0].generation, attributes->generation);
+  EXPECT_EQ(page->files[0].uid, 1000u);
+  EXPECT_EQ(page->next, 0u);
+}
+
+TEST_F(FindFilesTest, PagesFollowEachOtherThroughNextUntilItIsZero) {
+  std::vector<InodeId> old;
+  for (int i = 0; i < 6; ++i) {
+    old.push_back(file(kRootInode, "old" + std::to_string(i), 1, 60));
+    file(kRootInode, "new" + std::to_string(i), 1, 1);
+  }
+  const std::vector<std::int64_t> values{days_ago_ns(30)};
+  EXPECT_EQ(found("(atime < ?1)", values, 3), old);
+  EXPECT_EQ(found("(atime < ?1)", values, 4), old);
+  EXPECT_EQ(found("(atime < ?1)", values, 1), old);
+
+  auto first = run(store_->find_files("(atime < ?1)", values, 0, 3));
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(first->files.size(), 3u);
+  EXPECT_EQ(first->next, old[2]);
+  // A full last page says so: no empty page after it.
+  auto second = run(store_->find_files("(atime < ?1)", values, first->next, 3));
+  ASSERT_TRUE(second.ok());
+  ASSERT_EQ(second->files.size(), 3u);
+  EXPECT_EQ(second->files[0].inode, old[3]);
+  EXPECT_EQ(second->next, 0u);
+  auto past = run(store_->find_files("(atime < ?1)", values, old.back(), 3));
+  ASSERT_TRUE(past.ok());
+  EXPECT_TRUE(past->files.empty());
+  EXPECT_EQ(past->next, 0u);
+}
+
+TEST_F(FindFilesTest, AnOrOfAndsFindsEveryFileOneOfItsClausesHolds) {
+  constexpr std::uint64_t kMiB = 1 << 20;
+  const InodeId old_big = file(kRootInode, "old-big", 2 * kMiB, 60);
+  file(kRootInode, "old-small", 1024, 60);
+  file(kRootInode, "new-big", 2 * kMiB, 1);
+  const InodeId new_huge = file(kRootInode, "new-huge", 2048 * kMiB, 1);
+  file(kRootInode, "exactly-1mib-new", kMiB, 1);
+  const InodeId exactly_old = file(kRootInode, "exactly-1mib-old", kMiB, 31);
+
+  // accessed > 30d and size >= 1MiB or size >= 1GiB
+  EXPECT_EQ(found("(atime < ?1 AND size >= ?2) OR (size >= ?3)",
+                  {days_ago_ns(30), static_cast<std::int64_t>(kMiB),
+                   static_cast<std::int64_t>(1024 * kMiB)}),
+            (std::vector<InodeId>{old_big, new_huge, exactly_old}));
+}
+
+TEST_F(FindFilesTest, AnInexactPredicateFindsASupersetOfTheMatches) {
+  const InodeId old_log = file(kRootInode, "a.log", 1, 60);
+  const InodeId old_text = file(kRootInode, "b.txt", 1, 60);
+  const InodeId new_log = file(kRootInode, "c.log", 1, 1);
+
+  // accessed > 30d and name =~ *.log: the name has no column, exact is false, and the
+  // candidates hold the one match and a file the evaluator then turns down.
+  const std::vector<InodeId> candidates = found("(atime < ?1)", {days_ago_ns(30)});
+  EXPECT_EQ(candidates, (std::vector<InodeId>{old_log, old_text}));
+
+  // name =~ *.log or size >= 1GiB: the first clause has no condition left, so every file.
+  EXPECT_EQ(found("(1) OR (size >= ?1)", {std::int64_t{1} << 30}),
+            (std::vector<InodeId>{old_log, old_text, new_log}));
+}
+
+TEST_F(FindFilesTest, APredicateThatIsNotOneOfToSqlsIsInvalidArgument) {
+  file(kRootInode, "f", 1, 60);
+  const std::vector<std::int64_t> one{days_ago_ns(30)};
+  EXPECT_EQ(run(store_->find_files("(atime <", one, 0, 10)).code(), Errc::invalid_argument);
+  EXPECT_EQ(run(store_->find_files("(no_such_column < ?1)", one, 0, 10)).code(),
+            Errc::invalid_argument);
+  // Parameters that are not ?1..?N would take the place of the page's own.
+  EXPECT_EQ(run(store_->find_files("(atime < ?1)", {}, 0, 10)).code(), Errc::invalid_argument);
+  EXPECT_EQ(run(store_->find_files("(atime < ?2)", one, 0, 10)).code(), Errc::invalid_argument);
+  EXPECT_EQ(run(store_->find_files("(1)", one, 0, 10)).code(), Errc::invalid_argument);
+  EXPECT_EQ(run(store_->find_files("1); DELETE FROM inodes; SELECT (1", {}, 0, 10)).code(),
+            Errc::invalid_argument);
+  EXPECT_EQ(run(store_->find_files("(atime < ?1)", one, 0, 0)).code(), Errc::invalid_argument);
+  EXPECT_EQ(run(store_->find_files("(atime < ?1)", one, 0, kMaxCandidatePage + 1)).code(),
+            Errc::invalid_argument);
+  EXPECT_EQ(found("(atime < ?1)", one).size(), 1u);
+}
+
 }  // namespace
 }  // namespace tidepool::store

@@ -41,7 +41,8 @@ Json progress_to_json(const Progress& p) {
   return {{"files_scanned", p.files_scanned},     {"directories_scanned", p.directories_scanned},
           {"files_matched", p.files_matched},     {"patterns_set", p.patterns_set},
           {"files_moved", p.files_moved},         {"bytes_moved", p.bytes_moved},
-          {"files_misplaced", p.files_misplaced}, {"errors", p.errors}};
+          {"files_resumed", p.files_resumed},     {"files_misplaced", p.files_misplaced},
+          {"errors", p.errors}};
 }
 
 Progress progress_from_json(const Json& j) {
@@ -52,6 +53,7 @@ Progress progress_from_json(const Json& j) {
   p.patterns_set = j.at("patterns_set").get<std::uint64_t>();
   p.files_moved = j.value("files_moved", std::uint64_t{0});
   p.bytes_moved = j.value("bytes_moved", std::uint64_t{0});
+  p.files_resumed = j.value("files_resumed", std::uint64_t{0});
   p.files_misplaced = j.at("files_misplaced").get<std::uint64_t>();
   p.errors = j.at("errors").get<std::uint64_t>();
   return p;

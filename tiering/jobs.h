@@ -85,7 +85,8 @@ struct Progress {
   std::uint64_t files_matched = 0;    // by a policy other than the default
   std::uint64_t patterns_set = 0;     // access patterns changed to the policy's
   std::uint64_t files_moved = 0;      // their data moved to the pool their policy names
-  std::uint64_t bytes_moved = 0;
+  std::uint64_t bytes_moved = 0;       // copied by this job's moves
+  std::uint64_t files_resumed = 0;     // moves gone on from where one cut short had copied to
   std::uint64_t files_misplaced = 0;  // their data is not where their policy wants it, and stays
   std::uint64_t errors = 0;
   bool operator==(const Progress&) const = default;

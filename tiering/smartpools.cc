@@ -187,14 +187,16 @@ class Walk {
     // Only a move to another pool is made; within its pool a file keeps its protection.
     const bool movable = destination && *destination != store::kWithShard && !in_place;
     bool moved = false;
+    store::Move move;
     if (misplaced && movable && !job_.dry_run) {
       const std::uint64_t pace = budget_of(job_.impact, now_).bytes_per_second;
       auto moving = store_.migrate(inode, *destination, wanted.protection, pace);
-      Result<store::Layout> placed = co_await std::move(moving);
+      Result<store::Move> placed = co_await std::move(moving);
       // A file that cannot move now (a node of either pool down) stays, noted; the walk goes on.
       if (placed.ok()) {
         moved = true;
         misplaced = false;
+        move = *placed;
       } else if (placed.code() != Errc::not_found && placed.code() != Errc::stale) {
         note_error(job_, path + ": not moved: " + placed.status().message());
       }
@@ -209,7 +211,8 @@ class Walk {
     if (misplaced) ++progress.files_misplaced;
     if (moved) {
       ++progress.files_moved;
-      progress.bytes_moved += attributes.size;
+      progress.bytes_moved += move.bytes_copied;
+      if (move.resumed_at > 0) ++progress.files_resumed;
     }
     if (pattern_differs) ++progress.patterns_set;
     co_return Status{};

@@ -9,7 +9,9 @@ inline constexpr const char* kDataFilesPath = "/data";
 
 // Directory entries are ordered by `cookie`, which only grows, so a READDIR cookie stays valid
 // however entries are added and removed. The atime and size indexes let the policy engine find
-// candidates without a full scan.
+// candidates without a full scan. A row of `moves` is a file whose data is being moved to
+// another node pool (Store::migrate): the new copy holds its first `copied` bytes durably, so
+// a move cut short by a crash goes on from there.
 inline constexpr const char* kShardSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta(
   key TEXT PRIMARY KEY,
@@ -48,6 +50,13 @@ CREATE TABLE IF NOT EXISTS layouts(
   protection INTEGER NOT NULL,
   access_pattern TEXT NOT NULL DEFAULT 'concurrency',
   nodes TEXT NOT NULL DEFAULT '');
+CREATE TABLE IF NOT EXISTS moves(
+  ino INTEGER PRIMARY KEY,
+  pool TEXT NOT NULL,
+  protection INTEGER NOT NULL,
+  stripe_unit INTEGER NOT NULL,
+  nodes TEXT NOT NULL,
+  copied INTEGER NOT NULL);
 )sql";
 
 }  // namespace tidepool::store::internal

@@ -22,7 +22,7 @@ struct Applying {
 // SQLite skips changes to tables it does not have; a shard changeset never names one, so one
 // that does is not a shard changeset.
 int only_shard_tables(void* applying, const char* table) {
-  static constexpr std::string_view kTables[] = {"meta", "inodes", "dirents", "layouts"};
+  static constexpr std::string_view kTables[] = {"meta", "inodes", "dirents", "layouts", "moves"};
   for (std::string_view known : kTables) {
     if (known == table) return 1;
   }

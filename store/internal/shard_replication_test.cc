@@ -25,7 +25,8 @@ std::string dump(sqlite::Database& db) {
         "size || ',' || mtime || ',' || ifnull(hex(symlink_target), '-') FROM inodes ORDER BY ino",
         "SELECT cookie || ',' || dir || ',' || hex(name) || ',' || ino FROM dirents ORDER BY cookie",
         "SELECT ino || ',' || pool || ',' || stripe_unit || ',' || protection FROM layouts "
-        "ORDER BY ino"}) {
+        "ORDER BY ino",
+        "SELECT ino || ',' || pool || ',' || nodes || ',' || copied FROM moves ORDER BY ino"}) {
     auto rows = db.prepare(sql);
     while (rows.next_row()) out += rows.blob(0) + "\n";
     EXPECT_TRUE(rows.status().ok()) << rows.status().to_string();
@@ -58,6 +59,10 @@ TEST(ShardReplication, AMirrorThatAppliesEveryChangesetStaysIdentical) {
       ASSERT_TRUE(home->exec("DELETE FROM dirents WHERE ino % 7 = 0").ok());
       ASSERT_TRUE(home->exec("DELETE FROM inodes WHERE ino % 7 = 0").ok());
     }
+    // A move's watermark goes with the shard, so a promoted mirror goes on with the move.
+    ASSERT_TRUE(home->exec("INSERT OR REPLACE INTO moves(ino, pool, protection, stripe_unit, "
+                           "nodes, copied) VALUES(100, 'h500', 2, 131072, '3,4', " +
+                           std::to_string(batch << 25) + ")").ok());
     ASSERT_TRUE(home->exec("INSERT OR REPLACE INTO meta(key, value) VALUES('next_inode', " +
                            std::to_string(200 + batch) + ")").ok());
     ASSERT_TRUE(home->exec("COMMIT").ok());
