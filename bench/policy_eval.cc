@@ -193,7 +193,7 @@ struct Count {
 // Through the shard's SQL: the predicate's candidates, page after page, among the shard's
 // `files`. `filter` must compile exactly (no path or name condition), so every candidate is a
 // match.
-asio::awaitable<Result<Count>> by_sql(store::LocalStore& store, policy::Filter filter,
+asio::awaitable<Result<Count>> by_sql(store::Store& store, policy::Filter filter,
                                       std::int64_t now, std::uint64_t files) {
   const policy::SqlPredicate sql = policy::to_sql(filter, now);
   if (!sql.exact) co_return error(Errc::invalid_argument, "the predicate does not compile exactly");

@@ -906,6 +906,13 @@ awaitable<Result<store::Move>> CoherentStore::migrate(store::InodeId inode, std:
   return impl_->inner().migrate(inode, std::move(pool), protection, bytes_per_second);
 }
 
+awaitable<Result<store::CandidatePage>> CoherentStore::find_files(std::string where,
+                                                                  std::vector<std::int64_t> values,
+                                                                  store::InodeId after,
+                                                                  std::uint32_t limit) {
+  return impl_->inner().find_files(std::move(where), std::move(values), after, limit);
+}
+
 awaitable<Result<std::uint32_t>> CoherentStore::record_reads(std::vector<store::InodeId> inodes) {
   return impl_->inner().record_reads(std::move(inodes));
 }

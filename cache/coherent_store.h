@@ -147,6 +147,10 @@ class CoherentStore final : public store::Store {
   awaitable<Result<store::Move>> migrate(store::InodeId inode, std::string pool,
                                          std::uint32_t protection,
                                          std::uint64_t bytes_per_second) override;
+  awaitable<Result<store::CandidatePage>> find_files(std::string where,
+                                                     std::vector<std::int64_t> values,
+                                                     store::InodeId after,
+                                                     std::uint32_t limit) override;
 
  private:
   class Impl;

@@ -83,5 +83,26 @@ TEST(NamespaceRecordBody, RoundTripsAndReadsRecordsFromBeforeMirrors) {
   EXPECT_FALSE(namespace_of(view).has_value());
 }
 
+TEST(Sysctls, TheTransferLimitIsAPercentageFromOneToAHundred) {
+  const SysctlSpec* limit = find_sysctl("efs.smartpools.transfer_limit");
+  ASSERT_NE(limit, nullptr);
+  EXPECT_EQ(normalize_sysctl(*limit, "85").value(), "85");
+  EXPECT_EQ(normalize_sysctl(*limit, "85%").value(), "85");
+  EXPECT_EQ(normalize_sysctl(*limit, "100").value(), "100");
+  for (const char* bad : {"0", "101", "x", "", "%", "85.5", "-1", "85%%"}) {
+    EXPECT_EQ(normalize_sysctl(*limit, bad).status().message(),
+              "efs.smartpools.transfer_limit must be a percentage from 1 to 100")
+        << bad;
+  }
+  EXPECT_EQ(sysctl_default(*limit, NodeConfig{}), "90");
+  cluster::GroupView view;
+  EXPECT_EQ(transfer_limit_percent(view), kDefaultTransferLimitPercent);
+  view.objects.push_back({std::string(kSysctlKind), "efs.smartpools.transfer_limit",
+                          R"({"value":"75"})", 4});
+  EXPECT_EQ(transfer_limit_percent(view), 75u);
+  view.objects.back().body = R"({"value":"900"})";
+  EXPECT_EQ(transfer_limit_percent(view), kDefaultTransferLimitPercent) << "unreadable: default";
+}
+
 }  // namespace
 }  // namespace tidepool::daemon

@@ -6,6 +6,7 @@
 
 #include "daemon/config_objects.h"
 #include "daemon/jobs.h"
+#include "tiering/smartpools.h"
 
 namespace tidepool::daemon {
 namespace {
@@ -221,22 +222,35 @@ cluster::Change policies_update(const StoredPolicies& stored, const policy::Poli
 }
 
 void PolicyPlacement::follow(const cluster::GroupView& view) {
-  policy::PolicySet policies = policies_of(view).set;
+  auto snapshot = std::make_shared<Snapshot>(Snapshot{policies_of(view).set, view});
+  const policy::PolicySet& set = snapshot->policies;
+  const bool places_any =
+      set.defaults.storage_target != policy::kAnywhere ||
+      std::any_of(set.policies.begin(), set.policies.end(), [](const policy::Policy& p) {
+        return p.actions.storage_target && *p.actions.storage_target != policy::kAnywhere;
+      });
   std::lock_guard lock(mutex_);
-  policies_ = std::move(policies);
-  view_ = view;
+  snapshot_ = std::move(snapshot);
+  places_any_ = places_any;
 }
 
+bool PolicyPlacement::places_any() { return places_any_; }
+
 std::optional<store::PoolChoice> PolicyPlacement::place(const store::NewFile& file) {
+  std::shared_ptr<const Snapshot> snapshot;
+  {
+    std::lock_guard lock(mutex_);
+    snapshot = snapshot_;
+  }
+  if (!snapshot) return std::nullopt;
+  store::Attributes created;
+  created.uid = file.uid;
+  created.atime_ns = created.mtime_ns = created.ctime_ns = created.birth_ns = file.now_ns;
   const std::int64_t now = file.now_ns / 1'000'000'000;
-  policy::FileFacts facts;
-  facts.path = file.path;
-  facts.atime = facts.mtime = facts.ctime = facts.birth = now;
-  facts.uid = file.uid;
-  std::lock_guard lock(mutex_);
-  const policy::Resolution wanted = policy::resolve(policies_, facts, now);
+  const policy::Resolution wanted =
+      policy::resolve(snapshot->policies, tiering::facts_of(created, file.path), now);
   const std::optional<std::string> pool =
-      pool_for(view_, wanted.storage_target, std::string(store::kWithShard));
+      pool_for(snapshot->view, wanted.storage_target, std::string(store::kWithShard));
   if (!pool || *pool == store::kWithShard) return std::nullopt;
   return store::PoolChoice{*pool, wanted.protection};
 }

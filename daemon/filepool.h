@@ -4,6 +4,8 @@
 // and as the admin API shows and takes them.
 #pragma once
 
+#include <atomic>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -37,12 +39,18 @@ cluster::Change policies_update(const StoredPolicies& stored, const policy::Poli
 class PolicyPlacement final : public store::NewFilePlacement {
  public:
   void follow(const cluster::GroupView& view);
+  bool places_any() override;
   std::optional<store::PoolChoice> place(const store::NewFile& file) override;
 
  private:
+  // What the last view says, taken whole, so creates never wait on a view being followed.
+  struct Snapshot {
+    policy::PolicySet policies;
+    cluster::GroupView view;
+  };
   std::mutex mutex_;
-  policy::PolicySet policies_;  // guarded by mutex_
-  cluster::GroupView view_;     // guarded by mutex_
+  std::shared_ptr<const Snapshot> snapshot_;  // guarded by mutex_; null: none followed yet
+  std::atomic<bool> places_any_{false};
 };
 
 // {"name", "apply_order": 1-based, "filter": the readable expression, "storage_target",

@@ -118,6 +118,7 @@ TEST(Filepool, NewFilesArePlacedWhereTheirPolicyWantsThem) {
   placement.follow(view);
   const store::NewFile logs{"/ifs/logs/a.log", 0, 1'700'000'000'000'000'000};
   EXPECT_EQ(placement.place(logs), std::nullopt) << "the built-in default: anywhere";
+  EXPECT_FALSE(placement.places_any()) << "so the shard need not work out paths";
 
   policy::PolicySet set;
   set.policies.push_back(*made(json{{"name", "archive"},
@@ -128,6 +129,7 @@ TEST(Filepool, NewFilesArePlacedWhereTheirPolicyWantsThem) {
   const cluster::Change created = policies_update(policies_of(view), set);
   view.objects.push_back({created.object.kind, created.object.name, created.object.body, 12});
   placement.follow(view);
+  EXPECT_TRUE(placement.places_any());
   const std::optional<store::PoolChoice> archived =
       placement.place({"/ifs/archive/2024/a.tar", 0, 1'700'000'000'000'000'000});
   ASSERT_TRUE(archived);

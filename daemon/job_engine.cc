@@ -202,16 +202,24 @@ asio::awaitable<std::set<std::string>> JobEngine::full_pools(const cluster::Grou
                                                              std::set<std::string> known) {
   constexpr std::chrono::milliseconds kStatsDeadline{1000};
   std::map<std::string, PoolUsage> usage;
+  std::set<std::string> unanswered;
   for (const cluster::NodeInfo& node : view.nodes) {
     if (!node.up || stopped_) continue;
     auto asking = membership_.stats_of(node.id, kStatsDeadline);
     const Result<NodeStats> stats = co_await std::move(asking);
-    if (!stats.ok()) continue;
+    if (!stats.ok()) {
+      unanswered.insert(node.pool);
+      continue;
+    }
     usage[node.pool].used_bytes += stats->used_bytes;
     usage[node.pool].size_bytes += stats->size_bytes;
   }
   const std::uint32_t limit = transfer_limit_percent(view);
   std::set<std::string> full = pools_past_limit(usage, limit);
+  // A pool found full stays so until every one of its nodes has answered again.
+  for (const std::string& pool : known) {
+    if (unanswered.contains(pool)) full.insert(pool);
+  }
   for (const std::string& pool : full) {
     if (known.contains(pool)) continue;
     spdlog::warn("jobs: node pool {} is past its transfer limit ({}% full): it receives no "

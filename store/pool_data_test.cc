@@ -228,6 +228,7 @@ class MigrateTest : public ::testing::Test {
 
   // Places new files whose path ends in `suffix_` in pool f800 at 2x.
   struct SuffixPlacement final : NewFilePlacement {
+    bool places_any() override { return true; }
     std::optional<PoolChoice> place(const NewFile& file) override {
       paths.push_back(file.path);
       if (!file.path.ends_with(".hot")) return std::nullopt;
@@ -316,8 +317,12 @@ TEST_F(MigrateTest, AMoveKeepsToItsPace) {
   EXPECT_EQ(contents(inode, bytes.size()), bytes);
 }
 
-// The home dies mid-move (its store closes): the next one goes on from the move's watermark,
-// and writes made in between are in the new copy.
+// Each 1 MiB the copy takes is 8 units of 2 copies: 16 unit writes.
+constexpr std::int64_t kUnitWritesPerMiB = 16;
+
+// The home dies mid-move (its store closes while the copy is held past 40 MiB, its watermark at
+// 32 MiB): the next one goes on from the watermark, and writes made in between are in the new
+// copy.
 TEST_F(MigrateTest, AMoveCutShortGoesOnFromItsWatermark) {
   constexpr std::size_t kSize = 80u << 20;
   std::vector<std::uint8_t> expected = PoolDataTest::random_bytes(kSize, 31);
@@ -329,36 +334,33 @@ TEST_F(MigrateTest, AMoveCutShortGoesOnFromItsWatermark) {
                     .ok());
     std::copy(piece.begin(), piece.end(), expected.begin() + static_cast<std::ptrdiff_t>(at));
   };
+  nodes_->hold_writes_after(40 * kUnitWritesPerMiB);
   boost::asio::io_context io;
   Result<Move> cut = error(Errc::internal, "not run");
-  boost::asio::co_spawn(io, store_->migrate(inode, "f800", 2, 100'000'000),
+  boost::asio::co_spawn(io, store_->migrate(inode, "f800", 2, 0),
                         [&](std::exception_ptr, Result<Move> r) { cut = std::move(r); });
   std::thread mover([&] { io.run(); });
-  Layout seen;
-  for (int i = 0; i < 1000 && seen.moved_bytes == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    seen = internal::run_to_completion(store_->layout(inode)).value();
-  }
+  ASSERT_TRUE(nodes_->wait_until_held());
+  const Layout seen = internal::run_to_completion(store_->layout(inode)).value();
   EXPECT_EQ(seen.pool, kWithShard) << "mid-move, the data is where it was";
   EXPECT_EQ(seen.moving_to, "f800");
   EXPECT_EQ(seen.moving_nodes, (std::vector<std::uint64_t>{1, 2, 3}));
-  ASSERT_GT(seen.moved_bytes, 0u) << "a watermark kept";
-  ASSERT_LT(seen.moved_bytes, kSize) << "before the end";
-  write(1u << 20, 0xa1);  // below the watermark: both copies
+  EXPECT_EQ(seen.moved_bytes, 32u << 20) << "the watermark of the first range";
   store_->close();
+  nodes_->release_writes();
   mover.join();
   EXPECT_EQ(cut.status().code(), Errc::unavailable);
   reopen();
   const Layout left = internal::run_to_completion(store_->layout(inode)).value();
   EXPECT_EQ(left.pool, kWithShard);
   EXPECT_EQ(left.moving_to, "f800");
-  EXPECT_GE(left.moved_bytes, seen.moved_bytes);
-  write(2u << 20, 0xb2);        // below the watermark, after the restart: both copies again
+  EXPECT_EQ(left.moved_bytes, 32u << 20);
+  write(2u << 20, 0xb2);         // below the watermark, after the restart: both copies
   write(kSize - 100'000, 0xc3);  // past it
   auto resumed = migrate(inode, "f800");
   ASSERT_TRUE(resumed.ok()) << resumed.status().to_string();
-  EXPECT_EQ(resumed->resumed_at, left.moved_bytes) << "went on from the watermark";
-  EXPECT_EQ(resumed->bytes_copied, kSize - left.moved_bytes);
+  EXPECT_EQ(resumed->resumed_at, 32u << 20) << "went on from the watermark";
+  EXPECT_EQ(resumed->bytes_copied, kSize - (32u << 20));
   EXPECT_EQ(resumed->layout.pool, "f800");
   EXPECT_TRUE(resumed->layout.moving_to.empty());
   EXPECT_FALSE(shard_holds_data_of(inode));
@@ -367,57 +369,75 @@ TEST_F(MigrateTest, AMoveCutShortGoesOnFromItsWatermark) {
   EXPECT_EQ(contents(inode, kSize), expected);
 }
 
-// A move cut short, then asked for elsewhere: the first is given up, the second starts over.
-TEST_F(MigrateTest, AMoveCutShortAndAskedForElsewhereStartsOver) {
+// A move cut short, then the file asked to go elsewhere, or to stay: the move is given up (its
+// units freed, writes no longer sent there), and the new one starts from the start.
+TEST_F(MigrateTest, AMoveCutShortIsGivenUpWhenTheFileIsToGoElsewhere) {
   constexpr std::size_t kSize = 40u << 20;
   const std::vector<std::uint8_t> bytes = PoolDataTest::random_bytes(kSize, 32);
   const InodeId inode = file_with(bytes);
-  boost::asio::io_context io;
-  boost::asio::co_spawn(io, store_->migrate(inode, "f800", 2, 100'000'000), boost::asio::detached);
-  std::thread mover([&] { io.run(); });
-  for (int i = 0; i < 1000; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    if (internal::run_to_completion(store_->layout(inode))->moved_bytes > 0) break;
+  const InodeId stays = file_with(bytes);
+  for (const InodeId file : {inode, stays}) {
+    nodes_->hold_writes_after(36 * kUnitWritesPerMiB);
+    boost::asio::io_context io;
+    boost::asio::co_spawn(io, store_->migrate(file, "f800", 2, 0), boost::asio::detached);
+    std::thread mover([&] { io.run(); });
+    ASSERT_TRUE(nodes_->wait_until_held());
+    store_->close();
+    nodes_->release_writes();
+    mover.join();
+    reopen();
+    const Layout left = internal::run_to_completion(store_->layout(file)).value();
+    ASSERT_EQ(left.moving_to, "f800");
+    ASSERT_EQ(left.moved_bytes, 32u << 20);
   }
-  store_->close();
-  mover.join();
-  reopen();
   auto moved = migrate(inode, "h500");
   ASSERT_TRUE(moved.ok()) << moved.status().to_string();
   EXPECT_EQ(moved->resumed_at, 0u);
   EXPECT_EQ(moved->layout.pool, "h500");
+  EXPECT_TRUE(moved->layout.moving_to.empty());
   EXPECT_EQ(contents(inode, kSize), bytes);
+  auto stayed = migrate(stays, std::string(kWithShard));
+  ASSERT_TRUE(stayed.ok()) << stayed.status().to_string();
+  EXPECT_EQ(stayed->layout.pool, kWithShard);
+  EXPECT_TRUE(stayed->layout.moving_to.empty()) << "the move is given up";
+  EXPECT_EQ(contents(stays, kSize), bytes);
   for (cluster::NodeId node = 1; node <= 3; ++node) {
-    EXPECT_FALSE(std::filesystem::exists(data_file(nodes_->units_of(node, "f800"), inode)))
-        << "the units of the move given up are freed";
+    for (const InodeId file : {inode, stays}) {
+      EXPECT_FALSE(std::filesystem::exists(data_file(nodes_->units_of(node, "f800"), file)))
+          << "the units of the moves given up are freed";
+    }
   }
+  nodes_->down_ = {1};
+  const std::vector<std::uint8_t> piece(1000, 7);
+  EXPECT_TRUE(internal::run_to_completion(store_->write(stays, 0, piece, Stability::file_sync, kRoot))
+                  .ok())
+      << "writes no longer go to f800, whose node 1 is down";
+  nodes_->down_.clear();
+  EXPECT_EQ(migrate(stays, "f800", 2)->layout.pool, "f800");
 }
 
-// A second call for a move under way waits for it and answers as it does; one for a move
-// elsewhere is refused.
+// A second call for a move under way waits for it, then finds the file in place.
 TEST_F(MigrateTest, ACallForAMoveUnderWayWaitsForIt) {
   constexpr std::size_t kSize = 16u << 20;
   const std::vector<std::uint8_t> bytes = PoolDataTest::random_bytes(kSize, 33);
   const InodeId inode = file_with(bytes);
+  nodes_->hold_writes_after(2 * kUnitWritesPerMiB);
   boost::asio::io_context io;
-  std::vector<Result<Move>> answers(3, error(Errc::internal, "not run"));
-  boost::asio::co_spawn(io, store_->migrate(inode, "f800", 2, 80'000'000),
-                        [&](std::exception_ptr, Result<Move> r) { answers[0] = std::move(r); });
-  auto later = [&](std::string pool, std::size_t slot) -> boost::asio::awaitable<void> {
-    boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor,
-                                    std::chrono::milliseconds(50));
-    co_await timer.async_wait(boost::asio::use_awaitable);
-    auto moving = store_->migrate(inode, pool, 2, 0);
-    answers[slot] = co_await std::move(moving);
-  };
-  boost::asio::co_spawn(io, later("f800", 1), boost::asio::detached);
-  boost::asio::co_spawn(io, later("h500", 2), boost::asio::detached);
-  io.run();
+  std::vector<Result<Move>> answers(2, error(Errc::internal, "not run"));
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    boost::asio::co_spawn(io, store_->migrate(inode, "f800", 2, 0),
+                          [&, i](std::exception_ptr, Result<Move> r) { answers[i] = std::move(r); });
+  }
+  std::thread mover([&] { io.run(); });
+  ASSERT_TRUE(nodes_->wait_until_held());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the second call is waiting
+  nodes_->release_writes();
+  mover.join();
   ASSERT_TRUE(answers[0].ok()) << answers[0].status().to_string();
   ASSERT_TRUE(answers[1].ok()) << answers[1].status().to_string();
+  EXPECT_EQ(answers[0]->bytes_copied, kSize);
   EXPECT_EQ(answers[1]->layout.pool, "f800");
-  EXPECT_EQ(answers[1]->resumed_at + answers[1]->bytes_copied, kSize);
-  EXPECT_EQ(answers[2].status().code(), Errc::unavailable);
+  EXPECT_EQ(answers[1]->bytes_copied, 0u) << "found in place";
   EXPECT_EQ(contents(inode, kSize), bytes);
 }
 

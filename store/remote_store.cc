@@ -43,6 +43,13 @@ struct RecordReadsArgs {
   std::vector<InodeId> inodes;
 };
 
+struct FindFilesArgs {
+  std::string where;
+  std::vector<std::int64_t> values;
+  InodeId after = 0;
+  std::uint32_t limit = 0;
+};
+
 struct AccessPatternArgs {
   InodeId inode = 0;
   std::string pattern;
@@ -333,6 +340,26 @@ void fields(Io& io, MigrateArgs& a) {
 template <class Io>
 void fields(Io& io, RecordReadsArgs& a) {
   io(a.inodes, kMaxRecordedReads);
+}
+
+template <class Io>
+void fields(Io& io, FindFilesArgs& a) {
+  io(a.where, kMaxPredicateBytes);
+  io(a.values, kMaxPredicateValues);
+  io(a.after);
+  io(a.limit, kMaxCandidatePage);
+}
+
+template <class Io>
+void fields(Io& io, Candidate& c) {
+  io(c.attributes);
+  io(c.path, kMaxPathBytes);
+}
+
+template <class Io>
+void fields(Io& io, CandidatePage& p) {
+  io(p.files, kMaxCandidatePage);
+  io(p.next);
 }
 
 template <class Io>
@@ -771,6 +798,12 @@ class RemoteStore final : public Store {
     co_return moved;
   }
 
+  awaitable<Result<CandidatePage>> find_files(std::string where, std::vector<std::int64_t> values,
+                                              InodeId after, std::uint32_t limit) override {
+    return ship<CandidatePage>(StoreMethod::find_files,
+                               FindFilesArgs{std::move(where), std::move(values), after, limit});
+  }
+
   awaitable<Result<Wcc>> commit(InodeId inode) override {
     auto op = ship<CommitReply>(StoreMethod::commit, InodeArgs{inode});
     auto reply = co_await std::move(op);
@@ -971,6 +1004,10 @@ awaitable<Result<xdr::Buffer>> serve_store_call(Store& store, std::uint32_t meth
     case StoreMethod::migrate:
       return serve<MigrateArgs>("migrate", request, [s](MigrateArgs& a) {
         return s->migrate(a.inode, std::move(a.pool), a.protection, a.bytes_per_second);
+      });
+    case StoreMethod::find_files:
+      return serve<FindFilesArgs>("find_files", request, [s](FindFilesArgs& a) {
+        return s->find_files(std::move(a.where), std::move(a.values), a.after, a.limit);
       });
   }
   return fail_with(error(Errc::not_supported, "unknown store method " + std::to_string(method)));

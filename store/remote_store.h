@@ -41,8 +41,10 @@ enum class StoreMethod : std::uint32_t {
   set_access_pattern,
   record_reads,
   migrate,
+  find_files,
 };
-inline constexpr std::uint32_t kLastStoreMethod = static_cast<std::uint32_t>(StoreMethod::migrate);
+inline constexpr std::uint32_t kLastStoreMethod =
+    static_cast<std::uint32_t>(StoreMethod::find_files);
 
 // How an initiator reaches the home: sends `request` for `method` and resumes with the reply
 // body, or the Status the home answered with, or why no answer came (unavailable, timed_out).

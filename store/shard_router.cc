@@ -156,6 +156,13 @@ awaitable<Result<Move>> ShardRouter::migrate(InodeId inode, std::string pool,
       [=](Store& s) { return s.migrate(inode, pool, protection, bytes_per_second); });
 }
 
+awaitable<Result<CandidatePage>> ShardRouter::find_files(std::string where,
+                                                         std::vector<std::int64_t> values,
+                                                         InodeId after, std::uint32_t limit) {
+  return route<CandidatePage>([where = std::move(where), values = std::move(values), after,
+                               limit](Store& s) { return s.find_files(where, values, after, limit); });
+}
+
 awaitable<Result<std::uint32_t>> ShardRouter::record_reads(std::vector<InodeId> inodes) {
   return route<std::uint32_t>(
       [inodes = std::move(inodes)](Store& s) mutable { return s.record_reads(std::move(inodes)); });

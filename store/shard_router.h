@@ -75,6 +75,8 @@ class ShardRouter final : public Store {
   awaitable<Result<std::uint32_t>> record_reads(std::vector<InodeId> inodes) override;
   awaitable<Result<Move>> migrate(InodeId inode, std::string pool, std::uint32_t protection,
                                   std::uint64_t bytes_per_second) override;
+  awaitable<Result<CandidatePage>> find_files(std::string where, std::vector<std::int64_t> values,
+                                              InodeId after, std::uint32_t limit) override;
 
  private:
   // The store operations go to now; null while there is no home to reach. Held by each

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <atomic>
 #include <boost/asio/co_spawn.hpp>
@@ -68,8 +69,49 @@ constexpr std::uint64_t kWatermarkBytes = 32u << 20;
 // A call for a move under way waits for it this long at most, looking this often.
 constexpr std::chrono::hours kMoveWaitLimit{1};
 constexpr std::chrono::milliseconds kMoveWaitPoll{100};
+// How many times a range is copied again because a node of the target restarted meanwhile.
+constexpr int kMaxRangeCopies = 3;
 
 bool is_dot_or_dotdot(std::string_view name) { return name == "." || name == ".."; }
+
+// Whether `where` has the shape policy::to_sql() gives a predicate — parentheses, AND, OR, the
+// inodes columns it names, comparisons, ?N and 1 — so that nothing else, wherever it came from,
+// reaches SQLite.
+bool is_candidate_predicate(std::string_view where) {
+  static constexpr std::string_view kWords[] = {"AND",  "OR",   "atime", "mtime", "ctime",
+                                                "birth", "size", "type",  "uid",   "1"};
+  static constexpr std::string_view kOperators[] = {"<=", ">=", "!=", "<", ">", "="};
+  auto is_word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  std::size_t at = 0;
+  while (at < where.size()) {
+    const char c = where[at];
+    if (c == ' ' || c == '(' || c == ')') {
+      ++at;
+    } else if (c == '?') {
+      std::size_t end = at + 1;
+      while (end < where.size() && std::isdigit(static_cast<unsigned char>(where[end]))) ++end;
+      if (end == at + 1) return false;
+      at = end;
+    } else if (const auto* op = std::find_if(std::begin(kOperators), std::end(kOperators),
+                                              [&](std::string_view o) {
+                                                return where.substr(at, o.size()) == o;
+                                              });
+               op != std::end(kOperators)) {
+      at += op->size();
+    } else if (is_word_char(c)) {
+      std::size_t end = at;
+      while (end < where.size() && is_word_char(where[end])) ++end;
+      if (std::find(std::begin(kWords), std::end(kWords), where.substr(at, end - at)) ==
+          std::end(kWords)) {
+        return false;
+      }
+      at = end;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
 
 // A layout's nodes as its row keeps them: decimal ids joined by commas.
 std::string nodes_text(const std::vector<std::uint64_t>& nodes) {
@@ -336,6 +378,10 @@ class StoreImpl final : public LocalStore {
       co_return error(Errc::invalid_argument, "a page of candidates holds 1 to " +
                                                   std::to_string(kMaxCandidatePage) + " files");
     }
+    if (where.size() > kMaxPredicateBytes || values.size() > kMaxPredicateValues ||
+        !is_candidate_predicate(where)) {
+      co_return error(Errc::invalid_argument, "not a predicate as policy::to_sql gives one");
+    }
     auto finding = shard_.run<CandidatePage>(
         false,
         [this, where = std::move(where), values = std::move(values), after, limit](
@@ -368,12 +414,14 @@ class StoreImpl final : public LocalStore {
           CandidatePage page;
           while (rows.next_row()) {
             if (page.files.size() == limit) {
-              page.next = page.files.back().inode;
+              page.next = page.files.back().attributes.inode;
               break;
             }
             Attributes a = attributes_from_row(rows);
             overlay_memory_state(a);
-            page.files.push_back(a);
+            // A file without a name (removed while open) or with too long a path is passed over.
+            Result<std::string> path = path_of_file(db, a.inode);
+            if (path.ok()) page.files.push_back({a, std::move(*path)});
           }
           TP_RETURN_IF_ERROR(rows.status());
           return page;
@@ -773,28 +821,47 @@ class StoreImpl final : public LocalStore {
     if (!pools_) {
       co_return error(Errc::not_supported, "moving file data between node pools needs a cluster");
     }
-    if (!is_valid_name(pool) || pool == kWithShard) {
+    if (!is_valid_name(pool)) {
       co_return error(Errc::invalid_argument, "'" + pool + "' is not a node pool's name");
     }
     if (protection == 0 || protection > kMaxProtection) {
       co_return error(Errc::invalid_argument, "a protection of 1 to 3 copies");
     }
-    auto reading = layout(inode);
-    const Result<Layout> seen = co_await std::move(reading);
-    if (!seen.ok()) co_return seen.status();
     if (!reserve_move(inode)) {
-      auto waiting = wait_for_move(inode, pool, protection, seen->moved_bytes);
-      co_return co_await std::move(waiting);
+      auto waiting = wait_for_move(inode);
+      TP_CO_RETURN_IF_ERROR(co_await std::move(waiting));
+      auto again = migrate(inode, std::move(pool), protection, bytes_per_second);
+      co_return co_await std::move(again);
     }
     // Nothing else moves the file's data until this call is done with it.
     const MoveReservation reservation(this, inode);
-    auto rereading = layout(inode);
-    const Result<Layout> current = co_await std::move(rereading);
+    auto reading = layout(inode);
+    const Result<Layout> current = co_await std::move(reading);
     if (!current.ok()) co_return current.status();
-    Placement target{pool, protection, current->stripe_unit, pools_->nodes_of(pool)};
-    if (current->pool == pool && current->protection == protection &&
-        current->nodes == target.nodes) {
-      co_return Move{*current};
+    const bool stays = current->pool == pool &&
+                       (pool == kWithShard || (current->protection == protection &&
+                                               current->nodes == pools_->nodes_of(pool)));
+    const Placement target =
+        pool == kWithShard
+            ? Placement{}
+            : Placement{pool, protection, current->stripe_unit, pools_->nodes_of(pool)};
+    // A move a crash cut short goes on from its watermark, if writes have gone to both copies
+    // ever since; one to elsewhere is given up first.
+    const std::optional<Placement> left = left_move(*current);
+    const bool resuming = !stays && left == target && where_of(inode).moving_to == left;
+    if (left && !resuming) {
+      auto giving_up = give_up_move(inode, *left);
+      TP_CO_RETURN_IF_ERROR(co_await std::move(giving_up));
+    }
+    if (stays && !left) co_return Move{*current};
+    if (stays) {
+      auto rereading = layout(inode);
+      const Result<Layout> now = co_await std::move(rereading);
+      if (!now.ok()) co_return now.status();
+      co_return Move{*now};
+    }
+    if (pool == kWithShard) {
+      co_return error(Errc::not_supported, "file data does not move back to its shard");
     }
     if (target.nodes.empty()) co_return error(Errc::unavailable, "node pool '" + pool + "' has no node");
     if (current->pool == pool) {
@@ -804,38 +871,33 @@ class StoreImpl final : public LocalStore {
     }
     std::optional<Placement> source;
     if (current->pool != kWithShard) source = placement_of(*current);
-    const std::optional<Placement> left = left_move(*current);
-    start_dual_writes(inode, target);
+    const std::uint64_t resumed_at = resuming ? current->moved_bytes : 0;
     // From here every write goes to both copies, and one that began before does its data again.
-    // A move a crash cut short goes on from its watermark; one to elsewhere is given up.
-    const std::uint64_t resumed_at = left == target ? current->moved_bytes : 0;
-    Status copied = Status{};
-    if (left && left != target) {
-      auto freeing = offload([this, inode, stale = *left] {
-        std::unique_lock slot(move_slot(inode));
-        pools_->remove(stale, inode);
-        return Status{};
-      });
-      copied = co_await std::move(freeing);
-    }
-    if (copied.ok()) {
-      auto noting = note_watermark(inode, &target, resumed_at);
-      copied = co_await std::move(noting);
-    }
+    start_dual_writes(inode, target);
+    auto noting = note_watermark(inode, &target, resumed_at);
+    Status copied = co_await std::move(noting);
     auto sizing = getattr(inode);
     const Result<Attributes> attributes = co_await std::move(sizing);
     if (copied.ok()) copied = attributes.status();
     const std::uint64_t size = attributes.ok() ? attributes->size : 0;
     const auto start = std::chrono::steady_clock::now();
+    int redone = 0;
     for (std::uint64_t at = resumed_at; copied.ok() && at < size;) {
       const std::uint64_t end = std::min(size, at + kWatermarkBytes);
+      // A node of the target that restarted before the range was synced may have lost some
+      // of it: the range is copied again rather than counted.
+      const std::uint64_t restarts = pools_->restarts();
       auto copying = offload([=, this] {
         return copy_data(inode, source, target, {at, end, resumed_at, start}, bytes_per_second);
       });
       copied = co_await std::move(copying);
+      if (copied.ok() && pools_->restarts() != restarts) {
+        if (++redone > kMaxRangeCopies) copied = error(Errc::unavailable, "the target's nodes keep restarting");
+        continue;
+      }
       if (!copied.ok()) break;
-      auto noting = note_watermark(inode, nullptr, end);
-      copied = co_await std::move(noting);
+      auto advancing = note_watermark(inode, nullptr, end);
+      copied = co_await std::move(advancing);
       at = end;
     }
     // A store closing leaves the move as it stands: its watermark is where the next home (or
@@ -863,22 +925,11 @@ class StoreImpl final : public LocalStore {
     }
     // A switch committed but reported failed (the mirror did not take it) still switched.
     if (!switched.ok() && where_of(inode).placed != target) {
-      // The watermark goes first: a crash meanwhile must not go on into freed units.
-      auto forgetting = shard_.run<bool>(true, [this, inode](Database& db, AfterCommit&) -> Result<bool> {
-        TP_RETURN_IF_ERROR(forget_move(db, inode));
-        return true;
-      });
-      if (const Result<bool> forgot = co_await std::move(forgetting); !forgot.ok()) {
-        spdlog::warn("inode {}: the watermark of a move given up stays: {}", inode,
-                     forgot.status().to_string());
+      auto giving_up = give_up_move(inode, target);
+      if (const Status gave_up = co_await std::move(giving_up); !gave_up.ok()) {
+        spdlog::warn("inode {}: a move that failed ({}) stays to go on later: {}", inode,
+                     switched.status().to_string(), gave_up.to_string());
       }
-      end_move(inode, target, false);
-      auto abandoning = offload([this, inode, target] {
-        std::unique_lock slot(move_slot(inode));
-        pools_->remove(target, inode);
-        return Status{};
-      });
-      (void)co_await std::move(abandoning);
       co_return switched.status();
     }
     // Readers that began under the old layout finish before its data goes.
@@ -985,16 +1036,16 @@ class StoreImpl final : public LocalStore {
     if (target) row = *target;
     auto noting = shard_.run<bool>(
         true, [inode, row, copied](Database& db, AfterCommit&) -> Result<bool> {
+          // A file removed meanwhile has no row to keep.
           auto update = row ? db.prepare(
-                                  "INSERT OR REPLACE INTO moves(ino, pool, protection, "
-                                  "stripe_unit, nodes, copied) VALUES(?1, ?2, ?3, ?4, ?5, ?6)")
-                            : db.prepare("UPDATE moves SET copied = ?6 WHERE ino = ?1");
-          update.bind(1, inode).bind(6, copied);
-          if (row) {
-            update.bind(2, row->pool).bind(3, row->copies).bind(4, row->stripe_unit);
-            update.bind(5, nodes_text(row->nodes));
-          }
+                                  "INSERT OR REPLACE INTO moves(ino, pool, protection, nodes, "
+                                  "copied) SELECT ?1, ?2, ?3, ?4, ?5 "
+                                  "WHERE EXISTS (SELECT 1 FROM layouts WHERE ino = ?1)")
+                            : db.prepare("UPDATE moves SET copied = ?5 WHERE ino = ?1");
+          update.bind(1, inode).bind(5, copied);
+          if (row) update.bind(2, row->pool).bind(3, row->copies).bind(4, nodes_text(row->nodes));
           TP_RETURN_IF_ERROR(update.run());
+          if (db.changes() == 0) return error(Errc::stale, "the file was removed while it moved");
           return true;
         });
     const Result<bool> noted = co_await std::move(noting);
@@ -1006,11 +1057,8 @@ class StoreImpl final : public LocalStore {
     return erase.run();
   }
 
-  // Waits (bounded) for the move of the file under way here to end, and answers as it would
-  // have for a move to `pool` at `protection`; `watermark`: how far it had copied when this
-  // call came.
-  awaitable<Result<Move>> wait_for_move(InodeId inode, std::string pool, std::uint32_t protection,
-                                        std::uint64_t watermark) {
+  // Waits (bounded) for the move of the file under way here to end.
+  awaitable<Status> wait_for_move(InodeId inode) {
     asio::steady_timer timer(co_await asio::this_coro::executor);
     for (const auto deadline = std::chrono::steady_clock::now() + kMoveWaitLimit;
          move_reserved(inode);) {
@@ -1021,16 +1069,28 @@ class StoreImpl final : public LocalStore {
       auto sleeping = timer.async_wait(asio::use_awaitable);
       co_await std::move(sleeping);
     }
-    auto reading = layout(inode);
-    const Result<Layout> now = co_await std::move(reading);
-    if (!now.ok()) co_return now.status();
-    if (now->pool != pool || now->protection != protection || !now->moving_to.empty()) {
-      co_return error(Errc::unavailable, "another move of the file's data was under way");
-    }
-    auto sizing = getattr(inode);
-    const Result<Attributes> attributes = co_await std::move(sizing);
-    if (!attributes.ok()) co_return attributes.status();
-    co_return Move{*now, watermark, attributes->size - std::min(attributes->size, watermark)};
+    co_return Status{};
+  }
+
+  // Gives up a move (one that failed, or one a crash cut short that is not to go on): its
+  // watermark goes first, so that no crash can go on into freed units; then writes stop going
+  // to its target, and the target's units are freed. When the watermark cannot go, the move
+  // stays as a crash would have left it.
+  awaitable<Status> give_up_move(InodeId inode, const Placement& target) {
+    auto forgetting =
+        shard_.run<bool>(true, [inode](Database& db, AfterCommit&) -> Result<bool> {
+          TP_RETURN_IF_ERROR(forget_move(db, inode));
+          return true;
+        });
+    const Result<bool> forgot = co_await std::move(forgetting);
+    TP_CO_RETURN_IF_ERROR(forgot.status());
+    end_move(inode, target, false);
+    auto freeing = offload([this, inode, target] {
+      std::unique_lock slot(move_slot(inode));
+      pools_->remove(target, inode);
+      return Status{};
+    });
+    co_return co_await std::move(freeing);
   }
 
   // Bytes [at, end) of a move's copy; its pace counts from `start`, when the copy began at
@@ -1437,7 +1497,7 @@ class StoreImpl final : public LocalStore {
   std::optional<Placement> placement_for_new_file(Database& db, InodeId directory,
                                                   const std::string& name,
                                                   const Attributes& object) {
-    if (!options_.placement || !pools_) return std::nullopt;
+    if (!options_.placement || !pools_ || !options_.placement->places_any()) return std::nullopt;
     Result<std::string> path = path_of(db, directory);
     if (!path.ok()) return std::nullopt;
     const std::optional<PoolChoice> choice =
@@ -1456,7 +1516,26 @@ class StoreImpl final : public LocalStore {
     return placed;
   }
 
-  // The path of a directory, "/ifs/..." (its first entry's names up to the root).
+  // The path of a file, "/ifs/..." (its first name, when it has several).
+  Result<std::string> path_of_file(Database& db, InodeId file) {
+    InodeId directory = 0;
+    std::string name;
+    {
+      // path_of() prepares the same statement: this one is done with it first.
+      auto row = db.prepare("SELECT dir, name FROM dirents WHERE ino = ? LIMIT 1");
+      row.bind(1, file);
+      if (!row.next_row()) return error(Errc::stale, "the file has no name");
+      directory = static_cast<InodeId>(row.int64(0));
+      name = row.blob(1);
+    }
+    TP_ASSIGN_OR_RETURN(std::string path, path_of(db, directory));
+    path += "/" + name;
+    if (path.size() > kMaxPathBytes) return error(Errc::name_too_long, "path too long");
+    return path;
+  }
+
+  // The path of a directory, "/ifs/..." (its first entry's names up to the root). Every
+  // directory is in this shard while the namespace has one shard (issue 4 spreads them).
   Result<std::string> path_of(Database& db, InodeId directory) {
     std::vector<std::string> names;
     for (InodeId at = directory; at != kRootInode;) {
@@ -1468,7 +1547,10 @@ class StoreImpl final : public LocalStore {
       at = static_cast<InodeId>(row.int64(0));
     }
     std::string path = "/ifs";
-    for (auto name = names.rbegin(); name != names.rend(); ++name) path += "/" + *name;
+    for (auto name = names.rbegin(); name != names.rend(); ++name) {
+      path += "/" + *name;
+      if (path.size() > kMaxPathBytes) return error(Errc::name_too_long, "path too long");
+    }
     return path;
   }
 
@@ -1972,7 +2054,9 @@ Status StoreImpl::initialize(Database& db) {
   }
   TP_RETURN_IF_ERROR(placed.status());
   // Moves a crash cut short: writes go to both copies until the move goes on or is given up.
-  auto moving = db.prepare("SELECT ino, pool, protection, stripe_unit, nodes FROM moves");
+  auto moving = db.prepare(
+      "SELECT m.ino, m.pool, m.protection, l.stripe_unit, m.nodes FROM moves m "
+      "JOIN layouts l ON l.ino = m.ino");
   while (moving.next_row()) {
     moving_to_[static_cast<InodeId>(moving.int64(0))] =
         Placement{moving.blob(1), static_cast<std::uint32_t>(moving.int64(2)),

@@ -35,6 +35,8 @@ inline constexpr InodeId kRootInode = 1;  // shard 0, sequence 1
 
 inline constexpr std::size_t kMaxNameBytes = 255;
 inline constexpr std::size_t kMaxSymlinkBytes = 4096;
+// The longest path a candidate of find_files() carries (PATH_MAX).
+inline constexpr std::size_t kMaxPathBytes = 4096;
 inline constexpr std::uint64_t kMaxFileSize = std::uint64_t{1} << 43;  // 8 TiB
 inline constexpr std::uint32_t kMaxLinks = 65000;
 // The most files one record_reads() names.
@@ -243,6 +245,23 @@ struct ReadCounters {
   std::atomic<std::uint64_t> metadata_hits{0};
 };
 
+// A regular file a policy's SQL predicate selected, with its path (its first name, when it has
+// several).
+struct Candidate {
+  Attributes attributes;
+  std::string path;  // /ifs/...
+};
+// One page of a shard's regular files that meet a policy's SQL predicate, in inode order.
+struct CandidatePage {
+  std::vector<Candidate> files;
+  InodeId next = 0;  // pass as `after` for the next page; 0: no more
+};
+// The most files one find_files() page holds.
+inline constexpr std::uint32_t kMaxCandidatePage = 4096;
+// The longest predicate, and the most values, find_files() takes.
+inline constexpr std::size_t kMaxPredicateBytes = 64 << 10;
+inline constexpr std::size_t kMaxPredicateValues = 4096;
+
 class PoolPeers;
 
 // A regular file being created, as the file pool policies see it.
@@ -260,6 +279,8 @@ struct PoolChoice {
 class NewFilePlacement {
  public:
   virtual ~NewFilePlacement() = default;
+  // Whether any file may be placed: when not, the shard does not work out new files' paths.
+  virtual bool places_any() = 0;
   // The node pool, and how many copies, for `file`; none keeps its data with the shard. Called
   // on the shard's thread while the file is created: it answers from memory, never waits.
   virtual std::optional<PoolChoice> place(const NewFile& file) = 0;
@@ -366,8 +387,10 @@ class Store {
   // its units cannot be reached (the move is then given up, and the old copy stays in use).
   // The copy goes no faster than `bytes_per_second` (0: as fast as it can).
   // A move's watermark is kept with the shard: a move cut short by a crash of the home goes on
-  // from it when it is asked for again (writes meanwhile go to both copies); a call for a move
-  // under way waits for it.
+  // from it when it is asked for again (writes meanwhile go to both copies), and is given up
+  // when the file is asked to go elsewhere, or to stay where it is (`pool` kWithShard for data
+  // kept with the shard; moving data back there is not supported). A call for a move under
+  // way waits for it, then asks again.
   virtual awaitable<Result<Move>> migrate(InodeId inode, std::string pool,
                                           std::uint32_t protection,
                                           std::uint64_t bytes_per_second) = 0;
@@ -375,33 +398,27 @@ class Store {
   // as a read here would move it (past the grace period only, persisted by the next flush).
   // Files that are gone are passed over. How many atimes moved.
   virtual awaitable<Result<std::uint32_t>> record_reads(std::vector<InodeId> inodes) = 0;
-};
-
-// One page of a shard's regular files that meet a policy's SQL predicate, in inode order.
-struct CandidatePage {
-  std::vector<Attributes> files;
-  InodeId next = 0;  // pass as `after` for the next page; 0: no more
-};
-// The most files one find_files() page holds.
-inline constexpr std::uint32_t kMaxCandidatePage = 100'000;
-
-// The store holding the copy of the namespace on this node's disks, as its home serves it.
-class LocalStore : public Store {
- public:
-  // The regular files after inode `after` (0: from the start) whose row in the shard's inodes
-  // table meets `where`, at most `limit` (1..kMaxCandidatePage), in inode order: how the policy
-  // engine finds its candidates in the shard's database instead of walking the namespace.
-  // `where` and `values` are policy::to_sql()'s SqlPredicate, `values` bound as ?1..?N; `where`
-  // is cluster-internal and never comes from a client. Files are chosen by the attributes the
-  // shard's database holds: an atime or size that a read or an UNSTABLE write changed less than
-  // a flush ago (about a second) is in the returned attributes but not yet in the choice.
+  // The regular files of the shard of inode `after` whose inode follows it (shard << kShardShift:
+  // from the shard's start), and whose row in the shard's inodes table meets `where`, at most
+  // `limit` (1..kMaxCandidatePage), in inode order: how the policy engine finds its candidates in
+  // each shard's database instead of walking the namespace. `where` and `values` are
+  // policy::to_sql()'s SqlPredicate, `values` bound as ?1..?N; nothing else is taken (the
+  // predicate travels between nodes). Files are chosen by the attributes the shard's database
+  // holds: an atime or size that a read or an UNSTABLE write changed less than a flush ago
+  // (about a second) is in the returned attributes but not yet in the choice.
   // Cost: SQLite reads the inodes table from `after` on, in inode order, until the page is full
-  // (it does not pick the atime or size index for this order), on the shard's thread.
-  // invalid_argument for a predicate SQLite refuses, whose parameters are not ?1..?N, or a
+  // (it does not pick the atime or size index for this order), on the shard's thread. A file
+  // whose path is longer than kMaxPathBytes is passed over.
+  // invalid_argument for a predicate of another shape, whose parameters are not ?1..?N, or a
   // limit out of range.
   virtual awaitable<Result<CandidatePage>> find_files(std::string where,
                                                       std::vector<std::int64_t> values,
                                                       InodeId after, std::uint32_t limit) = 0;
+};
+
+// The store holding the copy of the namespace on this node's disks, as its home serves it.
+class LocalStore : public Store {
+ public:
   // Keeps `mirror` in step from now on: first a whole copy of the shard (while it is taken,
   // changes wait), then every change before the operation that made it completes (metadata
   // durable on the mirror; data as durable as the write asked). Null stops mirroring. Fails,

@@ -564,7 +564,7 @@ class FindFilesTest : public ::testing::Test {
       EXPECT_TRUE(page.ok()) << page.status().to_string();
       if (!page.ok()) break;
       EXPECT_LE(page->files.size(), limit);
-      for (const Attributes& a : page->files) inodes.push_back(a.inode);
+      for (const Candidate& c : page->files) inodes.push_back(c.attributes.inode);
       if (page->next == 0) break;
       after = page->next;
     }
@@ -596,10 +596,12 @@ TEST_F(FindFilesTest, AnAtimePredicateFindsExactlyTheRegularFilesNotReadSince) {
   ASSERT_EQ(page->files.size(), 3u);
   auto attributes = run(store_->getattr(old));
   ASSERT_TRUE(attributes.ok());
-  EXPECT_EQ(page->files[0].size, 100u);
-  EXPECT_EQ(page->files[0].atime_ns, attributes->atime_ns);
-  EXPECT_EQ(page->files[0].generation, attributes->generation);
-  EXPECT_EQ(page->files[0].uid, 1000u);
+  EXPECT_EQ(page->files[0].attributes.size, 100u);
+  EXPECT_EQ(page->files[0].attributes.atime_ns, attributes->atime_ns);
+  EXPECT_EQ(page->files[0].attributes.generation, attributes->generation);
+  EXPECT_EQ(page->files[0].attributes.uid, 1000u);
+  EXPECT_EQ(page->files[0].path, "/ifs/old");
+  EXPECT_EQ(page->files[2].path, "/ifs/untouched-directory/nested");
   EXPECT_EQ(page->next, 0u);
 }
 
@@ -622,7 +624,7 @@ TEST_F(FindFilesTest, PagesFollowEachOtherThroughNextUntilItIsZero) {
   auto second = run(store_->find_files("(atime < ?1)", values, first->next, 3));
   ASSERT_TRUE(second.ok());
   ASSERT_EQ(second->files.size(), 3u);
-  EXPECT_EQ(second->files[0].inode, old[3]);
+  EXPECT_EQ(second->files[0].attributes.inode, old[3]);
   EXPECT_EQ(second->next, 0u);
   auto past = run(store_->find_files("(atime < ?1)", values, old.back(), 3));
   ASSERT_TRUE(past.ok());
@@ -673,6 +675,13 @@ TEST_F(FindFilesTest, APredicateThatIsNotOneOfToSqlsIsInvalidArgument) {
   EXPECT_EQ(run(store_->find_files("(1)", one, 0, 10)).code(), Errc::invalid_argument);
   EXPECT_EQ(run(store_->find_files("1); DELETE FROM inodes; SELECT (1", {}, 0, 10)).code(),
             Errc::invalid_argument);
+  // Nothing but to_sql's words reaches SQLite: no functions, subqueries or other tables.
+  for (const char* other :
+       {"(atime < ?1) AND (SELECT count(*) FROM dirents) > 0",
+        "(atime < ?1) OR randomblob(1000000000) = 1", "(atime < ?1) -- ", "(atime < ?1);",
+        "(atime < ?1) AND 'x' = 'x'", "(generation < ?1)"}) {
+    EXPECT_EQ(run(store_->find_files(other, one, 0, 10)).code(), Errc::invalid_argument) << other;
+  }
   EXPECT_EQ(run(store_->find_files("(atime < ?1)", one, 0, 0)).code(), Errc::invalid_argument);
   EXPECT_EQ(run(store_->find_files("(atime < ?1)", one, 0, kMaxCandidatePage + 1)).code(),
             Errc::invalid_argument);

@@ -69,6 +69,8 @@ Json checkpoint_to_json(const Checkpoint& c) {
   }
   return {{"roots_left", c.roots_left},
           {"frames", std::move(frames)},
+          {"policy", c.policy},
+          {"after", c.after},
           {"progress", progress_to_json(c.progress)}};
 }
 
@@ -80,6 +82,8 @@ Checkpoint checkpoint_from_json(const Json& j) {
                         f.at("cookie").get<std::uint64_t>(),
                         f.at("cookie_verifier").get<std::uint64_t>()});
   }
+  c.policy = j.value("policy", std::uint32_t{0});
+  c.after = j.value("after", std::uint64_t{0});
   c.progress = progress_from_json(j.at("progress"));
   return c;
 }
@@ -118,6 +122,10 @@ const std::vector<JobTypeSpec>& job_types() {
        Impact::low, false},
       {"SmartPoolsTree", "Apply the file pool policies to the files under the given paths", "", 5,
        Impact::medium, true},
+      {kFilePolicyJob,
+       "Apply the file pool policies to the files their filters select, found through each "
+       "shard's database",
+       "", 6, Impact::low, false},
   };
   return types;
 }

@@ -42,8 +42,10 @@ struct JobTypeSpec {
   Impact default_impact;
   bool needs_paths;  // works on the paths it is given rather than on all of /ifs
 };
-// SmartPools and SmartPoolsTree.
+// SmartPools, SmartPoolsTree and FilePolicy.
 const std::vector<JobTypeSpec>& job_types();
+// The type that finds its files through each shard's database rather than a walk.
+inline constexpr std::string_view kFilePolicyJob = "FilePolicy";
 const JobTypeSpec* find_job_type(std::string_view name);
 
 // What an administrator set for a type (`tide job types modify`); unset: the spec's default.
@@ -105,6 +107,10 @@ struct WalkFrame {
 struct Checkpoint {
   std::vector<std::string> roots_left;  // paths not yet started, in order
   std::vector<WalkFrame> frames;        // the walk under way; empty between roots
+  // FilePolicy, which goes through candidates instead of walking: the policy (its place in the
+  // list) whose candidates are being gone through, and the last inode done.
+  std::uint32_t policy = 0;
+  std::uint64_t after = 0;
   Progress progress;                    // at this point of the walk
   bool operator==(const Checkpoint&) const = default;
 };

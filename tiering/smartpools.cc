@@ -43,13 +43,50 @@ class Walk {
   }
 
   awaitable<Status> run() {
-    auto walking = walk();
-    const Status walked = co_await std::move(walking);
+    auto working = job_.type == kFilePolicyJob ? go_through_candidates() : walk();
+    const Status worked = co_await std::move(working);
     account_time();
-    co_return walked;
+    co_return worked;
   }
 
  private:
+  // FilePolicy: each policy's filter, compiled to SQL, finds its candidates in the shard's
+  // database (through its indexes, rather than by a walk); a candidate is worked on when that
+  // policy is the first to match it — a file an earlier policy matches was worked on as that
+  // one's candidate. Files no policy matches are the default policy's, and not visited.
+  awaitable<Status> go_through_candidates() {
+    Checkpoint& at = job_.checkpoint;
+    while (at.policy < policies_.policies.size()) {
+      const policy::Policy& policy = policies_.policies[at.policy];
+      const policy::SqlPredicate sql = policy::to_sql(policy.filter, now_);
+      auto finding = store_.find_files(sql.where, sql.values, at.after, options_.page_entries);
+      Result<store::CandidatePage> page = co_await std::move(finding);
+      if (!page.ok()) {
+        TP_CO_RETURN_IF_ERROR(noted("policy " + policy.name, page.status()));
+        page = store::CandidatePage{};
+      }
+      for (const store::Candidate& candidate : page->files) {
+        const policy::Resolution wanted = policy::resolve(
+            policies_, facts_of(candidate.attributes, candidate.path), now_);
+        const bool first_match = wanted.policy == policy.name;
+        if (first_match) {
+          auto applying = apply(candidate.attributes, candidate.path, wanted);
+          TP_CO_RETURN_IF_ERROR(co_await std::move(applying));
+        }
+        // Counted once done, as the checkpoint moves past it.
+        ++job_.checkpoint.progress.files_scanned;
+        if (first_match) ++job_.checkpoint.progress.files_matched;
+        at.after = candidate.attributes.inode;
+        TP_CO_RETURN_IF_ERROR(co_await pace());
+      }
+      if (page->next == 0) {
+        ++at.policy;
+        at.after = 0;
+      }
+    }
+    co_return Status{};
+  }
+
   awaitable<Status> walk() {
     Checkpoint& at = job_.checkpoint;
     while (!at.frames.empty() || !at.roots_left.empty()) {
@@ -199,6 +236,13 @@ class Walk {
         move = *placed;
       } else if (placed.code() != Errc::not_found && placed.code() != Errc::stale) {
         note_error(job_, path + ": not moved: " + placed.status().message());
+      }
+    } else if (!layout->moving_to.empty() && !job_.dry_run) {
+      // A move a crash cut short, to where the file is no longer to go: asking the file to
+      // stay where it is gives the move up (its writes stop going to both copies).
+      auto staying = store_.migrate(inode, layout->pool, layout->protection, 0);
+      if (Result<store::Move> stayed = co_await std::move(staying); !stayed.ok()) {
+        co_return noted(path, stayed.status());
       }
     }
     const bool pattern_differs = layout->access_pattern != wanted.access_pattern;

@@ -10,6 +10,12 @@
 // The walk is depth-first and resumable: the job's checkpoint holds the directories open from
 // the root down, each with the cookie to list on from, and the counts at that point. Work done
 // after the last saved checkpoint is done again after a take-over, and counted once.
+//
+// The FilePolicy job does not walk: each policy's filter, compiled to SQL (policy::to_sql),
+// finds its candidates in the shard's database (Store::find_files), and a candidate is brought
+// to what its policy asks for when that policy is the first to match it. Its checkpoint is the
+// policy being gone through and the last inode done; files_scanned counts the candidates. The
+// files no policy matches (the default policy's) are left to SmartPools.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -50,7 +56,7 @@ struct RunHooks {
 struct RunOptions {
   const Clock* clock = nullptr;  // null: the real clock
   std::chrono::milliseconds save_every{1000};
-  std::uint32_t page_entries = 256;  // directory entries asked for at a time
+  std::uint32_t page_entries = 256;  // directory entries, or candidates, asked for at a time
 };
 
 // Runs `job` from its checkpoint to the end of its walk, saving it at least every

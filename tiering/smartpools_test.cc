@@ -239,5 +239,65 @@ TEST_F(SmartPoolsTest, TheImpactPolicyKeepsTheRate) {
   EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(40));
 }
 
+// FilePolicy finds its files through the shard's database instead of walking: a policy on atime
+// finds the files not read for 30 days, an earlier policy that matches one of them keeps it, and
+// a run taken up from any saved checkpoint ends as one straight run would.
+TEST_F(SmartPoolsTest, FilePolicyFindsTheFilesOfEachPolicyThroughTheShardsDatabase) {
+  make_tree();
+  const store::InodeId data_a = data_files_[0];
+  const store::InodeId logs_e = other_files_[0];
+  for (store::InodeId inode : {data_a, logs_e}) {
+    store::AttributeChanges read_long_ago;
+    read_long_ago.atime = store::SetTime::client_time;
+    read_long_ago.atime_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(
+            (kStart - std::chrono::hours(24 * 60)).time_since_epoch())
+            .count();
+    ASSERT_TRUE(run_to_completion(store_->setattr(inode, read_long_ago, kRoot, std::nullopt)).ok());
+  }
+  const std::vector<std::uint8_t> bytes(200'000, 0x3e);
+  ASSERT_TRUE(run_to_completion(store_->write(logs_e, 0, bytes, store::Stability::file_sync, kRoot)).ok());
+  policy::PolicySet set = streaming_data();  // datasets: path =~ /ifs/data/**, first
+  policy::Policy cold;
+  cold.name = "cold";
+  cold.filter = *policy::parse_expression("accessed > 30d");
+  cold.actions.storage_target = "h500";
+  set.policies.push_back(cold);
+
+  auto file_policy_job = [] {
+    StartRequest request{.type = std::string(kFilePolicyJob)};
+    request.impact = Impact::high;
+    return *start_job(request, settle(*find_job_type(kFilePolicyJob), {}), {}, 2, 0);
+  };
+  Job job = file_policy_job();
+  ASSERT_TRUE(run_to_completion(run_smartpools(*store_, job, hooks(set), options())).ok());
+  const Progress& p = job.checkpoint.progress;
+  // datasets has no SQL for its path: every file is its candidate; cold's are a and e.
+  EXPECT_EQ(p.files_scanned, 7u + 2u);
+  EXPECT_EQ(p.files_matched, 4u + 1u) << "a is datasets' file, not cold's";
+  EXPECT_EQ(p.patterns_set, 4u);
+  EXPECT_EQ(p.files_moved, 1u);
+  EXPECT_EQ(p.bytes_moved, bytes.size());
+  EXPECT_EQ(p.errors, 0u) << (job.errors.empty() ? "" : job.errors[0]);
+  EXPECT_EQ(p.directories_scanned, 0u) << "no walk";
+  EXPECT_EQ(layout_of(logs_e).pool, "h500");
+  EXPECT_EQ(layout_of(data_a).pool, store::kWithShard);
+  EXPECT_EQ(pattern_of(data_a), "streaming");
+  EXPECT_EQ(layout_of(other_files_[1]).pool, store::kWithShard);
+
+  const std::vector<Job> checkpoints = saved_;
+  ASSERT_GE(checkpoints.size(), 5u);
+  for (std::size_t i = 0; i < checkpoints.size(); ++i) {
+    Job resumed = checkpoints[i];
+    ASSERT_TRUE(run_to_completion(run_smartpools(*store_, resumed, hooks(set), options())).ok());
+    EXPECT_EQ(resumed.checkpoint.progress.files_scanned, p.files_scanned) << "checkpoint " << i;
+    EXPECT_EQ(resumed.checkpoint.progress.files_matched, p.files_matched) << "checkpoint " << i;
+  }
+  // Read last: a read makes the file recent, and no longer cold's.
+  std::vector<std::uint8_t> back(bytes.size());
+  ASSERT_TRUE(run_to_completion(store_->read(logs_e, 0, back, kRoot)).ok());
+  EXPECT_EQ(back, bytes);
+}
+
 }  // namespace
 }  // namespace tidepool::tiering

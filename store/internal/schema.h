@@ -54,7 +54,6 @@ CREATE TABLE IF NOT EXISTS moves(
   ino INTEGER PRIMARY KEY,
   pool TEXT NOT NULL,
   protection INTEGER NOT NULL,
-  stripe_unit INTEGER NOT NULL,
   nodes TEXT NOT NULL,
   copied INTEGER NOT NULL);
 )sql";

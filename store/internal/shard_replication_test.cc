@@ -60,8 +60,8 @@ TEST(ShardReplication, AMirrorThatAppliesEveryChangesetStaysIdentical) {
       ASSERT_TRUE(home->exec("DELETE FROM inodes WHERE ino % 7 = 0").ok());
     }
     // A move's watermark goes with the shard, so a promoted mirror goes on with the move.
-    ASSERT_TRUE(home->exec("INSERT OR REPLACE INTO moves(ino, pool, protection, stripe_unit, "
-                           "nodes, copied) VALUES(100, 'h500', 2, 131072, '3,4', " +
+    ASSERT_TRUE(home->exec("INSERT OR REPLACE INTO moves(ino, pool, protection, nodes, copied) "
+                           "VALUES(100, 'h500', 2, '3,4', " +
                            std::to_string(batch << 25) + ")").ok());
     ASSERT_TRUE(home->exec("INSERT OR REPLACE INTO meta(key, value) VALUES('next_inode', " +
                            std::to_string(200 + batch) + ")").ok());

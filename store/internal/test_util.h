@@ -9,10 +9,13 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -81,7 +84,33 @@ class InProcessPools final : public PoolPeers {
   Result<xdr::Buffer> call(cluster::NodeId node, UnitMethod method,
                            std::span<const std::uint8_t> request) override {
     if (down_.contains(node)) return error(Errc::unavailable, "node down");
+    if (method == UnitMethod::write) {
+      std::unique_lock lock(hold_mutex_);
+      if (writes_before_hold_ == 0) {
+        ++held_;
+        held_changed_.notify_all();
+        held_changed_.wait(lock, [this] { return writes_before_hold_ != 0; });
+        --held_;
+      } else if (writes_before_hold_ > 0) {
+        --writes_before_hold_;
+      }
+    }
     return stores_.at(node - 1)->serve(static_cast<std::uint32_t>(method), request);
+  }
+  // Unit writes past the next `count` wait, until release_writes(): a copy stopped mid-way.
+  void hold_writes_after(std::int64_t count) {
+    std::lock_guard lock(hold_mutex_);
+    writes_before_hold_ = count;
+  }
+  void release_writes() {
+    std::lock_guard lock(hold_mutex_);
+    writes_before_hold_ = -1;
+    held_changed_.notify_all();
+  }
+  // Waits (bounded) until a write is held; false if none was.
+  bool wait_until_held() {
+    std::unique_lock lock(hold_mutex_);
+    return held_changed_.wait_for(lock, std::chrono::seconds(60), [this] { return held_ > 0; });
   }
   // A new UnitStore on the node's files, as after a restart: a new boot id.
   void restart(cluster::NodeId node) {
@@ -97,6 +126,10 @@ class InProcessPools final : public PoolPeers {
   std::filesystem::path root_;
   int f800_;
   std::vector<std::unique_ptr<UnitStore>> stores_;
+  std::mutex hold_mutex_;
+  std::condition_variable held_changed_;
+  std::int64_t writes_before_hold_ = -1;  // guarded by hold_mutex_; -1: no hold
+  int held_ = 0;                          // guarded by hold_mutex_: writes waiting
 };
 
 }  // namespace tidepool::store::internal

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "store/remote_store.h"
 
@@ -57,6 +58,8 @@ awaitable<void> exercise(Store& s) {
   (void)co_await s.layout(file);
   (void)co_await s.set_access_pattern(file, "streaming");
   (void)co_await s.migrate(file, "h500", 2, 0);
+  const std::vector<std::int64_t> values{5, 4096, 1000};
+  (void)co_await s.find_files("(atime < ?1) OR (size >= ?2 AND uid = ?3)", values, 0, 10);
   AttributeChanges truncate;
   truncate.size = 2;
   (void)co_await s.setattr(file, truncate, user, std::nullopt);

@@ -53,7 +53,8 @@ class JobTest : public JobFixture {
 TEST_F(JobTest, SmartPoolsAppliesThePoliciesAndCanBePausedResumedAndCancelled) {
   ASSERT_NO_FATAL_FAILURE(make_data_set());
   const json types = tide_json(3, {"job", "types", "list"});
-  ASSERT_EQ(types["types"].size(), 2u) << types.dump();
+  ASSERT_EQ(types["types"].size(), 3u) << types.dump();
+  EXPECT_EQ(types["types"][2]["name"], "FilePolicy");
   EXPECT_EQ(types["types"][0]["name"], "SmartPools");
   EXPECT_EQ(types["types"][0]["schedule"], "every day at 22:00");
   EXPECT_EQ(types["types"][0]["priority"], 6);
@@ -253,6 +254,42 @@ TEST_F(JobTest, APoolPastItsTransferLimitDuringAJobReceivesNoMore) {
     const std::string name = "c" + std::to_string(i);
     EXPECT_EQ(reader.read_all(reader.lookup(dir, name).fh), "data of " + name);
   }
+}
+
+// FilePolicy finds the files a policy's filter selects through the home's database, asked
+// from whichever node coordinates: only the file not read for 30 days is its candidate, and it
+// moves to the cold tier.
+TEST_F(JobTest, FilePolicyMovesTheFilesItsPoliciesSelectWithoutAWalk) {
+  const FileHandle root = root_via(2);
+  ASSERT_FALSE(root.empty());
+  NfsClient nfs(cluster_->node(2).endpoint());
+  const FileHandle dir = nfs.make_dir(root, "mixed");
+  std::vector<FileHandle> files;
+  for (int i = 0; i < 3; ++i) {
+    files.push_back(nfs.make_file(dir, "m" + std::to_string(i), 0644, "contents " + std::to_string(i)));
+    ASSERT_FALSE(files.back().empty());
+  }
+  Sattr long_ago;
+  long_ago.atime_how = SET_TO_CLIENT_TIME;
+  long_ago.atime.seconds = 1'514'764'800;  // 2018-01-01
+  ASSERT_EQ(nfs.setattr(files[1], long_ago).status, NFS3_OK);
+  ASSERT_EQ(tide(1, {"storagepool", "tiers", "create", "cold-tier", "--children", "h500"}).exit_code, 0);
+  const Ran made = tide(1, {"filepool", "policies", "create", "cold", "--filter", "accessed > 30d",
+                            "--data-storage-target", "cold-tier"});
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+
+  const std::uint64_t id = start(3, {"FilePolicy", "--policy", "HIGH"});
+  ASSERT_NE(id, 0u);
+  const json done = wait_for(3, id, has_ended);
+  EXPECT_EQ(done["state"], "succeeded") << done.dump();
+  EXPECT_EQ(done["progress"]["files_scanned"], 1) << "its one candidate: " << done.dump();
+  EXPECT_EQ(done["progress"]["files_moved"], 1) << done.dump();
+  EXPECT_EQ(done["progress"]["directories_scanned"], 0) << "no walk";
+  EXPECT_EQ(placement_of(4, "/ifs/mixed/m1").first, "h500");
+  EXPECT_EQ(placement_of(4, "/ifs/mixed/m0").first, "default");
+  EXPECT_EQ(placement_of(4, "/ifs/mixed/m2").first, "default");
+  NfsClient reader(cluster_->node(4).endpoint());
+  EXPECT_EQ(reader.read_all(files[1]), "contents 1");
 }
 
 }  // namespace
