@@ -6,7 +6,7 @@
 //     read for 60 to 90 days, the rest within 20 days; `--concurrency` creates in flight, so
 //     group commit batches them;
 //   - predicates with a column (`accessed > 30d`, `size >= 1MiB`): policy::to_sql, then
-//     LocalStore::find_files page by page, as a shard finds its candidates (SQLite 3.40 plans
+//     Store::find_files page by page, as a shard finds its candidates (SQLite 3.40 plans
 //     these pages as a range scan of the inodes table by inode, not through the atime or size
 //     index: see bench/README.md);
 //   - a path glob (`path =~ /ifs/projects/*/dataset/**`), which has no column: a depth-first
@@ -49,7 +49,7 @@ namespace {
 constexpr std::uint64_t kFilesPerDirectory = 1000;
 constexpr std::uint64_t kProjects = 20;  // and as many scratch users
 constexpr std::uint32_t kDirectoryPage = 1024;
-constexpr std::uint32_t kCandidatePage = 10'000;
+constexpr std::uint32_t kCandidatePage = store::kMaxCandidatePage;
 constexpr std::uint64_t kMaxFiles = 10'000'000;
 constexpr std::int64_t kDayNs = 24LL * 3600 * 1'000'000'000;
 const store::Caller kRoot{0, 0, {}};

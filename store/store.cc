@@ -412,6 +412,8 @@ class StoreImpl final : public LocalStore {
           // One row more than the page says whether another page follows.
           rows.bind(n + 1, after).bind(n + 2, limit + 1);
           CandidatePage page;
+          // Candidates share directories: each directory's path is worked out once a page.
+          std::unordered_map<InodeId, std::string> directories;
           while (rows.next_row()) {
             if (page.files.size() == limit) {
               page.next = page.files.back().attributes.inode;
@@ -420,7 +422,7 @@ class StoreImpl final : public LocalStore {
             Attributes a = attributes_from_row(rows);
             overlay_memory_state(a);
             // A file without a name (removed while open) or with too long a path is passed over.
-            Result<std::string> path = path_of_file(db, a.inode);
+            Result<std::string> path = path_of_file(db, a.inode, directories);
             if (path.ok()) page.files.push_back({a, std::move(*path)});
           }
           TP_RETURN_IF_ERROR(rows.status());
@@ -1516,8 +1518,10 @@ class StoreImpl final : public LocalStore {
     return placed;
   }
 
-  // The path of a file, "/ifs/..." (its first name, when it has several).
-  Result<std::string> path_of_file(Database& db, InodeId file) {
+  // The path of a file, "/ifs/..." (its first name, when it has several); `directories` keeps
+  // the paths of the directories worked out so far.
+  Result<std::string> path_of_file(Database& db, InodeId file,
+                                   std::unordered_map<InodeId, std::string>& directories) {
     InodeId directory = 0;
     std::string name;
     {
@@ -1528,8 +1532,12 @@ class StoreImpl final : public LocalStore {
       directory = static_cast<InodeId>(row.int64(0));
       name = row.blob(1);
     }
-    TP_ASSIGN_OR_RETURN(std::string path, path_of(db, directory));
-    path += "/" + name;
+    auto known = directories.find(directory);
+    if (known == directories.end()) {
+      TP_ASSIGN_OR_RETURN(std::string path, path_of(db, directory));
+      known = directories.emplace(directory, std::move(path)).first;
+    }
+    std::string path = known->second + "/" + name;
     if (path.size() > kMaxPathBytes) return error(Errc::name_too_long, "path too long");
     return path;
   }
