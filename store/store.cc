@@ -15,6 +15,7 @@
 #include <boost/asio/thread_pool.hpp>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <shared_mutex>
 #include <unordered_map>
@@ -69,7 +70,9 @@ constexpr std::uint64_t kWatermarkBytes = 32u << 20;
 // A call for a move under way waits for it this long at most, looking this often.
 constexpr std::chrono::hours kMoveWaitLimit{1};
 constexpr std::chrono::milliseconds kMoveWaitPoll{100};
-// How many times a range is copied again because a node of the target restarted meanwhile.
+// The most inode numbers one find_files() call looks through.
+constexpr std::uint64_t kMaxInodesExamined = 1u << 20;
+// How many times in a row a range is copied again because a node restarted meanwhile.
 constexpr int kMaxRangeCopies = 3;
 
 bool is_dot_or_dotdot(std::string_view name) { return name == "." || name == ".."; }
@@ -390,7 +393,7 @@ class StoreImpl final : public LocalStore {
           const std::string sql =
               "SELECT ino, generation, type, mode, nlink, uid, gid, size, rdev_major, "
               "rdev_minor, atime, mtime, ctime, birth FROM inodes WHERE (" +
-              where + ") AND type = 1 AND ino > :after ORDER BY ino LIMIT :limit";
+              where + ") AND type = 1 AND ino > :after AND ino <= :until ORDER BY ino";
           sqlite3_stmt* raw = nullptr;
           const char* rest = nullptr;
           if (sqlite3_prepare_v2(db.handle(), sql.c_str(), -1, &raw, &rest) != SQLITE_OK) {
@@ -403,22 +406,32 @@ class StoreImpl final : public LocalStore {
           }
           if (sqlite3_bind_parameter_count(raw) != n + 2 ||
               sqlite3_bind_parameter_index(raw, ":after") != n + 1 ||
-              sqlite3_bind_parameter_index(raw, ":limit") != n + 2) {
+              sqlite3_bind_parameter_index(raw, ":until") != n + 2) {
             return error(Errc::invalid_argument,
                          "candidate predicate's parameters are not ?1..?" + std::to_string(n));
           }
           sqlite::Statement rows(raw);
           for (int i = 0; i < n; ++i) rows.bind(i + 1, values[static_cast<std::size_t>(i)]);
-          // One row more than the page says whether another page follows.
-          rows.bind(n + 1, after).bind(n + 2, limit + 1);
+          // A call looks at a window of inode numbers at most, so that a predicate few rows
+          // meet does not hold this thread for a scan of the whole table.
+          constexpr InodeId kLastInode = std::numeric_limits<std::int64_t>::max();  // SQLite's
+          const InodeId until =
+              std::min<InodeId>(after, kLastInode - kMaxInodesExamined) + kMaxInodesExamined;
+          rows.bind(n + 1, after).bind(n + 2, until);
           CandidatePage page;
           // Candidates share directories: each directory's path is worked out once a page.
           std::unordered_map<InodeId, std::string> directories;
+          // A page ends at its limit, with `next` the last row looked at (kept or passed over),
+          // or at the window's end, with `next` there while the shard has inodes past it: a
+          // short page, even an empty one, is not mistaken for the end.
+          InodeId last_examined = after;
+          bool full = false;
           while (rows.next_row()) {
             if (page.files.size() == limit) {
-              page.next = page.files.back().attributes.inode;
+              full = true;
               break;
             }
+            last_examined = static_cast<InodeId>(rows.int64(0));
             Attributes a = attributes_from_row(rows);
             overlay_memory_state(a);
             // A file without a name (removed while open) or with too long a path is passed over.
@@ -426,6 +439,11 @@ class StoreImpl final : public LocalStore {
             if (path.ok()) page.files.push_back({a, std::move(*path)});
           }
           TP_RETURN_IF_ERROR(rows.status());
+          if (full) {
+            page.next = last_examined;
+          } else if (until < next_inode_) {
+            page.next = until;
+          }
           return page;
         });
     co_return co_await std::move(finding);
@@ -840,16 +858,20 @@ class StoreImpl final : public LocalStore {
     auto reading = layout(inode);
     const Result<Layout> current = co_await std::move(reading);
     if (!current.ok()) co_return current.status();
-    const bool stays = current->pool == pool &&
-                       (pool == kWithShard || (current->protection == protection &&
-                                               current->nodes == pools_->nodes_of(pool)));
+    // Within its pool a file keeps its placement (restriping is not supported), whatever nodes
+    // the pool has now.
+    const bool stays =
+        current->pool == pool && (pool == kWithShard || current->protection == protection);
     const Placement target =
         pool == kWithShard
             ? Placement{}
             : Placement{pool, protection, current->stripe_unit, pools_->nodes_of(pool)};
     // A move a crash cut short goes on from its watermark, if writes have gone to both copies
     // ever since; one to elsewhere is given up first.
-    const std::optional<Placement> left = left_move(*current);
+    std::optional<Placement> left = left_move(*current);
+    // Writes still going to a target whose row is gone (a give-up whose commit the mirror did
+    // not confirm) are a move left too.
+    if (!left) left = where_of(inode).moving_to;
     const bool resuming = !stays && left == target && where_of(inode).moving_to == left;
     if (left && !resuming) {
       auto giving_up = give_up_move(inode, *left);
@@ -874,6 +896,15 @@ class StoreImpl final : public LocalStore {
     std::optional<Placement> source;
     if (current->pool != kWithShard) source = placement_of(*current);
     const std::uint64_t resumed_at = resuming ? current->moved_bytes : 0;
+    if (!resuming) {
+      // Units an earlier move left behind on the target's nodes must not show through holes.
+      // Before writes go there too: a write from then on must not be cut.
+      auto clearing = offload([this, inode, target] {
+        std::unique_lock slot(move_slot(inode));
+        return pools_->truncate(target, inode, 0);
+      });
+      TP_CO_RETURN_IF_ERROR(co_await std::move(clearing));
+    }
     // From here every write goes to both copies, and one that began before does its data again.
     start_dual_writes(inode, target);
     auto noting = note_watermark(inode, &target, resumed_at);
@@ -884,23 +915,30 @@ class StoreImpl final : public LocalStore {
     const std::uint64_t size = attributes.ok() ? attributes->size : 0;
     const auto start = std::chrono::steady_clock::now();
     int redone = 0;
+    std::uint64_t repeated = 0;  // bytes copied again, which count for the pace too
     for (std::uint64_t at = resumed_at; copied.ok() && at < size;) {
       const std::uint64_t end = std::min(size, at + kWatermarkBytes);
-      // A node of the target that restarted before the range was synced may have lost some
-      // of it: the range is copied again rather than counted.
+      // A node that restarted before the range was synced may have lost some of it: the range
+      // is copied again rather than counted.
       const std::uint64_t restarts = pools_->restarts();
       auto copying = offload([=, this] {
-        return copy_data(inode, source, target, {at, end, resumed_at, start}, bytes_per_second);
+        return copy_data(inode, source, target, {at, end, at - resumed_at + repeated, start},
+                         bytes_per_second);
       });
       copied = co_await std::move(copying);
       if (copied.ok() && pools_->restarts() != restarts) {
-        if (++redone > kMaxRangeCopies) copied = error(Errc::unavailable, "the target's nodes keep restarting");
+        if (++redone > kMaxRangeCopies) {
+          // Left as a crash would leave it: the watermark stays for the next attempt.
+          co_return error(Errc::unavailable, "nodes keep restarting while the file's data moves");
+        }
+        repeated += end - at;
         continue;
       }
       if (!copied.ok()) break;
       auto advancing = note_watermark(inode, nullptr, end);
       copied = co_await std::move(advancing);
       at = end;
+      redone = 0;
     }
     // A store closing leaves the move as it stands: its watermark is where the next home (or
     // this one, reopened) goes on from.
@@ -1095,12 +1133,12 @@ class StoreImpl final : public LocalStore {
     co_return co_await std::move(freeing);
   }
 
-  // Bytes [at, end) of a move's copy; its pace counts from `start`, when the copy began at
-  // byte `first`.
+  // Bytes [at, end) of a move's copy; its pace counts from `start`, when the copy began, and
+  // `copied_before` bytes were copied since.
   struct CopyRange {
     std::uint64_t at = 0;
     std::uint64_t end = 0;
-    std::uint64_t first = 0;
+    std::uint64_t copied_before = 0;
     std::chrono::steady_clock::time_point start;
   };
   // On the pool: copies a range of the file's data, a chunk at a time under its move slot, from
@@ -1108,11 +1146,6 @@ class StoreImpl final : public LocalStore {
   // limit), and makes it durable there. Holes are left holes.
   Status copy_data(InodeId inode, const std::optional<Placement>& source, const Placement& target,
                    const CopyRange& range, std::uint64_t bytes_per_second) {
-    if (range.at == 0) {
-      // Units an earlier move left behind on the target's nodes must not show through holes.
-      std::unique_lock slot(move_slot(inode));
-      TP_RETURN_IF_ERROR(pools_->truncate(target, inode, 0));
-    }
     std::vector<std::uint8_t> chunk(kCopyChunkBytes);
     for (std::uint64_t at = range.at; at < range.end; at += kCopyChunkBytes) {
       if (closed_.load()) return error(Errc::unavailable, "the store is closed");
@@ -1127,8 +1160,9 @@ class StoreImpl final : public LocalStore {
       // Keeps to the job's pace: this store thread waits, the file's readers and writers don't.
       if (bytes_per_second > 0) {
         std::this_thread::sleep_until(
-            range.start + std::chrono::microseconds((at + piece.size() - range.first) *
-                                                    1'000'000 / bytes_per_second));
+            range.start +
+            std::chrono::microseconds((range.copied_before + at + piece.size() - range.at) *
+                                      1'000'000 / bytes_per_second));
       }
     }
     return pools_->sync(target, inode);
@@ -1526,7 +1560,7 @@ class StoreImpl final : public LocalStore {
     std::string name;
     {
       // path_of() prepares the same statement: this one is done with it first.
-      auto row = db.prepare("SELECT dir, name FROM dirents WHERE ino = ? LIMIT 1");
+      auto row = db.prepare("SELECT dir, name FROM dirents WHERE ino = ? ORDER BY cookie LIMIT 1");
       row.bind(1, file);
       if (!row.next_row()) return error(Errc::stale, "the file has no name");
       directory = static_cast<InodeId>(row.int64(0));

@@ -407,8 +407,9 @@ class Store {
   // holds: an atime or size that a read or an UNSTABLE write changed less than a flush ago
   // (about a second) is in the returned attributes but not yet in the choice.
   // Cost: SQLite reads the inodes table from `after` on, in inode order, until the page is full
-  // (it does not pick the atime or size index for this order), on the shard's thread. A file
-  // whose path is longer than kMaxPathBytes is passed over.
+  // (it does not pick the atime or size index for this order), on the shard's thread, through
+  // at most 2^20 inode numbers a call: a page may hold fewer files than `limit`, even none, and
+  // still have a `next`. A file whose path is longer than kMaxPathBytes is passed over.
   // invalid_argument for a predicate of another shape, whose parameters are not ?1..?N, or a
   // limit out of range.
   virtual awaitable<Result<CandidatePage>> find_files(std::string where,

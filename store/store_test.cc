@@ -663,6 +663,25 @@ TEST_F(FindFilesTest, AnInexactPredicateFindsASupersetOfTheMatches) {
             (std::vector<InodeId>{old_log, old_text, new_log}));
 }
 
+// A file whose path is too long to carry is passed over, and the pages go on past it.
+TEST_F(FindFilesTest, AFilePassedOverDoesNotEndThePages) {
+  InodeId deep = kRootInode;
+  for (int level = 0; level < 17; ++level) {  // 17 names of 250 bytes: over 4,096
+    auto made = run(store_->mkdir(deep, std::string(250, static_cast<char>('a' + level)), {}, kAlice));
+    ASSERT_TRUE(made.ok()) << made.status().to_string();
+    deep = made->attributes.inode;
+  }
+  file(deep, "too-deep", 1, 60);
+  const InodeId first = file(kRootInode, "first", 1, 60);
+  const InodeId second = file(kRootInode, "second", 1, 60);
+  EXPECT_EQ(found("(atime < ?1)", {days_ago_ns(30)}, 1), (std::vector<InodeId>{first, second}));
+  auto page = run(store_->find_files("(atime < ?1)", {days_ago_ns(30)}, 0, 1));
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->files.size(), 1u);
+  EXPECT_EQ(page->files[0].attributes.inode, first);
+  EXPECT_NE(page->next, 0u) << "the second is still to come";
+}
+
 TEST_F(FindFilesTest, APredicateThatIsNotOneOfToSqlsIsInvalidArgument) {
   file(kRootInode, "f", 1, 60);
   const std::vector<std::int64_t> one{days_ago_ns(30)};

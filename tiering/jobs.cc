@@ -70,6 +70,7 @@ Json checkpoint_to_json(const Checkpoint& c) {
   return {{"roots_left", c.roots_left},
           {"frames", std::move(frames)},
           {"policy", c.policy},
+          {"policy_name", c.policy_name},
           {"after", c.after},
           {"progress", progress_to_json(c.progress)}};
 }
@@ -83,6 +84,7 @@ Checkpoint checkpoint_from_json(const Json& j) {
                         f.at("cookie_verifier").get<std::uint64_t>()});
   }
   c.policy = j.value("policy", std::uint32_t{0});
+  c.policy_name = j.value("policy_name", std::string());
   c.after = j.value("after", std::uint64_t{0});
   c.progress = progress_from_json(j.at("progress"));
   return c;
@@ -271,6 +273,10 @@ Result<Job> start_job(const StartRequest& request, const JobTypeView& type,
       return error(Errc::invalid_argument,
                    "paths: expected an absolute path under /ifs, found '" + path + "'");
     }
+  }
+  if (spec.name == kFilePolicyJob && !request.paths.empty()) {
+    return error(Errc::invalid_argument,
+                 "FilePolicy finds its files in every shard: it takes no paths");
   }
   if (spec.needs_paths && request.paths.empty()) {
     return error(Errc::invalid_argument, std::string(spec.name) + " needs the paths to work on");

@@ -108,8 +108,9 @@ struct Checkpoint {
   std::vector<std::string> roots_left;  // paths not yet started, in order
   std::vector<WalkFrame> frames;        // the walk under way; empty between roots
   // FilePolicy, which goes through candidates instead of walking: the policy (its place in the
-  // list) whose candidates are being gone through, and the last inode done.
+  // list, and its name) whose candidates are being gone through, and the last inode done.
   std::uint32_t policy = 0;
+  std::string policy_name;
   std::uint64_t after = 0;
   Progress progress;                    // at this point of the walk
   bool operator==(const Checkpoint&) const = default;

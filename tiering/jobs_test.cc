@@ -80,6 +80,9 @@ TEST(Jobs, StartRequestsAreChecked) {
     return start_job(request, type_named(request.type), {}, 1, kThursdayNoon).status();
   };
   EXPECT_EQ(start({.type = "SmartPoolsTree"}).message(), "SmartPoolsTree needs the paths to work on");
+  EXPECT_EQ(start({.type = "FilePolicy", .paths = {"/ifs/a"}}).message(),
+            "FilePolicy finds its files in every shard: it takes no paths");
+  EXPECT_TRUE(start({.type = "FilePolicy"}).ok());
   EXPECT_EQ(start({.type = "SmartPools", .priority = 11}).message(),
             "expected a priority from 1 (first) to 10, found 11");
   for (std::string bad : {"data", "/ifsdata", "/ifs/", "/ifs/a/../b", "/ifs//a", "/tmp"}) {

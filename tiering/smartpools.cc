@@ -1,5 +1,7 @@
 #include "tiering/smartpools.h"
 
+#include <algorithm>
+
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -56,8 +58,10 @@ class Walk {
   // one's candidate. Files no policy matches are the default policy's, and not visited.
   awaitable<Status> go_through_candidates() {
     Checkpoint& at = job_.checkpoint;
+    find_policy_taken_up(at);
     while (at.policy < policies_.policies.size()) {
       const policy::Policy& policy = policies_.policies[at.policy];
+      at.policy_name = policy.name;
       const policy::SqlPredicate sql = policy::to_sql(policy.filter, now_);
       auto finding = store_.find_files(sql.where, sql.values, at.after, options_.page_entries);
       Result<store::CandidatePage> page = co_await std::move(finding);
@@ -82,9 +86,31 @@ class Walk {
       if (page->next == 0) {
         ++at.policy;
         at.after = 0;
+      } else {
+        at.after = page->next;  // past files passed over, or a window with none
       }
     }
     co_return Status{};
+  }
+
+  // A run taken up from a checkpoint goes on with the policy it names; when the list changed
+  // meanwhile, with that policy where it is now, or, when it is gone, from the first again.
+  void find_policy_taken_up(Checkpoint& at) {
+    const std::vector<policy::Policy>& list = policies_.policies;
+    if (at.policy_name.empty() ||
+        (at.policy < list.size() && list[at.policy].name == at.policy_name)) {
+      return;
+    }
+    const auto found = std::find_if(list.begin(), list.end(), [&](const policy::Policy& p) {
+      return p.name == at.policy_name;
+    });
+    if (found != list.end()) {
+      at.policy = static_cast<std::uint32_t>(found - list.begin());
+      return;
+    }
+    note_error(job_, "the policies changed while the job ran: it went through them from the first again");
+    at.policy = 0;
+    at.after = 0;
   }
 
   awaitable<Status> walk() {
