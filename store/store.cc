@@ -868,11 +868,12 @@ class StoreImpl final : public LocalStore {
             : Placement{pool, protection, current->stripe_unit, pools_->nodes_of(pool)};
     // A move a crash cut short goes on from its watermark, if writes have gone to both copies
     // ever since; one to elsewhere is given up first.
+    const std::optional<Placement> dual_writes_to = where_of(inode).moving_to;
     std::optional<Placement> left = left_move(*current);
     // Writes still going to a target whose row is gone (a give-up whose commit the mirror did
     // not confirm) are a move left too.
-    if (!left) left = where_of(inode).moving_to;
-    const bool resuming = !stays && left == target && where_of(inode).moving_to == left;
+    if (!left) left = dual_writes_to;
+    const bool resuming = !stays && left == target && dual_writes_to == left;
     if (left && !resuming) {
       auto giving_up = give_up_move(inode, *left);
       TP_CO_RETURN_IF_ERROR(co_await std::move(giving_up));
@@ -1552,41 +1553,42 @@ class StoreImpl final : public LocalStore {
     return placed;
   }
 
-  // The path of a file, "/ifs/..." (its first name, when it has several); `directories` keeps
-  // the paths of the directories worked out so far.
-  Result<std::string> path_of_file(Database& db, InodeId file,
-                                   std::unordered_map<InodeId, std::string>& directories) {
+  // The entry naming `inode`: its directory and name (its first, by cookie, when it has several).
+  struct Entry {
     InodeId directory = 0;
     std::string name;
-    {
-      // path_of() prepares the same statement: this one is done with it first.
-      auto row = db.prepare("SELECT dir, name FROM dirents WHERE ino = ? ORDER BY cookie LIMIT 1");
-      row.bind(1, file);
-      if (!row.next_row()) return error(Errc::stale, "the file has no name");
-      directory = static_cast<InodeId>(row.int64(0));
-      name = row.blob(1);
-    }
-    auto known = directories.find(directory);
+  };
+  Result<Entry> entry_of(Database& db, InodeId inode) {
+    auto row = db.prepare("SELECT dir, name FROM dirents WHERE ino = ? ORDER BY cookie LIMIT 1");
+    row.bind(1, inode);
+    if (!row.next_row()) return error(Errc::stale, "no entry names inode " + std::to_string(inode));
+    return Entry{static_cast<InodeId>(row.int64(0)), row.blob(1)};
+  }
+
+  // The path of a file, "/ifs/..."; `directories` keeps the paths of the directories worked out
+  // so far.
+  Result<std::string> path_of_file(Database& db, InodeId file,
+                                   std::unordered_map<InodeId, std::string>& directories) {
+    TP_ASSIGN_OR_RETURN(Entry entry, entry_of(db, file));
+    auto known = directories.find(entry.directory);
     if (known == directories.end()) {
-      TP_ASSIGN_OR_RETURN(std::string path, path_of(db, directory));
-      known = directories.emplace(directory, std::move(path)).first;
+      TP_ASSIGN_OR_RETURN(std::string path, path_of(db, entry.directory));
+      known = directories.emplace(entry.directory, std::move(path)).first;
     }
-    std::string path = known->second + "/" + name;
+    std::string path = known->second + "/" + entry.name;
     if (path.size() > kMaxPathBytes) return error(Errc::name_too_long, "path too long");
     return path;
   }
 
-  // The path of a directory, "/ifs/..." (its first entry's names up to the root). Every
-  // directory is in this shard while the namespace has one shard (issue 4 spreads them).
+  // The path of a directory, "/ifs/...". Every directory is in this shard while the namespace
+  // has one shard (issue 4 spreads them).
   Result<std::string> path_of(Database& db, InodeId directory) {
     std::vector<std::string> names;
     for (InodeId at = directory; at != kRootInode;) {
       if (names.size() >= kMaxPathDepth) return error(Errc::name_too_long, "path too deep");
-      auto row = db.prepare("SELECT dir, name FROM dirents WHERE ino = ? LIMIT 1");
-      row.bind(1, at);
-      if (!row.next_row()) return error(Errc::stale, "directory has no parent entry");
-      names.push_back(row.blob(1));
-      at = static_cast<InodeId>(row.int64(0));
+      TP_ASSIGN_OR_RETURN(Entry entry, entry_of(db, at));
+      names.push_back(std::move(entry.name));
+      at = entry.directory;
     }
     std::string path = "/ifs";
     for (auto name = names.rbegin(); name != names.rend(); ++name) {
@@ -1598,10 +1600,8 @@ class StoreImpl final : public LocalStore {
 
   Result<InodeId> parent_of(Database& db, InodeId directory) {
     if (directory == kRootInode) return kRootInode;
-    auto row = db.prepare("SELECT dir FROM dirents WHERE ino = ? LIMIT 1");
-    row.bind(1, directory);
-    if (!row.next_row()) return error(Errc::stale, "directory has no parent entry");
-    return static_cast<InodeId>(row.int64(0));
+    TP_ASSIGN_OR_RETURN(Entry entry, entry_of(db, directory));
+    return entry.directory;
   }
 
   Status add_entry(Database& db, InodeId directory, std::string_view name, InodeId inode) {

@@ -53,7 +53,7 @@ class Walk {
 
  private:
   // FilePolicy: each policy's filter, compiled to SQL, finds its candidates in the shard's
-  // database (through its indexes, rather than by a walk); a candidate is worked on when that
+  // database (Store::find_files, rather than by a walk); a candidate is worked on when that
   // policy is the first to match it — a file an earlier policy matches was worked on as that
   // one's candidate. Files no policy matches are the default policy's, and not visited.
   awaitable<Status> go_through_candidates() {
@@ -108,7 +108,8 @@ class Walk {
       at.policy = static_cast<std::uint32_t>(found - list.begin());
       return;
     }
-    note_error(job_, "the policies changed while the job ran: it went through them from the first again");
+    note_error(job_,
+               "the policies changed while the job ran: it went through them from the first again");
     at.policy = 0;
     at.after = 0;
   }
