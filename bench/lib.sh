@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# bench/lib.sh: what bench/run and bench/cluster share. Sourced, never run.
+# bench/lib.sh: what the bench scripts share. Sourced, never run.
 #
 # The sourcing script sets BENCH_SCRIPT (its name in messages) and defines stop_started, which
 # stops every process it started; make_workdir's traps call it at the end, also on failure or
@@ -10,6 +10,14 @@ warn() { echo "$BENCH_SCRIPT: $*" >&2; }
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
 is_loopback() { [[ $1 =~ ^127\.[0-9]+\.[0-9]+\.[0-9]+$ ]]; }
+
+# One line of figures for bench/report: when BENCH_RESULTS names a file, the fields are appended
+# to it, separated by tabs (the first names the benchmark). A field never holds a tab.
+record() {  # fields...
+  [ -n "${BENCH_RESULTS:-}" ] || return 0
+  local IFS=$'\t'
+  echo "$*" >>"$BENCH_RESULTS"
+}
 
 # Sets BUILD and WORKLOADS from the command line `BUILD_DIR [workload...]`: `all` names the
 # workloads the script knows, `defaults` those it runs when none is named.

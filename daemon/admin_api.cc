@@ -1235,9 +1235,15 @@ asio::awaitable<HttpResponse> AdminApi::route(HttpRequest request, bool authoriz
 
   if (route.at(0) != "v1") return ready(unknown_route(route, request.target));
   if (!authorized) {
-    return ready(error_response(
-        401, m.identity() ? "a valid bearer token is required"
-                          : "this node is not in a cluster: create one or add it to one first"));
+    if (!m.identity()) {
+      return ready(error_response(
+          401, "this node is not in a cluster: create one or add it to one first"));
+    }
+    if (!m.admin_token_known()) {
+      return ready(error_response(
+          503, "this node has not caught up with the cluster's configuration yet: retry shortly"));
+    }
+    return ready(error_response(401, "a valid bearer token is required"));
   }
   // Valid until the next change is applied; the coroutines below fetch it again after waiting.
   const GroupView& view = m.group()->view();

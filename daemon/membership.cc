@@ -303,10 +303,13 @@ void Membership::changes_applied() {
   });
 }
 
+bool Membership::admin_token_known() const {
+  return group_ && group_->view().object(kClusterKind, kIdentityName) != nullptr;
+}
+
 bool Membership::token_valid(std::string_view token) const {
-  if (!group_ || token.empty()) return false;
+  if (!admin_token_known() || token.empty()) return false;
   const cluster::ConfigObject* identity = group_->view().object(kClusterKind, kIdentityName);
-  if (identity == nullptr) return false;
   const json body = json::parse(identity->body, nullptr, false);
   if (!body.is_object() || !body.value("token_sha256", json()).is_string()) return false;
   const std::string expected = body["token_sha256"];

@@ -103,6 +103,9 @@ class Membership {
 
   // Whether `token` is the cluster's admin token.
   bool token_valid(std::string_view token) const;
+  // Whether the cluster's configuration, which holds the admin token, has reached this node: a
+  // member that has just started serves its admin API before it has caught up.
+  bool admin_token_known() const;
 
   // Makes this node the first member of a new cluster named `name`.
   boost::asio::awaitable<Result<CreatedCluster>> create(std::string name);
