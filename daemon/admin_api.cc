@@ -1239,7 +1239,7 @@ asio::awaitable<HttpResponse> AdminApi::route(HttpRequest request, bool authoriz
       return ready(error_response(
           401, "this node is not in a cluster: create one or add it to one first"));
     }
-    if (!m.admin_token_known()) {
+    if (!m.admin_token_known() && !bearer_token(request.authorization).empty()) {
       return ready(error_response(
           503, "this node has not caught up with the cluster's configuration yet: retry shortly"));
     }
