@@ -1,6 +1,12 @@
 #include "common/sqlite.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 namespace tidepool::sqlite {
 
@@ -41,12 +47,23 @@ Result<std::unique_ptr<Database>> Database::open(const std::string& path,
     sqlite3_close(raw);
     return error(Errc::io_error, "cannot open database " + path + ": " + reason);
   }
-  std::unique_ptr<Database> db(new Database(raw));
+  std::unique_ptr<Database> db(new Database(raw, path, durability));
   // FULL makes each commit durable on return. The file is this connection's alone, so it
   // holds the file lock for good (no fcntl lock/unlock per transaction: ten system calls per
   // created file) and WAL keeps its index in memory.
   const char* synchronous =
       durability == Durability::full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=OFF";
+  if (durability == Durability::synced_by_caller) {
+    if (path == ":memory:") return error(Errc::invalid_argument, "an in-memory database has no WAL");
+    // Counting the WAL's frames replaces SQLite's own checkpoints, which would not sync.
+    sqlite3_wal_hook(
+        raw,
+        [](void* self, sqlite3*, const char*, int frames) {
+          static_cast<Database*>(self)->wal_frames_ = frames;
+          return SQLITE_OK;
+        },
+        db.get());
+  }
   for (const char* pragma : {"PRAGMA locking_mode=EXCLUSIVE", "PRAGMA journal_mode=WAL",
                              synchronous, "PRAGMA foreign_keys=OFF",
                              "PRAGMA cache_size=-16384", "PRAGMA temp_store=MEMORY"}) {
@@ -59,7 +76,56 @@ Result<std::unique_ptr<Database>> Database::open(const std::string& path,
 
 Database::~Database() {
   for (auto& [sql, stmt] : statements_) sqlite3_finalize(stmt);
+  // Closing checkpoints what the WAL holds and deletes it: with FULL, syncing both first.
+  if (durability_ == Durability::synced_by_caller) (void)exec("PRAGMA synchronous=FULL");
   sqlite3_close(db_);
+  if (wal_fd_ >= 0) ::close(wal_fd_);
+  if (db_fd_ >= 0) ::close(db_fd_);
+}
+
+namespace {
+Status errno_status(const std::string& what) {
+  return error(Errc::io_error, what + ": " + std::strerror(errno));
+}
+}  // namespace
+
+Result<int> Database::wal_descriptor() {
+  // SQLite deletes the WAL only when the connection closes; a descriptor of a WAL deleted by
+  // anything else would sync nothing, so that is checked too.
+  if (wal_fd_ >= 0) {
+    struct stat st {};
+    if (::fstat(wal_fd_, &st) != 0) return errno_status("stat " + path_ + "-wal");
+    if (st.st_nlink > 0) return wal_fd_;
+    ::close(wal_fd_);
+    wal_fd_ = -1;
+  }
+  wal_fd_ = ::open((path_ + "-wal").c_str(), O_RDONLY | O_CLOEXEC);
+  if (wal_fd_ < 0 && errno != ENOENT) return errno_status("open " + path_ + "-wal");
+  return wal_fd_;
+}
+
+Status Database::sync_wal() {
+  std::lock_guard lock(wal_mutex_);
+  TP_ASSIGN_OR_RETURN(const int fd, wal_descriptor());
+  // No WAL yet: nothing was committed to one.
+  if (fd >= 0 && ::fdatasync(fd) != 0) return errno_status("sync " + path_ + "-wal");
+  return {};
+}
+
+Status Database::checkpoint_past(int frames) {
+  if (durability_ != Durability::synced_by_caller || wal_frames_ <= frames) return {};
+  TP_RETURN_IF_ERROR(sync_wal());
+  if (int rc = sqlite3_wal_checkpoint_v2(db_, "main", SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+      rc != SQLITE_OK) {
+    return error(Errc::io_error, std::string("checkpoint: ") + sqlite3_errstr(rc));
+  }
+  if (db_fd_ < 0) {
+    db_fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (db_fd_ < 0) return errno_status("open " + path_);
+  }
+  if (::fdatasync(db_fd_) != 0) return errno_status("sync " + path_);
+  wal_frames_ = 0;
+  return {};
 }
 
 Status Database::exec(std::string_view sql) {

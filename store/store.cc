@@ -617,7 +617,7 @@ class StoreImpl final : public LocalStore {
           const std::optional<Placement> placed = placement_for_new_file(db, directory, name, object);
           TP_ASSIGN_OR_RETURN(NewObject made, add_object(db, dir, name, object, {}, stored, placed));
           if (placed) {
-            after.push_back([this, inode = object.inode, target = *placed] {
+            after.committed.push_back([this, inode = object.inode, target = *placed] {
               std::unique_lock lock(placement_mutex_);
               placed_[inode] = target;
               note_placements();
@@ -959,7 +959,7 @@ class StoreImpl final : public LocalStore {
             update.bind(3, nodes_text(target.nodes)).bind(4, inode);
             TP_RETURN_IF_ERROR(update.run());
             TP_RETURN_IF_ERROR(forget_move(db, inode));
-            after.push_back([this, inode, target] { end_move(inode, target, true); });
+            after.committed.push_back([this, inode, target] { end_move(inode, target, true); });
             return load_layout(db, inode);
           });
       switched = co_await std::move(switching);
@@ -1815,7 +1815,9 @@ class StoreImpl final : public LocalStore {
     dirty_.erase(inode);
     pending_atimes_.erase(inode);
     forget(inode);
-    if (victim.type == FileType::regular) after.push_back([this, inode] { remove_data(inode); });
+    if (victim.type == FileType::regular) {
+      after.durable.push_back([this, inode] { remove_data(inode); });
+    }
     return {};
   }
 
@@ -2106,7 +2108,9 @@ Status StoreImpl::initialize(Database& db) {
   }
   TP_RETURN_IF_ERROR(moving.status());
   note_placements();
-  return db.exec("COMMIT");
+  TP_RETURN_IF_ERROR(db.exec("COMMIT"));
+  // The boot counted durably before the verifier it makes is handed out.
+  return db.sync_wal();
 }
 
 }  // namespace
@@ -2129,7 +2133,8 @@ Result<std::unique_ptr<LocalStore>> Store::open(const StoreOptions& options) {
   if (::access(options.data_dir.c_str(), W_OK) != 0) {
     return error(Errc::access_denied, "data directory " + options.data_dir + " is not writable");
   }
-  TP_ASSIGN_OR_RETURN(auto db, Database::open(options.data_dir + internal::kShardDatabasePath));
+  TP_ASSIGN_OR_RETURN(auto db, Database::open(options.data_dir + internal::kShardDatabasePath,
+                                               Database::Durability::synced_by_caller));
   Database& raw = *db;
   auto store = std::make_unique<StoreImpl>(options, std::move(db));
   TP_RETURN_IF_ERROR(store->initialize(raw));

@@ -8,14 +8,22 @@ namespace tidepool::store::internal {
 
 namespace {
 constexpr auto kPeriod = std::chrono::seconds(1);
-}
+// As SQLite's own automatic checkpoints: the WAL stays near 4 MiB.
+constexpr int kCheckpointFrames = 1000;
+}  // namespace
 
 ShardExecutor::ShardExecutor(std::unique_ptr<Database> db,
                              std::function<void(Database&)> periodic,
                              std::function<Status(bool)> batch_done)
-    : db_(std::move(db)), periodic_(std::move(periodic)), batch_done_(std::move(batch_done)) {}
+    : db_(std::move(db)),
+      syncs_wal_(db_->durability() == Database::Durability::synced_by_caller),
+      periodic_(std::move(periodic)),
+      batch_done_(std::move(batch_done)) {}
 
-void ShardExecutor::start() { thread_ = std::thread([this] { loop(); }); }
+void ShardExecutor::start() {
+  if (syncs_wal_) sync_thread_ = std::thread([this] { sync_loop(); });
+  thread_ = std::thread([this] { loop(); });
+}
 
 ShardExecutor::~ShardExecutor() { stop(); }
 
@@ -26,6 +34,13 @@ void ShardExecutor::stop() {
   }
   wake_.notify_one();
   if (thread_.joinable()) thread_.join();
+  // The shard thread is gone: what it handed over is all there is to sync.
+  {
+    std::lock_guard lock(sync_mutex_);
+    sync_stopping_ = true;
+  }
+  sync_wake_.notify_one();
+  if (sync_thread_.joinable()) sync_thread_.join();
 }
 
 void ShardExecutor::enqueue(std::unique_ptr<OperationBase> op) {
@@ -61,6 +76,10 @@ void ShardExecutor::loop() {
       if (periodic_) periodic_(*db_);
       last_periodic = now;
     }
+    if (Status s = db_->checkpoint_past(kCheckpointFrames); !s.ok()) {
+      spdlog::error("shard checkpoint failed (tried again after the next batch): {}",
+                    s.to_string());
+    }
     if (stopping) {
       std::lock_guard lock(mutex_);
       if (queue_.empty()) return;
@@ -85,10 +104,12 @@ void ShardExecutor::run_batch(std::vector<std::unique_ptr<OperationBase>>& batch
         continue;
       }
       Status s = db_->exec("SAVEPOINT op");
-      std::size_t after_mark = after.size();
+      const std::size_t committed_mark = after.committed.size();
+      const std::size_t durable_mark = after.durable.size();
       if (s.ok() && !op->execute(*db_, after)) {
         s = db_->exec("ROLLBACK TO op");
-        after.resize(after_mark);
+        after.committed.resize(committed_mark);
+        after.durable.resize(durable_mark);
       }
       if (s.ok()) s = db_->exec("RELEASE op");
       if (!s.ok()) op->fail(s);
@@ -112,8 +133,59 @@ void ShardExecutor::run_batch(std::vector<std::unique_ptr<OperationBase>>& batch
       }
     }
   }
-  for (auto& work : after) work();
-  for (auto& op : batch) op->complete();
+  for (auto& work : after.committed) work();
+  if (!syncs_wal_ || !writes || !committed) {
+    for (auto& work : after.durable) work();
+    for (auto& op : batch) op->complete();
+    return;
+  }
+  Batch changing;
+  for (auto& op : batch) {
+    if (op->mutates) {
+      changing.push_back(std::move(op));
+    } else {
+      op->complete();
+    }
+  }
+  complete_when_synced(std::move(changing), std::move(after.durable));
+}
+
+void ShardExecutor::complete_when_synced(Batch operations,
+                                         std::vector<std::function<void()>> after) {
+  {
+    std::lock_guard lock(sync_mutex_);
+    unsynced_.push_back(Unsynced{std::move(operations), std::move(after)});
+  }
+  sync_wake_.notify_one();
+}
+
+void ShardExecutor::sync_loop() {
+  std::vector<Unsynced> taken;
+  for (;;) {
+    {
+      std::unique_lock lock(sync_mutex_);
+      sync_wake_.wait(lock, [this] { return sync_stopping_ || !unsynced_.empty(); });
+      if (unsynced_.empty()) return;  // stopping, and everything handed over is done
+      taken.swap(unsynced_);
+    }
+    // One sync covers every batch committed before it, however many were handed over.
+    const Status synced = db_->sync_wal();
+    if (!synced.ok()) {
+      // Committed, but perhaps not on disk: nothing that assumes it is (deleting the data of
+      // a removed file) runs, and the callers learn that the change may be lost.
+      spdlog::error("shard WAL sync failed: {}", synced.to_string());
+    }
+    for (Unsynced& batch : taken) {
+      if (synced.ok()) {
+        for (auto& work : batch.after) work();
+      }
+      for (auto& op : batch.operations) {
+        if (!synced.ok()) op->fail(error(Errc::io_error, "the change may not be durable: " + synced.message()));
+        op->complete();
+      }
+    }
+    taken.clear();
+  }
 }
 
 }  // namespace tidepool::store::internal

@@ -1,7 +1,14 @@
 // Runs a shard's operations on the one thread that owns its database, with group commit:
-// everything queued while the previous batch was committing runs in one transaction (each
-// operation under its own savepoint, so a failing one rolls back alone), and no operation
-// completes before that transaction is durable.
+// everything queued while the previous batch ran runs in one transaction (each operation under
+// its own savepoint, so a failing one rolls back alone), and no operation that changes the
+// shard completes before that transaction is durable.
+//
+// With a database whose commits the caller syncs (Durability::synced_by_caller), the shard
+// thread does not wait for the disk: a second thread syncs the WAL, once for every batch
+// committed since its last sync, and then completes their changing operations, while the shard
+// thread runs the next batch. Operations that only read complete when their batch committed;
+// they may see changes that are not durable yet, as a local file system shows a file before
+// it is synced.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -26,14 +33,27 @@ namespace tidepool::store::internal {
 
 using sqlite::Database;
 
-// Work an operation wants done once its transaction is durable (e.g. deleting a data file).
-using AfterCommit = std::vector<std::function<void()>>;
+// Work an operation wants done after its transaction. `committed` runs on the shard thread as
+// soon as the transaction committed, before any later operation runs: in-memory state that
+// must agree with the shard's (where a new file's data goes). `durable` runs once the
+// transaction is durable: what a crash must not find done without it (deleting a removed
+// file's data).
+struct AfterCommit {
+  std::vector<std::function<void()>> committed;
+  std::vector<std::function<void()>> durable;
+
+  void clear() {
+    committed.clear();
+    durable.clear();
+  }
+};
 
 class ShardExecutor {
  public:
   // `periodic` runs on the shard thread about once a second, between batches;
-  // `batch_done(committed)` after each batch, before its operations complete. When it fails
-  // (the batch's changes did not reach the shard's mirror), so do the batch's changes.
+  // `batch_done(committed)` after each batch, on the shard thread, before its operations
+  // complete. When it fails (the batch's changes did not reach the shard's mirror), so do the
+  // batch's changes.
   ShardExecutor(std::unique_ptr<Database> db, std::function<void(Database&)> periodic,
                 std::function<Status(bool)> batch_done);
   ~ShardExecutor();  // stops the thread after the queued work ran
@@ -92,18 +112,35 @@ class ShardExecutor {
     std::optional<Result<T>> result;
   };
 
+  using Batch = std::vector<std::unique_ptr<OperationBase>>;
+  // A committed batch's changing operations, and what they want done, waiting for the sync.
+  struct Unsynced {
+    Batch operations;
+    std::vector<std::function<void()>> after;  // durable work
+  };
+
   void enqueue(std::unique_ptr<OperationBase> op);
   void loop();
-  void run_batch(std::vector<std::unique_ptr<OperationBase>>& batch);
+  void run_batch(Batch& batch);
+  void sync_loop();
+  // Completes `operations` once they are durable: now, or after the sync thread's next sync.
+  void complete_when_synced(Batch operations, std::vector<std::function<void()>> after);
 
   std::unique_ptr<Database> db_;
+  const bool syncs_wal_;  // the database is synced_by_caller: the sync thread syncs it
   std::function<void(Database&)> periodic_;
   std::function<Status(bool)> batch_done_;
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::vector<std::unique_ptr<OperationBase>> queue_;  // guarded by mutex_
-  bool stopping_ = false;                              // guarded by mutex_
+  Batch queue_;           // guarded by mutex_
+  bool stopping_ = false;  // guarded by mutex_
   std::thread thread_;
+
+  std::mutex sync_mutex_;
+  std::condition_variable sync_wake_;
+  std::vector<Unsynced> unsynced_;  // guarded by sync_mutex_
+  bool sync_stopping_ = false;      // guarded by sync_mutex_
+  std::thread sync_thread_;
 };
 
 }  // namespace tidepool::store::internal

@@ -1,0 +1,149 @@
+#include "common/sqlite.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+namespace tidepool::sqlite {
+namespace {
+
+namespace fs = std::filesystem;
+using Durability = Database::Durability;
+
+class SyncedByCallerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/tidepool-sqlite-XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+    path_ = dir_ + "/test.db";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::unique_ptr<Database> open(Durability durability = Durability::synced_by_caller) {
+    auto db = Database::open(path_, durability);
+    EXPECT_TRUE(db.ok()) << db.status().to_string();
+    return db.ok() ? std::move(*db) : nullptr;
+  }
+
+  static std::int64_t count_rows(Database& db) {
+    auto rows = db.prepare("SELECT count(*) FROM t");
+    return rows.next_row() ? rows.int64(0) : -1;
+  }
+
+  // One transaction adding a row of `bytes` bytes.
+  static void add_row(Database& db, std::size_t bytes) {
+    ASSERT_TRUE(db.exec("BEGIN IMMEDIATE").ok());
+    auto insert = db.prepare("INSERT INTO t(v) VALUES(?)");
+    const std::string value(bytes, 'x');
+    insert.bind(1, std::string_view(value));
+    ASSERT_TRUE(insert.run().ok());
+    ASSERT_TRUE(db.exec("COMMIT").ok());
+  }
+
+  std::uintmax_t wal_size() const {
+    std::error_code ec;
+    const auto size = fs::file_size(path_ + "-wal", ec);
+    return ec ? 0 : size;
+  }
+
+  std::string dir_;
+  std::string path_;
+};
+
+TEST_F(SyncedByCallerTest, AnInMemoryDatabaseIsRefused) {
+  auto db = Database::open(":memory:", Durability::synced_by_caller);
+  EXPECT_EQ(db.code(), Errc::invalid_argument);
+}
+
+TEST_F(SyncedByCallerTest, CommitsAreFoundAgainAfterClosing) {
+  {
+    auto db = open();
+    ASSERT_TRUE(db->exec("CREATE TABLE t(v BLOB)").ok());
+    for (int i = 0; i < 20; ++i) add_row(*db, 100);
+    ASSERT_TRUE(db->sync_wal().ok());
+  }
+  // Closing copied the WAL into the database and deleted it.
+  EXPECT_FALSE(fs::exists(path_ + "-wal"));
+  auto db = open(Durability::full);
+  EXPECT_EQ(count_rows(*db), 20);
+}
+
+TEST_F(SyncedByCallerTest, AProcessThatDiesWithoutClosingLeavesItsSyncedCommitsInTheWal) {
+  {
+    auto db = open();
+    ASSERT_TRUE(db->exec("CREATE TABLE t(v BLOB)").ok());
+  }
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto db = Database::open(path_, Durability::synced_by_caller);
+    if (!db.ok()) ::_exit(2);
+    for (int i = 0; i < 7; ++i) {
+      if (!(*db)->exec("INSERT INTO t(v) VALUES('row')").ok()) ::_exit(3);
+    }
+    ::_exit((*db)->sync_wal().ok() ? 0 : 4);  // no destructor: nothing is checkpointed
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_GT(wal_size(), 0u);
+  auto db = open();
+  EXPECT_EQ(count_rows(*db), 7);
+}
+
+TEST_F(SyncedByCallerTest, CheckpointsKeepTheWalSmall) {
+  auto db = open();
+  ASSERT_TRUE(db->exec("CREATE TABLE t(v BLOB)").ok());
+  // 200 transactions of about 8 pages each: 6 MiB through a WAL checkpointed past 64 pages.
+  for (int i = 0; i < 200; ++i) {
+    add_row(*db, 30000);
+    ASSERT_TRUE(db->checkpoint_past(64).ok());
+  }
+  EXPECT_LT(wal_size(), 1u << 20);
+  EXPECT_EQ(count_rows(*db), 200);
+}
+
+TEST_F(SyncedByCallerTest, WithoutCheckpointsTheWalGrows) {
+  auto db = open();
+  ASSERT_TRUE(db->exec("CREATE TABLE t(v BLOB)").ok());
+  for (int i = 0; i < 200; ++i) add_row(*db, 30000);
+  EXPECT_GT(wal_size(), 5u << 20);  // SQLite did not checkpoint by itself
+}
+
+TEST_F(SyncedByCallerTest, AnotherThreadSyncsWhileTheOwnerCommits) {
+  auto db = open();
+  ASSERT_TRUE(db->exec("CREATE TABLE t(v BLOB)").ok());
+  std::atomic<bool> done{false};
+  std::atomic<int> failures{0};
+  std::thread syncer([&] {
+    for (int i = 0; i < 10000 && !done.load(); ++i) {
+      if (!db->sync_wal().ok()) ++failures;
+    }
+  });
+  for (int i = 0; i < 300; ++i) {
+    add_row(*db, 5000);
+    ASSERT_TRUE(db->checkpoint_past(32).ok());
+  }
+  done = true;
+  syncer.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(count_rows(*db), 300);
+}
+
+TEST_F(SyncedByCallerTest, OtherDurabilitiesNeverCheckpointThemselves) {
+  auto db = open(Durability::full);
+  ASSERT_TRUE(db->exec("CREATE TABLE t(v BLOB)").ok());
+  add_row(*db, 30000);
+  // A no-op: SQLite's own checkpoints look after a FULL database.
+  EXPECT_TRUE(db->checkpoint_past(0).ok());
+}
+
+}  // namespace
+}  // namespace tidepool::sqlite
