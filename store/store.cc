@@ -1605,16 +1605,30 @@ class StoreImpl final : public LocalStore {
   }
 
   Status add_entry(Database& db, InodeId directory, std::string_view name, InodeId inode) {
-    auto stmt = db.prepare("INSERT INTO dirents(dir, name, ino) VALUES(?, ?, ?)");
-    stmt.bind(1, directory).bind(2, name).bind(3, inode);
+    auto stmt = db.prepare("INSERT INTO dirents(cookie, dir, name, ino) VALUES(?, ?, ?, ?)");
+    stmt.bind(1, next_cookie_++).bind(2, directory).bind(3, name).bind(4, inode);
     listing_changes_.emplace_back(directory, nullptr);
     return stmt.run();
   }
 
   Status remove_entry(Database& db, InodeId directory, std::string_view name) {
-    auto stmt = db.prepare("DELETE FROM dirents WHERE dir = ? AND name = ?");
+    auto stmt = db.prepare("DELETE FROM dirents WHERE dir = ? AND name = ? RETURNING cookie");
     stmt.bind(1, directory).bind(2, name);
     forget_entry(directory, name);
+    // The whole DELETE runs at the first step (SQLite's RETURNING); (dir, name) is unique.
+    if (!stmt.next_row()) return stmt.status();
+    const auto cookie = static_cast<std::uint64_t>(stmt.int64(0));
+    return keep_past(db, Counter::cookie, cookie);
+  }
+
+  enum class Counter { inode, cookie };
+  // Removing the highest cookie or inode number in use would let the next open hand it out
+  // again: `meta` keeps the next one past it (a page written only when it is the highest).
+  static Status keep_past(Database& db, Counter counter, std::uint64_t removed) {
+    auto stmt = db.prepare(counter == Counter::inode
+                               ? "UPDATE meta SET value = ?1 WHERE key = 'next_inode' AND value < ?1"
+                               : "UPDATE meta SET value = ?1 WHERE key = 'next_cookie' AND value < ?1");
+    stmt.bind(1, removed + 1);
     return stmt.run();
   }
 
@@ -1748,9 +1762,6 @@ class StoreImpl final : public LocalStore {
       TP_RETURN_IF_ERROR(layout.run());
     }
     TP_RETURN_IF_ERROR(add_entry(db, dir.inode, name, object.inode));
-    auto sequence = db.prepare("UPDATE meta SET value = ? WHERE key = 'next_inode'");
-    sequence.bind(1, next_inode_);
-    TP_RETURN_IF_ERROR(sequence.run());
     Attributes dir_after = dir;
     dir_after.mtime_ns = dir_after.ctime_ns = object.ctime_ns;
     if (object.type == FileType::directory) ++dir_after.nlink;
@@ -1811,6 +1822,7 @@ class StoreImpl final : public LocalStore {
       stmt.bind(1, victim.inode);
       TP_RETURN_IF_ERROR(stmt.run());
     }
+    TP_RETURN_IF_ERROR(keep_past(db, Counter::inode, victim.inode));
     InodeId inode = victim.inode;
     dirty_.erase(inode);
     pending_atimes_.erase(inode);
@@ -2016,6 +2028,7 @@ class StoreImpl final : public LocalStore {
   // Owned by the shard thread once the store is open.
   std::mt19937_64 random_;
   InodeId next_inode_ = kRootInode + 1;
+  std::uint64_t next_cookie_ = 1;
   std::unordered_map<InodeId, DirtyAttributes> dirty_;
   std::unordered_map<InodeId, std::int64_t> pending_atimes_;
   // Changes for cache_, applied once the batch that made them is durable (empty: drop).
@@ -2065,18 +2078,36 @@ Status StoreImpl::initialize(Database& db) {
   TP_RETURN_IF_ERROR(db.exec(internal::kShardSchema));
   TP_RETURN_IF_ERROR(add_layout_nodes_column(db));
   TP_RETURN_IF_ERROR(db.exec("BEGIN IMMEDIATE"));
-  TP_RETURN_IF_ERROR(
-      db.exec("INSERT OR IGNORE INTO meta(key, value) VALUES('next_inode', 2), ('boots', 0)"));
+  TP_RETURN_IF_ERROR(db.exec(
+      "INSERT OR IGNORE INTO meta(key, value) VALUES('next_inode', 2), ('next_cookie', 1), "
+      "('boots', 0)"));
   TP_RETURN_IF_ERROR(db.exec("UPDATE meta SET value = value + 1 WHERE key = 'boots'"));
   {
-    auto row = db.prepare("SELECT key, value FROM meta");
+    // Past every number in use, and every one a removal freed (schema.h); databases made
+    // before that counted cookies in sqlite_sequence and inode numbers in meta at each create.
+    auto row = db.prepare(
+        "SELECT key, value FROM meta UNION ALL "
+        "SELECT 'next_inode', coalesce(max(ino), 1) + 1 FROM inodes UNION ALL "
+        "SELECT 'next_cookie', coalesce(max(cookie), 0) + 1 FROM dirents");
     std::uint64_t boots = 0;
     while (row.next_row()) {
       std::string key = row.blob(0);
-      if (key == "next_inode") next_inode_ = static_cast<InodeId>(row.int64(1));
-      if (key == "boots") boots = static_cast<std::uint64_t>(row.int64(1));
+      const auto value = static_cast<std::uint64_t>(row.int64(1));
+      if (key == "next_inode") next_inode_ = std::max(next_inode_, value);
+      if (key == "next_cookie") next_cookie_ = std::max(next_cookie_, value);
+      if (key == "boots") boots = value;
     }
     TP_RETURN_IF_ERROR(row.status());
+    auto autoincrement = db.prepare(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_sequence'");
+    if (autoincrement.next_row()) {
+      auto sequence = db.prepare("SELECT seq FROM sqlite_sequence WHERE name = 'dirents'");
+      if (sequence.next_row()) {
+        next_cookie_ = std::max(next_cookie_, static_cast<std::uint64_t>(sequence.int64(0)) + 1);
+      }
+      TP_RETURN_IF_ERROR(sequence.status());
+    }
+    TP_RETURN_IF_ERROR(autoincrement.status());
     write_verifier_ = (boots << 32) ^ (random_() & 0xffffffffu);
   }
   std::int64_t now = now_ns();

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <random>
 
+#include "common/sqlite.h"
 #include "store/remote_store.h"
 
 namespace tidepool::store {
@@ -279,6 +280,77 @@ TEST_P(StoreTest, ReaddirCookiesStayValidWhileEntriesChange) {
   EXPECT_EQ(rest, expect);
   EXPECT_EQ(run(store_->readdir(d, cookie, first->cookie_verifier + 1, 4, false, kAlice)).code(),
             Errc::bad_cookie);
+}
+
+// The cookie readdir gives `name` in `dir` (0: not listed).
+std::uint64_t cookie_of(Store& store, InodeId dir, const std::string& name) {
+  auto page = internal::run_to_completion(store.readdir(dir, 0, 0, 100, false, kAlice));
+  EXPECT_TRUE(page.ok()) << page.status().to_string();
+  if (!page.ok()) return 0;
+  for (const DirectoryEntry& e : page->entries) {
+    if (e.name == name) return e.cookie;
+  }
+  return 0;
+}
+
+TEST_P(StoreTest, TheNewestInodeNumberAndCookieAreNotHandedOutAgainAfterTheyWentAndAReopen) {
+  InodeId d = make_dir(kRootInode, "d");
+  make_file(d, "a");
+  const InodeId newest = make_file(d, "b");
+  const std::uint64_t newest_cookie = cookie_of(*store_, d, "b");
+  ASSERT_NE(newest_cookie, 0u);
+  ASSERT_TRUE(run(store_->remove(d, "b", kAlice)).ok());
+  reopen();
+  const InodeId next = make_file(d, "c");
+  EXPECT_GT(next, newest);
+  EXPECT_GT(cookie_of(*store_, d, "c"), newest_cookie);
+  // Nothing removed: numbers go on from the highest in use.
+  reopen();
+  EXPECT_GT(make_file(d, "e"), next);
+}
+
+TEST(StoreSchemaTest, ADatabaseOfTheEarlierSchemaLosesItsIndexesAndKeepsItsCookiesGrowing) {
+  const auto dir = internal::fresh_test_directory("tidepool-store-schema-test");
+  std::filesystem::create_directories(dir / "shards");
+  const std::string path = (dir / "shards/0000.db").string();
+  {
+    auto db = sqlite::Database::open(path);
+    ASSERT_TRUE(db.ok());
+    // As shards were made before: cookies by AUTOINCREMENT, atime and size indexes. Cookie 500
+    // was the last handed out; its entry is gone.
+    ASSERT_TRUE((*db)->exec(R"sql(
+      CREATE TABLE meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+      CREATE TABLE inodes(ino INTEGER PRIMARY KEY, generation INTEGER NOT NULL,
+        type INTEGER NOT NULL, mode INTEGER NOT NULL, nlink INTEGER NOT NULL,
+        uid INTEGER NOT NULL, gid INTEGER NOT NULL, size INTEGER NOT NULL,
+        rdev_major INTEGER NOT NULL, rdev_minor INTEGER NOT NULL, atime INTEGER NOT NULL,
+        mtime INTEGER NOT NULL, ctime INTEGER NOT NULL, birth INTEGER NOT NULL,
+        symlink_target BLOB, create_verifier BLOB);
+      CREATE INDEX inodes_by_atime ON inodes(atime);
+      CREATE INDEX inodes_by_size ON inodes(size);
+      CREATE TABLE dirents(cookie INTEGER PRIMARY KEY AUTOINCREMENT, dir INTEGER NOT NULL,
+        name BLOB NOT NULL, ino INTEGER NOT NULL, UNIQUE(dir, name));
+      INSERT INTO dirents(cookie, dir, name, ino) VALUES(500, 1, 'gone', 99);
+      DELETE FROM dirents;
+    )sql").ok());
+  }
+  {
+    StoreOptions options;
+    options.data_dir = dir.string();
+    auto store = Store::open(options);
+    ASSERT_TRUE(store.ok()) << store.status().to_string();
+    auto made = internal::run_to_completion(
+        (*store)->create(kRootInode, "new", CreateMode::guarded, {}, {}, kAlice));
+    ASSERT_TRUE(made.ok()) << made.status().to_string();
+    EXPECT_GT(cookie_of(**store, kRootInode, "new"), 500u);
+  }
+  auto db = sqlite::Database::open(path);
+  ASSERT_TRUE(db.ok());
+  auto indexes = (*db)->prepare(
+      "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name LIKE 'inodes_by_%'");
+  ASSERT_TRUE(indexes.next_row());
+  EXPECT_EQ(indexes.int64(0), 0);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_P(StoreTest, PermissionBitsApplyToOtherUsersIncludingSupplementaryGroups) {

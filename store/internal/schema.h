@@ -8,10 +8,15 @@ inline constexpr const char* kShardDatabasePath = "/shards/0000.db";
 inline constexpr const char* kDataFilesPath = "/data";
 
 // Directory entries are ordered by `cookie`, which only grows, so a READDIR cookie stays valid
-// however entries are added and removed. The atime and size indexes let the policy engine find
-// candidates without a full scan. A row of `moves` is a file whose data is being moved to
-// another node pool (Store::migrate): the new copy holds its first `copied` bytes durably, so
-// a move cut short by a crash goes on from there.
+// however entries are added and removed. Neither cookies nor inode numbers are counted in a
+// row written by every create (a page more in each transaction): the next one is worked out at
+// open from the highest in use and `meta`, which a removal raises past what it frees
+// (store.cc). Databases made before that keep AUTOINCREMENT on dirents, which is as correct.
+// No index on atime or size: SQLite does not choose them for find_files()' inode-ordered pages
+// (bench/README.md, tp-policy-eval), and they cost pages in every create, write and read that
+// moves atime. A row of `moves` is a file whose data is being moved to another node pool
+// (Store::migrate): the new copy holds its first `copied` bytes durably, so a move cut short by
+// a crash goes on from there.
 inline constexpr const char* kShardSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta(
   key TEXT PRIMARY KEY,
@@ -33,10 +38,10 @@ CREATE TABLE IF NOT EXISTS inodes(
   birth INTEGER NOT NULL,
   symlink_target BLOB,
   create_verifier BLOB);
-CREATE INDEX IF NOT EXISTS inodes_by_atime ON inodes(atime);
-CREATE INDEX IF NOT EXISTS inodes_by_size ON inodes(size);
+DROP INDEX IF EXISTS inodes_by_atime;
+DROP INDEX IF EXISTS inodes_by_size;
 CREATE TABLE IF NOT EXISTS dirents(
-  cookie INTEGER PRIMARY KEY AUTOINCREMENT,
+  cookie INTEGER PRIMARY KEY,
   dir INTEGER NOT NULL,
   name BLOB NOT NULL,
   ino INTEGER NOT NULL,
