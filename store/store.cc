@@ -9,6 +9,7 @@
 #include <charconv>
 #include <atomic>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -40,6 +41,7 @@ namespace tidepool::store {
 namespace {
 
 namespace asio = boost::asio;
+using namespace boost::asio::experimental::awaitable_operators;
 using internal::AfterCommit;
 using sqlite::Database;
 using internal::granted_access;
@@ -814,26 +816,30 @@ class StoreImpl final : public LocalStore {
   awaitable<Result<Wcc>> commit(InodeId inode) override {
     auto before = co_await getattr(inode);
     if (!before.ok()) co_return before.status();
-    if (before->type == FileType::regular) {
-      auto sync = offload([this, inode] {
-        std::shared_lock gate(mirror_gate_);
-        std::shared_lock slot(move_slot(inode));
-        const Where where = where_of(inode);
-        if (where.moving_to) TP_RETURN_IF_ERROR(pools_->sync(*where.moving_to, inode));
-        if (where.placed) return pools_->sync(*where.placed, inode);
-        TP_RETURN_IF_ERROR(data_.sync(inode));
-        if (!mirror_) return Status{};
-        return mirror_->call(MirrorMethod::sync, internal::encode_mirror_inode({inode}));
-      });
-      TP_CO_RETURN_IF_ERROR(co_await std::move(sync));
-    }
+    // The size and times go to the shard while the data goes to disk: COMMIT waits for the
+    // slower of the two, not for both in turn. A crash between them may leave the new size
+    // over data that is not durable, as the once-a-second flush of UNSTABLE sizes may: the
+    // client has no reply, and the new write verifier makes it send the data again.
     auto persist = shard_.run<Wcc>(
         true, [this, inode, pre = pre_of(*before)](Database& db, AfterCommit&) -> Result<Wcc> {
           TP_ASSIGN_OR_RETURN(Attributes now, load(db, inode));
           if (dirty_.count(inode)) TP_RETURN_IF_ERROR(save(db, now));
           return Wcc{pre, now};
         });
-    co_return co_await std::move(persist);
+    if (before->type != FileType::regular) co_return co_await std::move(persist);
+    auto sync = offload([this, inode] {
+      std::shared_lock gate(mirror_gate_);
+      std::shared_lock slot(move_slot(inode));
+      const Where where = where_of(inode);
+      if (where.moving_to) TP_RETURN_IF_ERROR(pools_->sync(*where.moving_to, inode));
+      if (where.placed) return pools_->sync(*where.placed, inode);
+      TP_RETURN_IF_ERROR(data_.sync(inode));
+      if (!mirror_) return Status{};
+      return mirror_->call(MirrorMethod::sync, internal::encode_mirror_inode({inode}));
+    });
+    auto [synced, persisted] = co_await (std::move(sync) && std::move(persist));
+    TP_CO_RETURN_IF_ERROR(synced);
+    co_return persisted;
   }
 
   awaitable<Result<Move>> migrate(InodeId inode, std::string pool, std::uint32_t protection,
