@@ -25,6 +25,10 @@ namespace tidepool::store::internal {
 
 inline constexpr std::uint64_t kChecksumBlock = 4096;
 
+// Whether a file system of this type (statfs f_type) makes a new file's directory entry
+// durable when the file is fsynced or fdatasynced.
+bool file_sync_covers_new_entry(std::int64_t filesystem_type);
+
 class DataFiles {
  public:
   explicit DataFiles(std::string root, std::size_t max_open = 1024);
@@ -50,7 +54,8 @@ class DataFiles {
                                std::span<const std::uint8_t> good);
   // Whether the inode has a data file here (a file never written to has none).
   Result<bool> holds(std::uint64_t inode);
-  // Makes the file's data durable; also its directory entry the first time.
+  // Makes the file's data durable; also its directory entry the first time (by the file's own
+  // sync on a file system known to do that, else by syncing the directory).
   Status sync(std::uint64_t inode);
   // Makes every file's data and directory entry durable (a whole copy's: one syncfs).
   Status sync_all();
@@ -101,6 +106,9 @@ class DataFiles {
   // One descriptor per fan-out directory, kept open for the fsync that makes a new file's
   // directory entry durable. Filled by prepare(); -1 until then.
   std::array<int, kFanout> directories_;
+  // The file system makes a new file's directory entry durable when the file is synced: no
+  // fsync of the directory is needed (set by prepare()).
+  bool file_sync_covers_entry_ = false;
   std::mutex mutex_;
   std::unordered_map<std::uint64_t, std::shared_ptr<Descriptor>> open_;  // guarded by mutex_
   // A block's data and checksum are written apart, so writers of one region take turns, and a

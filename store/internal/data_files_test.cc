@@ -182,5 +182,14 @@ TEST_F(DataFilesTest, RemovedFileReadsAsZeros) {
   EXPECT_EQ(read(13, 0, 100), std::vector<std::uint8_t>(100, 0));
 }
 
+TEST(FileSyncCoversNewEntryTest, OnlyForFileSystemsKnownToSyncTheEntryWithTheFile) {
+  EXPECT_TRUE(file_sync_covers_new_entry(0xEF53));      // ext2/3/4
+  EXPECT_TRUE(file_sync_covers_new_entry(0x58465342));  // XFS
+  EXPECT_TRUE(file_sync_covers_new_entry(0x9123683E));  // btrfs
+  EXPECT_FALSE(file_sync_covers_new_entry(0x01021994));  // tmpfs
+  EXPECT_FALSE(file_sync_covers_new_entry(0x6969));      // NFS
+  EXPECT_FALSE(file_sync_covers_new_entry(0));
+}
+
 }  // namespace
 }  // namespace tidepool::store::internal
