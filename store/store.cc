@@ -202,7 +202,7 @@ class StoreImpl final : public LocalStore {
         pool_(options.threads),
         random_(std::random_device{}()),
         shard_(
-            std::move(db), [this](Database& db) { flush_memory_state(db); },
+            std::move(db), [this](Database& db) { return flush_memory_state(db); },
             [this](bool committed) { return batch_done(committed); }) {}
 
   ~StoreImpl() override {
@@ -237,6 +237,7 @@ class StoreImpl final : public LocalStore {
           // Writers wait while the copy is taken, so it holds every change made before it and
           // the mirror receives every change made after.
           std::unique_lock gate(mirror_gate_);
+          ++mirror_generation_;
           recorder_.reset();
           mirror_.reset();
           if (!mirror) return true;
@@ -1362,12 +1363,12 @@ class StoreImpl final : public LocalStore {
   }
 
   // Persists what UNSTABLE writes and reads left in memory; bounded staleness, not durability.
-  void flush_memory_state(Database& db) {
-    if (dirty_.empty() && pending_atimes_.empty()) return;
+  internal::Delivery flush_memory_state(Database& db) {
+    if (dirty_.empty() && pending_atimes_.empty()) return nullptr;
     std::vector<InodeId> inodes;
     for (auto& [inode, d] : dirty_) inodes.push_back(inode);
     for (auto& [inode, t] : pending_atimes_) inodes.push_back(inode);
-    if (!db.exec("BEGIN IMMEDIATE").ok()) return;
+    if (!db.exec("BEGIN IMMEDIATE").ok()) return nullptr;
     for (InodeId inode : inodes) {
       auto a = load(db, inode);
       if (a.ok()) {
@@ -1380,22 +1381,29 @@ class StoreImpl final : public LocalStore {
     }
     bool committed = db.exec("COMMIT").ok();
     if (!committed) (void)db.exec("ROLLBACK");
-    if (Status mirrored = batch_done(committed); !mirrored.ok()) {
-      spdlog::error("the mirror did not take flushed attributes: {}", mirrored.to_string());
-    }
+    return batch_done(committed);
   }
 
-  // After a durable batch the attribute cache learns what it read and changed. A failed commit
-  // may have dropped sizes UNSTABLE writes left in memory: a new verifier makes clients resend
+  // After a committed batch the attribute cache learns what it read and changed, and the batch's
+  // changes go to the mirror (on the sync thread, in commit order). A failed commit may have
+  // dropped sizes UNSTABLE writes left in memory: a new verifier makes clients resend
   // everything they have not committed, as after a restart, and the cache starts over.
-  Status batch_done(bool committed) {
-    Status mirrored;
+  internal::Delivery batch_done(bool committed) {
+    internal::Delivery delivery;
     if (committed && recorder_) {
       auto changes = recorder_->take();
       if (!changes.ok()) {
-        mirrored = changes.status();
+        delivery = [failed = changes.status()] { return failed; };
       } else if (!changes->empty()) {
-        mirrored = mirror_->call(MirrorMethod::changes, *changes);
+        auto outcome = std::make_shared<std::optional<Status>>();
+        {
+          std::lock_guard lock(undelivered_mutex_);
+          undelivered_.push_back({mirror_generation_, std::move(*changes), outcome});
+        }
+        delivery = [this, outcome] {
+          if (!*outcome) deliver_changes();
+          return **outcome;
+        };
       }
     }
     if (committed) {
@@ -1418,7 +1426,35 @@ class StoreImpl final : public LocalStore {
     cache_changes_.clear();
     name_changes_.clear();
     listing_changes_.clear();
-    return mirrored;
+    return delivery;
+  }
+
+  // On the sync thread: sends the mirror every batch's changes not sent yet, merged into one
+  // message (one transaction there, one sync), and tells each batch how that went.
+  void deliver_changes() {
+    std::vector<Undelivered> taken;
+    {
+      std::lock_guard lock(undelivered_mutex_);
+      taken.swap(undelivered_);
+    }
+    std::vector<std::vector<std::uint8_t>> current;
+    std::shared_lock gate(mirror_gate_);
+    for (Undelivered& batch : taken) {
+      // A whole copy taken since holds these changes already (it was taken after they
+      // committed), and a mirror no longer kept needs none.
+      if (batch.generation != mirror_generation_) {
+        *batch.outcome = Status{};
+      } else {
+        current.push_back(std::move(batch.changes));
+      }
+    }
+    if (current.empty()) return;
+    Result<std::vector<std::uint8_t>> merged = internal::merge_changesets(current);
+    const Status sent =
+        merged.ok() ? mirror_->call(MirrorMethod::changes, *merged) : merged.status();
+    for (Undelivered& batch : taken) {
+      if (!*batch.outcome) *batch.outcome = sent;
+    }
   }
 
   // Drops what the batch changed; what it only read keeps its entry until the puts refresh it.
@@ -1499,9 +1535,11 @@ class StoreImpl final : public LocalStore {
     });
   }
 
-  // The shard's own copy of the file's data, on the home and its mirror.
+  // The shard's own copy of the file's data, on the home and its mirror. On the sync thread or
+  // the pool.
   void remove_shard_data(InodeId inode) {
     data_.remove(inode);
+    std::shared_lock gate(mirror_gate_);
     if (!mirror_) return;
     if (Status s = mirror_->call(MirrorMethod::remove, internal::encode_mirror_inode({inode}));
         !s.ok()) {
@@ -2030,6 +2068,16 @@ class StoreImpl final : public LocalStore {
   std::shared_mutex mirror_gate_;
   std::shared_ptr<MirrorTarget> mirror_;
   std::unique_ptr<internal::ChangeRecorder> recorder_;  // while mirror_ is set
+  std::uint64_t mirror_generation_ = 0;  // one more at every mirror_to()
+  // Batches' changes committed and not sent to the mirror yet, in commit order: added on the
+  // shard thread, sent on the sync thread.
+  struct Undelivered {
+    std::uint64_t generation;  // mirror_generation_ when they committed
+    std::vector<std::uint8_t> changes;
+    std::shared_ptr<std::optional<Status>> outcome;  // set by the message that carried them
+  };
+  std::mutex undelivered_mutex_;
+  std::vector<Undelivered> undelivered_;
 
   // Owned by the shard thread once the store is open.
   std::mt19937_64 random_;

@@ -13,15 +13,12 @@ constexpr int kCheckpointFrames = 1000;
 }  // namespace
 
 ShardExecutor::ShardExecutor(std::unique_ptr<Database> db,
-                             std::function<void(Database&)> periodic,
-                             std::function<Status(bool)> batch_done)
-    : db_(std::move(db)),
-      syncs_wal_(db_->durability() == Database::Durability::synced_by_caller),
-      periodic_(std::move(periodic)),
-      batch_done_(std::move(batch_done)) {}
+                             std::function<Delivery(Database&)> periodic,
+                             std::function<Delivery(bool)> batch_done)
+    : db_(std::move(db)), periodic_(std::move(periodic)), batch_done_(std::move(batch_done)) {}
 
 void ShardExecutor::start() {
-  if (syncs_wal_) sync_thread_ = std::thread([this] { sync_loop(); });
+  sync_thread_ = std::thread([this] { sync_loop(); });
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -73,7 +70,9 @@ void ShardExecutor::loop() {
     }
     auto now = std::chrono::steady_clock::now();
     if (stopping || now - last_periodic >= kPeriod) {
-      if (periodic_) periodic_(*db_);
+      if (periodic_) {
+        if (Delivery delivery = periodic_(*db_)) complete_when_synced({{}, std::move(delivery), {}});
+      }
       last_periodic = now;
     }
     if (Status s = db_->checkpoint_past(kCheckpointFrames); !s.ok()) {
@@ -124,37 +123,22 @@ void ShardExecutor::run_batch(std::vector<std::unique_ptr<OperationBase>>& batch
       }
     }
   }
-  // Caches forget a removed inode before its data file goes, so a reader that still finds it
-  // cached finds its data too (or sees the entry gone when it checks again).
-  if (batch_done_) {
-    if (Status done = batch_done_(committed); !done.ok()) {
-      for (auto& op : batch) {
-        if (op->mutates) op->fail(done);
-      }
-    }
-  }
+  Unsynced unsynced{{}, batch_done_ ? batch_done_(committed) : nullptr, std::move(after.durable)};
   for (auto& work : after.committed) work();
-  if (!syncs_wal_ || !writes || !committed) {
-    for (auto& work : after.durable) work();
-    for (auto& op : batch) op->complete();
-    return;
-  }
-  Batch changing;
   for (auto& op : batch) {
-    if (op->mutates) {
-      changing.push_back(std::move(op));
+    if (committed && op->mutates) {
+      unsynced.operations.push_back(std::move(op));
     } else {
       op->complete();
     }
   }
-  complete_when_synced(std::move(changing), std::move(after.durable));
+  if (!unsynced.operations.empty() || unsynced.delivery) complete_when_synced(std::move(unsynced));
 }
 
-void ShardExecutor::complete_when_synced(Batch operations,
-                                         std::vector<std::function<void()>> after) {
+void ShardExecutor::complete_when_synced(Unsynced unsynced) {
   {
     std::lock_guard lock(sync_mutex_);
-    unsynced_.push_back(Unsynced{std::move(operations), std::move(after)});
+    unsynced_.push_back(std::move(unsynced));
   }
   sync_wake_.notify_one();
 }
@@ -168,19 +152,28 @@ void ShardExecutor::sync_loop() {
       if (unsynced_.empty()) return;  // stopping, and everything handed over is done
       taken.swap(unsynced_);
     }
+    std::vector<Status> delivered;
+    for (Unsynced& batch : taken) {
+      delivered.push_back(batch.delivery ? batch.delivery() : Status{});
+      if (!delivered.back().ok() && batch.operations.empty()) {
+        spdlog::error("shard changes not delivered: {}", delivered.back().to_string());
+      }
+    }
     // One sync covers every batch committed before it, however many were handed over.
-    const Status synced = db_->sync_wal();
+    Status synced = db_->sync_wal();
     if (!synced.ok()) {
       // Committed, but perhaps not on disk: nothing that assumes it is (deleting the data of
       // a removed file) runs, and the callers learn that the change may be lost.
       spdlog::error("shard WAL sync failed: {}", synced.to_string());
+      synced = error(Errc::io_error, "the change may not be durable: " + synced.message());
     }
-    for (Unsynced& batch : taken) {
+    for (std::size_t i = 0; i < taken.size(); ++i) {
+      const Status& outcome = synced.ok() ? delivered[i] : synced;
       if (synced.ok()) {
-        for (auto& work : batch.after) work();
+        for (auto& work : taken[i].after) work();
       }
-      for (auto& op : batch.operations) {
-        if (!synced.ok()) op->fail(error(Errc::io_error, "the change may not be durable: " + synced.message()));
+      for (auto& op : taken[i].operations) {
+        if (!outcome.ok()) op->fail(outcome);
         op->complete();
       }
     }

@@ -1,14 +1,15 @@
 // Runs a shard's operations on the one thread that owns its database, with group commit:
 // everything queued while the previous batch ran runs in one transaction (each operation under
 // its own savepoint, so a failing one rolls back alone), and no operation that changes the
-// shard completes before that transaction is durable.
+// shard completes before that transaction is durable, on this node and wherever the batch's
+// delivery takes it (the shard's mirror).
 //
-// With a database whose commits the caller syncs (Durability::synced_by_caller), the shard
-// thread does not wait for the disk: a second thread syncs the WAL, once for every batch
-// committed since its last sync, and then completes their changing operations, while the shard
-// thread runs the next batch. Operations that only read complete when their batch committed;
-// they may see changes that are not durable yet, as a local file system shows a file before
-// it is synced.
+// The shard thread does not wait for either: the database's commits are synced by the caller
+// (Durability::synced_by_caller), and a second thread — the sync thread — takes every batch
+// committed since it last looked, runs their deliveries in commit order, syncs the WAL once for
+// all of them, and then completes their changing operations, while the shard thread runs the
+// next batches. Operations that only read complete when their batch committed; they may see
+// changes that are not durable yet, as a local file system shows a file before it is synced.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -48,14 +49,19 @@ struct AfterCommit {
   }
 };
 
+// What a committed batch must reach besides the local disk before its changes count as made
+// (its changes sent to the shard's mirror); runs on the sync thread. Null: nothing.
+using Delivery = std::function<Status()>;
+
 class ShardExecutor {
  public:
-  // `periodic` runs on the shard thread about once a second, between batches;
-  // `batch_done(committed)` after each batch, on the shard thread, before its operations
-  // complete. When it fails (the batch's changes did not reach the shard's mirror), so do the
-  // batch's changes.
-  ShardExecutor(std::unique_ptr<Database> db, std::function<void(Database&)> periodic,
-                std::function<Status(bool)> batch_done);
+  // `db` must be synced by its caller (Durability::synced_by_caller). `periodic` runs on the
+  // shard thread about once a second, between batches; `batch_done(committed)` after each
+  // batch, on the shard thread. What either returns is delivered after every batch before it.
+  // When a batch's delivery fails (its changes did not reach the mirror), so do its changing
+  // operations.
+  ShardExecutor(std::unique_ptr<Database> db, std::function<Delivery(Database&)> periodic,
+                std::function<Delivery(bool)> batch_done);
   ~ShardExecutor();  // stops the thread after the queued work ran
 
   // Until start(), the caller's thread may use the database directly.
@@ -113,9 +119,10 @@ class ShardExecutor {
   };
 
   using Batch = std::vector<std::unique_ptr<OperationBase>>;
-  // A committed batch's changing operations, and what they want done, waiting for the sync.
+  // A committed batch's changing operations, waiting for its delivery and the WAL's sync.
   struct Unsynced {
     Batch operations;
+    Delivery delivery;
     std::vector<std::function<void()>> after;  // durable work
   };
 
@@ -123,13 +130,12 @@ class ShardExecutor {
   void loop();
   void run_batch(Batch& batch);
   void sync_loop();
-  // Completes `operations` once they are durable: now, or after the sync thread's next sync.
-  void complete_when_synced(Batch operations, std::vector<std::function<void()>> after);
+  // Hands `unsynced` to the sync thread.
+  void complete_when_synced(Unsynced unsynced);
 
   std::unique_ptr<Database> db_;
-  const bool syncs_wal_;  // the database is synced_by_caller: the sync thread syncs it
-  std::function<void(Database&)> periodic_;
-  std::function<Status(bool)> batch_done_;
+  std::function<Delivery(Database&)> periodic_;
+  std::function<Delivery(bool)> batch_done_;
   std::mutex mutex_;
   std::condition_variable wake_;
   Batch queue_;           // guarded by mutex_

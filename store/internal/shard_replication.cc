@@ -36,6 +36,23 @@ int abort_on_conflict(void* applying, int, sqlite3_changeset_iter*) {
   return SQLITE_CHANGESET_ABORT;
 }
 
+// Appends the seal: a CRC32C over the changeset, little-endian.
+void seal(std::vector<std::uint8_t>& changeset) {
+  if (changeset.empty()) return;
+  const std::uint32_t sum = crc32c(changeset);
+  for (int i = 0; i < 4; ++i) changeset.push_back(static_cast<std::uint8_t>(sum >> (8 * i)));
+}
+
+// The changeset a seal covers, if it is whole.
+Result<std::span<const std::uint8_t>> unsealed(std::span<const std::uint8_t> sealed) {
+  if (sealed.size() < 4) return error(Errc::corrupt, "a shard changeset cut short");
+  const auto changeset = sealed.first(sealed.size() - 4);
+  std::uint32_t sum = 0;
+  for (int i = 0; i < 4; ++i) sum |= std::uint32_t{sealed[sealed.size() - 4 + i]} << (8 * i);
+  if (sum != crc32c(changeset)) return error(Errc::corrupt, "a shard changeset not whole");
+  return changeset;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<ChangeRecorder>> ChangeRecorder::attach(sqlite::Database& db) {
@@ -68,10 +85,7 @@ Result<std::vector<std::uint8_t>> ChangeRecorder::take() {
   std::vector<std::uint8_t> changeset(static_cast<std::uint8_t*>(bytes),
                                       static_cast<std::uint8_t*>(bytes) + size);
   sqlite3_free(bytes);
-  if (!changeset.empty()) {
-    const std::uint32_t seal = crc32c(changeset);
-    for (int i = 0; i < 4; ++i) changeset.push_back(static_cast<std::uint8_t>(seal >> (8 * i)));
-  }
+  seal(changeset);
   // A session has no reset: the next batch is recorded by a new one.
   sqlite3session_delete(session_);
   session_ = nullptr;
@@ -81,11 +95,7 @@ Result<std::vector<std::uint8_t>> ChangeRecorder::take() {
 
 Status apply_changeset(sqlite::Database& db, std::span<const std::uint8_t> sealed) {
   if (sealed.empty()) return {};
-  if (sealed.size() < 4) return error(Errc::corrupt, "a shard changeset cut short");
-  const auto changeset = sealed.first(sealed.size() - 4);
-  std::uint32_t seal = 0;
-  for (int i = 0; i < 4; ++i) seal |= std::uint32_t{sealed[sealed.size() - 4 + i]} << (8 * i);
-  if (seal != crc32c(changeset)) return error(Errc::corrupt, "a shard changeset not whole");
+  TP_ASSIGN_OR_RETURN(const auto changeset, unsealed(sealed));
   TP_RETURN_IF_ERROR(db.exec("BEGIN IMMEDIATE"));
   Applying applying;
   const int rc = sqlite3changeset_apply(
@@ -100,6 +110,35 @@ Status apply_changeset(sqlite::Database& db, std::span<const std::uint8_t> seale
     return sqlite_error(db, "cannot apply shard changes", rc);
   }
   return db.exec("COMMIT");
+}
+
+Result<std::vector<std::uint8_t>> merge_changesets(
+    std::span<const std::vector<std::uint8_t>> sealed) {
+  sqlite3_changegroup* group = nullptr;
+  if (int rc = sqlite3changegroup_new(&group); rc != SQLITE_OK) {
+    return error(Errc::io_error, std::string("cannot merge shard changes: ") + sqlite3_errstr(rc));
+  }
+  std::unique_ptr<sqlite3_changegroup, decltype(&sqlite3changegroup_delete)> owned(
+      group, sqlite3changegroup_delete);
+  for (const std::vector<std::uint8_t>& one : sealed) {
+    if (one.empty()) continue;
+    TP_ASSIGN_OR_RETURN(const auto changeset, unsealed(one));
+    if (int rc = sqlite3changegroup_add(group, static_cast<int>(changeset.size()),
+                                        const_cast<std::uint8_t*>(changeset.data()));
+        rc != SQLITE_OK) {
+      return error(Errc::corrupt, std::string("cannot merge shard changes: ") + sqlite3_errstr(rc));
+    }
+  }
+  int size = 0;
+  void* bytes = nullptr;
+  if (int rc = sqlite3changegroup_output(group, &size, &bytes); rc != SQLITE_OK) {
+    return error(Errc::io_error, std::string("cannot merge shard changes: ") + sqlite3_errstr(rc));
+  }
+  std::vector<std::uint8_t> merged(static_cast<std::uint8_t*>(bytes),
+                                   static_cast<std::uint8_t*>(bytes) + size);
+  sqlite3_free(bytes);
+  seal(merged);
+  return merged;
 }
 
 }  // namespace tidepool::store::internal

@@ -40,6 +40,12 @@ class ChangeRecorder {
   sqlite3_session* session_ = nullptr;
 };
 
+// Changesets take() made one after another, as one sealed changeset that applies as they would
+// in turn (a row inserted and then deleted is not in it at all): several batches reach the
+// mirror in one message and one transaction. A changeset that is not whole is Errc::corrupt.
+Result<std::vector<std::uint8_t>> merge_changesets(
+    std::span<const std::vector<std::uint8_t>> sealed);
+
 // Applies a changeset take() made to `db` in one durable transaction. A changeset that is not
 // whole (its seal, a CRC32C over it, does not match) is refused before SQLite reads it: SQLite
 // 3.40's changeset reader can loop forever on a truncated one. A change that does not fit —

@@ -79,6 +79,35 @@ TEST(ShardReplication, AMirrorThatAppliesEveryChangesetStaysIdentical) {
   EXPECT_EQ(dump(*mirror), dump(*home));
 }
 
+TEST(ShardReplication, MergedChangesetsApplyAsTheyWouldOneAfterAnother) {
+  auto home = shard_database();
+  auto merged_mirror = shard_database();
+  auto recorder = ChangeRecorder::attach(*home);
+  ASSERT_TRUE(recorder.ok()) << recorder.status().to_string();
+  std::vector<std::vector<std::uint8_t>> batches;
+  for (int batch = 0; batch < 6; ++batch) {
+    ASSERT_TRUE(home->exec("BEGIN").ok());
+    add_file(*home, 100 + batch, "f" + std::to_string(batch));
+    // A row inserted by one batch and deleted by a later one, and a row changed twice.
+    if (batch == 3) {
+      ASSERT_TRUE(home->exec("DELETE FROM inodes WHERE ino = 101").ok());
+    }
+    ASSERT_TRUE(home->exec("UPDATE inodes SET size = size + 1 WHERE ino = 100").ok());
+    ASSERT_TRUE(home->exec("COMMIT").ok());
+    auto changes = (*recorder)->take();
+    ASSERT_TRUE(changes.ok()) << changes.status().to_string();
+    batches.push_back(std::move(*changes));
+  }
+  batches.insert(batches.begin() + 2, std::vector<std::uint8_t>{});  // a batch that changed nothing
+  auto merged = merge_changesets(batches);
+  ASSERT_TRUE(merged.ok()) << merged.status().to_string();
+  ASSERT_TRUE(apply_changeset(*merged_mirror, *merged).ok());
+  EXPECT_EQ(dump(*merged_mirror), dump(*home));
+
+  batches[1].pop_back();  // its seal no longer matches
+  EXPECT_EQ(merge_changesets(batches).code(), Errc::corrupt);
+}
+
 TEST(ShardReplication, NothingChangedGivesAnEmptyChangeset) {
   auto home = shard_database();
   auto recorder = ChangeRecorder::attach(*home);
