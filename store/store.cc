@@ -613,6 +613,7 @@ class StoreImpl final : public LocalStore {
             return create_existing(db, dir, *existing, mode, initial, verifier, caller);
           }
           TP_RETURN_IF_ERROR(check_may_add(dir, caller));
+          TP_RETURN_IF_ERROR(reserve_numbers(db, after));
           Attributes object = new_attributes(dir, FileType::regular, caller, initial,
                                              kDefaultFileMode);
           std::optional<CreateVerifier> stored;
@@ -633,12 +634,13 @@ class StoreImpl final : public LocalStore {
   awaitable<Result<NewObject>> mkdir(InodeId directory, std::string name,
                                      AttributeChanges initial, Caller caller) override {
     return shard_.run<NewObject>(
-        true, [=, this](Database& db, AfterCommit&) -> Result<NewObject> {
+        true, [=, this](Database& db, AfterCommit& after) -> Result<NewObject> {
           TP_ASSIGN_OR_RETURN(Attributes dir, load_directory(db, directory));
           TP_RETURN_IF_ERROR(validate_new_name(name));
           if (find_entry(db, directory, name)) return error(Errc::already_exists, name);
           TP_RETURN_IF_ERROR(check_may_add(dir, caller));
           if (dir.nlink >= kMaxLinks) return error(Errc::too_many_links, "too many subdirectories");
+          TP_RETURN_IF_ERROR(reserve_numbers(db, after));
           Attributes object = new_attributes(dir, FileType::directory, caller, initial,
                                              kDefaultDirectoryMode);
           object.nlink = 2;
@@ -650,12 +652,13 @@ class StoreImpl final : public LocalStore {
   awaitable<Result<NewObject>> symlink(InodeId directory, std::string name, std::string target,
                                        AttributeChanges initial, Caller caller) override {
     return shard_.run<NewObject>(
-        true, [=, this](Database& db, AfterCommit&) -> Result<NewObject> {
+        true, [=, this](Database& db, AfterCommit& after) -> Result<NewObject> {
           if (target.size() > kMaxSymlinkBytes) return error(Errc::name_too_long, "target too long");
           TP_ASSIGN_OR_RETURN(Attributes dir, load_directory(db, directory));
           TP_RETURN_IF_ERROR(validate_new_name(name));
           if (find_entry(db, directory, name)) return error(Errc::already_exists, name);
           TP_RETURN_IF_ERROR(check_may_add(dir, caller));
+          TP_RETURN_IF_ERROR(reserve_numbers(db, after));
           AttributeChanges with_mode = initial;
           with_mode.mode = 0777;
           Attributes object = new_attributes(dir, FileType::symlink, caller, with_mode, 0777);
@@ -668,7 +671,7 @@ class StoreImpl final : public LocalStore {
                                      std::uint32_t rdev_major, std::uint32_t rdev_minor,
                                      AttributeChanges initial, Caller caller) override {
     return shard_.run<NewObject>(
-        true, [=, this](Database& db, AfterCommit&) -> Result<NewObject> {
+        true, [=, this](Database& db, AfterCommit& after) -> Result<NewObject> {
           if (type == FileType::regular || type == FileType::directory ||
               type == FileType::symlink) {
             return error(Errc::not_supported, "mknod makes devices, sockets and FIFOs only");
@@ -681,6 +684,7 @@ class StoreImpl final : public LocalStore {
           if (device && caller.uid != 0) {
             return error(Errc::not_permitted, "only root makes device nodes");
           }
+          TP_RETURN_IF_ERROR(reserve_numbers(db, after));
           Attributes object = new_attributes(dir, type, caller, initial, kDefaultFileMode);
           if (device) {
             object.rdev_major = rdev_major;
@@ -738,7 +742,7 @@ class StoreImpl final : public LocalStore {
   awaitable<Result<LinkResult>> link(InodeId file, InodeId directory, std::string name,
                                      Caller caller) override {
     return shard_.run<LinkResult>(
-        true, [=, this](Database& db, AfterCommit&) -> Result<LinkResult> {
+        true, [=, this](Database& db, AfterCommit& after) -> Result<LinkResult> {
           TP_ASSIGN_OR_RETURN(Attributes target, load(db, file));
           TP_ASSIGN_OR_RETURN(Attributes dir, load_directory(db, directory));
           if (target.type == FileType::directory) {
@@ -748,6 +752,7 @@ class StoreImpl final : public LocalStore {
           if (find_entry(db, directory, name)) return error(Errc::already_exists, name);
           TP_RETURN_IF_ERROR(check_may_add(dir, caller));
           if (target.nlink >= kMaxLinks) return error(Errc::too_many_links, "too many links");
+          TP_RETURN_IF_ERROR(reserve_numbers(db, after));
           TP_RETURN_IF_ERROR(add_entry(db, directory, name, file));
           std::int64_t now = now_ns();
           Attributes target_after = target;
@@ -1656,23 +1661,51 @@ class StoreImpl final : public LocalStore {
   }
 
   Status remove_entry(Database& db, InodeId directory, std::string_view name) {
-    auto stmt = db.prepare("DELETE FROM dirents WHERE dir = ? AND name = ? RETURNING cookie");
+    auto stmt = db.prepare("DELETE FROM dirents WHERE dir = ? AND name = ?");
     stmt.bind(1, directory).bind(2, name);
     forget_entry(directory, name);
-    // The whole DELETE runs at the first step (SQLite's RETURNING); (dir, name) is unique.
-    if (!stmt.next_row()) return stmt.status();
-    const auto cookie = static_cast<std::uint64_t>(stmt.int64(0));
-    return keep_past(db, Counter::cookie, cookie);
+    return stmt.run();
   }
 
+  // Inode numbers and cookies are handed out from ranges that `meta` holds durably before any
+  // number in them goes out, so none is handed out twice, even after a crash lost the change
+  // that used it: a client may have seen that change (reads complete when their batch commits,
+  // before it is durable), and with it the file's handle or a READDIR cookie. Each range is
+  // claimed well ahead of use, in the transaction of an operation that takes a number; it
+  // counts once durable (on this node and the mirror).
+  static constexpr std::uint64_t kNumbersAhead = 1 << 16;
   enum class Counter { inode, cookie };
-  // Removing the highest cookie or inode number in use would let the next open hand it out
-  // again: `meta` keeps the next one past it (a page written only when it is the highest).
-  static Status keep_past(Database& db, Counter counter, std::uint64_t removed) {
+
+  // In every changing operation that takes an inode number or a cookie (at most one of each),
+  // before it takes them. Unavailable (retry later) in the unlikely case that the claimed range
+  // ran out before its claim was durable.
+  Status reserve_numbers(Database& db, AfterCommit& after) {
+    if (next_inode_ >= inode_limit_.load() || next_cookie_ >= cookie_limit_.load()) {
+      return error(Errc::unavailable, "inode numbers are being reserved; retry shortly");
+    }
+    TP_RETURN_IF_ERROR(claim_ahead(db, after, Counter::inode, next_inode_, inode_limit_));
+    return claim_ahead(db, after, Counter::cookie, next_cookie_, cookie_limit_);
+  }
+
+  Status claim_ahead(Database& db, AfterCommit& after, Counter counter, std::uint64_t next,
+                     std::atomic<std::uint64_t>& limit) {
+    if (limit.load() - next > kNumbersAhead) return {};
+    const std::uint64_t claimed = next + 2 * kNumbersAhead;
+    TP_RETURN_IF_ERROR(raise_counter(db, counter, claimed));
+    after.durable.push_back([&limit, claimed] {
+      std::uint64_t now = limit.load();
+      while (now < claimed && !limit.compare_exchange_weak(now, claimed)) {
+      }
+    });
+    return {};
+  }
+
+  // meta's next_inode or next_cookie, raised to `value` if it is below.
+  static Status raise_counter(Database& db, Counter counter, std::uint64_t value) {
     auto stmt = db.prepare(counter == Counter::inode
                                ? "UPDATE meta SET value = ?1 WHERE key = 'next_inode' AND value < ?1"
                                : "UPDATE meta SET value = ?1 WHERE key = 'next_cookie' AND value < ?1");
-    stmt.bind(1, removed + 1);
+    stmt.bind(1, value);
     return stmt.run();
   }
 
@@ -1866,7 +1899,6 @@ class StoreImpl final : public LocalStore {
       stmt.bind(1, victim.inode);
       TP_RETURN_IF_ERROR(stmt.run());
     }
-    TP_RETURN_IF_ERROR(keep_past(db, Counter::inode, victim.inode));
     InodeId inode = victim.inode;
     dirty_.erase(inode);
     pending_atimes_.erase(inode);
@@ -2083,6 +2115,10 @@ class StoreImpl final : public LocalStore {
   std::mt19937_64 random_;
   InodeId next_inode_ = kRootInode + 1;
   std::uint64_t next_cookie_ = 1;
+  // Below these, numbers are claimed durably in meta (reserve_numbers); raised on the sync
+  // thread.
+  std::atomic<std::uint64_t> inode_limit_ = 0;
+  std::atomic<std::uint64_t> cookie_limit_ = 0;
   std::unordered_map<InodeId, DirtyAttributes> dirty_;
   std::unordered_map<InodeId, std::int64_t> pending_atimes_;
   // Changes for cache_, applied once the batch that made them is durable (empty: drop).
@@ -2137,8 +2173,8 @@ Status StoreImpl::initialize(Database& db) {
       "('boots', 0)"));
   TP_RETURN_IF_ERROR(db.exec("UPDATE meta SET value = value + 1 WHERE key = 'boots'"));
   {
-    // Past every number in use, and every one a removal freed (schema.h); databases made
-    // before that counted cookies in sqlite_sequence and inode numbers in meta at each create.
+    // Past every number in use and every one claimed (reserve_numbers); databases made before
+    // claims counted cookies in sqlite_sequence and inode numbers in meta at each create.
     auto row = db.prepare(
         "SELECT key, value FROM meta UNION ALL "
         "SELECT 'next_inode', coalesce(max(ino), 1) + 1 FROM inodes UNION ALL "
@@ -2164,6 +2200,11 @@ Status StoreImpl::initialize(Database& db) {
     TP_RETURN_IF_ERROR(autoincrement.status());
     write_verifier_ = (boots << 32) ^ (random_() & 0xffffffffu);
   }
+  // The first claims, durable with the boot count below.
+  inode_limit_ = next_inode_ + 2 * kNumbersAhead;
+  cookie_limit_ = next_cookie_ + 2 * kNumbersAhead;
+  TP_RETURN_IF_ERROR(raise_counter(db, Counter::inode, inode_limit_));
+  TP_RETURN_IF_ERROR(raise_counter(db, Counter::cookie, cookie_limit_));
   std::int64_t now = now_ns();
   auto root = db.prepare(
       "INSERT OR IGNORE INTO inodes(ino, generation, type, mode, nlink, uid, gid, size, "

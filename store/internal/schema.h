@@ -9,9 +9,9 @@ inline constexpr const char* kDataFilesPath = "/data";
 
 // Directory entries are ordered by `cookie`, which only grows, so a READDIR cookie stays valid
 // however entries are added and removed. Neither cookies nor inode numbers are counted in a
-// row written by every create (a page more in each transaction): the next one is worked out at
-// open from the highest in use and `meta`, which a removal raises past what it frees
-// (store.cc). Databases made before that keep AUTOINCREMENT on dirents, which is as correct.
+// row written by every create (a page more in each transaction): `meta` holds how far they are
+// claimed, a range at a time (store.cc, reserve_numbers). Databases made before that keep
+// AUTOINCREMENT on dirents, which is as correct.
 // No index on atime or size: SQLite does not choose them for find_files()' inode-ordered pages
 // (bench/README.md, tp-policy-eval), and they cost pages in every create, write and read that
 // moves atime. A row of `moves` is a file whose data is being moved to another node pool

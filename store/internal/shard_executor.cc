@@ -169,7 +169,9 @@ void ShardExecutor::sync_loop() {
     }
     for (std::size_t i = 0; i < taken.size(); ++i) {
       const Status& outcome = synced.ok() ? delivered[i] : synced;
-      if (synced.ok()) {
+      // Only what is durable here and on the mirror counts as made (a removed file's data stays
+      // when its removal may not have reached the mirror).
+      if (outcome.ok()) {
         for (auto& work : taken[i].after) work();
       }
       for (auto& op : taken[i].operations) {

@@ -36,9 +36,9 @@ using sqlite::Database;
 
 // Work an operation wants done after its transaction. `committed` runs on the shard thread as
 // soon as the transaction committed, before any later operation runs: in-memory state that
-// must agree with the shard's (where a new file's data goes). `durable` runs once the
-// transaction is durable: what a crash must not find done without it (deleting a removed
-// file's data).
+// must agree with the shard's (where a new file's data goes). `durable` runs on the sync thread
+// once the transaction is durable and delivered: what a crash must not find done without it
+// (deleting a removed file's data); not at all when the sync or the delivery failed.
 struct AfterCommit {
   std::vector<std::function<void()>> committed;
   std::vector<std::function<void()>> durable;
