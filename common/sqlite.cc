@@ -38,6 +38,9 @@ std::string Statement::blob(int column) const {
 
 Result<std::unique_ptr<Database>> Database::open(const std::string& path,
                                                   Durability durability) {
+  if (durability == Durability::synced_by_caller && path == ":memory:") {
+    return error(Errc::invalid_argument, "an in-memory database has no WAL");
+  }
   sqlite3* raw = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &raw,
                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
@@ -47,23 +50,13 @@ Result<std::unique_ptr<Database>> Database::open(const std::string& path,
     sqlite3_close(raw);
     return error(Errc::io_error, "cannot open database " + path + ": " + reason);
   }
-  std::unique_ptr<Database> db(new Database(raw, path, durability));
+  std::unique_ptr<Database> db(new Database(raw, path));
   // FULL makes each commit durable on return. The file is this connection's alone, so it
   // holds the file lock for good (no fcntl lock/unlock per transaction: ten system calls per
   // created file) and WAL keeps its index in memory.
-  const char* synchronous =
-      durability == Durability::full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=OFF";
-  if (durability == Durability::synced_by_caller) {
-    if (path == ":memory:") return error(Errc::invalid_argument, "an in-memory database has no WAL");
-    // Counting the WAL's frames replaces SQLite's own checkpoints, which would not sync.
-    sqlite3_wal_hook(
-        raw,
-        [](void* self, sqlite3*, const char*, int frames) {
-          static_cast<Database*>(self)->wal_frames_ = frames;
-          return SQLITE_OK;
-        },
-        db.get());
-  }
+  const char* synchronous = durability == Durability::full             ? "PRAGMA synchronous=FULL"
+                            : durability == Durability::synced_by_caller ? "PRAGMA synchronous=NORMAL"
+                                                                         : "PRAGMA synchronous=OFF";
   for (const char* pragma : {"PRAGMA locking_mode=EXCLUSIVE", "PRAGMA journal_mode=WAL",
                              synchronous, "PRAGMA foreign_keys=OFF",
                              "PRAGMA cache_size=-16384", "PRAGMA temp_store=MEMORY"}) {
@@ -76,11 +69,8 @@ Result<std::unique_ptr<Database>> Database::open(const std::string& path,
 
 Database::~Database() {
   for (auto& [sql, stmt] : statements_) sqlite3_finalize(stmt);
-  // Closing checkpoints what the WAL holds and deletes it: with FULL, syncing both first.
-  if (durability_ == Durability::synced_by_caller) (void)exec("PRAGMA synchronous=FULL");
   sqlite3_close(db_);
   if (wal_fd_ >= 0) ::close(wal_fd_);
-  if (db_fd_ >= 0) ::close(db_fd_);
 }
 
 namespace {
@@ -109,22 +99,6 @@ Status Database::sync_wal() {
   TP_ASSIGN_OR_RETURN(const int fd, wal_descriptor());
   // No WAL yet: nothing was committed to one.
   if (fd >= 0 && ::fdatasync(fd) != 0) return errno_status("sync " + path_ + "-wal");
-  return {};
-}
-
-Status Database::checkpoint_past(int frames) {
-  if (durability_ != Durability::synced_by_caller || wal_frames_ <= frames) return {};
-  TP_RETURN_IF_ERROR(sync_wal());
-  if (int rc = sqlite3_wal_checkpoint_v2(db_, "main", SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
-      rc != SQLITE_OK) {
-    return error(Errc::io_error, std::string("checkpoint: ") + sqlite3_errstr(rc));
-  }
-  if (db_fd_ < 0) {
-    db_fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (db_fd_ < 0) return errno_status("open " + path_);
-  }
-  if (::fdatasync(db_fd_) != 0) return errno_status("sync " + path_);
-  wal_frames_ = 0;
   return {};
 }
 

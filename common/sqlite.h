@@ -70,8 +70,8 @@ class Database {
     rebuildable,
     // A commit is written to the WAL but made durable only by a later sync_wal(), which any
     // thread may call while the owner goes on with the next transaction: the fsync leaves the
-    // owner's path. checkpoint() is the owner's to call (SQLite does not checkpoint by itself);
-    // closing checkpoints, durably, what is left.
+    // owner's path. WAL with synchronous=NORMAL: SQLite still syncs the WAL before a
+    // checkpoint, the database after it, and the WAL's header when it starts over.
     synced_by_caller,
   };
   // Opens or creates the database file (":memory:" for one that lives in this process only).
@@ -86,33 +86,22 @@ class Database {
   std::int64_t changes() const { return sqlite3_changes64(db_); }
   std::string last_error() const { return sqlite3_errmsg(db_); }
   sqlite3* handle() { return db_; }
-  Durability durability() const { return durability_; }
 
   // synced_by_caller only. Makes every transaction committed before the call durable. Safe from
   // any thread, concurrently with the owner's transactions.
   Status sync_wal();
-  // synced_by_caller only, on the owner's thread between transactions. When the WAL holds more
-  // than `frames` pages: syncs it, copies its pages into the database file, syncs that, so the
-  // next transaction may start the WAL over. Copying unsynced frames would leave a torn
-  // database with no WAL to mend it, and starting the WAL over before the database is synced
-  // would lose committed transactions in a crash: both orders are kept here.
-  Status checkpoint_past(int frames);
 
  private:
-  Database(sqlite3* db, std::string path, Durability durability)
-      : db_(db), path_(std::move(path)), durability_(durability) {}
+  Database(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
   Result<int> wal_descriptor();
 
   sqlite3* db_;
   const std::string path_;
-  const Durability durability_;
   std::unordered_map<const char*, sqlite3_stmt*> statements_;
-  // synced_by_caller: this process's own descriptors of the WAL and the database file (fsync
-  // reaches a file through any descriptor); the WAL's opened on first use, under wal_mutex_.
+  // synced_by_caller: this process's own descriptor of the WAL (fsync reaches a file through
+  // any descriptor), opened on first use, under wal_mutex_.
   std::mutex wal_mutex_;
   int wal_fd_ = -1;
-  int db_fd_ = -1;
-  int wal_frames_ = 0;  // in the WAL after the last commit (the owner's)
 };
 
 }  // namespace tidepool::sqlite

@@ -37,9 +37,9 @@ class LoopbackTarget final : public MirrorTarget {
     if (refuse_) return error(Errc::unavailable, "the mirror went away");
     return copy_.read(request);
   }
-  void refuse() {
+  void refuse(bool refusing = true) {
     std::lock_guard lock(mutex_);
-    refuse_ = true;
+    refuse_ = refusing;
   }
   int calls(MirrorMethod method) {
     std::lock_guard lock(mutex_);
@@ -189,6 +189,13 @@ TEST_F(ShardMirrorTest, AChangeTheMirrorDidNotTakeFailsTheOperation) {
   target_->refuse();
   auto made = run_to_completion(home_->create(kRootInode, "f", CreateMode::unchecked, {}, {}, kRoot));
   EXPECT_EQ(made.code(), Errc::unavailable) << made.status().to_string();
+  // The mirror missed a change: later ones fail too, even when it would take them, and none
+  // is sent to it.
+  target_->refuse(false);
+  const int calls = target_->calls(MirrorMethod::changes);
+  auto later = run_to_completion(home_->create(kRootInode, "h", CreateMode::unchecked, {}, {}, kRoot));
+  EXPECT_EQ(later.code(), Errc::unavailable) << later.status().to_string();
+  EXPECT_EQ(target_->calls(MirrorMethod::changes), calls);
   // Without a mirror the home serves alone again.
   ASSERT_TRUE(run_to_completion(home_->mirror_to(nullptr)).ok());
   EXPECT_NE(create(*home_, kRootInode, "g"), 0u);

@@ -203,7 +203,7 @@ class StoreImpl final : public LocalStore {
         random_(std::random_device{}()),
         shard_(
             std::move(db), [this](Database& db) { return flush_memory_state(db); },
-            [this](bool committed) { return batch_done(committed); }) {}
+            [this](bool committed, bool changing) { return batch_done(committed, changing); }) {}
 
   ~StoreImpl() override {
     close();
@@ -590,11 +590,15 @@ class StoreImpl final : public LocalStore {
           });
       auto written = co_await std::move(update);
       if (written.code() == Errc::stale) {
-        // Removed while its data was being written, which re-created its data file.
-        auto cleanup = shard_.run<bool>(false, [this, inode](Database& db, AfterCommit&) -> Result<bool> {
-          if (load(db, inode).code() == Errc::stale) remove_data(inode);
-          return true;
-        });
+        // Removed while its data was being written, which re-created its data file: it goes
+        // once the removal is durable, as the removal's own deletion does.
+        auto cleanup = shard_.run<bool>(
+            true, [this, inode](Database& db, AfterCommit& after) -> Result<bool> {
+              if (load(db, inode).code() == Errc::stale) {
+                after.durable.push_back([this, inode] { remove_data(inode); });
+              }
+              return true;
+            });
         (void)co_await std::move(cleanup);
       }
       if (written.code() != Errc::unavailable) co_return written;
@@ -1386,20 +1390,22 @@ class StoreImpl final : public LocalStore {
     }
     bool committed = db.exec("COMMIT").ok();
     if (!committed) (void)db.exec("ROLLBACK");
-    return batch_done(committed);
+    return batch_done(committed, false);
   }
 
   // After a committed batch the attribute cache learns what it read and changed, and the batch's
   // changes go to the mirror (on the sync thread, in commit order). A failed commit may have
   // dropped sizes UNSTABLE writes left in memory: a new verifier makes clients resend
   // everything they have not committed, as after a restart, and the cache starts over.
-  internal::Delivery batch_done(bool committed) {
+  internal::Delivery batch_done(bool committed, bool changing) {
     internal::Delivery delivery;
     if (committed && recorder_) {
       auto changes = recorder_->take();
       if (!changes.ok()) {
         delivery = [failed = changes.status()] { return failed; };
-      } else if (!changes->empty()) {
+      } else if (changing || !changes->empty()) {
+        // Also changing operations that changed no row wait for the mirror: they may have
+        // read what an earlier batch changed, and that batch's changes may not get there.
         auto outcome = std::make_shared<std::optional<Status>>();
         {
           std::lock_guard lock(undelivered_mutex_);
@@ -1435,31 +1441,40 @@ class StoreImpl final : public LocalStore {
   }
 
   // On the sync thread: sends the mirror every batch's changes not sent yet, merged into one
-  // message (one transaction there, one sync), and tells each batch how that went.
+  // message (one transaction there, one sync), and tells each batch how that went. Once a
+  // message failed (and the mirror could not be dropped), every later batch fails the same
+  // way until a whole copy is taken: the mirror missed changes the later ones build on.
   void deliver_changes() {
     std::vector<Undelivered> taken;
     {
       std::lock_guard lock(undelivered_mutex_);
       taken.swap(undelivered_);
     }
-    std::vector<std::vector<std::uint8_t>> current;
+    std::vector<std::vector<std::uint8_t>> changes;
+    std::vector<Undelivered*> current;
     std::shared_lock gate(mirror_gate_);
     for (Undelivered& batch : taken) {
       // A whole copy taken since holds these changes already (it was taken after they
       // committed), and a mirror no longer kept needs none.
       if (batch.generation != mirror_generation_) {
         *batch.outcome = Status{};
-      } else {
-        current.push_back(std::move(batch.changes));
+        continue;
+      }
+      current.push_back(&batch);
+      if (!batch.changes.empty()) changes.push_back(std::move(batch.changes));
+    }
+    Status sent;
+    if (undelivered_since_ == mirror_generation_) {
+      sent = undelivered_reason_;
+    } else if (!changes.empty()) {
+      Result<std::vector<std::uint8_t>> merged = internal::merge_changesets(changes);
+      sent = merged.ok() ? mirror_->call(MirrorMethod::changes, *merged) : merged.status();
+      if (!sent.ok()) {
+        undelivered_since_ = mirror_generation_;
+        undelivered_reason_ = sent;
       }
     }
-    if (current.empty()) return;
-    Result<std::vector<std::uint8_t>> merged = internal::merge_changesets(current);
-    const Status sent =
-        merged.ok() ? mirror_->call(MirrorMethod::changes, *merged) : merged.status();
-    for (Undelivered& batch : taken) {
-      if (!*batch.outcome) *batch.outcome = sent;
-    }
+    for (Undelivered* batch : current) *batch->outcome = sent;
   }
 
   // Drops what the batch changed; what it only read keeps its entry until the puts refresh it.
@@ -1527,9 +1542,13 @@ class StoreImpl final : public LocalStore {
       }
       note_placements();
     }
-    if (!where.placed && !where.moving_to) return remove_shard_data(inode);
+    if (!where.placed && !where.moving_to) {
+      std::shared_lock gate(mirror_gate_);
+      return remove_shard_data(inode);
+    }
     // Calls to the pool's nodes go on the store's threads: the shard thread never waits on them.
     asio::post(pool_, [this, inode, where] {
+      std::shared_lock gate(mirror_gate_);
       std::shared_lock slot(move_slot(inode));
       if (where.moving_to) pools_->remove(*where.moving_to, inode);
       if (where.placed) {
@@ -1540,11 +1559,10 @@ class StoreImpl final : public LocalStore {
     });
   }
 
-  // The shard's own copy of the file's data, on the home and its mirror. On the sync thread or
-  // the pool.
+  // The shard's own copy of the file's data, on the home and its mirror. Holding mirror_gate_
+  // shared (off the shard thread, mirror_ is read only so).
   void remove_shard_data(InodeId inode) {
     data_.remove(inode);
-    std::shared_lock gate(mirror_gate_);
     if (!mirror_) return;
     if (Status s = mirror_->call(MirrorMethod::remove, internal::encode_mirror_inode({inode}));
         !s.ok()) {
@@ -2100,7 +2118,9 @@ class StoreImpl final : public LocalStore {
   std::shared_mutex mirror_gate_;
   std::shared_ptr<MirrorTarget> mirror_;
   std::unique_ptr<internal::ChangeRecorder> recorder_;  // while mirror_ is set
-  std::uint64_t mirror_generation_ = 0;  // one more at every mirror_to()
+  // Changes queued before a whole copy was taken for the mirror are in the copy: deliveries
+  // compare the generation they were queued under with this one, which mirror_to() moves.
+  std::uint64_t mirror_generation_ = 0;
   // Batches' changes committed and not sent to the mirror yet, in commit order: added on the
   // shard thread, sent on the sync thread.
   struct Undelivered {
@@ -2110,6 +2130,9 @@ class StoreImpl final : public LocalStore {
   };
   std::mutex undelivered_mutex_;
   std::vector<Undelivered> undelivered_;
+  // The sync thread's: the generation whose changes stopped reaching the mirror, and why.
+  std::uint64_t undelivered_since_ = std::numeric_limits<std::uint64_t>::max();
+  Status undelivered_reason_;
 
   // Owned by the shard thread once the store is open.
   std::mt19937_64 random_;
@@ -2121,7 +2144,7 @@ class StoreImpl final : public LocalStore {
   std::atomic<std::uint64_t> cookie_limit_ = 0;
   std::unordered_map<InodeId, DirtyAttributes> dirty_;
   std::unordered_map<InodeId, std::int64_t> pending_atimes_;
-  // Changes for cache_, applied once the batch that made them is durable (empty: drop).
+  // Changes for cache_, applied once the batch that made them committed (empty: drop).
   std::vector<std::pair<InodeId, std::optional<Attributes>>> cache_changes_;
   std::vector<std::pair<internal::EntryName, std::optional<InodeId>>> name_changes_;
   std::vector<std::pair<InodeId, std::shared_ptr<const internal::Listing>>> listing_changes_;

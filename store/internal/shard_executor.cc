@@ -2,19 +2,18 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 
 namespace tidepool::store::internal {
 
 namespace {
 constexpr auto kPeriod = std::chrono::seconds(1);
-// As SQLite's own automatic checkpoints: the WAL stays near 4 MiB.
-constexpr int kCheckpointFrames = 1000;
 }  // namespace
 
 ShardExecutor::ShardExecutor(std::unique_ptr<Database> db,
                              std::function<Delivery(Database&)> periodic,
-                             std::function<Delivery(bool)> batch_done)
+                             std::function<Delivery(bool, bool)> batch_done)
     : db_(std::move(db)), periodic_(std::move(periodic)), batch_done_(std::move(batch_done)) {}
 
 void ShardExecutor::start() {
@@ -75,10 +74,6 @@ void ShardExecutor::loop() {
       }
       last_periodic = now;
     }
-    if (Status s = db_->checkpoint_past(kCheckpointFrames); !s.ok()) {
-      spdlog::error("shard checkpoint failed (tried again after the next batch): {}",
-                    s.to_string());
-    }
     if (stopping) {
       std::lock_guard lock(mutex_);
       if (queue_.empty()) return;
@@ -123,7 +118,8 @@ void ShardExecutor::run_batch(std::vector<std::unique_ptr<OperationBase>>& batch
       }
     }
   }
-  Unsynced unsynced{{}, batch_done_ ? batch_done_(committed) : nullptr, std::move(after.durable)};
+  Unsynced unsynced{{}, batch_done_ ? batch_done_(committed, writes) : nullptr,
+                    std::move(after.durable)};
   for (auto& work : after.committed) work();
   for (auto& op : batch) {
     if (committed && op->mutates) {
@@ -132,7 +128,9 @@ void ShardExecutor::run_batch(std::vector<std::unique_ptr<OperationBase>>& batch
       op->complete();
     }
   }
-  if (!unsynced.operations.empty() || unsynced.delivery) complete_when_synced(std::move(unsynced));
+  if (!unsynced.operations.empty() || unsynced.delivery || !unsynced.after.empty()) {
+    complete_when_synced(std::move(unsynced));
+  }
 }
 
 void ShardExecutor::complete_when_synced(Unsynced unsynced) {
@@ -152,30 +150,37 @@ void ShardExecutor::sync_loop() {
       if (unsynced_.empty()) return;  // stopping, and everything handed over is done
       taken.swap(unsynced_);
     }
-    std::vector<Status> delivered;
+    std::vector<Status> outcomes;
     for (Unsynced& batch : taken) {
-      delivered.push_back(batch.delivery ? batch.delivery() : Status{});
-      if (!delivered.back().ok() && batch.operations.empty()) {
-        spdlog::error("shard changes not delivered: {}", delivered.back().to_string());
+      outcomes.push_back(batch.delivery ? batch.delivery() : Status{});
+      if (!outcomes.back().ok() && batch.operations.empty()) {
+        spdlog::error("shard changes not delivered: {}", outcomes.back().to_string());
       }
     }
-    // One sync covers every batch committed before it, however many were handed over.
-    Status synced = db_->sync_wal();
-    if (!synced.ok()) {
-      // Committed, but perhaps not on disk: nothing that assumes it is (deleting the data of
-      // a removed file) runs, and the callers learn that the change may be lost.
-      spdlog::error("shard WAL sync failed: {}", synced.to_string());
-      synced = error(Errc::io_error, "the change may not be durable: " + synced.message());
+    // One sync covers every batch committed before it, however many were handed over. A
+    // failed one is final (fail-stop): it may have dropped the pages it could not write, and
+    // WAL recovery stops at the first missing frame, taking every later commit with it.
+    const bool waited_for = std::any_of(taken.begin(), taken.end(), [](const Unsynced& batch) {
+      return !batch.operations.empty() || !batch.after.empty();
+    });
+    if (failed_.ok() && waited_for) {
+      if (Status synced = db_->sync_wal(); !synced.ok()) {
+        spdlog::error("shard WAL sync failed; the shard takes no more changes: {}",
+                      synced.to_string());
+        failed_ = error(Errc::io_error, "the change may not be durable: " + synced.message());
+      }
+    }
+    if (!failed_.ok()) {
+      for (Status& outcome : outcomes) outcome = failed_;
     }
     for (std::size_t i = 0; i < taken.size(); ++i) {
-      const Status& outcome = synced.ok() ? delivered[i] : synced;
-      // Only what is durable here and on the mirror counts as made (a removed file's data stays
-      // when its removal may not have reached the mirror).
-      if (outcome.ok()) {
+      // Only what is durable here and on the mirror counts as made (a removed file's data
+      // stays when its removal may not be).
+      if (outcomes[i].ok()) {
         for (auto& work : taken[i].after) work();
       }
       for (auto& op : taken[i].operations) {
-        if (!outcome.ok()) op->fail(outcome);
+        if (!outcomes[i].ok()) op->fail(outcomes[i]);
         op->complete();
       }
     }

@@ -10,6 +10,8 @@
 // all of them, and then completes their changing operations, while the shard thread runs the
 // next batches. Operations that only read complete when their batch committed; they may see
 // changes that are not durable yet, as a local file system shows a file before it is synced.
+// A failed sync is final: every changing operation fails from then on, until the store is
+// opened again.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -56,12 +58,12 @@ using Delivery = std::function<Status()>;
 class ShardExecutor {
  public:
   // `db` must be synced by its caller (Durability::synced_by_caller). `periodic` runs on the
-  // shard thread about once a second, between batches; `batch_done(committed)` after each
-  // batch, on the shard thread. What either returns is delivered after every batch before it.
-  // When a batch's delivery fails (its changes did not reach the mirror), so do its changing
-  // operations.
+  // shard thread about once a second, between batches; `batch_done(committed, changing)` after
+  // each batch (`changing`: it ran changing operations), on the shard thread. What either
+  // returns is delivered after every batch before it. When a batch's delivery fails (its
+  // changes did not reach the mirror), so do its changing operations.
   ShardExecutor(std::unique_ptr<Database> db, std::function<Delivery(Database&)> periodic,
-                std::function<Delivery(bool)> batch_done);
+                std::function<Delivery(bool, bool)> batch_done);
   ~ShardExecutor();  // stops the thread after the queued work ran
 
   // Until start(), the caller's thread may use the database directly.
@@ -130,12 +132,11 @@ class ShardExecutor {
   void loop();
   void run_batch(Batch& batch);
   void sync_loop();
-  // Hands `unsynced` to the sync thread.
   void complete_when_synced(Unsynced unsynced);
 
   std::unique_ptr<Database> db_;
   std::function<Delivery(Database&)> periodic_;
-  std::function<Delivery(bool)> batch_done_;
+  std::function<Delivery(bool, bool)> batch_done_;
   std::mutex mutex_;
   std::condition_variable wake_;
   Batch queue_;           // guarded by mutex_
@@ -146,6 +147,7 @@ class ShardExecutor {
   std::condition_variable sync_wake_;
   std::vector<Unsynced> unsynced_;  // guarded by sync_mutex_
   bool sync_stopping_ = false;      // guarded by sync_mutex_
+  Status failed_;  // the sync thread's: why changes fail from now on, once a sync failed
   std::thread sync_thread_;
 };
 
