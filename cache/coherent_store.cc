@@ -120,6 +120,12 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
 
   store::Store& inner() { return inner_; }
 
+  void set_atime_policy(bool enabled, std::chrono::seconds grace_period) {
+    atime_grace_ns_.store(std::chrono::nanoseconds(grace_period).count());
+    atime_enabled_.store(enabled);
+    inner_.set_atime_policy(enabled, grace_period);
+  }
+
   void attach(cluster::EventLoop* loop, lockmgr::LockManager* manager) {
     std::shared_ptr<FileLocks> next;
     if (loop != nullptr && manager != nullptr) {
@@ -544,7 +550,7 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     }
     const auto served = static_cast<std::uint32_t>(end - offset);
     auto executor = co_await asio::this_coro::executor;
-    report_read(inode, executor);
+    if (atime_due(*attributes)) report_read(inode, executor);
     counters_.l1_bytes_accessed += served;
     counters_.l1_bytes_hit += hit_bytes;
     if (!advised) {
@@ -552,6 +558,18 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
       co_await std::move(prefetching);
     }
     co_return store::ReadResult{served, end >= size, *attributes};
+  }
+
+  // Whether a read of a file with these cached attributes would move its atime at the home.
+  // The home's atime is never older than the one cached here: every attribute change takes
+  // PW and drops the cached attributes, and only reads move it on after that. So a cached
+  // atime within the grace period means the home would pass the report over.
+  bool atime_due(const store::Attributes& cached) const {
+    if (!atime_enabled_.load(std::memory_order_relaxed)) return false;
+    const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+    return now - cached.atime_ns >= atime_grace_ns_.load(std::memory_order_relaxed);
   }
 
   // Queues `inode` for its home's atime, unless it was reported within the interval; a sender
@@ -699,6 +717,10 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
   std::array<FileStripe, kFileStripes> stripes_;
   std::atomic<std::uint64_t> next_generation_{1};
   const std::chrono::milliseconds read_report_interval_;
+  // The home's sysctls efs.bam.atime_enabled and efs.bam.atime_grace_period, as this node
+  // last heard them (store/store.h's defaults until then).
+  std::atomic<bool> atime_enabled_ = true;
+  std::atomic<std::int64_t> atime_grace_ns_ = std::int64_t{24} * 3600 * 1'000'000'000;
   // When each file read from L1 was last queued for its home.
   struct ReportedStripe {
     std::mutex mutex;
@@ -736,7 +758,7 @@ std::uint64_t CoherentStore::write_verifier() const { return impl_->inner().writ
 void CoherentStore::close() { impl_->inner().close(); }
 
 void CoherentStore::set_atime_policy(bool enabled, std::chrono::seconds grace_period) {
-  impl_->inner().set_atime_policy(enabled, grace_period);
+  impl_->set_atime_policy(enabled, grace_period);
 }
 
 awaitable<Result<store::Attributes>> CoherentStore::getattr(store::InodeId inode) {

@@ -90,6 +90,8 @@ class CoherentStore final : public store::Store {
 
   std::uint64_t write_verifier() const override;
   void close() override;
+  // Also kept here: a read from L1 is reported to the file's home only when the cached atime is
+  // past the grace period (the home passes the others over).
   void set_atime_policy(bool enabled, std::chrono::seconds grace_period) override;
 
   awaitable<Result<store::Attributes>> getattr(store::InodeId inode) override;

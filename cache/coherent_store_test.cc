@@ -157,9 +157,15 @@ TEST_F(CoherentStoreTest, ASecondReadThroughAnotherNodeComesFromL1) {
 }
 
 TEST_F(CoherentStoreTest, ReadsFromL1MoveTheFilesAtimeAtItsHome) {
-  home_->set_atime_policy(true, std::chrono::seconds(60));
   replace_cache(2, 64 << 20, std::chrono::milliseconds(0));
   replace_cache(3, 64 << 20, std::chrono::hours(1));  // reports a file once an hour at most
+  // The atime is changed below behind the caches' backs (on the home's store, taking no lock):
+  // with no grace period the nodes report every read they may, whatever atime they cached.
+  // A cache passes the policy on to the store under it, here the home's: the home's is last.
+  for (NodeId node : {NodeId{2}, NodeId{3}}) {
+    caches_[node]->set_atime_policy(true, std::chrono::seconds(0));
+  }
+  home_->set_atime_policy(true, std::chrono::seconds(60));
   const InodeId file = make_file("t", kBlock);
   auto set_atime_days_ago = [&](int days) {
     store::AttributeChanges changes;
@@ -183,6 +189,30 @@ TEST_F(CoherentStoreTest, ReadsFromL1MoveTheFilesAtimeAtItsHome) {
   EXPECT_EQ(caches_[2]->statistics().l1_bytes_hit, kBlock);
   EXPECT_TRUE(drive(atime_is_recent, std::chrono::seconds(5)))
       << "a read from node 2's L1 left the file looking 90 days cold";
+}
+
+TEST_F(CoherentStoreTest, AReadFromL1OfAFileReadWithinTheGracePeriodIsNotReported) {
+  replace_cache(2, 64 << 20, std::chrono::milliseconds(0));
+  caches_[2]->set_atime_policy(true, std::chrono::hours(1));
+  // Any report would move the home's atime (the cache passed its policy on to the home's store,
+  // which it wraps here: the home's is set last).
+  home_->set_atime_policy(true, std::chrono::seconds(0));
+  const InodeId file = make_file("g", kBlock);
+  EXPECT_EQ(read(2, file, 0, kBlock).size(), kBlock);  // fetched from the home
+  auto atime = [&] {
+    auto a = run(home_->getattr(file));
+    return a.ok() ? a->atime_ns : -1;
+  };
+  const std::int64_t fetched = atime();
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(read(2, file, 0, kBlock).size(), kBlock);
+  EXPECT_EQ(caches_[2]->statistics().l1_bytes_hit, kBlock);
+  drive([] { return false; }, std::chrono::milliseconds(200));
+  EXPECT_EQ(atime(), fetched) << "node 2 reported a read the home had no use for";
+  // Past the grace period, the same read is reported.
+  caches_[2]->set_atime_policy(true, std::chrono::seconds(0));
+  EXPECT_EQ(read(2, file, 0, kBlock).size(), kBlock);
+  EXPECT_TRUE(drive([&] { return atime() > fetched; }, std::chrono::seconds(5)));
 }
 
 TEST_F(CoherentStoreTest, AWriteThroughAnyNodeIsSeenByTheNextReadOfANodeThatCachedTheFile) {

@@ -154,6 +154,7 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
   cache_options.block_bytes = config.stripe_unit_bytes;
   cache::CoherentStore cache(
       shipping.store(), [&shipping] { return shipping.data_is_local(); }, cache_options);
+  cache.set_atime_policy(config.atime_enabled, config.atime_grace_period);
   auto server = nfsd::NfsServer::start(contexts, config, cache);
   if (!server.ok()) {
     report(server.status().message());
@@ -170,6 +171,7 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
     (*server)->set_exports(std::move(exports));
     const daemon::AtimePolicy atime = daemon::atime_policy(view, config);
     shipping.set_atime_policy(atime.enabled, atime.grace_period);
+    cache.set_atime_policy(atime.enabled, atime.grace_period);
     const std::optional<daemon::NamespaceRecord> record = daemon::namespace_of(view);
     if (record) {
       if (Status s = (*server)->set_handle_key(record->handle_key); !s.ok()) {
