@@ -88,25 +88,31 @@ class ShardExecutorTest : public ::testing::Test {
 };
 
 TEST_F(ShardExecutorTest, AChangeCompletesAfterItsDeliveryAndReadsDoNotWaitForIt) {
-  std::promise<void> started;
-  std::promise<void> release;
-  std::shared_future<void> released = release.get_future().share();
-  std::atomic<bool> first = true;
-  deliver([&, released] {
-    if (first.exchange(false)) {
-      started.set_value();
-      released.wait();
+  // Shared with the deliveries, which the sync thread may still run after the test's body
+  // (every batch has one here, and the executor stops in TearDown).
+  struct HeldUp {
+    std::promise<void> started;
+    std::promise<void> release;
+    std::shared_future<void> released = release.get_future().share();
+    std::atomic<bool> first = true;
+  };
+  auto held_up = std::make_shared<HeldUp>();
+  std::future<void> started = held_up->started.get_future();
+  deliver([held_up] {
+    if (held_up->first.exchange(false)) {
+      held_up->started.set_value();
+      held_up->released.wait_for(kPatience);
     }
     return Status{};
   });
   auto change = submit(true, insert(7));
-  ASSERT_EQ(started.get_future().wait_for(kPatience), std::future_status::ready);
+  ASSERT_EQ(started.wait_for(kPatience), std::future_status::ready);
   // The shard thread goes on while the delivery is held up: a read sees the commit.
   auto read = submit(false, &ShardExecutorTest::count);
   ASSERT_EQ(read.wait_for(kPatience), std::future_status::ready);
   EXPECT_EQ(value_of(read), 1);
   EXPECT_EQ(change.wait_for(100ms), std::future_status::timeout);
-  release.set_value();
+  held_up->release.set_value();
   ASSERT_EQ(change.wait_for(kPatience), std::future_status::ready);
   EXPECT_EQ(value_of(change), 7);
 }
