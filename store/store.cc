@@ -2196,12 +2196,10 @@ Status StoreImpl::initialize(Database& db) {
       "('boots', 0)"));
   TP_RETURN_IF_ERROR(db.exec("UPDATE meta SET value = value + 1 WHERE key = 'boots'"));
   {
-    // Past every number in use and every one claimed (reserve_numbers); databases made before
-    // claims counted cookies in sqlite_sequence and inode numbers in meta at each create.
-    auto row = db.prepare(
-        "SELECT key, value FROM meta UNION ALL "
-        "SELECT 'next_inode', coalesce(max(ino), 1) + 1 FROM inodes UNION ALL "
-        "SELECT 'next_cookie', coalesce(max(cookie), 0) + 1 FROM dirents");
+    // meta holds how far numbers are claimed (reserve_numbers), past every one handed out;
+    // databases made before claims counted inode numbers there at each create, and cookies in
+    // AUTOINCREMENT's sqlite_sequence.
+    auto row = db.prepare("SELECT key, value FROM meta");
     std::uint64_t boots = 0;
     while (row.next_row()) {
       std::string key = row.blob(0);
