@@ -206,15 +206,35 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
       if (read.ok()) counters_.l2_bytes_read += read->count;
       co_return read;
     }
+    auto reading =
+        read_pieces(inode, offset, static_cast<std::uint32_t>(into.size()), std::move(caller));
+    Result<store::ReadPieces> read = co_await std::move(reading);
+    if (!read.ok()) co_return read.status();
+    std::size_t at = 0;
+    for (std::span<const std::uint8_t> piece : read->pieces) {
+      std::memcpy(into.data() + at, piece.data(), piece.size());
+      at += piece.size();
+    }
+    co_return read->result;
+  }
+
+  awaitable<Result<store::ReadPieces>> read_pieces(InodeId inode, std::uint64_t offset,
+                                                   std::uint32_t count, store::Caller caller) {
+    if (data_is_local_()) {
+      auto reading = inner_.read_pieces(inode, offset, count, std::move(caller));
+      Result<store::ReadPieces> read = co_await std::move(reading);
+      if (read.ok()) counters_.l2_bytes_read += read->result.count;
+      co_return read;
+    }
     const bool small_random_read =
-        into.size() < block_bytes_ && known_pattern(inode) == AccessPattern::random;
-    if (!into.empty() && !small_random_read) {
+        count < block_bytes_ && known_pattern(inode) == AccessPattern::random;
+    if (count > 0 && !small_random_read) {
       auto acquiring = acquire(inode, Mode::protected_read);
       Result<std::optional<HeldLock>> held = co_await std::move(acquiring);
       if (held.ok() && held->has_value()) {
         auto lock = std::make_shared<HeldLock>(std::move(**held));
-        auto reading = read_through_l1(inode, offset, into, caller, lock);
-        Result<store::ReadResult> read = co_await std::move(reading);
+        auto reading = read_through_l1(inode, offset, count, caller, lock);
+        Result<store::ReadPieces> read = co_await std::move(reading);
         // Read around L1 when the file changed under a fetch or its home is away, and when a
         // unit fetched whole has a bad block elsewhere than the bytes asked for.
         const Errc code = read.code();
@@ -223,9 +243,9 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
         }
       }
     }
-    auto reading = inner_.read(inode, offset, into, std::move(caller));
-    Result<store::ReadResult> read = co_await std::move(reading);
-    if (read.ok()) counters_.l1_bypassed_bytes += read->count;
+    auto reading = inner_.read_pieces(inode, offset, count, std::move(caller));
+    Result<store::ReadPieces> read = co_await std::move(reading);
+    if (read.ok()) counters_.l1_bypassed_bytes += read->result.count;
     co_return read;
   }
 
@@ -471,10 +491,17 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     co_return co_await std::move(fetching);
   }
 
+  // Blocks a READ's reply is sent from, and the cache they belong to: a reply may outlive
+  // the CoherentStore.
+  struct PinnedBlocks {
+    std::shared_ptr<Impl> cache;
+    Blocks blocks;
+  };
+
   // Under `lock`, an acquisition of the file's data lock in PR, which the prefetch this read
-  // starts shares.
-  awaitable<Result<store::ReadResult>> read_through_l1(InodeId inode, std::uint64_t offset,
-                                                       std::span<std::uint8_t> into,
+  // starts shares. The bytes stay in their blocks, pinned by the result.
+  awaitable<Result<store::ReadPieces>> read_through_l1(InodeId inode, std::uint64_t offset,
+                                                       std::uint32_t length,
                                                        const store::Caller& caller,
                                                        std::shared_ptr<HeldLock> lock) {
     const std::uint64_t first = offset / block_bytes_;
@@ -486,7 +513,7 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     if (attributes) {
       counters_.l1_metadata_hits++;
       auto prefetching =
-          prefetch_ahead(inode, caller.client, offset, into.size(), attributes->size, lock);
+          prefetch_ahead(inode, caller.client, offset, length, attributes->size, lock);
       co_await std::move(prefetching);
     }
     BlockCache::Handle first_block;  // fetched for the attributes
@@ -501,8 +528,8 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     }
     TP_CO_RETURN_IF_ERROR(store::check_read_access(*attributes, caller));
     const std::uint64_t size = attributes->size;
-    const std::uint64_t end = std::min<std::uint64_t>(offset + into.size(), size);
-    if (offset >= end) co_return store::ReadResult{0, true, *attributes};
+    const std::uint64_t end = std::min<std::uint64_t>(offset + length, size);
+    if (offset >= end) co_return store::ReadPieces{{0, true, *attributes}, {}, nullptr};
 
     const std::uint64_t last = (end - 1) / block_bytes_;
     const std::size_t count = last - first + 1;
@@ -534,6 +561,8 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
       }
     }
     const bool streaming = known_pattern(inode) == AccessPattern::streaming;
+    store::ReadPieces read;
+    read.pieces.reserve(count);
     for (std::size_t i = 0; i < count; ++i) {
       const std::uint64_t block_start = (first + i) * block_bytes_;
       const std::uint64_t from = std::max(offset, block_start);
@@ -543,7 +572,8 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
       if (bytes.size() < to - block_start) {
         co_return error(Errc::unavailable, "a cached block is shorter than the file");
       }
-      std::memcpy(into.data() + (from - offset), bytes.data() + (from - block_start), to - from);
+      const auto* start = reinterpret_cast<const std::uint8_t*>(bytes.data());
+      read.pieces.emplace_back(start + (from - block_start), to - from);
       // A streaming reader is done with a block it read to its end: it goes first, and the
       // stream does not push the rest of L1 out.
       if (streaming && to == block_start + bytes.size()) blocks[i].drop_behind();
@@ -557,7 +587,10 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
       auto prefetching = prefetch_ahead(inode, caller.client, offset, served, size, lock);
       co_await std::move(prefetching);
     }
-    co_return store::ReadResult{served, end >= size, *attributes};
+    read.result = {served, end >= size, *attributes};
+    read.keep =
+        std::make_shared<const PinnedBlocks>(PinnedBlocks{shared_from_this(), std::move(blocks)});
+    co_return read;
   }
 
   // Whether a read of a file with these cached attributes would move its atime at the home.
@@ -816,6 +849,15 @@ awaitable<Result<store::ReadResult>> CoherentStore::read(store::InodeId inode, s
                                                          store::Caller caller) {
   auto impl = impl_;
   auto reading = impl->read(inode, offset, into, std::move(caller));
+  co_return co_await std::move(reading);
+}
+
+awaitable<Result<store::ReadPieces>> CoherentStore::read_pieces(store::InodeId inode,
+                                                                std::uint64_t offset,
+                                                                std::uint32_t count,
+                                                                store::Caller caller) {
+  auto impl = impl_;
+  auto reading = impl->read_pieces(inode, offset, count, std::move(caller));
   co_return co_await std::move(reading);
 }
 

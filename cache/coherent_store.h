@@ -109,6 +109,11 @@ class CoherentStore final : public store::Store {
   awaitable<Result<store::ReadResult>> read(store::InodeId inode, std::uint64_t offset,
                                             std::span<std::uint8_t> into,
                                             store::Caller caller) override;
+  // READs of files read through L1 are answered with their blocks, pinned until the reply
+  // is sent.
+  awaitable<Result<store::ReadPieces>> read_pieces(store::InodeId inode, std::uint64_t offset,
+                                                   std::uint32_t count,
+                                                   store::Caller caller) override;
   awaitable<Result<store::WriteResult>> write(store::InodeId inode, std::uint64_t offset,
                                               std::span<const std::uint8_t> data,
                                               store::Stability stability,

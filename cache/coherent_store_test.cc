@@ -156,6 +156,35 @@ TEST_F(CoherentStoreTest, ASecondReadThroughAnotherNodeComesFromL1) {
   EXPECT_EQ(caches_[kHome]->statistics().l2_bytes_read, kBlock);
 }
 
+TEST_F(CoherentStoreTest, AReadFromL1LeavesItsBytesInTheBlocksPinnedUntilLetGo) {
+  const InodeId file = make_file("a", 3 * kBlock);
+  std::vector<std::uint8_t> bytes(3 * kBlock);
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::uint8_t>(i * 7);
+  write(kHome, file, 0, bytes);
+  read(2, file, 0, 3 * kBlock);  // fetched into L1
+  const std::uint64_t offset = kBlock / 2;
+  const std::uint32_t length = 2 * kBlock;
+  auto read = run(caches_[2]->read_pieces(file, offset, length, kRoot));
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(read->result.count, length);
+  EXPECT_FALSE(read->result.eof);
+  // Three blocks' bytes, none copied: the pieces point into the blocks, which stay pinned.
+  ASSERT_EQ(read->pieces.size(), 3u);
+  std::vector<std::uint8_t> joined;
+  for (std::span<const std::uint8_t> piece : read->pieces) {
+    joined.insert(joined.end(), piece.begin(), piece.end());
+  }
+  EXPECT_EQ(joined,
+            std::vector<std::uint8_t>(bytes.begin() + offset, bytes.begin() + offset + length));
+  EXPECT_EQ(caches_[2]->statistics().l1_bytes_hit, length);
+  EXPECT_GE(caches_[2]->statistics().blocks.pinned_bytes, 3u * kBlock);
+  // Dropped from the cache by another node's write, the blocks still hold what was read.
+  write(3, file, 0, std::vector<std::uint8_t>(3 * kBlock, 0xee));
+  EXPECT_EQ(read->pieces[1][0], bytes[kBlock]);
+  read->keep.reset();
+  EXPECT_EQ(caches_[2]->statistics().blocks.pinned_bytes, 0u);
+}
+
 TEST_F(CoherentStoreTest, ReadsFromL1MoveTheFilesAtimeAtItsHome) {
   replace_cache(2, 64 << 20, std::chrono::milliseconds(0));
   replace_cache(3, 64 << 20, std::chrono::hours(1));  // reports a file once an hour at most

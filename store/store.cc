@@ -2270,6 +2270,18 @@ std::uint32_t access_granted(const Attributes& a, const Caller& caller, std::uin
   return granted_access(a, caller, requested);
 }
 
+awaitable<Result<ReadPieces>> Store::read_pieces(InodeId inode, std::uint64_t offset,
+                                                 std::uint32_t count, Caller caller) {
+  // Uninitialized: the read fills what it returns, and nothing past that is sent.
+  std::shared_ptr<std::uint8_t[]> bytes = std::make_shared_for_overwrite<std::uint8_t[]>(count);
+  auto reading = read(inode, offset, {bytes.get(), count}, std::move(caller));
+  Result<ReadResult> read = co_await std::move(reading);
+  if (!read.ok()) co_return read.status();
+  ReadPieces pieces{*read, {}, bytes};
+  if (read->count > 0) pieces.pieces.emplace_back(bytes.get(), read->count);
+  co_return pieces;
+}
+
 Result<std::unique_ptr<LocalStore>> Store::open(const StoreOptions& options) {
   std::error_code ec;
   std::filesystem::create_directories(options.data_dir + "/shards", ec);

@@ -182,6 +182,14 @@ struct ReadResult {
   Attributes attributes;
 };
 
+// A read's bytes where they lie (a cache's blocks): `pieces`, in order, hold `result.count`
+// bytes, valid as long as `keep` is held.
+struct ReadPieces {
+  ReadResult result;
+  std::vector<std::span<const std::uint8_t>> pieces;
+  std::shared_ptr<const void> keep;
+};
+
 struct WriteResult {
   std::uint32_t count = 0;
   Stability committed = Stability::unstable;
@@ -347,6 +355,11 @@ class Store {
   // Reads up to into.size() bytes at offset into the caller's buffer.
   virtual awaitable<Result<ReadResult>> read(InodeId inode, std::uint64_t offset,
                                              std::span<std::uint8_t> into, Caller caller) = 0;
+  // Reads up to `count` bytes at offset and leaves them where they are, for a caller that sends
+  // them on from there instead of copying them (NFS READ replies). By default, read() into a
+  // buffer made for the read.
+  virtual awaitable<Result<ReadPieces>> read_pieces(InodeId inode, std::uint64_t offset,
+                                                    std::uint32_t count, Caller caller);
   virtual awaitable<Result<WriteResult>> write(InodeId inode, std::uint64_t offset,
                                                std::span<const std::uint8_t> data,
                                                Stability stability, Caller caller) = 0;

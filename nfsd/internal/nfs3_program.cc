@@ -1,7 +1,6 @@
 #include "nfsd/internal/nfs3_program.h"
 
 #include <boost/endian/conversion.hpp>
-#include <cstring>
 
 #include "common/crc32c.h"
 #include "nfsd/internal/nfs3_xdr.h"
@@ -252,30 +251,25 @@ awaitable<AcceptStatus> Nfs3Program::read(Call& call) {
   if (!t.ok()) co_return fail_attr(call.out, t.code());
   count = std::min(count, service_.config.read_size_max);
 
-  // The reply is laid out before the read so the data lands in it directly; the attributes,
-  // known only after the read, are patched into their fixed-size slot.
-  auto& buffer = call.out.buffer();
-  const std::size_t start = buffer.size();
+  auto r = co_await service_.store.read_pieces(t->inode, offset, count, t->caller);
+  if (!r.ok()) co_return fail_attr(call.out, r.code());
   put_status(call.out, Errc::ok);
-  call.out.boolean(true);
-  const std::size_t attributes_at = buffer.size();
-  buffer.resize(attributes_at + kFattrBytes);
-  const std::size_t count_at = buffer.size();
-  call.out.u32(0);
-  call.out.boolean(false);
-  auto room = call.out.begin_opaque(count);
-  auto r = co_await service_.store.read(t->inode, offset, room, t->caller);
-  if (!r.ok()) {
-    buffer.resize(start);
-    co_return fail_attr(call.out, r.code());
+  put_post_op_attr(call.out, r->result.attributes, call.fsid);
+  call.out.u32(r->result.count);
+  call.out.boolean(r->result.eof);
+  call.out.u32(r->result.count);
+  // The bytes go out from where the store left them when the transport can send them from
+  // there (cache blocks); else they are copied in.
+  auto& buffer = call.out.buffer();
+  for (std::span<const std::uint8_t> piece : r->pieces) {
+    if (call.context.pieces) {
+      call.context.pieces->pieces.push_back({buffer.size(), piece, r->keep});
+    } else {
+      buffer.insert(buffer.end(), piece.begin(), piece.end());
+    }
   }
-  call.out.finish_opaque(r->count);
-  xdr::Buffer attributes;
-  xdr::Encoder attr_out(attributes);
-  put_fattr(attr_out, r->attributes, call.fsid);
-  std::memcpy(buffer.data() + attributes_at, attributes.data(), kFattrBytes);
-  boost::endian::store_big_u32(buffer.data() + count_at, r->count);
-  boost::endian::store_big_u32(buffer.data() + count_at + 4, r->eof ? 1 : 0);
+  constexpr std::uint8_t kPadding[3] = {};
+  buffer.insert(buffer.end(), kPadding, kPadding + (4 - r->result.count % 4) % 4);
   co_return AcceptStatus::success;
 }
 

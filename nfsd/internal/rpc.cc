@@ -69,20 +69,28 @@ RpcProgram* RpcDispatcher::find(std::uint32_t number) const {
   return nullptr;
 }
 
+std::size_t ReplyPieces::bytes() const {
+  std::size_t total = 0;
+  for (const Piece& piece : pieces) total += piece.bytes.size();
+  return total;
+}
+
 awaitable<bool> RpcDispatcher::dispatch(std::span<const std::uint8_t> message,
                                         boost::asio::ip::address_v4 client,
-                                        std::uint16_t client_port,
-                                        xdr::Buffer& reply) const {
+                                        std::uint16_t client_port, xdr::Buffer& reply,
+                                        ReplyPieces* pieces) const {
   const auto arrived = std::chrono::steady_clock::now();
   const std::size_t start = reply.size();
   CallContext context;
   context.client = client;
   context.client_port = client_port;
+  context.pieces = pieces;
   auto answering = answer(message, context, reply);
   const bool send = co_await std::move(answering);
   if (statistics_ != nullptr) {
+    const std::size_t sent = reply.size() - start + (pieces ? pieces->bytes() : 0);
     statistics_->record(context.program, context.version, context.procedure, client.to_uint(),
-                        message.size(), send ? reply.size() - start : 0,
+                        message.size(), send ? sent : 0,
                         std::chrono::steady_clock::now() - arrived);
   }
   co_return send;
@@ -144,14 +152,12 @@ awaitable<bool> RpcDispatcher::answer(std::span<const std::uint8_t> message, Cal
   encode_accepted(out, context.xid, AcceptStatus::success);
   xdr::Decoder arguments(in.rest());
   auto status = co_await program->call(context, arguments, out);
-  if (!status) {
+  if (!status || *status != AcceptStatus::success) {
     reply.resize(start);
-    co_return false;
+    if (context.pieces) context.pieces->pieces.clear();
   }
-  if (*status != AcceptStatus::success) {
-    reply.resize(start);
-    encode_accepted(out, context.xid, *status);
-  }
+  if (!status) co_return false;
+  if (*status != AcceptStatus::success) encode_accepted(out, context.xid, *status);
   co_return true;
 }
 

@@ -4,6 +4,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/address_v4.hpp>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
@@ -47,6 +48,19 @@ struct CallerIdentity {
   std::vector<std::uint32_t> groups;
 };
 
+// Bytes a reply sends from where they lie instead of holding them (READ data in cache blocks):
+// each piece goes before the reply buffer's byte `at`, and its `keep` holds it until sent.
+struct ReplyPieces {
+  struct Piece {
+    std::size_t at = 0;
+    std::span<const std::uint8_t> bytes;
+    std::shared_ptr<const void> keep;
+  };
+  std::vector<Piece> pieces;
+
+  std::size_t bytes() const;
+};
+
 struct CallContext {
   std::uint32_t xid = 0;
   std::uint32_t program = 0;
@@ -55,6 +69,8 @@ struct CallContext {
   CallerIdentity identity;
   boost::asio::ip::address_v4 client;
   std::uint16_t client_port = 0;
+  // Where a procedure may leave reply bytes by reference; null: it copies them into the reply.
+  ReplyPieces* pieces = nullptr;
 };
 
 // One RPC program (NFS, MOUNT, PMAP...). Thread-safe: calls run concurrently.
@@ -77,8 +93,9 @@ class RpcProgram {
 void encode_call(xdr::Encoder& out, std::uint32_t xid, std::uint32_t program, std::uint32_t version,
                  std::uint32_t procedure);
 
-// Handles one call message and produces the reply message (without record marking) in `reply`.
-// Returns false when no reply must be sent.
+// Handles one call message and produces the reply message (without record marking) in `reply`,
+// and in `pieces` when the caller can send bytes from where they lie. Returns false when no
+// reply must be sent.
 class RpcDispatcher {
  public:
   void add(RpcProgram* program) { programs_.push_back(program); }
@@ -86,7 +103,7 @@ class RpcDispatcher {
   void count_in(CallStatistics* statistics) { statistics_ = statistics; }
   awaitable<bool> dispatch(std::span<const std::uint8_t> message,
                            boost::asio::ip::address_v4 client, std::uint16_t client_port,
-                           xdr::Buffer& reply) const;
+                           xdr::Buffer& reply, ReplyPieces* pieces = nullptr) const;
 
  private:
   // Fills `context` as far as the call's header decodes.

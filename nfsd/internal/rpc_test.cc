@@ -9,6 +9,8 @@
 namespace tidepool::nfsd {
 namespace {
 
+constexpr std::uint8_t kKept[8] = {0, 0, 0, 7, 0, 0, 0, 8};
+
 // A program that echoes one u32 argument, for exercising the dispatcher.
 class EchoProgram final : public RpcProgram {
  public:
@@ -17,6 +19,13 @@ class EchoProgram final : public RpcProgram {
   std::uint32_t max_version() const override { return 2; }
   awaitable<std::optional<AcceptStatus>> call(const CallContext& c, xdr::Decoder& in,
                                               xdr::Encoder& out) override {
+    // 2: leaves kKept by reference between two words, or fails after that with 3.
+    if (c.procedure == 2 || c.procedure == 3) {
+      out.u32(1);
+      if (c.pieces) c.pieces->pieces.push_back({out.size(), kKept, nullptr});
+      out.u32(2);
+      co_return c.procedure == 2 ? AcceptStatus::success : AcceptStatus::system_err;
+    }
     if (c.procedure != 1) co_return AcceptStatus::proc_unavail;
     std::uint32_t v = in.u32();
     if (!in.ok()) co_return AcceptStatus::garbage_args;
@@ -68,17 +77,29 @@ class DispatcherTest : public ::testing::Test {
  protected:
   DispatcherTest() { dispatcher_.add(&echo_); }
 
-  // Returns the reply words, or nothing when no reply is sent.
-  std::optional<std::vector<std::uint32_t>> dispatch(const xdr::Buffer& call) {
+  // Returns the reply words, with any pieces left by reference in their places, or nothing
+  // when no reply is sent.
+  std::optional<std::vector<std::uint32_t>> dispatch(const xdr::Buffer& call,
+                                                     ReplyPieces* pieces = nullptr) {
     boost::asio::io_context io;
     xdr::Buffer reply;
     auto f = boost::asio::co_spawn(
-        io, dispatcher_.dispatch(call, boost::asio::ip::address_v4::loopback(), 1000, reply),
+        io,
+        dispatcher_.dispatch(call, boost::asio::ip::address_v4::loopback(), 1000, reply, pieces),
         boost::asio::use_future);
     io.run();
     if (!f.get()) return std::nullopt;
+    xdr::Buffer whole;
+    std::size_t from = 0;
+    const std::vector<ReplyPieces::Piece> none;
+    for (const ReplyPieces::Piece& piece : pieces ? pieces->pieces : none) {
+      whole.insert(whole.end(), reply.begin() + from, reply.begin() + piece.at);
+      whole.insert(whole.end(), piece.bytes.begin(), piece.bytes.end());
+      from = piece.at;
+    }
+    whole.insert(whole.end(), reply.begin() + from, reply.end());
     std::vector<std::uint32_t> words;
-    xdr::Decoder d(reply);
+    xdr::Decoder d(whole);
     while (d.remaining() >= 4) words.push_back(d.u32());
     return words;
   }
@@ -91,6 +112,27 @@ TEST_F(DispatcherTest, SuccessfulCallCarriesResultsAfterTheAcceptedHeader) {
   auto r = dispatch(make_call(400000, 1, 1, 1, auth_sys(1234), u32_bytes(9)));
   ASSERT_TRUE(r);
   EXPECT_EQ(*r, (std::vector<std::uint32_t>{42, 1, 0, 0, 0, 0, 9, 1234}));
+}
+
+TEST_F(DispatcherTest, BytesLeftByReferenceGoInTheirPlaceOrAreCopiedWhenTheCallerCannot) {
+  ReplyPieces pieces;
+  auto r = dispatch(make_call(400000, 1, 2, 0, {}, {}), &pieces);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(*r, (std::vector<std::uint32_t>{42, 1, 0, 0, 0, 0, 1, 7, 8, 2}));
+  ASSERT_EQ(pieces.pieces.size(), 1u);
+  EXPECT_EQ(pieces.bytes(), sizeof kKept);
+  // Without room for pieces the program writes the words alone.
+  r = dispatch(make_call(400000, 1, 2, 0, {}, {}));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(*r, (std::vector<std::uint32_t>{42, 1, 0, 0, 0, 0, 1, 2}));
+}
+
+TEST_F(DispatcherTest, AFailedCallDropsThePiecesItLeft) {
+  ReplyPieces pieces;
+  auto r = dispatch(make_call(400000, 1, 3, 0, {}, {}), &pieces);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(*r, (std::vector<std::uint32_t>{42, 1, 0, 0, 0, 5}));
+  EXPECT_TRUE(pieces.pieces.empty());
 }
 
 TEST_F(DispatcherTest, UnknownProgramIsProgUnavail) {

@@ -155,22 +155,29 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
     transport_.forget(self, context_);
   }
 
+  // A reply on its way out: its bytes, and those it sends from where they lie.
+  struct Outgoing {
+    xdr::Buffer bytes;
+    ReplyPieces pieces;
+  };
+
   // Runs on the connection's thread, concurrently with its other calls.
   static awaitable<void> handle(std::shared_ptr<Connection> self,
                                 xdr::Buffer record) {
-    xdr::Buffer reply(kRecordMarkBytes);
-    bool send = co_await self->transport_.dispatcher_.dispatch(record, self->client_,
-                                                               self->client_port_, reply);
+    Outgoing reply{xdr::Buffer(kRecordMarkBytes), {}};
+    bool send = co_await self->transport_.dispatcher_.dispatch(
+        record, self->client_, self->client_port_, reply.bytes, &reply.pieces);
     if (send) {
-      auto length = static_cast<std::uint32_t>(reply.size() - kRecordMarkBytes);
-      boost::endian::store_big_u32(reply.data(), kLastFragment | length);
+      const std::size_t length = reply.bytes.size() - kRecordMarkBytes + reply.pieces.bytes();
+      boost::endian::store_big_u32(reply.bytes.data(),
+                                   kLastFragment | static_cast<std::uint32_t>(length));
     } else {
-      reply.clear();
+      reply.bytes.clear();
     }
     // Inline when the call ended on the connection's thread, as it does unless a completion
     // came from elsewhere.
     asio::dispatch(self->executor_, [self, reply = std::move(reply)]() mutable {
-      if (reply.empty()) {
+      if (reply.bytes.empty()) {
         self->release_slots(1);
       } else {
         self->send(std::move(reply));
@@ -183,7 +190,7 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
     slot_free_.cancel();
   }
 
-  void send(xdr::Buffer reply) {
+  void send(Outgoing reply) {
     if (closed_) {
       release_slots(1);
       return;
@@ -195,8 +202,21 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
     }
   }
 
+  // The reply's bytes with its pieces in their places, as one gather list.
+  static void gather(const Outgoing& reply, std::vector<asio::const_buffer>& buffers) {
+    std::size_t from = 0;
+    for (const ReplyPieces::Piece& piece : reply.pieces.pieces) {
+      if (piece.at > from) buffers.emplace_back(reply.bytes.data() + from, piece.at - from);
+      buffers.emplace_back(piece.bytes.data(), piece.bytes.size());
+      from = piece.at;
+    }
+    if (reply.bytes.size() > from) {
+      buffers.emplace_back(reply.bytes.data() + from, reply.bytes.size() - from);
+    }
+  }
+
   static awaitable<void> write_loop(std::shared_ptr<Connection> self) {
-    std::vector<xdr::Buffer> batch;
+    std::vector<Outgoing> batch;
     std::vector<asio::const_buffer> buffers;
     while (!self->outbox_.empty() && !self->closed_) {
       batch.clear();
@@ -205,7 +225,7 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
         batch.push_back(std::move(self->outbox_.front()));
         self->outbox_.pop_front();
       }
-      for (auto& b : batch) buffers.emplace_back(asio::buffer(b));
+      for (const Outgoing& reply : batch) gather(reply, buffers);
       self->set_deadline(self->write_deadline_, std::chrono::steady_clock::now() +
                                                     self->transport_.limits_.record_timeout);
       auto [ec, n] = co_await asio::async_write(self->socket_, buffers, kUseTuple);
@@ -232,7 +252,7 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
   TimePoint read_deadline_ = kNever;
   TimePoint write_deadline_ = kNever;
   std::uint32_t in_flight_ = 0;
-  std::deque<xdr::Buffer> outbox_;
+  std::deque<Outgoing> outbox_;
   bool writing_ = false;
   bool closed_ = false;
 };
