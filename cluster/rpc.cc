@@ -2,8 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <cstring>
-
 namespace tidepool::cluster {
 namespace {
 
@@ -16,12 +14,6 @@ void encode_header(xdr::Encoder& out, Kind kind, std::uint64_t id, Epoch epoch,
   out.u64(id);
   out.u64(epoch);
   out.u32(method_or_status);
-}
-
-void append(xdr::Buffer& out, std::span<const std::uint8_t> bytes) {
-  std::size_t at = out.size();
-  out.resize(at + bytes.size());
-  if (!bytes.empty()) std::memcpy(out.data() + at, bytes.data(), bytes.size());
 }
 
 }  // namespace
@@ -54,7 +46,7 @@ void RpcEndpoint::call(NodeId to, std::uint32_t method, std::span<const std::uin
   message.reserve(24 + request.size());
   xdr::Encoder encoder(message);
   encode_header(encoder, Kind::call, id, epoch_(), method);
-  append(message, request);
+  xdr::append(message, request);
   EventLoop::TimerId timer = loop_.schedule(deadline, [this, id, to, method, deadline] {
     auto it = pending_.find(id);
     if (it == pending_.end()) return;
@@ -93,8 +85,9 @@ void RpcEndpoint::receive(NodeId from, std::span<const std::uint8_t> message) {
   }
   auto status = static_cast<Errc>(method_or_status);
   if (status == Errc::ok) {
-    auto body = in.rest();
-    call.done(xdr::Buffer(body.begin(), body.end()));
+    xdr::Buffer body;
+    xdr::append(body, in.rest());
+    call.done(std::move(body));
     return;
   }
   std::string reason(in.string(kMaxErrorMessage));
@@ -128,7 +121,7 @@ void RpcEndpoint::send_reply(NodeId to, std::uint64_t id, const Result<xdr::Buff
                 static_cast<std::uint32_t>(reply.ok() ? Errc::ok : reply.code()));
   if (reply.ok()) {
     message.reserve(message.size() + reply->size());
-    append(message, *reply);
+    xdr::append(message, *reply);
   } else {
     encoder.string(reply.status().message().substr(0, kMaxErrorMessage));
   }

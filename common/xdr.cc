@@ -1,6 +1,7 @@
 #include "common/xdr.h"
 
 #include <boost/endian/conversion.hpp>
+#include <cstring>
 
 namespace tidepool::xdr {
 
@@ -12,6 +13,12 @@ const std::uint8_t* Decoder::take(std::size_t n) {
   const std::uint8_t* p = buffer_.data() + position_;
   position_ += n;
   return p;
+}
+
+void append(Buffer& out, std::span<const std::uint8_t> bytes) {
+  const std::size_t at = out.size();
+  out.resize(at + bytes.size());
+  if (!bytes.empty()) std::memcpy(out.data() + at, bytes.data(), bytes.size());
 }
 
 std::uint32_t Decoder::u32() {

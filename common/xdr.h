@@ -45,6 +45,10 @@ struct UninitializedAllocator : std::allocator<T> {
 // The byte buffer RPC messages are read into and encoded in.
 using Buffer = std::vector<std::uint8_t, UninitializedAllocator<std::uint8_t>>;
 
+// Appends `bytes` with one memcpy. Buffer's own range insert and range constructor go through
+// the allocator's construct() byte by byte.
+void append(Buffer& out, std::span<const std::uint8_t> bytes);
+
 class Decoder {
  public:
   explicit Decoder(std::span<const std::uint8_t> buffer) : buffer_(buffer) {}

@@ -97,7 +97,7 @@ awaitable<std::optional<AcceptStatus>> Nfs3Program::call(const CallContext& cont
   switch (service_.replies.begin(key, earlier)) {
     case DuplicateRequestCache::Outcome::in_progress: co_return std::nullopt;
     case DuplicateRequestCache::Outcome::replay:
-      results.buffer().insert(results.buffer().end(), earlier.begin(), earlier.end());
+      xdr::append(results.buffer(), earlier);
       co_return AcceptStatus::success;
     case DuplicateRequestCache::Outcome::run: break;
   }
@@ -265,11 +265,11 @@ awaitable<AcceptStatus> Nfs3Program::read(Call& call) {
     if (call.context.pieces) {
       call.context.pieces->pieces.push_back({buffer.size(), piece, r->keep});
     } else {
-      buffer.insert(buffer.end(), piece.begin(), piece.end());
+      xdr::append(buffer, piece);
     }
   }
   constexpr std::uint8_t kPadding[3] = {};
-  buffer.insert(buffer.end(), kPadding, kPadding + (4 - r->result.count % 4) % 4);
+  xdr::append(buffer, std::span(kPadding).first((4 - r->result.count % 4) % 4));
   co_return AcceptStatus::success;
 }
 

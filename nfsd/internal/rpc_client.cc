@@ -54,7 +54,7 @@ awaitable<Result<xdr::Buffer>> call_at(tcp::endpoint to, std::uint32_t program,
   xdr::Buffer message(4);
   xdr::Encoder out(message);
   encode_call(out, xid, program, version, procedure);
-  message.insert(message.end(), arguments.begin(), arguments.end());
+  xdr::append(message, arguments);
   boost::endian::store_big_u32(message.data(),
                                kLastFragment | static_cast<std::uint32_t>(message.size() - 4));
   const std::string where = to.address().to_string() + ":" + std::to_string(to.port());
@@ -106,8 +106,9 @@ awaitable<Result<xdr::Buffer>> call_at(tcp::endpoint to, std::uint32_t program,
                                        std::to_string(reply_status) + ", accept status " +
                                        std::to_string(accept_status) + ")");
   }
-  std::span<const std::uint8_t> results = in.peek_rest();
-  co_return xdr::Buffer(results.begin(), results.end());
+  xdr::Buffer results;
+  xdr::append(results, in.peek_rest());
+  co_return results;
 }
 
 }  // namespace
