@@ -8,6 +8,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -29,6 +30,8 @@ constexpr int kAcquireAttempts = 16;
 // Prefetched blocks nobody read yet are checked for eviction (waste) each time this many more
 // were prefetched.
 constexpr std::size_t kWasteSweepEvery = 256;
+// Replies being written may pin at most 1/kShareForReplies of L1's budget; beyond it they copy.
+constexpr std::size_t kShareForReplies = 4;
 // Files remembered as reported to their home, per stripe; past this, the expired are forgotten.
 constexpr std::size_t kMaxReportedFiles = 4096;
 // Blocks are fetched with the rights of the node itself: the reader's own rights are checked
@@ -98,6 +101,14 @@ struct Counters {
   std::atomic<std::uint64_t> coherence_invalidations{0};
   std::atomic<std::uint64_t> l2_bytes_read{0};
 };
+
+// Copies a read's pieces, in order, to `to`.
+void copy_pieces(const std::vector<std::span<const std::uint8_t>>& pieces, std::uint8_t* to) {
+  for (std::span<const std::uint8_t> piece : pieces) {
+    std::memcpy(to, piece.data(), piece.size());
+    to += piece.size();
+  }
+}
 
 }  // namespace
 
@@ -200,53 +211,63 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
 
   awaitable<Result<store::ReadResult>> read(InodeId inode, std::uint64_t offset,
                                             std::span<std::uint8_t> into, store::Caller caller) {
-    if (data_is_local_()) {
-      auto reading = inner_.read(inode, offset, into, std::move(caller));
-      Result<store::ReadResult> read = co_await std::move(reading);
-      if (read.ok()) counters_.l2_bytes_read += read->count;
-      co_return read;
+    if (!data_is_local_()) {
+      const auto count = static_cast<std::uint32_t>(
+          std::min<std::size_t>(into.size(), std::numeric_limits<std::uint32_t>::max()));
+      auto trying = read_from_l1(inode, offset, count, caller);
+      std::optional<Result<store::ReadPieces>> l1 = co_await std::move(trying);
+      if (l1) {
+        if (!l1->ok()) co_return l1->status();
+        copy_pieces((*l1)->pieces, into.data());
+        co_return (*l1)->result;
+      }
     }
-    auto reading =
-        read_pieces(inode, offset, static_cast<std::uint32_t>(into.size()), std::move(caller));
-    Result<store::ReadPieces> read = co_await std::move(reading);
-    if (!read.ok()) co_return read.status();
-    std::size_t at = 0;
-    for (std::span<const std::uint8_t> piece : read->pieces) {
-      std::memcpy(into.data() + at, piece.data(), piece.size());
-      at += piece.size();
-    }
-    co_return read->result;
+    auto reading = inner_.read(inode, offset, into, std::move(caller));
+    Result<store::ReadResult> read = co_await std::move(reading);
+    if (read.ok()) count_around_l1(read->count);
+    co_return read;
   }
 
   awaitable<Result<store::ReadPieces>> read_pieces(InodeId inode, std::uint64_t offset,
                                                    std::uint32_t count, store::Caller caller) {
-    if (data_is_local_()) {
-      auto reading = inner_.read_pieces(inode, offset, count, std::move(caller));
-      Result<store::ReadPieces> read = co_await std::move(reading);
-      if (read.ok()) counters_.l2_bytes_read += read->result.count;
-      co_return read;
-    }
-    const bool small_random_read =
-        count < block_bytes_ && known_pattern(inode) == AccessPattern::random;
-    if (count > 0 && !small_random_read) {
-      auto acquiring = acquire(inode, Mode::protected_read);
-      Result<std::optional<HeldLock>> held = co_await std::move(acquiring);
-      if (held.ok() && held->has_value()) {
-        auto lock = std::make_shared<HeldLock>(std::move(**held));
-        auto reading = read_through_l1(inode, offset, count, caller, lock);
-        Result<store::ReadPieces> read = co_await std::move(reading);
-        // Read around L1 when the file changed under a fetch or its home is away, and when a
-        // unit fetched whole has a bad block elsewhere than the bytes asked for.
-        const Errc code = read.code();
-        if (code != Errc::unavailable && code != Errc::io_error && code != Errc::corrupt) {
-          co_return read;
-        }
-      }
+    if (!data_is_local_()) {
+      auto trying = read_from_l1(inode, offset, count, caller);
+      std::optional<Result<store::ReadPieces>> l1 = co_await std::move(trying);
+      if (l1) co_return std::move(*l1);
     }
     auto reading = inner_.read_pieces(inode, offset, count, std::move(caller));
     Result<store::ReadPieces> read = co_await std::move(reading);
-    if (read.ok()) counters_.l1_bypassed_bytes += read->result.count;
+    if (read.ok()) count_around_l1(read->result.count);
     co_return read;
+  }
+
+  // A READ of a file whose data is on other nodes, answered from L1; none when it goes around
+  // L1: with no lock to cache under, for a small random read, and when the file changed under
+  // a fetch, its home is away, or a unit fetched whole has a bad block elsewhere than the
+  // bytes asked for.
+  awaitable<std::optional<Result<store::ReadPieces>>> read_from_l1(InodeId inode,
+                                                                   std::uint64_t offset,
+                                                                   std::uint32_t count,
+                                                                   const store::Caller& caller) {
+    const bool small_random_read =
+        count < block_bytes_ && known_pattern(inode) == AccessPattern::random;
+    if (count == 0 || small_random_read) co_return std::nullopt;
+    auto acquiring = acquire(inode, Mode::protected_read);
+    Result<std::optional<HeldLock>> held = co_await std::move(acquiring);
+    if (!held.ok() || !held->has_value()) co_return std::nullopt;
+    auto lock = std::make_shared<HeldLock>(std::move(**held));
+    auto reading = read_through_l1(inode, offset, count, caller, lock);
+    Result<store::ReadPieces> read = co_await std::move(reading);
+    const Errc code = read.code();
+    if (code == Errc::unavailable || code == Errc::io_error || code == Errc::corrupt) {
+      co_return std::nullopt;
+    }
+    co_return read;
+  }
+
+  // READ bytes served from this node's own copy (L2), or around L1.
+  void count_around_l1(std::uint32_t bytes) {
+    (data_is_local_() ? counters_.l2_bytes_read : counters_.l1_bypassed_bytes) += bytes;
   }
 
   // Runs `change` under the data locks of `files` in PW, taken in inode order (two changes of
@@ -492,10 +513,19 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
   }
 
   // Blocks a READ's reply is sent from, and the cache they belong to: a reply may outlive
-  // the CoherentStore.
+  // the CoherentStore. `cache` is declared first so that it goes after the handles.
   struct PinnedBlocks {
-    std::shared_ptr<Impl> cache;
-    Blocks blocks;
+    PinnedBlocks(std::shared_ptr<Impl> owner, Blocks held, std::uint64_t served)
+        : cache(std::move(owner)), blocks(std::move(held)), bytes(served) {
+      cache->pinned_by_replies_ += bytes;
+    }
+    PinnedBlocks(const PinnedBlocks&) = delete;
+    PinnedBlocks& operator=(const PinnedBlocks&) = delete;
+    ~PinnedBlocks() { cache->pinned_by_replies_ -= bytes; }
+
+    const std::shared_ptr<Impl> cache;
+    const Blocks blocks;
+    const std::uint64_t bytes;
   };
 
   // Under `lock`, an acquisition of the file's data lock in PR, which the prefetch this read
@@ -588,8 +618,18 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
       co_await std::move(prefetching);
     }
     read.result = {served, end >= size, *attributes};
-    read.keep =
-        std::make_shared<const PinnedBlocks>(PinnedBlocks{shared_from_this(), std::move(blocks)});
+    // A client slow to take its replies keeps their blocks pinned, which nothing can evict:
+    // past a share of L1, replies take a copy instead, and stalled clients cannot take the
+    // cache from the others.
+    if (pinned_by_replies_.load() + served > blocks_.capacity() / kShareForReplies) {
+      std::shared_ptr<std::uint8_t[]> copy = std::make_shared_for_overwrite<std::uint8_t[]>(served);
+      copy_pieces(read.pieces, copy.get());
+      read.pieces.assign(1, {copy.get(), served});
+      read.keep = std::move(copy);
+    } else {
+      read.keep =
+          std::make_shared<const PinnedBlocks>(shared_from_this(), std::move(blocks), served);
+    }
     co_return read;
   }
 
@@ -749,6 +789,7 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
   std::atomic<std::shared_ptr<FileLocks>> locks_;
   std::array<FileStripe, kFileStripes> stripes_;
   std::atomic<std::uint64_t> next_generation_{1};
+  std::atomic<std::uint64_t> pinned_by_replies_{0};  // READ bytes replies hold in L1's blocks
   const std::chrono::milliseconds read_report_interval_;
   // The home's sysctls efs.bam.atime_enabled and efs.bam.atime_grace_period, as this node
   // last heard them (store/store.h's defaults until then).

@@ -178,11 +178,45 @@ TEST_F(CoherentStoreTest, AReadFromL1LeavesItsBytesInTheBlocksPinnedUntilLetGo) 
             std::vector<std::uint8_t>(bytes.begin() + offset, bytes.begin() + offset + length));
   EXPECT_EQ(caches_[2]->statistics().l1_bytes_hit, length);
   EXPECT_GE(caches_[2]->statistics().blocks.pinned_bytes, 3u * kBlock);
-  // Dropped from the cache by another node's write, the blocks still hold what was read.
-  write(3, file, 0, std::vector<std::uint8_t>(3 * kBlock, 0xee));
-  EXPECT_EQ(read->pieces[1][0], bytes[kBlock]);
   read->keep.reset();
   EXPECT_EQ(caches_[2]->statistics().blocks.pinned_bytes, 0u);
+  // Dropped from the cache by another node's write, blocks a reply holds keep what was read.
+  read = run(caches_[2]->read_pieces(file, 0, length, kRoot));
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  write(3, file, 0, std::vector<std::uint8_t>(3 * kBlock, 0xee));
+  EXPECT_EQ(read->pieces[1][0], bytes[kBlock]);
+}
+
+TEST_F(CoherentStoreTest, RepliesSlowToGoPinAQuarterOfL1AtMostAndTheRestAreCopied) {
+  constexpr std::size_t kL1Blocks = 64;
+  constexpr std::size_t kPinnable = kL1Blocks / 4;
+  replace_cache(2, kL1Blocks * kBlock);
+  const InodeId file = make_file("a", kBlock);
+  write(kHome, file, 0, std::vector<std::uint8_t>(kBlock, 0x5a));
+  std::vector<store::ReadPieces> held;
+  for (std::size_t i = 0; i < kPinnable + 2; ++i) {
+    auto read = run(caches_[2]->read_pieces(file, 0, kBlock, kRoot));
+    ASSERT_TRUE(read.ok()) << read.status().message();
+    ASSERT_EQ(read->result.count, kBlock);
+    std::vector<std::uint8_t> joined;
+    for (std::span<const std::uint8_t> piece : read->pieces) {
+      joined.insert(joined.end(), piece.begin(), piece.end());
+    }
+    EXPECT_EQ(joined, std::vector<std::uint8_t>(kBlock, 0x5a));
+    held.push_back(std::move(*read));
+  }
+  // A quarter of L1's worth of replies is sent from the block itself; the rest hold copies.
+  for (std::size_t i = 1; i < kPinnable; ++i) {
+    EXPECT_EQ(held[i].pieces[0].data(), held[0].pieces[0].data()) << i;
+  }
+  EXPECT_NE(held[kPinnable].pieces[0].data(), held[0].pieces[0].data());
+  EXPECT_NE(held[kPinnable + 1].pieces[0].data(), held[kPinnable].pieces[0].data());
+  held.clear();
+  EXPECT_EQ(caches_[2]->statistics().blocks.pinned_bytes, 0u);
+  // Once they are gone, replies pin blocks again.
+  auto again = run(caches_[2]->read_pieces(file, 0, kBlock, kRoot));
+  ASSERT_TRUE(again.ok());
+  EXPECT_GE(caches_[2]->statistics().blocks.pinned_bytes, kBlock);
 }
 
 TEST_F(CoherentStoreTest, ReadsFromL1MoveTheFilesAtimeAtItsHome) {

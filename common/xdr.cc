@@ -1,7 +1,6 @@
 #include "common/xdr.h"
 
 #include <boost/endian/conversion.hpp>
-#include <cstring>
 
 namespace tidepool::xdr {
 

@@ -21,8 +21,8 @@ namespace tidepool::xdr {
 inline constexpr std::size_t padded(std::size_t n) { return (n + 3) & ~std::size_t{3}; }
 
 // Leaves bytes added by resize() uninitialised: message buffers are resized to their final
-// size and then filled (a READ reply by pread, a record by recv), so zeroing them first would
-// only cost a pass over every byte.
+// size and then filled (a shipped read's reply by pread, a record by recv), so zeroing them
+// first would only cost a pass over every byte.
 template <typename T>
 struct UninitializedAllocator : std::allocator<T> {
   template <typename U>
@@ -103,8 +103,8 @@ class Encoder {
     opaque({reinterpret_cast<const std::uint8_t*>(s.data()), s.size()});
   }
   // Writes a length and reserves room for up to max_length bytes, returned for the caller to
-  // fill; finish_opaque(actual) then fixes the length and padding. Lets READ replies be read
-  // from disk straight into the reply buffer.
+  // fill; finish_opaque(actual) then fixes the length and padding. Lets a shipped read's reply
+  // be read from disk straight into the reply buffer.
   std::span<std::uint8_t> begin_opaque(std::size_t max_length);
   void finish_opaque(std::size_t actual_length);
 

@@ -88,8 +88,14 @@ awaitable<std::optional<AcceptStatus>> Nfs3Program::call(const CallContext& cont
                                                          xdr::Encoder& results) {
   if (context.procedure >= std::size(kProcedures)) co_return AcceptStatus::proc_unavail;
   const Procedure& procedure = kProcedures[context.procedure];
-  Call call{context, arguments, results, service_.fsid, service_.exports.snapshot()};
-  if (!procedure.replay_from_cache) co_return co_await (this->*procedure.handler)(call);
+  if (!procedure.replay_from_cache) {
+    Call call{context, arguments, results, service_.fsid, service_.exports.snapshot()};
+    co_return co_await (this->*procedure.handler)(call);
+  }
+  // The cache keeps the reply's bytes alone: these procedures leave none by reference.
+  CallContext cached_context = context;
+  cached_context.pieces = nullptr;
+  Call call{cached_context, arguments, results, service_.fsid, service_.exports.snapshot()};
 
   RequestKey key{context.client.to_uint(), context.client_port, context.xid, context.procedure,
                  crc32c(arguments.peek_rest())};

@@ -84,6 +84,7 @@ awaitable<bool> RpcDispatcher::dispatch(std::span<const std::uint8_t> message,
   CallContext context;
   context.client = client;
   context.client_port = client_port;
+  if (pieces) pieces->pieces.clear();
   context.pieces = pieces;
   auto answering = answer(message, context, reply);
   const bool send = co_await std::move(answering);

@@ -49,7 +49,8 @@ struct CallerIdentity {
 };
 
 // Bytes a reply sends from where they lie instead of holding them (READ data in cache blocks):
-// each piece goes before the reply buffer's byte `at`, and its `keep` holds it until sent.
+// each piece goes before the reply buffer's byte `at` (never less than the last piece's; pieces
+// at the same byte go in order), and its `keep` holds it until sent.
 struct ReplyPieces {
   struct Piece {
     std::size_t at = 0;
@@ -70,6 +71,7 @@ struct CallContext {
   boost::asio::ip::address_v4 client;
   std::uint16_t client_port = 0;
   // Where a procedure may leave reply bytes by reference; null: it copies them into the reply.
+  // Valid only while the call runs: work kept after it must not use it.
   ReplyPieces* pieces = nullptr;
 };
 
