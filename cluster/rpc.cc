@@ -8,8 +8,9 @@ namespace {
 enum class Kind : std::uint32_t { call = 1, reply = 2 };
 constexpr std::size_t kMaxErrorMessage = 4096;
 
-void encode_header(xdr::Encoder& out, Kind kind, std::uint64_t id, Epoch epoch,
-                   std::uint32_t method_or_status) {
+void encode_trailer(xdr::Buffer& message, Kind kind, std::uint64_t id, Epoch epoch,
+                    std::uint32_t method_or_status) {
+  xdr::Encoder out(message);
   out.u32(static_cast<std::uint32_t>(kind));
   out.u64(id);
   out.u64(epoch);
@@ -20,9 +21,7 @@ void encode_header(xdr::Encoder& out, Kind kind, std::uint64_t id, Epoch epoch,
 
 RpcEndpoint::RpcEndpoint(EventLoop& loop, Transport& transport, std::function<Epoch()> epoch)
     : loop_(loop), transport_(transport), epoch_(std::move(epoch)) {
-  transport_.set_receiver(Channel::rpc, [this](NodeId from, std::span<const std::uint8_t> m) {
-    receive(from, m);
-  });
+  transport_.set_receiver(Channel::rpc, [this](NodeId from, xdr::Buffer& m) { receive(from, m); });
 }
 
 RpcEndpoint::~RpcEndpoint() {
@@ -43,10 +42,9 @@ void RpcEndpoint::call(NodeId to, std::uint32_t method, std::span<const std::uin
                        std::chrono::milliseconds deadline, Reply done) {
   std::uint64_t id = next_id_++;
   xdr::Buffer message;
-  message.reserve(24 + request.size());
-  xdr::Encoder encoder(message);
-  encode_header(encoder, Kind::call, id, epoch_(), method);
+  message.reserve(request.size() + kRpcTrailerBytes);
   xdr::append(message, request);
+  encode_trailer(message, Kind::call, id, epoch_(), method);
   EventLoop::TimerId timer = loop_.schedule(deadline, [this, id, to, method, deadline] {
     auto it = pending_.find(id);
     if (it == pending_.end()) return;
@@ -60,8 +58,14 @@ void RpcEndpoint::call(NodeId to, std::uint32_t method, std::span<const std::uin
   transport_.send(to, Channel::rpc, std::move(message));
 }
 
-void RpcEndpoint::receive(NodeId from, std::span<const std::uint8_t> message) {
-  xdr::Decoder in(message);
+void RpcEndpoint::receive(NodeId from, xdr::Buffer& message) {
+  if (message.size() < kRpcTrailerBytes) {
+    spdlog::warn("backend rpc: dropped a malformed message from node {}", from);
+    return;
+  }
+  const std::size_t body_bytes = message.size() - kRpcTrailerBytes;
+  const std::span<const std::uint8_t> body(message.data(), body_bytes);
+  xdr::Decoder in(std::span<const std::uint8_t>(message).subspan(body_bytes));
   auto kind = static_cast<Kind>(in.u32());
   std::uint64_t id = in.u64();
   Epoch epoch = in.u64();
@@ -71,7 +75,7 @@ void RpcEndpoint::receive(NodeId from, std::span<const std::uint8_t> message) {
     return;
   }
   if (kind == Kind::call) {
-    serve(from, id, epoch, method_or_status, in.rest());
+    serve(from, id, epoch, method_or_status, body);
     return;
   }
   auto it = pending_.find(id);
@@ -85,13 +89,13 @@ void RpcEndpoint::receive(NodeId from, std::span<const std::uint8_t> message) {
   }
   auto status = static_cast<Errc>(method_or_status);
   if (status == Errc::ok) {
-    xdr::Buffer body;
-    xdr::append(body, in.rest());
-    call.done(std::move(body));
+    message.resize(body_bytes);
+    call.done(std::move(message));
     return;
   }
-  std::string reason(in.string(kMaxErrorMessage));
-  call.done(error(in.ok() ? status : Errc::corrupt, in.ok() ? reason : "malformed error reply"));
+  xdr::Decoder why(body);
+  std::string reason(why.string(kMaxErrorMessage));
+  call.done(error(why.ok() ? status : Errc::corrupt, why.ok() ? reason : "malformed error reply"));
 }
 
 void RpcEndpoint::serve(NodeId from, std::uint64_t id, Epoch epoch, std::uint32_t method,
@@ -110,21 +114,19 @@ void RpcEndpoint::serve(NodeId from, std::uint64_t id, Epoch epoch, std::uint32_
     return;
   }
   handler->second(from, body, [this, alive = alive_, from, id](Result<xdr::Buffer> reply) {
-    if (*alive) send_reply(from, id, reply);
+    if (*alive) send_reply(from, id, std::move(reply));
   });
 }
 
-void RpcEndpoint::send_reply(NodeId to, std::uint64_t id, const Result<xdr::Buffer>& reply) {
+void RpcEndpoint::send_reply(NodeId to, std::uint64_t id, Result<xdr::Buffer> reply) {
+  const auto status = static_cast<std::uint32_t>(reply.ok() ? Errc::ok : reply.code());
   xdr::Buffer message;
-  xdr::Encoder encoder(message);
-  encode_header(encoder, Kind::reply, id, epoch_(),
-                static_cast<std::uint32_t>(reply.ok() ? Errc::ok : reply.code()));
   if (reply.ok()) {
-    message.reserve(message.size() + reply->size());
-    xdr::append(message, *reply);
+    message = std::move(*reply);
   } else {
-    encoder.string(reply.status().message().substr(0, kMaxErrorMessage));
+    xdr::Encoder(message).string(reply.status().message().substr(0, kMaxErrorMessage));
   }
+  encode_trailer(message, Kind::reply, id, epoch_(), status);
   transport_.send(to, Channel::rpc, std::move(message));
 }
 

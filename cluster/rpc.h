@@ -20,6 +20,11 @@
 
 namespace tidepool::cluster {
 
+// Every message ends with this many bytes of the RPC's own (kind, id, epoch, method or
+// status), after the body: a reply's body then reaches the caller without being copied, and a
+// callee that leaves this much room after its reply's body spares a copy on its side too.
+inline constexpr std::size_t kRpcTrailerBytes = 24;
+
 class RpcEndpoint {
  public:
   // A reply: the callee's body, or why there is none. Runs exactly once.
@@ -49,10 +54,10 @@ class RpcEndpoint {
     Reply done;
     EventLoop::TimerId timer;
   };
-  void receive(NodeId from, std::span<const std::uint8_t> message);
+  void receive(NodeId from, xdr::Buffer& message);
   void serve(NodeId from, std::uint64_t id, Epoch epoch, std::uint32_t method,
              std::span<const std::uint8_t> body);
-  void send_reply(NodeId to, std::uint64_t id, const Result<xdr::Buffer>& reply);
+  void send_reply(NodeId to, std::uint64_t id, Result<xdr::Buffer> reply);
 
   EventLoop& loop_;
   Transport& transport_;

@@ -45,7 +45,7 @@ class SimWorld::Network final : public Transport {
     receivers_[channel] = std::move(receiver);
   }
 
-  void receive(NodeId from, Channel channel, const xdr::Buffer& message) {
+  void receive(NodeId from, Channel channel, xdr::Buffer& message) {
     auto it = receivers_.find(channel);
     if (it != receivers_.end() && it->second) it->second(from, message);
   }
@@ -123,7 +123,7 @@ void SimWorld::deliver(NodeId from, NodeId to, Channel channel, xdr::Buffer mess
   // Delivery is an event of the receiver; reachability is judged when the message arrives,
   // so a partition also cuts what was already on the wire.
   events_.push(Event{now_ms_ + latency, next_sequence_++, to, incarnation_[to], 0,
-                     [this, from, to, channel, message = std::move(message)] {
+                     [this, from, to, channel, message = std::move(message)]() mutable {
                        if (!reachable(from, to)) return;
                        auto it = networks_.find(to);
                        if (it == networks_.end()) return;

@@ -34,7 +34,8 @@ namespace {
 
 constexpr auto kUseTuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::uint32_t kHelloMagic = 0x54504e31;  // "TPN1"
-constexpr std::uint32_t kProtocolVersion = 1;
+// 2: backend RPC messages carry their (kind, id, epoch, method or status) after the body.
+constexpr std::uint32_t kProtocolVersion = 2;
 constexpr std::size_t kHelloBytes = 20;
 constexpr std::size_t kMaxAddressLength = 256;
 constexpr std::size_t kHeaderBytes = 8;
@@ -427,7 +428,7 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
   void deliver(NodeId from, Channel channel, xdr::Buffer payload) {
     std::lock_guard lock(deliver_mutex_);
     if (stopped_) return;
-    loop_.post([self = shared_from_this(), from, channel, payload = std::move(payload)] {
+    loop_.post([self = shared_from_this(), from, channel, payload = std::move(payload)]() mutable {
       if (self->stopped_) return;
       auto it = self->receivers_.find(channel);
       if (it != self->receivers_.end() && it->second) it->second(from, payload);

@@ -19,7 +19,8 @@ enum class Channel : std::uint8_t { raft = 1, rpc = 2, lock = 3 };
 
 class Transport {
  public:
-  using Receiver = std::function<void(NodeId from, std::span<const std::uint8_t> message)>;
+  // The message is the receiver's to keep: it may move it away.
+  using Receiver = std::function<void(NodeId from, xdr::Buffer& message)>;
 
   virtual ~Transport() = default;
 

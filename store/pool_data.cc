@@ -7,6 +7,7 @@
 #include <random>
 
 #include "cluster/ring.h"
+#include "cluster/rpc.h"
 #include "common/config.h"
 #include "store/internal/data_files.h"
 
@@ -91,7 +92,10 @@ Result<xdr::Buffer> UnitStore::serve(std::uint32_t method, std::span<const std::
       }
       TP_ASSIGN_OR_RETURN(bool held, files->holds(request.inode));
       if (!held) return error(Errc::not_found, "no unit of inode " + std::to_string(request.inode));
-      xdr::Buffer bytes(request.value);
+      xdr::Buffer bytes;
+      // The RPC's trailer goes after the bytes without moving them.
+      bytes.reserve(request.value + cluster::kRpcTrailerBytes);
+      bytes.resize(request.value);
       TP_RETURN_IF_ERROR(files->read(request.inode, request.offset, bytes));
       return bytes;
     }
