@@ -211,10 +211,11 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
 
   awaitable<Result<store::ReadResult>> read(InodeId inode, std::uint64_t offset,
                                             std::span<std::uint8_t> into, store::Caller caller) {
-    if (!data_is_local_()) {
+    const bool local = data_is_local_();
+    if (!local) {
       const auto count = static_cast<std::uint32_t>(
           std::min<std::size_t>(into.size(), std::numeric_limits<std::uint32_t>::max()));
-      auto trying = read_from_l1(inode, offset, count, caller);
+      auto trying = read_from_l1(inode, offset, count, caller, false);
       std::optional<Result<store::ReadPieces>> l1 = co_await std::move(trying);
       if (l1) {
         if (!l1->ok()) co_return l1->status();
@@ -224,31 +225,33 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     }
     auto reading = inner_.read(inode, offset, into, std::move(caller));
     Result<store::ReadResult> read = co_await std::move(reading);
-    if (read.ok()) count_around_l1(read->count);
+    if (read.ok()) count_around_l1(local, read->count);
     co_return read;
   }
 
   awaitable<Result<store::ReadPieces>> read_pieces(InodeId inode, std::uint64_t offset,
                                                    std::uint32_t count, store::Caller caller) {
-    if (!data_is_local_()) {
-      auto trying = read_from_l1(inode, offset, count, caller);
+    const bool local = data_is_local_();
+    if (!local) {
+      auto trying = read_from_l1(inode, offset, count, caller, true);
       std::optional<Result<store::ReadPieces>> l1 = co_await std::move(trying);
       if (l1) co_return std::move(*l1);
     }
     auto reading = inner_.read_pieces(inode, offset, count, std::move(caller));
     Result<store::ReadPieces> read = co_await std::move(reading);
-    if (read.ok()) count_around_l1(read->result.count);
+    if (read.ok()) count_around_l1(local, read->result.count);
     co_return read;
   }
 
   // A READ of a file whose data is on other nodes, answered from L1; none when it goes around
   // L1: with no lock to cache under, for a small random read, and when the file changed under
   // a fetch, its home is away, or a unit fetched whole has a bad block elsewhere than the
-  // bytes asked for.
+  // bytes asked for. `for_reply`: the pieces go out in a reply, not copied at once.
   awaitable<std::optional<Result<store::ReadPieces>>> read_from_l1(InodeId inode,
                                                                    std::uint64_t offset,
                                                                    std::uint32_t count,
-                                                                   const store::Caller& caller) {
+                                                                   const store::Caller& caller,
+                                                                   bool for_reply) {
     const bool small_random_read =
         count < block_bytes_ && known_pattern(inode) == AccessPattern::random;
     if (count == 0 || small_random_read) co_return std::nullopt;
@@ -256,7 +259,7 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     Result<std::optional<HeldLock>> held = co_await std::move(acquiring);
     if (!held.ok() || !held->has_value()) co_return std::nullopt;
     auto lock = std::make_shared<HeldLock>(std::move(**held));
-    auto reading = read_through_l1(inode, offset, count, caller, lock);
+    auto reading = read_through_l1(inode, offset, count, caller, lock, for_reply);
     Result<store::ReadPieces> read = co_await std::move(reading);
     const Errc code = read.code();
     if (code == Errc::unavailable || code == Errc::io_error || code == Errc::corrupt) {
@@ -266,8 +269,8 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
   }
 
   // READ bytes served from this node's own copy (L2), or around L1.
-  void count_around_l1(std::uint32_t bytes) {
-    (data_is_local_() ? counters_.l2_bytes_read : counters_.l1_bypassed_bytes) += bytes;
+  void count_around_l1(bool local, std::uint32_t bytes) {
+    (local ? counters_.l2_bytes_read : counters_.l1_bypassed_bytes) += bytes;
   }
 
   // Runs `change` under the data locks of `files` in PW, taken in inode order (two changes of
@@ -515,8 +518,8 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
   // Blocks a READ's reply is sent from, and the cache they belong to: a reply may outlive
   // the CoherentStore. `cache` is declared first so that it goes after the handles.
   struct PinnedBlocks {
-    PinnedBlocks(std::shared_ptr<Impl> owner, Blocks held, std::uint64_t served)
-        : cache(std::move(owner)), blocks(std::move(held)), bytes(served) {
+    PinnedBlocks(std::shared_ptr<Impl> owner, Blocks held, std::uint64_t pinned)
+        : cache(std::move(owner)), blocks(std::move(held)), bytes(pinned) {
       cache->pinned_by_replies_ += bytes;
     }
     PinnedBlocks(const PinnedBlocks&) = delete;
@@ -529,11 +532,13 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
   };
 
   // Under `lock`, an acquisition of the file's data lock in PR, which the prefetch this read
-  // starts shares. The bytes stay in their blocks, pinned by the result.
+  // starts shares. The bytes stay in their blocks, held by the result; for a reply
+  // (`for_reply`) the blocks count against the share of L1 that replies may pin.
   awaitable<Result<store::ReadPieces>> read_through_l1(InodeId inode, std::uint64_t offset,
                                                        std::uint32_t length,
                                                        const store::Caller& caller,
-                                                       std::shared_ptr<HeldLock> lock) {
+                                                       std::shared_ptr<HeldLock> lock,
+                                                       bool for_reply) {
     const std::uint64_t first = offset / block_bytes_;
     std::optional<store::Attributes> attributes = known_attributes(inode);
     counters_.l1_metadata_reads++;
@@ -618,17 +623,23 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
       co_await std::move(prefetching);
     }
     read.result = {served, end >= size, *attributes};
+    if (!for_reply) {
+      read.keep = std::make_shared<const Blocks>(std::move(blocks));
+      co_return read;
+    }
     // A client slow to take its replies keeps their blocks pinned, which nothing can evict:
     // past a share of L1, replies take a copy instead, and stalled clients cannot take the
     // cache from the others.
-    if (pinned_by_replies_.load() + served > blocks_.capacity() / kShareForReplies) {
+    std::uint64_t pinned = 0;
+    for (const BlockCache::Handle& block : blocks) pinned += block.bytes().size();
+    if (pinned_by_replies_.load() + pinned > blocks_.capacity() / kShareForReplies) {
       std::shared_ptr<std::uint8_t[]> copy = std::make_shared_for_overwrite<std::uint8_t[]>(served);
       copy_pieces(read.pieces, copy.get());
       read.pieces.assign(1, {copy.get(), served});
       read.keep = std::move(copy);
     } else {
       read.keep =
-          std::make_shared<const PinnedBlocks>(shared_from_this(), std::move(blocks), served);
+          std::make_shared<const PinnedBlocks>(shared_from_this(), std::move(blocks), pinned);
     }
     co_return read;
   }
@@ -789,7 +800,7 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
   std::atomic<std::shared_ptr<FileLocks>> locks_;
   std::array<FileStripe, kFileStripes> stripes_;
   std::atomic<std::uint64_t> next_generation_{1};
-  std::atomic<std::uint64_t> pinned_by_replies_{0};  // READ bytes replies hold in L1's blocks
+  std::atomic<std::uint64_t> pinned_by_replies_{0};  // bytes of blocks replies hold
   const std::chrono::milliseconds read_report_interval_;
   // The home's sysctls efs.bam.atime_enabled and efs.bam.atime_grace_period, as this node
   // last heard them (store/store.h's defaults until then).

@@ -34,8 +34,6 @@ namespace {
 
 constexpr auto kUseTuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::uint32_t kHelloMagic = 0x54504e31;  // "TPN1"
-// 2: backend RPC messages carry their (kind, id, epoch, method or status) after the body.
-constexpr std::uint32_t kProtocolVersion = 2;
 constexpr std::size_t kHelloBytes = 20;
 constexpr std::size_t kMaxAddressLength = 256;
 constexpr std::size_t kHeaderBytes = 8;
@@ -296,7 +294,7 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
     std::string listening = local_address();
     std::array<std::uint8_t, kHelloBytes> hello;
     boost::endian::store_big_u32(hello.data(), kHelloMagic);
-    boost::endian::store_big_u32(hello.data() + 4, kProtocolVersion);
+    boost::endian::store_big_u32(hello.data() + 4, kTcpProtocolVersion);
     boost::endian::store_big_u64(hello.data() + 8, options_.self);
     boost::endian::store_big_u32(hello.data() + 16, static_cast<std::uint32_t>(listening.size()));
     std::array<asio::const_buffer, 2> hello_buffers{asio::buffer(hello), asio::buffer(listening)};
@@ -390,7 +388,7 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
     NodeId from = boost::endian::load_big_u64(hello.data() + 8);
     std::uint32_t address_length = boost::endian::load_big_u32(hello.data() + 16);
     if (ec || boost::endian::load_big_u32(hello.data()) != kHelloMagic ||
-        boost::endian::load_big_u32(hello.data() + 4) != kProtocolVersion || from == 0 ||
+        boost::endian::load_big_u32(hello.data() + 4) != kTcpProtocolVersion || from == 0 ||
         address_length > kMaxAddressLength) {
       if (!ec) {
         count(&Counters::connections_refused);

@@ -25,6 +25,10 @@
 
 namespace tidepool::cluster {
 
+// The version a node's hello names; a connection naming another is refused.
+// 2: backend RPC messages carry their (kind, id, epoch, method or status) after the body.
+inline constexpr std::uint32_t kTcpProtocolVersion = 2;
+
 struct TcpTransportOptions {
   NodeId self = 0;
   std::string listen_address;      // "127.0.0.3:7100"; port 0 picks a free one

@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
+#include <string_view>
 #include <thread>
 
 namespace tidepool::cluster {
@@ -174,20 +175,40 @@ TEST_F(TcpTransportTest, ForgedOrOversizedFramesCloseTheConnectionAndTheNodeKeep
   std::vector<std::uint8_t> bad_hello(20, 0xee);
   EXPECT_TRUE(server_closes_after(server->local_address(), bad_hello));
 
-  std::vector<std::uint8_t> oversized(28);
-  boost::endian::store_big_u32(oversized.data(), 0x54504e31);
-  boost::endian::store_big_u32(oversized.data() + 4, 1);
-  boost::endian::store_big_u64(oversized.data() + 8, 9);
-  boost::endian::store_big_u32(oversized.data() + 16, 0);  // no listening address
-  boost::endian::store_big_u32(oversized.data() + 20, 0x7fffffff);
-  boost::endian::store_big_u32(oversized.data() + 24, static_cast<std::uint32_t>(Channel::rpc));
+  auto hello = [](std::uint32_t version) {
+    std::vector<std::uint8_t> bytes(20);
+    boost::endian::store_big_u32(bytes.data(), 0x54504e31);
+    boost::endian::store_big_u32(bytes.data() + 4, version);
+    boost::endian::store_big_u64(bytes.data() + 8, 9);
+    boost::endian::store_big_u32(bytes.data() + 16, 0);  // no listening address
+    return bytes;
+  };
+  auto frame = [](std::vector<std::uint8_t>& out, std::uint32_t length, std::string_view body) {
+    const std::size_t at = out.size();
+    out.resize(at + 8);
+    boost::endian::store_big_u32(out.data() + at, length);
+    boost::endian::store_big_u32(out.data() + at + 4, static_cast<std::uint32_t>(Channel::rpc));
+    out.insert(out.end(), body.begin(), body.end());
+  };
+  // A node of another protocol version is refused at its hello: its message never arrives.
+  std::vector<std::uint8_t> old_version = hello(kTcpProtocolVersion - 1);
+  frame(old_version, 2, "v1");
+  EXPECT_TRUE(server_closes_after(server->local_address(), old_version));
+  // One of this version is heard, up to the frame over the size bound.
+  std::vector<std::uint8_t> oversized = hello(kTcpProtocolVersion);
+  frame(oversized, 2, "v2");
+  frame(oversized, 0x7fffffff, "");
   EXPECT_TRUE(server_closes_after(server->local_address(), oversized));
-  EXPECT_GE(server->stats().connections_refused, 2u);
+  ASSERT_TRUE(at_server.wait_for(1));
+  EXPECT_EQ(at_server.messages().size(), 1u);
+  EXPECT_EQ(at_server.messages()[0].second, "v2");
+  EXPECT_GE(server->stats().connections_refused, 3u);
 
   TcpTransport* good = start(2, std::nullopt);
   good->set_address(1, server->local_address());
   good->send(1, Channel::rpc, bytes("still here"));
-  ASSERT_TRUE(at_server.wait_for(1));
+  ASSERT_TRUE(at_server.wait_for(2));
+  EXPECT_EQ(at_server.messages()[1].second, "still here");
 }
 
 TEST_F(TcpTransportTest, MessagesQueuedWhileAPeerIsDownArriveWhenItReturns) {

@@ -565,7 +565,9 @@ void NamespaceShipping::serve(cluster::RpcEndpoint& rpc) {
       asio::post(blocking_, [this, method, strand = strand_, reply,
                              body = std::vector<std::uint8_t>(request.begin(), request.end())] {
         Result<xdr::Buffer> answer = units_->serve(method, body);
-        asio::post(strand, [reply, answer = std::move(answer)] { reply(answer); });
+        asio::post(strand, [reply, answer = std::move(answer)]() mutable {
+          reply(std::move(answer));
+        });
       });
     });
   }
@@ -588,7 +590,9 @@ void NamespaceShipping::serve(cluster::RpcEndpoint& rpc) {
         } else if (Status applied = copy->apply(method, body); !applied.ok()) {
           answer = applied;
         }
-        asio::post(strand, [reply, answer = std::move(answer)] { reply(answer); });
+        asio::post(strand, [reply, answer = std::move(answer)]() mutable {
+          reply(std::move(answer));
+        });
       });
     });
   }
