@@ -10,8 +10,6 @@
 #include <utility>
 #include <vector>
 
-#include "cluster/rpc.h"
-
 namespace tidepool::store {
 namespace {
 
@@ -879,7 +877,6 @@ awaitable<Result<xdr::Buffer>> serve(const char* name, std::span<const std::uint
 // More than a read reply's count, eof flag and attributes, and the RPC's trailer, take after
 // its data.
 constexpr std::size_t kReadReplyTailBytes = 512;
-static_assert(kReadReplyTailBytes > 128 + cluster::kRpcTrailerBytes);
 
 awaitable<Result<xdr::Buffer>> read_reply(Store& store, ReadArgs args) {
   xdr::Buffer reply;
