@@ -4,7 +4,7 @@
 #
 # The sourcing script sets ADDRS (node k listens on ADDRS[k-1]), NFS_PORT, MOUNT_PORT,
 # BACKEND_PORT, ADMIN_PORT, TIDED and TIDE; NODE_KEYS, if set, is more TOML for each node's
-# [node] table. start_cluster fills NODE_PIDS (node 1 first) and sets CDIR, which stop_started
+# [node] table, and BENCH_CLUSTER_KEYS from the environment more for its [cluster] table. start_cluster fills NODE_PIDS (node 1 first) and sets CDIR, which stop_started
 # and the tide function use.
 
 url() { echo "nfs://${ADDRS[$1 - 1]}/ifs?nfsport=$NFS_PORT&mountport=$MOUNT_PORT"; }  # node
@@ -22,7 +22,8 @@ start_cluster() {  # n
     done
     mkdir -p "$CDIR/node$k"
     write_tided_conf "$CDIR/node$k.toml" "$k" "$CDIR/node$k/data" "${ADDRS[k - 1]}" "$NFS_PORT" \
-      "$MOUNT_PORT" "$(printf '\n[cluster]\nname = "%s"' "$name")" "${NODE_KEYS:-}"
+      "$MOUNT_PORT" "$(printf '\n[cluster]\nname = "%s"\n%s' "$name" "${BENCH_CLUSTER_KEYS:-}")" \
+      "${NODE_KEYS:-}"
     launch_tided "$TIDED" "$CDIR/node$k.toml" "$CDIR/node$k" || return 1
     NODE_PIDS+=("$LAUNCHED_PID")
   done

@@ -1,5 +1,7 @@
 #include "cluster/tcp_transport.h"
 
+#include <openssl/ssl.h>
+
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/as_tuple.hpp>
@@ -9,12 +11,14 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
-#include <boost/asio/ssl.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/endian/conversion.hpp>
+
+#include "cluster/internal/tls_stream.h"
 
 #include <atomic>
 #include <deque>
@@ -46,7 +50,10 @@ bool known_channel(std::uint32_t channel) {
          channel <= static_cast<std::uint32_t>(Channel::lock);
 }
 
-// Runs `operation` with a deadline; a timeout comes back as timed_out.
+using internal::TlsStream;
+
+// Runs `operation` (an awaitable of an error code, or of a tuple that starts with one) with a
+// deadline; a timeout comes back as timed_out.
 template <typename Operation>
 awaitable<boost::system::error_code> with_timeout(Operation operation,
                                                   std::chrono::steady_clock::duration timeout) {
@@ -54,8 +61,30 @@ awaitable<boost::system::error_code> with_timeout(Operation operation,
   auto waited = timer.async_wait(kUseTuple);
   auto result = co_await (std::move(operation) || std::move(waited));
   if (result.index() == 1) co_return asio::error::timed_out;
-  co_return std::get<0>(std::get<0>(result));
+  const auto& done = std::get<0>(result);
+  if constexpr (std::is_same_v<std::decay_t<decltype(done)>, boost::system::error_code>) {
+    co_return done;
+  } else {
+    co_return std::get<0>(done);
+  }
 }
+
+// The connection without TLS, with TlsStream's operations.
+class PlainStream {
+ public:
+  explicit PlainStream(tcp::socket& socket) : socket_(socket) {}
+  awaitable<boost::system::error_code> write_all(std::span<const asio::const_buffer> buffers) {
+    auto [ec, n] = co_await asio::async_write(socket_, buffers, kUseTuple);
+    co_return ec;
+  }
+  awaitable<boost::system::error_code> read_exact(asio::mutable_buffer into) {
+    auto [ec, n] = co_await asio::async_read(socket_, into, kUseTuple);
+    co_return ec;
+  }
+
+ private:
+  tcp::socket& socket_;
+};
 
 Result<std::shared_ptr<ssl::context>> make_tls_context(const TlsFiles& files, bool server) {
   auto context = std::make_shared<ssl::context>(server ? ssl::context::tls_server
@@ -71,6 +100,8 @@ Result<std::shared_ptr<ssl::context>> make_tls_context(const TlsFiles& files, bo
   if (!ec) {
     context->set_verify_mode(ssl::verify_peer | ssl::verify_fail_if_no_peer_cert, ec);
   }
+  // A node reconnects with a full handshake; tickets would be sent on every connection unused.
+  if (!ec && server) SSL_CTX_set_num_tickets(context->native_handle(), 0);
   if (ec) {
     return error(Errc::invalid_argument, "cannot load the node's TLS identity (" +
                                              files.certificate + ", " + files.private_key +
@@ -275,10 +306,12 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
                                options_.connect_timeout);
     if (ec) co_return false;
     socket.set_option(tcp::no_delay(true), ec);
-    if (!client_tls_) co_return co_await write_loop(socket, peer);
-    ssl::stream<tcp::socket&> stream(socket, *client_tls_);
-    ec = co_await with_timeout(stream.async_handshake(ssl::stream_base::client, kUseTuple),
-                               kHandshakeTimeout);
+    if (!client_tls_) {
+      PlainStream stream(socket);
+      co_return co_await write_loop(stream, peer);
+    }
+    TlsStream stream(socket, client_tls_->native_handle(), TlsStream::Role::client);
+    ec = co_await with_timeout(stream.handshake(), kHandshakeTimeout);
     if (ec) {
       spdlog::warn("backend: TLS handshake with node {} at {} failed: {}", peer.id,
                    peer.address, ec.message());
@@ -298,8 +331,7 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
     boost::endian::store_big_u64(hello.data() + 8, options_.self);
     boost::endian::store_big_u32(hello.data() + 16, static_cast<std::uint32_t>(listening.size()));
     std::array<asio::const_buffer, 2> hello_buffers{asio::buffer(hello), asio::buffer(listening)};
-    auto ec = co_await with_timeout(asio::async_write(stream, hello_buffers, kUseTuple),
-                                    kWriteTimeout);
+    auto ec = co_await with_timeout(stream.write_all(hello_buffers), kWriteTimeout);
     if (ec) co_return false;
     bool delivered_any = false;
     std::vector<Outgoing> batch;
@@ -321,7 +353,7 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
         buffers.emplace_back(asio::buffer(out.payload));
       }
       const std::size_t bytes = asio::buffer_size(buffers);
-      ec = co_await with_timeout(asio::async_write(stream, buffers, kUseTuple), kWriteTimeout);
+      ec = co_await with_timeout(stream.write_all(buffers), kWriteTimeout);
       if (ec) {
         // What was in this write may or may not have arrived; like any lost message, the
         // protocols on top cope.
@@ -363,12 +395,12 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
     boost::system::error_code ec;
     socket.set_option(tcp::no_delay(true), ec);
     if (!self->server_tls_) {
-      co_await self->read_loop(socket);
+      PlainStream stream(socket);
+      co_await self->read_loop(stream);
       co_return;
     }
-    ssl::stream<tcp::socket&> stream(socket, *self->server_tls_);
-    ec = co_await with_timeout(stream.async_handshake(ssl::stream_base::server, kUseTuple),
-                               kHandshakeTimeout);
+    TlsStream stream(socket, self->server_tls_->native_handle(), TlsStream::Role::server);
+    ec = co_await with_timeout(stream.handshake(), kHandshakeTimeout);
     if (ec) {
       self->count(&Counters::connections_refused);
       boost::system::error_code ignored;
@@ -383,8 +415,7 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
   template <typename Stream>
   awaitable<void> read_loop(Stream& stream) {
     std::array<std::uint8_t, kHelloBytes> hello;
-    auto ec = co_await with_timeout(asio::async_read(stream, asio::buffer(hello), kUseTuple),
-                                    kHandshakeTimeout);
+    auto ec = co_await with_timeout(stream.read_exact(asio::buffer(hello)), kHandshakeTimeout);
     NodeId from = boost::endian::load_big_u64(hello.data() + 8);
     std::uint32_t address_length = boost::endian::load_big_u32(hello.data() + 16);
     if (ec || boost::endian::load_big_u32(hello.data()) != kHelloMagic ||
@@ -397,14 +428,12 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
       co_return;
     }
     std::string address(address_length, '\0');
-    ec = co_await with_timeout(asio::async_read(stream, asio::buffer(address), kUseTuple),
-                               kHandshakeTimeout);
+    ec = co_await with_timeout(stream.read_exact(asio::buffer(address)), kHandshakeTimeout);
     if (ec) co_return;
     learn_address(from, address, false);
     std::array<std::uint8_t, kHeaderBytes> header;
     while (!stopped_) {
-      auto [read_error, n] = co_await asio::async_read(stream, asio::buffer(header), kUseTuple);
-      if (read_error) co_return;
+      if (auto failed = co_await stream.read_exact(asio::buffer(header)); failed) co_return;
       std::uint32_t length = boost::endian::load_big_u32(header.data());
       std::uint32_t channel = boost::endian::load_big_u32(header.data() + 4);
       if (length > options_.max_message_bytes || !known_channel(channel)) {
@@ -414,9 +443,7 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
         co_return;
       }
       xdr::Buffer payload(length);
-      auto [payload_error, m] =
-          co_await asio::async_read(stream, asio::buffer(payload), kUseTuple);
-      if (payload_error) co_return;
+      if (auto failed = co_await stream.read_exact(asio::buffer(payload)); failed) co_return;
       count(&Counters::messages_received);
       count(&Counters::bytes_received, header.size() + payload.size());
       deliver(from, static_cast<Channel>(channel), std::move(payload));
