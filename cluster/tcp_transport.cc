@@ -10,7 +10,6 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/read.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
@@ -19,6 +18,7 @@
 #include <boost/endian/conversion.hpp>
 
 #include "cluster/internal/tls_stream.h"
+#include "common/read_ahead.h"
 
 #include <atomic>
 #include <deque>
@@ -72,18 +72,19 @@ awaitable<boost::system::error_code> with_timeout(Operation operation,
 // The connection without TLS, with TlsStream's operations.
 class PlainStream {
  public:
-  explicit PlainStream(tcp::socket& socket) : socket_(socket) {}
+  explicit PlainStream(tcp::socket& socket) : socket_(socket), incoming_(socket) {}
   awaitable<boost::system::error_code> write_all(std::span<const asio::const_buffer> buffers) {
     auto [ec, n] = co_await asio::async_write(socket_, buffers, kUseTuple);
     co_return ec;
   }
   awaitable<boost::system::error_code> read_exact(asio::mutable_buffer into) {
-    auto [ec, n] = co_await asio::async_read(socket_, into, kUseTuple);
+    auto [ec, n] = co_await incoming_.read_exact(into);
     co_return ec;
   }
 
  private:
   tcp::socket& socket_;
+  ReadAhead<tcp::socket> incoming_;
 };
 
 Result<std::shared_ptr<ssl::context>> make_tls_context(const TlsFiles& files, bool server) {

@@ -15,6 +15,8 @@
 #include <deque>
 #include <optional>
 
+#include "common/read_ahead.h"
+
 namespace tidepool::nfsd {
 
 namespace asio = boost::asio;
@@ -43,6 +45,7 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
         context_(context),
         executor_(socket.get_executor()),
         socket_(std::move(socket)),
+        incoming_(socket_),
         slot_free_(executor_),
         watchdog_(executor_) {
     boost::system::error_code ec;
@@ -112,7 +115,7 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
     for (bool first = true;; first = false) {
       arm_read_deadline(first ? limits.idle_timeout : limits.record_timeout);
       std::uint8_t mark[kRecordMarkBytes];
-      auto [ec, n] = co_await asio::async_read(socket_, asio::buffer(mark), kUseTuple);
+      auto [ec, n] = co_await incoming_.read_exact(asio::buffer(mark));
       transport_.bytes_received_.fetch_add(n, std::memory_order_relaxed);
       if (ec) co_return false;
       std::uint32_t header = boost::endian::load_big_u32(mark);
@@ -127,8 +130,7 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
       // costs address space, not memory: pages are backed only as the bytes arrive.
       std::size_t at = record.size();
       record.resize(at + length);
-      auto [ec2, n2] = co_await asio::async_read(
-          socket_, asio::buffer(record.data() + at, length), kUseTuple);
+      auto [ec2, n2] = co_await incoming_.read_exact(asio::buffer(record.data() + at, length));
       transport_.bytes_received_.fetch_add(n2, std::memory_order_relaxed);
       if (ec2) co_return false;
       if (header & kLastFragment) co_return true;
@@ -245,6 +247,7 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
   // The one thread of the connection's io_context: everything below is touched there only.
   asio::any_io_executor executor_;
   tcp::socket socket_;
+  ReadAhead<tcp::socket> incoming_;  // pipelined calls come in with one receive
   asio::ip::address_v4 client_;
   std::uint16_t client_port_ = 0;
   asio::steady_timer slot_free_;  // cancelled when a call finishes
