@@ -116,11 +116,13 @@ class CoherentStoreTest : public ::testing::Test {
   // Gives `node` a new cache of `l1_bytes`, empty.
   void replace_cache(
       NodeId node, std::size_t l1_bytes,
-      std::chrono::milliseconds read_report_interval = CacheOptions{}.read_report_interval) {
+      std::chrono::milliseconds read_report_interval = CacheOptions{}.read_report_interval,
+      PrefetchOptions prefetch = {}) {
     caches_[node]->attach(nullptr, nullptr);
     CacheOptions options;
     options.l1_bytes = l1_bytes;
     options.read_report_interval = read_report_interval;
+    options.prefetch = prefetch;
     caches_[node] = std::make_unique<CoherentStore>(
         *home_, [node] { return node == kHome; }, options);
     caches_[node]->attach(&world_.loop(node), managers_[node].get());
@@ -394,6 +396,13 @@ TEST_F(CoherentStoreTest, ASequentialReaderFindsMostOfItsBytesPrefetched) {
 }
 
 TEST_F(CoherentStoreTest, AStreamingReadLargerThanL1LeavesTheRestOfL1Alone) {
+  // L1's budget is kept per shard (a sixteenth of it each), and a block read ahead stays until
+  // it is read. A window of half of L1 could fill one shard with the stream's blocks still to be
+  // read, and the hot file's block there would go: a node's L1 is gigabytes, SmartRead's window
+  // tens of megabytes.
+  PrefetchOptions prefetch;
+  prefetch.streaming_limit = 8 << 20;
+  replace_cache(2, 64 << 20, CacheOptions{}.read_report_interval, prefetch);
   const InodeId hot = make_file("hot", 8 * kBlock);
   EXPECT_EQ(read(2, hot, 0, 8 * kBlock).size(), 8 * kBlock);
   constexpr std::uint64_t kStream = 128ull << 20;  // twice L1
