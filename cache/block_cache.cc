@@ -15,7 +15,8 @@ namespace tidepool::cache {
 
 namespace bi = boost::intrusive;
 
-// A block and its bookkeeping, in one allocation: the bytes follow the entry.
+// A block and its bookkeeping, in one allocation: the bytes follow the entry, unless they lie
+// in memory the entry keeps (`owner`: a received message the block was taken from).
 struct BlockCache::Entry {
   bi::set_member_hook<> table_hook;  // in its shard's table while the cache keeps it
   bi::list_member_hook<> list_hook;  // on its shard's in-use or LRU list while the cache keeps it
@@ -25,8 +26,13 @@ struct BlockCache::Entry {
   std::size_t refs = 0;  // handles, and one more while the cache keeps it; guarded by the shard
   bool cached = false;   // guarded by the shard's mutex, as the flag below
   bool drop_behind = false;
+  std::shared_ptr<const void> owner;
+  const std::byte* owned_bytes = nullptr;  // in `owner`'s memory
 
   std::byte* data() { return reinterpret_cast<std::byte*>(this + 1); }
+  const std::byte* bytes() const {
+    return owned_bytes != nullptr ? owned_bytes : reinterpret_cast<const std::byte*>(this + 1);
+  }
   std::size_t charge() const { return sizeof(Entry) + room; }
 
   // Room for `size` bytes, left uninitialized.
@@ -36,6 +42,17 @@ struct BlockCache::Entry {
     entry->key = key;
     entry->size = size;
     entry->room = size;
+    return entry;
+  }
+  // `bytes`, where they lie in `owner`'s memory, of which `room` bytes are charged.
+  static Entry* adopt(const BlockKey& key, std::shared_ptr<const void> owner,
+                      std::span<const std::byte> bytes, std::size_t room) {
+    auto* entry = new (::operator new(sizeof(Entry))) Entry;
+    entry->key = key;
+    entry->size = bytes.size();
+    entry->room = std::max(room, bytes.size());
+    entry->owner = std::move(owner);
+    entry->owned_bytes = bytes.data();
     return entry;
   }
   static void destroy(Entry* entry) {
@@ -160,7 +177,7 @@ void BlockCache::Handle::reset() {
 BlockKey BlockCache::Handle::key() const { return entry_->key; }
 
 std::span<const std::byte> BlockCache::Handle::bytes() const {
-  return {entry_->data(), entry_->size};
+  return {entry_->bytes(), entry_->size};
 }
 
 bool BlockCache::Handle::cached() const {
@@ -252,6 +269,15 @@ BlockCache::Handle BlockCache::insert(const BlockKey& key, std::span<const std::
 BlockCache::Handle BlockCache::insert(Filling block, std::size_t size) {
   Entry* entry = std::exchange(block.entry_, nullptr);
   entry->size = std::min(entry->size, size);
+  return insert(entry);
+}
+
+BlockCache::Handle BlockCache::insert(const BlockKey& key, std::shared_ptr<const void> owner,
+                                      std::span<const std::byte> bytes, std::size_t room) {
+  return insert(Entry::adopt(key, std::move(owner), bytes, room));
+}
+
+BlockCache::Handle BlockCache::insert(Entry* entry) {
   const BlockKey key = entry->key;
   Shard& shard = shard_of(key);
   std::lock_guard guard(shard.mutex);

@@ -117,6 +117,11 @@ class BlockCache {
   // Inserts the first `size` bytes of `block` (a short read fills less than it has room for),
   // as insert() above, without copying them.
   Handle insert(Filling block, std::size_t size);
+  // Inserts `bytes` where they lie, in memory `owner` keeps (a received message), as insert()
+  // above: the block holds `owner` as long as it lives and charges the budget `room` bytes (at
+  // least bytes.size()), what that memory costs.
+  Handle insert(const BlockKey& key, std::shared_ptr<const void> owner,
+                std::span<const std::byte> bytes, std::size_t room);
   // Drops the block, or every block of the file: the coherence protocol says the data changed.
   // Handles keep what they reference; lookups miss from now on.
   void erase(const BlockKey& key);
@@ -129,6 +134,7 @@ class BlockCache {
 
  private:
   Shard& shard_of(const BlockKey& key);
+  Handle insert(Entry* entry);
 
   const std::size_t capacity_;
   std::vector<std::unique_ptr<Shard>> shards_;

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <thread>
 #include <vector>
@@ -52,6 +53,38 @@ TEST(BlockCacheTest, ABlockFilledInPlaceKeepsWhatWasFilledAndChargesItsRoom) {
   EXPECT_EQ(found.bytes().size(), 100u);
   // One never handed over is freed (ASan would see it otherwise).
   BlockCache::Filling dropped = BlockCache::allocate({7, 2}, kBlock);
+}
+
+TEST(BlockCacheTest, ABlockTakenWhereItLiesKeepsItsMemoryUntilDroppedAndLetGo) {
+  BlockCache cache = one_shard_for(2);
+  // A received message: a header, the block's bytes, room after them.
+  auto message = std::make_shared<std::vector<std::byte>>(kBlock + 100);
+  const auto expected = block_of(3, 0);
+  std::memcpy(message->data() + 40, expected.data(), kBlock);
+  std::weak_ptr<std::vector<std::byte>> alive = message;
+  const std::span<const std::byte> bytes(message->data() + 40, kBlock);
+  BlockCache::Handle kept = cache.insert({3, 0}, std::move(message), bytes, kBlock + 100);
+  ASSERT_TRUE(kept.cached());
+  EXPECT_EQ(kept.bytes().data(), bytes.data());  // not copied
+  EXPECT_TRUE(holds(cache.lookup({3, 0}), 3, 0));
+  // The budget pays for the memory the message holds.
+  EXPECT_GE(cache.statistics().bytes, kBlock + 100);
+  // Dropped while a reader holds it: the reader keeps the message, and then it goes.
+  cache.erase({3, 0});
+  EXPECT_FALSE(cache.contains({3, 0}));
+  EXPECT_TRUE(holds(kept, 3, 0));
+  EXPECT_FALSE(alive.expired());
+  kept.reset();
+  EXPECT_TRUE(alive.expired());
+  // Evicted, with no reader: it goes too.
+  auto second = std::make_shared<std::vector<std::byte>>(block_of(3, 0));
+  alive = second;
+  const std::span<const std::byte> second_bytes(second->data(), kBlock);
+  cache.insert({3, 0}, std::move(second), second_bytes, kBlock);
+  cache.insert({3, 1}, block_of(3, 1));
+  cache.insert({3, 2}, block_of(3, 2));
+  EXPECT_FALSE(cache.contains({3, 0}));
+  EXPECT_TRUE(alive.expired());
 }
 
 TEST(BlockCacheTest, ABlockInsertedIsFoundWithItsBytes) {

@@ -419,19 +419,26 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     }
   }
 
-  // Keeps a block fetched under `generation`, with the attributes its read returned, unless
-  // the file changed meanwhile.
+  // Keeps the block `read` fetched under `generation`, with the attributes it returned, unless
+  // the file changed meanwhile. Its bytes stay where the read left them (the home's reply
+  // message) when they are one piece.
   Result<BlockCache::Handle> keep(const BlockKey& key, std::uint64_t generation,
-                                  const store::Attributes& attributes, BlockCache::Filling block,
-                                  std::size_t size) {
+                                  store::ReadPieces read, std::size_t room) {
     FileStripe& stripe = stripe_of(key.inode);
     std::lock_guard guard(stripe.mutex);
     auto it = stripe.files.find(key.inode);
     if (it == stripe.files.end() || it->second.generation != generation) {
       return error(Errc::unavailable, "the file changed while its block was fetched");
     }
-    it->second.attributes = attributes;
-    return blocks_.insert(std::move(block), size);
+    it->second.attributes = read.result.attributes;
+    if (read.pieces.size() > 1) {
+      BlockCache::Filling block = BlockCache::allocate(key, read.result.count);
+      copy_pieces(read.pieces, block.bytes().data());
+      return blocks_.insert(std::move(block), read.result.count);
+    }
+    std::span<const std::uint8_t> bytes;
+    if (!read.pieces.empty()) bytes = read.pieces.front();
+    return blocks_.insert(key, std::move(read.keep), std::as_bytes(bytes), room);
   }
 
   // The bytes the block can hold: a whole unit, or what the file has left when its size is
@@ -447,20 +454,19 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
   static awaitable<void> fetch_from_home(std::shared_ptr<Impl> self, BlockKey key,
                                          std::uint64_t generation, bool prefetch,
                                          FetchTable::Fetched fetched) {
-    // The home's answer lands in the block itself.
-    BlockCache::Filling block = BlockCache::allocate(key, self->room_for(key));
-    auto reading =
-        self->inner_.read(key.inode, key.block * self->block_bytes_, block.bytes(), kNodeItself);
-    Result<store::ReadResult> read = co_await std::move(reading);
+    const std::size_t room = self->room_for(key);
+    auto reading = self->inner_.read_pieces(key.inode, key.block * self->block_bytes_,
+                                            static_cast<std::uint32_t>(room), kNodeItself);
+    Result<store::ReadPieces> read = co_await std::move(reading);
     if (!read.ok()) {
       fetched(read.status());
       co_return;
     }
-    Result<BlockCache::Handle> kept =
-        self->keep(key, generation, read->attributes, std::move(block), read->count);
+    const std::uint32_t count = read->result.count;
+    Result<BlockCache::Handle> kept = self->keep(key, generation, std::move(*read), room);
     if (kept.ok()) {
       (prefetch ? self->counters_.l1_bytes_prefetched : self->counters_.l1_bytes_fetched) +=
-          read->count;
+          count;
       // Before any reader waiting for it has it: its read then counts the prefetch as used.
       if (prefetch && kept->cached()) self->note_prefetched(key);
     }

@@ -701,6 +701,24 @@ class RemoteStore final : public Store {
         into, ReadArgs{inode, offset, static_cast<std::uint32_t>(into.size()), std::move(caller)});
   }
 
+  // The bytes stay in the reply message they came in, which `keep` holds.
+  awaitable<Result<ReadPieces>> read_pieces(InodeId inode, std::uint64_t offset,
+                                            std::uint32_t count, Caller caller) override {
+    count = static_cast<std::uint32_t>(std::min<std::size_t>(count, kMaxDataBytes));
+    auto op = exchange(StoreMethod::read, ReadArgs{inode, offset, count, std::move(caller)});
+    auto reply = co_await std::move(op);
+    if (!reply.ok()) co_return reply.status();
+    auto message = std::make_shared<const xdr::Buffer>(std::move(reply).value());
+    auto decoded = decode<ReadReply>(*message);
+    if (!decoded || decoded->data.size() > count ||
+        decoded->result.count != decoded->data.size()) {
+      co_return malformed_reply();
+    }
+    ReadPieces read{decoded->result, {}, message};
+    if (!decoded->data.empty()) read.pieces.push_back(decoded->data);
+    co_return read;
+  }
+
   // Sends no more than one message may carry: a short write is a valid answer.
   awaitable<Result<WriteResult>> write(InodeId inode, std::uint64_t offset,
                                        std::span<const std::uint8_t> data, Stability stability,

@@ -213,6 +213,7 @@ TEST_F(RemoteStoreTest, AReadReplyWithMoreBytesThanAskedForIsAnIoError) {
   channel_->tamper_request = [](xdr::Buffer& request) { put_u32(request, 16, 100); };
   std::vector<std::uint8_t> into(10);
   EXPECT_EQ(run(remote_->read(file, 0, into, kAlice)).code(), Errc::io_error);
+  EXPECT_EQ(run(remote_->read_pieces(file, 0, 10, kAlice)).code(), Errc::io_error);
 }
 
 TEST_F(RemoteStoreTest, ErrorsFromTheHomeArriveWithCodeAndMessage) {
@@ -247,6 +248,16 @@ TEST_F(RemoteStoreTest, AMebibyteFileReadsBackThroughTheRemoteStore) {
   EXPECT_TRUE(r->eof);
   got.resize(r->count);
   EXPECT_EQ(got, data);
+
+  // Left in the reply message, which the result keeps.
+  auto pieces = run(remote_->read_pieces(file, 4096, 1 << 20, kAlice));
+  ASSERT_TRUE(pieces.ok()) << pieces.status().to_string();
+  EXPECT_EQ(pieces->result.count, data.size() - 4096);
+  EXPECT_TRUE(pieces->result.eof);
+  ASSERT_EQ(pieces->pieces.size(), 1u);
+  ASSERT_TRUE(pieces->keep);
+  EXPECT_TRUE(std::equal(pieces->pieces[0].begin(), pieces->pieces[0].end(), data.begin() + 4096,
+                         data.end()));
 }
 
 TEST_F(RemoteStoreTest, AFilesLayoutComesFromTheHome) {

@@ -75,6 +75,11 @@ awaitable<Result<ReadResult>> ShardRouter::read(InodeId inode, std::uint64_t off
   return route<ReadResult>([=](Store& s) { return s.read(inode, offset, into, caller); });
 }
 
+awaitable<Result<ReadPieces>> ShardRouter::read_pieces(InodeId inode, std::uint64_t offset,
+                                                       std::uint32_t count, Caller caller) {
+  return route<ReadPieces>([=](Store& s) { return s.read_pieces(inode, offset, count, caller); });
+}
+
 awaitable<Result<WriteResult>> ShardRouter::write(InodeId inode, std::uint64_t offset,
                                                   std::span<const std::uint8_t> data,
                                                   Stability stability, Caller caller) {

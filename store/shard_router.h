@@ -46,6 +46,8 @@ class ShardRouter final : public Store {
   awaitable<Result<Layout>> set_access_pattern(InodeId inode, std::string pattern) override;
   awaitable<Result<ReadResult>> read(InodeId inode, std::uint64_t offset,
                                      std::span<std::uint8_t> into, Caller caller) override;
+  awaitable<Result<ReadPieces>> read_pieces(InodeId inode, std::uint64_t offset,
+                                            std::uint32_t count, Caller caller) override;
   awaitable<Result<WriteResult>> write(InodeId inode, std::uint64_t offset,
                                        std::span<const std::uint8_t> data, Stability stability,
                                        Caller caller) override;
