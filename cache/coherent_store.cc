@@ -465,8 +465,7 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     const std::uint32_t count = read->result.count;
     Result<BlockCache::Handle> kept = self->keep(key, generation, std::move(*read), room);
     if (kept.ok()) {
-      (prefetch ? self->counters_.l1_bytes_prefetched : self->counters_.l1_bytes_fetched) +=
-          count;
+      (prefetch ? self->counters_.l1_bytes_prefetched : self->counters_.l1_bytes_fetched) += count;
       // Before any reader waiting for it has it: its read then counts the prefetch as used.
       if (prefetch && kept->cached()) self->note_prefetched(key);
     }

@@ -1,7 +1,6 @@
 #include "cluster/tcp_transport.h"
 
 #include <openssl/ssl.h>
-
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/as_tuple.hpp>
@@ -17,14 +16,14 @@
 #include <boost/asio/write.hpp>
 #include <boost/endian/conversion.hpp>
 
-#include "cluster/internal/tls_stream.h"
-#include "common/read_ahead.h"
-
 #include <atomic>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <set>
+
+#include "cluster/internal/tls_stream.h"
+#include "common/read_ahead.h"
 
 namespace tidepool::cluster {
 

@@ -710,8 +710,7 @@ class RemoteStore final : public Store {
     if (!reply.ok()) co_return reply.status();
     auto message = std::make_shared<const xdr::Buffer>(std::move(reply).value());
     auto decoded = decode<ReadReply>(*message);
-    if (!decoded || decoded->data.size() > count ||
-        decoded->result.count != decoded->data.size()) {
+    if (!decoded || decoded->data.size() > count || decoded->result.count != decoded->data.size()) {
       co_return malformed_reply();
     }
     ReadPieces read{decoded->result, {}, message};
