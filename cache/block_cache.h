@@ -118,8 +118,9 @@ class BlockCache {
   // as insert() above, without copying them.
   Handle insert(Filling block, std::size_t size);
   // Inserts `bytes` where they lie, in memory `owner` keeps (a received message), as insert()
-  // above: the block holds `owner` as long as it lives and charges the budget `room` bytes (at
-  // least bytes.size()), what that memory costs.
+  // above: the block holds `owner` as long as it lives and charges the budget `room` bytes, or
+  // bytes.size() if that is more (the caller's measure of the memory: L1 charges a block's
+  // whole room, as for a block it fills).
   Handle insert(const BlockKey& key, std::shared_ptr<const void> owner,
                 std::span<const std::byte> bytes, std::size_t room);
   // Drops the block, or every block of the file: the coherence protocol says the data changed.

@@ -431,6 +431,9 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
       return error(Errc::unavailable, "the file changed while its block was fetched");
     }
     it->second.attributes = read.result.attributes;
+    std::size_t total = 0;
+    for (std::span<const std::uint8_t> piece : read.pieces) total += piece.size();
+    if (total != read.result.count) return error(Errc::io_error, "a read's pieces miss bytes");
     if (read.pieces.size() > 1) {
       BlockCache::Filling block = BlockCache::allocate(key, read.result.count);
       copy_pieces(read.pieces, block.bytes().data());

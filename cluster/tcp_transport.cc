@@ -80,6 +80,7 @@ class PlainStream {
     auto [ec, n] = co_await incoming_.read_exact(into);
     co_return ec;
   }
+  void idle() {}
 
  private:
   tcp::socket& socket_;
@@ -338,6 +339,7 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
     std::vector<asio::const_buffer> buffers;
     while (!stopped_) {
       if (peer.queue.empty()) {
+        stream.idle();
         co_await wait_for_work(peer);
         continue;
       }

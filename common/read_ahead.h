@@ -1,5 +1,5 @@
 // Exact reads from a stream socket through a buffer of its own, for framed protocols (ONC RPC
-// record marks, the backend's frames): one receive brings in every small frame that has
+// record marks, the backend's frames): one receive brings in the small frames that have
 // arrived, where reading each header and then each body took two receives — and two wake-ups
 // of the reading thread — per message. Bodies too large for the buffer are read straight into
 // their place, so bulk data is not copied once more.
@@ -25,7 +25,8 @@ namespace tidepool {
 template <typename Stream>
 class ReadAhead {
  public:
-  static constexpr std::size_t kBufferBytes = 64 << 10;
+  // Dozens of small calls; a connection holds it from its first read on.
+  static constexpr std::size_t kBufferBytes = 16 << 10;
 
   explicit ReadAhead(Stream& stream) : stream_(stream) {}
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/cancellation_state.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/ssl/error.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -80,7 +81,7 @@ class TlsStream::Bio {
 };
 
 TlsStream::TlsStream(asio::ip::tcp::socket& socket, SSL_CTX* context, Role role)
-    : socket_(socket), received_(new std::uint8_t[kReceiveBytes]) {
+    : socket_(socket) {
   ssl_ = SSL_new(context);
   if (ssl_ == nullptr) return;
   BIO* bio = Bio::make(*this);
@@ -105,6 +106,9 @@ error_code TlsStream::failure(int reason) {
       return asio::error::eof;
     case SSL_ERROR_SSL:
       if (unsigned long code = ERR_get_error(); code != 0) {
+        // The rest of the queue says the same at more length; left, it would sit in whichever
+        // thread ran this.
+        ERR_clear_error();
         return error_code(static_cast<int>(code), asio::error::get_ssl_category());
       }
       return asio::ssl::error::unexpected_result;
@@ -113,14 +117,24 @@ error_code TlsStream::failure(int reason) {
   }
 }
 
+// A cancellation (with_timeout's deadline) reaches only an operation under way: one that came
+// between two operations is seen here, before the next starts, or it would be lost.
+awaitable<bool> TlsStream::cancelled() {
+  const asio::cancellation_state state = co_await asio::this_coro::cancellation_state;
+  co_return state.cancelled() != asio::cancellation_type::none;
+}
+
 awaitable<error_code> TlsStream::send_sealed() {
   if (sealed_.empty()) co_return error_code{};
+  if (co_await cancelled()) co_return asio::error::operation_aborted;
   auto [ec, n] = co_await asio::async_write(socket_, asio::buffer(sealed_), kUseTuple);
   sealed_.clear();
   co_return ec;
 }
 
 awaitable<error_code> TlsStream::receive_more() {
+  if (co_await cancelled()) co_return asio::error::operation_aborted;
+  if (!received_) received_.reset(new std::uint8_t[kReceiveBytes]);
   if (received_from_ == received_to_) {
     received_from_ = received_to_ = 0;
   } else if (received_from_ > 0) {
@@ -147,9 +161,13 @@ awaitable<error_code> TlsStream::handshake() {
     const bool wants_more = reason == SSL_ERROR_WANT_READ;
     const error_code failed = result == 1 || wants_more ? error_code{} : failure(reason);
     // What OpenSSL wrote goes first: the peer's next step waits for it, or it is the alert
-    // that tells the peer why the handshake failed.
-    if (error_code sent = co_await send_sealed(); sent) co_return sent;
-    if (result == 1) co_return error_code{};
+    // that tells the peer why the handshake failed (the reason to return, whether or not the
+    // alert got out).
+    if (error_code sent = co_await send_sealed(); sent) co_return failed ? failed : sent;
+    if (result == 1) {
+      release_drained();
+      co_return error_code{};
+    }
     if (!wants_more) co_return failed;
     if (error_code received = co_await receive_more(); received) co_return received;
   }
@@ -165,6 +183,19 @@ error_code TlsStream::seal(const std::uint8_t* data, std::size_t size) {
     size -= written;
   }
   return {};
+}
+
+void TlsStream::release_drained() {
+  if (received_from_ == received_to_) {
+    received_.reset();
+    received_from_ = received_to_ = 0;
+  }
+}
+
+void TlsStream::idle() {
+  if (sealed_.capacity() > kRecordBytes) std::vector<std::uint8_t>().swap(sealed_);
+  if (staged_.capacity() > kRecordBytes) std::vector<std::uint8_t>().swap(staged_);
+  release_drained();
 }
 
 error_code TlsStream::seal_staged() {
@@ -222,7 +253,7 @@ awaitable<error_code> TlsStream::read_exact(asio::mutable_buffer into) {
     const bool wants_more = reason == SSL_ERROR_WANT_READ;
     const error_code failed = wants_more ? error_code{} : failure(reason);
     // A post-handshake message (a key update) may want an answer.
-    if (error_code sent = co_await send_sealed(); sent) co_return sent;
+    if (error_code sent = co_await send_sealed(); sent) co_return failed ? failed : sent;
     if (!wants_more) co_return failed;
     if (error_code received = co_await receive_more(); received) co_return received;
   }

@@ -29,9 +29,10 @@ class TlsStream {
  public:
   enum class Role { client, server };
 
-  // Ciphertext gathered before it is sent; a send is at most this plus one record.
+  // Ciphertext gathered before it is sent; a send is less than twice this.
   static constexpr std::size_t kSendBytes = 1 << 20;
-  // Ciphertext taken from the socket in one receive, at most.
+  // Ciphertext taken from the socket in one receive, at most (a buffer the stream holds while it
+  // has bytes to read, or waits for some).
   static constexpr std::size_t kReceiveBytes = 256 << 10;
 
   // `context` carries the identity and the peer verification; it outlives the stream.
@@ -47,6 +48,8 @@ class TlsStream {
       std::span<const boost::asio::const_buffer> buffers);
   // Exactly `into.size()` bytes.
   boost::asio::awaitable<boost::system::error_code> read_exact(boost::asio::mutable_buffer into);
+  // Nothing to send for a while: the buffers a large batch grew go back.
+  void idle();
 
  private:
   class Bio;
@@ -54,8 +57,11 @@ class TlsStream {
   // Encrypts what is staged into records.
   boost::system::error_code seal_staged();
   boost::system::error_code seal(const std::uint8_t* data, std::size_t size);
+  boost::asio::awaitable<bool> cancelled();
   boost::asio::awaitable<boost::system::error_code> send_sealed();
   boost::asio::awaitable<boost::system::error_code> receive_more();
+  // Frees the receive buffer when OpenSSL has read all of it (a writer's, after its handshake).
+  void release_drained();
   // The error an OpenSSL call's SSL_get_error() stands for.
   static boost::system::error_code failure(int reason);
 
@@ -65,7 +71,8 @@ class TlsStream {
   // takes a record, not a record each (and each of those an AEAD pass of its own).
   std::vector<std::uint8_t> staged_;
   std::vector<std::uint8_t> sealed_;  // records OpenSSL wrote, not sent yet
-  // Ciphertext received; OpenSSL has read the bytes before `received_from_`.
+  // Ciphertext received; OpenSSL has read the bytes before `received_from_`. Made by the first
+  // receive.
   std::unique_ptr<std::uint8_t[]> received_;
   std::size_t received_from_ = 0;
   std::size_t received_to_ = 0;

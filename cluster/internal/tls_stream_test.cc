@@ -5,8 +5,10 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ssl/context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <memory>
@@ -180,6 +182,27 @@ TEST_F(TlsStreamTest, AConnectionCutInARecordIsAnErrorNotAWait) {
   std::vector<std::uint8_t> message = random_bytes(200'000, random);
   auto [result, received] = send({message}, message.size(), OnTheWay::cut);
   EXPECT_EQ(result, asio::error::eof) << result.message();
+}
+
+// The transport bounds a handshake with a timer raced against it: the handshake must give way
+// when the timer fires, however long the peer stays silent.
+TEST_F(TlsStreamTest, AHandshakeWithASilentPeerEndsWhenItsDeadlineCancelsIt) {
+  using namespace asio::experimental::awaitable_operators;
+  tcp::acceptor acceptor(io_, {asio::ip::make_address("127.0.0.1"), 0});
+  tcp::socket silent(io_), server_socket(io_);
+  silent.connect(acceptor.local_endpoint());
+  acceptor.accept(server_socket);
+  std::optional<std::size_t> winner;
+  auto serve = [&]() -> awaitable<void> {
+    TlsStream stream(server_socket, server_context_->native_handle(), TlsStream::Role::server);
+    asio::steady_timer deadline(io_, std::chrono::milliseconds(200));
+    auto raced = co_await (stream.handshake() || deadline.async_wait(kUseTuple));
+    winner = raced.index();
+  };
+  asio::co_spawn(io_, serve(), asio::detached);
+  for (int i = 0; i < 50 && !winner; ++i) io_.run_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(winner.has_value()) << "the handshake outlived its deadline";
+  EXPECT_EQ(*winner, 1u);
 }
 
 }  // namespace
