@@ -80,8 +80,7 @@ class TlsStream::Bio {
   static long control(BIO*, int command, long, void*) { return command == BIO_CTRL_FLUSH ? 1 : 0; }
 };
 
-TlsStream::TlsStream(asio::ip::tcp::socket& socket, SSL_CTX* context, Role role)
-    : socket_(socket) {
+TlsStream::TlsStream(asio::ip::tcp::socket& socket, SSL_CTX* context, Role role) : socket_(socket) {
   ssl_ = SSL_new(context);
   if (ssl_ == nullptr) return;
   BIO* bio = Bio::make(*this);
