@@ -85,12 +85,13 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
 
   TimePoint next_deadline() const { return std::min(read_deadline_, write_deadline_); }
 
-  // Moves a deadline; the watchdog sleeps until the earliest one, so it is woken to re-arm
-  // when that moves earlier.
+  // Moves a deadline. The watchdog is woken to re-arm only when a deadline comes before the
+  // time it sleeps until: every call moves the deadlines later, and cancelling the watchdog
+  // for each cost a timer update and a wake-up of its coroutine per call. A watchdog that wakes
+  // before the deadlines it sleeps for sleeps again.
   void set_deadline(TimePoint& deadline, TimePoint when) {
-    bool earlier = when < next_deadline();
     deadline = when;
-    if (earlier) watchdog_.cancel();
+    if (when < watchdog_until_) watchdog_.cancel();
   }
   void arm_read_deadline(std::chrono::seconds timeout) {
     set_deadline(read_deadline_, std::chrono::steady_clock::now() + timeout);
@@ -98,7 +99,8 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
 
   awaitable<void> watch_deadline() {
     while (!closed_) {
-      watchdog_.expires_at(next_deadline());
+      watchdog_until_ = next_deadline();
+      watchdog_.expires_at(watchdog_until_);
       co_await watchdog_.async_wait(kUseTuple);
       if (!closed_ && std::chrono::steady_clock::now() >= next_deadline()) {
         spdlog::debug("closing idle or stalled connection from {}", client_.to_string());
@@ -253,6 +255,7 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
   asio::steady_timer watchdog_;
   TimePoint read_deadline_ = kNever;
   TimePoint write_deadline_ = kNever;
+  TimePoint watchdog_until_ = kNever;  // what the watchdog's timer is set to
   std::uint32_t in_flight_ = 0;
   std::deque<Outgoing> outbox_;
   bool writing_ = false;
