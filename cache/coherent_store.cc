@@ -421,7 +421,7 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
 
   // Keeps the block `read` fetched under `generation`, with the attributes it returned, unless
   // the file changed meanwhile. Its bytes stay where the read left them (the home's reply
-  // message) when they are one piece.
+  // message, or the buffer a local read filled): the stores under L1 leave one piece at most.
   Result<BlockCache::Handle> keep(const BlockKey& key, std::uint64_t generation,
                                   store::ReadPieces read, std::size_t room) {
     FileStripe& stripe = stripe_of(key.inode);
@@ -431,16 +431,11 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
       return error(Errc::unavailable, "the file changed while its block was fetched");
     }
     it->second.attributes = read.result.attributes;
-    std::size_t total = 0;
-    for (std::span<const std::uint8_t> piece : read.pieces) total += piece.size();
-    if (total != read.result.count) return error(Errc::io_error, "a read's pieces miss bytes");
-    if (read.pieces.size() > 1) {
-      BlockCache::Filling block = BlockCache::allocate(key, read.result.count);
-      copy_pieces(read.pieces, block.bytes().data());
-      return blocks_.insert(std::move(block), read.result.count);
-    }
     std::span<const std::uint8_t> bytes;
     if (!read.pieces.empty()) bytes = read.pieces.front();
+    if (read.pieces.size() > 1 || bytes.size() != read.result.count) {
+      return error(Errc::io_error, "a fetched block's bytes are not one piece of its count");
+    }
     return blocks_.insert(key, std::move(read.keep), std::as_bytes(bytes), room);
   }
 

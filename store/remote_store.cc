@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <concepts>
+#include <cstring>
 #include <optional>
 #include <random>
 #include <string>
@@ -696,12 +697,17 @@ class RemoteStore final : public Store {
   // Asks for no more than one message may carry: a short read is a valid answer.
   awaitable<Result<ReadResult>> read(InodeId inode, std::uint64_t offset,
                                      std::span<std::uint8_t> into, Caller caller) override {
-    into = into.first(std::min(into.size(), kMaxDataBytes));
-    return read_into(
-        into, ReadArgs{inode, offset, static_cast<std::uint32_t>(into.size()), std::move(caller)});
+    const auto count = static_cast<std::uint32_t>(std::min(into.size(), kMaxDataBytes));
+    auto reading = read_pieces(inode, offset, count, std::move(caller));
+    Result<ReadPieces> read = co_await std::move(reading);
+    if (!read.ok()) co_return read.status();
+    if (!read->pieces.empty()) {
+      std::memcpy(into.data(), read->pieces.front().data(), read->pieces.front().size());
+    }
+    co_return read->result;
   }
 
-  // The bytes stay in the reply message they came in, which `keep` holds.
+  // The bytes stay in the reply message they came in, which `keep` holds: one piece, or none.
   awaitable<Result<ReadPieces>> read_pieces(InodeId inode, std::uint64_t offset,
                                             std::uint32_t count, Caller caller) override {
     count = static_cast<std::uint32_t>(std::min<std::size_t>(count, kMaxDataBytes));
@@ -847,19 +853,6 @@ class RemoteStore final : public Store {
     if (!decoded) co_return malformed_reply();
     received(*decoded);
     co_return std::move(*decoded);
-  }
-
-  awaitable<Result<ReadResult>> read_into(std::span<std::uint8_t> into, ReadArgs args) {
-    auto op = exchange(StoreMethod::read, std::move(args));
-    auto reply = co_await std::move(op);
-    if (!reply.ok()) co_return reply.status();
-    auto decoded = decode<ReadReply>(*reply);
-    if (!decoded || decoded->data.size() > into.size() ||
-        decoded->result.count != decoded->data.size()) {
-      co_return malformed_reply();
-    }
-    std::copy(decoded->data.begin(), decoded->data.end(), into.begin());
-    co_return decoded->result;
   }
 
   // Replies that carry the home's write verifier keep write_verifier() current; a write's is
