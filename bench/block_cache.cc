@@ -3,7 +3,7 @@
 // The scale to beat is OneFS's published L1 hit latency, about 10 us, for a whole READ.
 //
 // Usage: tp-cache-bench [SECONDS]    (default 2 per figure)
-#include "cache/block_cache.h"
+#include "common/block_cache.h"
 
 #include <atomic>
 #include <chrono>
@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-using namespace tidepool::cache;
+using namespace tidepool;
 using Clock = std::chrono::steady_clock;
 
 namespace {

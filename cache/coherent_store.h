@@ -29,10 +29,10 @@
 #include <functional>
 #include <memory>
 
-#include "cache/block_cache.h"
 #include "cache/fetch_table.h"
 #include "cache/file_locks.h"
 #include "cache/prefetcher.h"
+#include "common/block_cache.h"
 #include "store/store.h"
 
 namespace tidepool::cache {

@@ -14,7 +14,7 @@
 #include <mutex>
 #include <vector>
 
-#include "cache/block_cache.h"
+#include "common/block_cache.h"
 #include "common/status.h"
 
 namespace tidepool::cache {

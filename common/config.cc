@@ -231,6 +231,12 @@ std::optional<Status> ConfigReader::node_key(std::string_view key, const toml::n
   if (key == "data_dir") return text(value, name, config_.data_dir, is_not_empty, "a directory");
   if (key == "pool") return text(value, name, config_.pool, is_not_empty, "a pool name");
   if (key == "ram_budget") return size(value, name, config_.ram_budget_bytes, kMiB, kPiB);
+  if (key == "l2_budget") {
+    std::uint64_t bytes = 0;
+    Status parsed = size(value, name, bytes, 0, kPiB);
+    if (parsed.ok()) config_.l2_budget_bytes = bytes;
+    return parsed;
+  }
   return std::nullopt;
 }
 
@@ -585,6 +591,10 @@ Result<std::chrono::seconds> parse_duration(std::string_view text) {
                quote(text) + " is not a duration such as 90s, 5m, 12h, 1D or 2W");
 }
 
+std::uint64_t default_l2_budget(std::uint64_t ram_bytes) {
+  return std::min<std::uint64_t>(ram_bytes / 4, 4ull << 30);
+}
+
 std::string config_reference() {
   return R"(# Tidepool node configuration. Every key is optional except node.data_dir; the values shown
 # are the defaults. Sizes are a byte count or a string: "128KiB", "1MiB", "2GiB" (also K, M, G;
@@ -594,7 +604,9 @@ std::string config_reference() {
 id = 1                          # this node's id in the cluster, 1..65535
 data_dir = "/var/lib/tidepool"  # required: where this node keeps its shards and stripe units
 pool = "default"                # the node pool this node belongs to
-ram_budget = "1GiB"             # memory for the caches, at least 1MiB
+ram_budget = "1GiB"             # memory for the L1 (other nodes' data), at least 1MiB
+# l2_budget = "4GiB"            # memory for the L2 (this node's own data); unset: a quarter of
+                                # the machine's RAM, at most 4GiB; 0: no L2
 
 [cluster]
 # name = "tidepool"             # unset by default; when set, refuse a data_dir of another cluster

@@ -27,13 +27,19 @@ struct ExportConfig {
   bool operator==(const ExportConfig&) const = default;
 };
 
+// The L2's budget when the configuration sets none: a quarter of `ram_bytes`, at most 4GiB.
+std::uint64_t default_l2_budget(std::uint64_t ram_bytes);
+
 // Defaults are those of config_reference(); the comments give each field's TOML key.
 struct NodeConfig {
   // [node]
   std::uint32_t node_id = 1;                    // "id", 1..65535
   std::string data_dir;                         // "data_dir", required
   std::string pool = "default";                 // "pool"
-  std::uint64_t ram_budget_bytes = 1ull << 30;  // "ram_budget", at least 1MiB
+  std::uint64_t ram_budget_bytes = 1ull << 30;  // "ram_budget", at least 1MiB: the L1
+  // "l2_budget": the L2 (this node's own data as it is read); unset: the daemon's choice from
+  // the machine's memory (default_l2_budget()); 0: none
+  std::optional<std::uint64_t> l2_budget_bytes;
   // [cluster]
   std::string cluster_name;     // "name"; when set, a data directory of another cluster is refused
   std::string backend_address;  // "backend_address", "IPv4:port"; default the frontend address:7100

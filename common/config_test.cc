@@ -46,6 +46,7 @@ TEST(Config, OnlyDataDirGivesTheDefaults) {
   EXPECT_EQ(config, defaults_with_data_dir("/srv/tp"));
   EXPECT_EQ(config.node_id, 1u);
   EXPECT_EQ(config.ram_budget_bytes, 1ull << 30);
+  EXPECT_FALSE(config.l2_budget_bytes.has_value());
   EXPECT_EQ(config.nfs_port, 2049);
   EXPECT_EQ(config.atime_grace_period, 24h);
   ASSERT_EQ(config.exports.size(), 1u);
@@ -53,6 +54,11 @@ TEST(Config, OnlyDataDirGivesTheDefaults) {
   EXPECT_EQ(config.exports[0].clients, std::vector<std::string>{"*"});
   EXPECT_TRUE(config.exports[0].root_squash);
   EXPECT_FALSE(config.exports[0].map_all_uid.has_value());
+}
+
+TEST(Config, TheL2TakesAQuarterOfTheMemoryUpTo4GiB) {
+  EXPECT_EQ(default_l2_budget(8ull << 30), 2ull << 30);
+  EXPECT_EQ(default_l2_budget(24ull << 30), 4ull << 30);
 }
 
 TEST(Config, ReferenceTextParsesToTheDefaults) {
@@ -262,6 +268,10 @@ TEST(Config, SizesAcceptIntegersAndStringsWithinTheirRange) {
             "2GiB or 1TB");
   EXPECT_EQ(parse_error(with_data_dir("ram_budget = -1\n")),
             "node.toml:3: 'node.ram_budget' must be a size in 1MiB..1PiB");
+  EXPECT_EQ(parse_ok(with_data_dir("l2_budget = \"6GiB\"\n")).l2_budget_bytes, 6ull << 30);
+  EXPECT_EQ(parse_ok(with_data_dir("l2_budget = 0\n")).l2_budget_bytes, 0u);
+  EXPECT_EQ(parse_error(with_data_dir("l2_budget = -1\n")),
+            "node.toml:3: 'node.l2_budget' must be a size in 0..1PiB");
   EXPECT_EQ(parse_error(with_data_dir("[frontend]\nmax_record_size = \"128MiB\"\n")),
             "node.toml:4: 'frontend.max_record_size' must be a size in 64KiB..64MiB");
   EXPECT_EQ(parse_error(with_data_dir("[nfs]\nread_size_max = \"2MiB\"\n")),

@@ -196,7 +196,7 @@ class StoreImpl final : public LocalStore {
   StoreImpl(const StoreOptions& options, std::unique_ptr<Database> db)
       : options_(options),
         clock_(options.clock ? *options.clock : real_clock()),
-        data_(options.data_dir + internal::kDataFilesPath),
+        data_(options.data_dir + internal::kDataFilesPath, options.l2_bytes),
         pools_(options.peers ? std::make_unique<PoolData>(options.peers, options.integrity)
                              : nullptr),
         pool_(options.threads),
@@ -260,6 +260,7 @@ class StoreImpl final : public LocalStore {
     });
     const Result<bool> dropped = co_await std::move(dropping);
     TP_CO_RETURN_IF_ERROR(dropped.status());
+    data_.clear_l2();
     auto advising = offload([this] { return data_.drop_page_cache(); });
     co_return co_await std::move(advising);
   }
@@ -498,31 +499,43 @@ class StoreImpl final : public LocalStore {
       TP_CO_RETURN_IF_ERROR(check_data_access(a, caller, kMayRead));
       std::uint64_t available = offset < a.size ? a.size - offset : 0;
       auto count = static_cast<std::uint32_t>(std::min<std::uint64_t>(available, into.size()));
-      bool page_cache_hit = false;
+      bool l2_hit = false;
       if (count > 0) {
-        // Data the page cache holds is copied here without blocking; else it is read on the pool.
+        // Data the L2 or the page cache holds is copied here without blocking; else it is read
+        // on the pool.
         auto buf = into.first(count);
+        const internal::KeepUnits keep = keep_units_of(a, offset, count);
         // Never waits for a move's chunk on this thread: a busy slot means the pool's read.
         Result<bool> cached_read = false;
         if (std::shared_lock slot(move_slot(inode), std::try_to_lock);
             slot.owns_lock() && !where_of(inode).placed) {
-          cached_read = data_.read_cached(inode, offset, buf);
+          l2_hit = data_.read_from_l2(inode, offset, buf);
+          cached_read = l2_hit ? Result<bool>(true) : data_.read_cached(inode, offset, buf, keep);
         }
         if (!cached_read.ok() && cached_read.status().code() != Errc::corrupt) {
           co_return cached_read.status();
         }
-        page_cache_hit = cached_read.ok() && *cached_read;
-        if (!page_cache_hit) {
-          auto fill = offload([this, inode, offset, buf] { return read_data(inode, offset, buf); });
+        if (!cached_read.ok() || !*cached_read) {
+          auto fill = offload(
+              [this, inode, offset, buf, keep] { return read_data(inode, offset, buf, keep); });
           TP_CO_RETURN_IF_ERROR(co_await std::move(fill));
         }
       }
       if (from_cache && !cache_.find(inode)) continue;
-      options_.reads->data_bytes_read.fetch_add(count, std::memory_order_relaxed);
-      if (page_cache_hit)
-        options_.reads->data_bytes_hit.fetch_add(count, std::memory_order_relaxed);
+      count_data_read(count, l2_hit);
       co_return ReadResult{count, offset + count >= a.size, a};
     }
+  }
+
+  // A READ that the L2 holds whole, of a file whose cached attributes need no atime update,
+  // is sent from the L2's units; any other goes through read().
+  awaitable<Result<ReadPieces>> read_pieces(InodeId inode, std::uint64_t offset,
+                                            std::uint32_t count, Caller caller) override {
+    if (std::optional<ReadPieces> pieces = pieces_from_l2(inode, offset, count, caller)) {
+      co_return std::move(*pieces);
+    }
+    auto reading = Store::read_pieces(inode, offset, count, std::move(caller));
+    co_return co_await std::move(reading);
   }
 
   awaitable<Result<WriteResult>> write(InodeId inode, std::uint64_t offset,
@@ -1170,7 +1183,7 @@ class StoreImpl final : public LocalStore {
           std::span(chunk).first(std::min<std::uint64_t>(kCopyChunkBytes, range.end - at));
       std::unique_lock slot(move_slot(inode));
       TP_RETURN_IF_ERROR(source ? pools_->read(*source, inode, at, piece)
-                                : read_with_shard(inode, at, piece));
+                                : read_with_shard(inode, at, piece, internal::KeepUnits::none));
       if (std::all_of(piece.begin(), piece.end(), [](std::uint8_t b) { return b == 0; })) continue;
       TP_RETURN_IF_ERROR(pools_->write(target, inode, at, piece, false));
       slot.unlock();
@@ -1194,13 +1207,58 @@ class StoreImpl final : public LocalStore {
     co_return co_await std::move(run);
   }
 
+  // A read that reaches the end of the file keeps the unit it ends in whole in the L2 (a file
+  // smaller than a unit is then kept too).
+  static internal::KeepUnits keep_units_of(const Attributes& a, std::uint64_t offset,
+                                           std::uint32_t count) {
+    return offset + count >= a.size ? internal::KeepUnits::through_end : internal::KeepUnits::whole;
+  }
+
+  void count_data_read(std::uint32_t count, bool l2_hit) {
+    options_.reads->data_bytes_read.fetch_add(count, std::memory_order_relaxed);
+    if (l2_hit) options_.reads->data_bytes_hit.fetch_add(count, std::memory_order_relaxed);
+  }
+
+  std::optional<ReadPieces> pieces_from_l2(InodeId inode, std::uint64_t offset, std::uint32_t count,
+                                           const Caller& caller) {
+    const std::optional<Attributes> a = cache_.find(inode);
+    if (!a || atime_due(*a) || !check_data_access(*a, caller, kMayRead).ok()) return std::nullopt;
+    const std::uint64_t available = offset < a->size ? a->size - offset : 0;
+    count = static_cast<std::uint32_t>(std::min<std::uint64_t>(available, count));
+    if (count == 0) return std::nullopt;
+    std::vector<BlockCache::Handle> units;
+    // The slot keeps the file's data here while the units are taken.
+    if (std::shared_lock slot(move_slot(inode), std::try_to_lock);
+        slot.owns_lock() && !where_of(inode).placed) {
+      units = data_.cached_units(inode, offset, count);
+    }
+    // Removed or truncated since the attributes were taken: read() finds out how.
+    if (units.empty() || !cache_.find(inode)) return std::nullopt;
+    options_.reads->metadata_reads.fetch_add(1, std::memory_order_relaxed);
+    options_.reads->metadata_hits.fetch_add(1, std::memory_order_relaxed);
+    count_data_read(count, true);
+    ReadPieces pieces{ReadResult{count, offset + count >= a->size, *a}, {}, {}};
+    std::uint64_t at = offset;
+    const std::uint64_t end = offset + count;
+    for (const BlockCache::Handle& unit : units) {
+      const std::uint64_t start = unit.key().block * internal::kCachedUnitBytes;
+      const std::uint64_t until = std::min(start + internal::kCachedUnitBytes, end);
+      pieces.pieces.emplace_back(
+          reinterpret_cast<const std::uint8_t*>(unit.bytes().data()) + (at - start), until - at);
+      at = until;
+    }
+    pieces.keep = std::make_shared<std::vector<BlockCache::Handle>>(std::move(units));
+    return pieces;
+  }
+
   // On the pool: from the node pool holding the file's data, or from the shard's own copy.
-  Status read_data(InodeId inode, std::uint64_t offset, std::span<std::uint8_t> into) {
+  Status read_data(InodeId inode, std::uint64_t offset, std::span<std::uint8_t> into,
+                   internal::KeepUnits keep) {
     std::shared_lock slot(move_slot(inode));
     if (const std::optional<Placement> placed = where_of(inode).placed) {
       return pools_->read(*placed, inode, offset, into);
     }
-    return read_with_shard(inode, offset, into);
+    return read_with_shard(inode, offset, into, keep);
   }
 
   // On the pool, holding the file's move slot. A block that fails its checksum is put back
@@ -1208,14 +1266,15 @@ class StoreImpl final : public LocalStore {
   // takes mirror_gate_ shared under the slot, against the usual order (gate, then slot): only
   // shared holders of the gate can wait on a slot, and glibc's rwlock lets a shared holder in
   // while a whole copy waits for the gate.
-  Status read_with_shard(InodeId inode, std::uint64_t offset, std::span<std::uint8_t> into) {
-    Status read = data_.read(inode, offset, into);
+  Status read_with_shard(InodeId inode, std::uint64_t offset, std::span<std::uint8_t> into,
+                         internal::KeepUnits keep) {
+    Status read = data_.read(inode, offset, into, keep);
     if (read.code() != Errc::corrupt) return read;
     {
       std::shared_lock gate(mirror_gate_);
       TP_RETURN_IF_ERROR(repair_from_mirror(inode, offset, into.size(), read));
     }
-    return data_.read(inode, offset, into);
+    return data_.read(inode, offset, into, keep);
   }
 
   // On the pool, holding mirror_gate_ shared. A write into part of a block reads the rest of
@@ -1288,7 +1347,7 @@ class StoreImpl final : public LocalStore {
       for (const auto& [start, length] : extents) {
         for (std::uint64_t done = 0; done < length; done += chunk.size()) {
           auto piece = std::span(chunk).first(std::min<std::uint64_t>(chunk.size(), length - done));
-          TP_RETURN_IF_ERROR(data_.read(inode, start + done, piece));
+          TP_RETURN_IF_ERROR(data_.read(inode, start + done, piece, internal::KeepUnits::none));
           TP_RETURN_IF_ERROR(mirror.call(
               MirrorMethod::copy_data,
               internal::encode_mirror_extent({inode, start + done, false, piece})));

@@ -304,6 +304,8 @@ struct StoreOptions {
   std::shared_ptr<NewFilePlacement> placement;
   std::uint32_t threads = 4;
   std::uint32_t stripe_unit_bytes = 128u << 10;
+  // The L2's budget: the node's own data kept in memory as it is read; 0 keeps none.
+  std::size_t l2_bytes = 0;
   bool atime_enabled = true;
   std::chrono::seconds atime_grace_period{24 * 3600};
   Clock* clock = nullptr;  // null: the real clock

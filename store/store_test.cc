@@ -69,6 +69,7 @@ class StoreTest : public ::testing::TestWithParam<Placement> {
     options.threads = 2;
     options.clock = &clock_;
     options.reads = reads_;
+    options.l2_bytes = 16u << 20;
     auto opened = Store::open(options);
     ASSERT_TRUE(opened.ok()) << opened.status().to_string();
     home_ = std::move(opened).value();
@@ -189,6 +190,49 @@ TEST_P(StoreTest, DroppedCachesAreFilledAgainWithTheSameAnswersAndCountedAsMisse
   EXPECT_EQ(got, data);
   EXPECT_EQ(reads_->data_bytes_read.load(), read_bytes + data.size());
   EXPECT_LE(reads_->data_bytes_hit.load(), reads_->data_bytes_read.load());
+}
+
+TEST_P(StoreTest, TheL2AnswersWhatWasReadUntilAChangeReachesIt) {
+  const InodeId file = make_file(kRootInode, "f");
+  std::vector<std::uint8_t> data(300'000);
+  std::mt19937 random(3);
+  for (auto& b : data) b = static_cast<std::uint8_t>(random());
+  ASSERT_TRUE(run(store_->write(file, 0, data, Stability::file_sync, kAlice)).ok());
+  auto read_all = [&](std::size_t expect_pieces = 0) {
+    Result<ReadPieces> read = run(store_->read_pieces(file, 0, 1 << 20, kAlice));
+    EXPECT_TRUE(read.ok()) << read.status().to_string();
+    if (!read.ok()) return std::vector<std::uint8_t>();
+    EXPECT_TRUE(read->result.eof);
+    if (expect_pieces != 0) {
+      EXPECT_EQ(read->pieces.size(), expect_pieces);
+    }
+    std::vector<std::uint8_t> bytes;
+    for (auto piece : read->pieces) bytes.insert(bytes.end(), piece.begin(), piece.end());
+    EXPECT_EQ(bytes.size(), read->result.count);
+    return bytes;
+  };
+  const std::uint64_t hits = reads_->data_bytes_hit.load();
+  EXPECT_EQ(read_all(), data);  // the first read keeps the file's three units
+  EXPECT_EQ(reads_->data_bytes_hit.load(), hits);
+  // On the home, the reply's pieces are the L2's units themselves.
+  EXPECT_EQ(read_all(GetParam() == Placement::local ? 3 : 0), data);
+  EXPECT_EQ(reads_->data_bytes_hit.load(), hits + data.size());
+
+  const std::vector<std::uint8_t> patch(10, 0xee);
+  ASSERT_TRUE(run(store_->write(file, (128 << 10) + 5, patch, Stability::unstable, kAlice)).ok());
+  std::copy(patch.begin(), patch.end(), data.begin() + (128 << 10) + 5);
+  EXPECT_EQ(read_all(), data);
+  AttributeChanges cut;
+  cut.size = 1000;
+  ASSERT_TRUE(run(store_->setattr(file, cut, kAlice, std::nullopt)).ok());
+  data.resize(1000);
+  EXPECT_EQ(read_all(), data);
+  EXPECT_EQ(read_all(), data);
+  // tide flush --l2
+  ASSERT_TRUE(run(static_cast<LocalStore&>(*home_).drop_caches()).ok());
+  const std::uint64_t hits_before_read = reads_->data_bytes_hit.load();
+  EXPECT_EQ(read_all(), data);
+  EXPECT_EQ(reads_->data_bytes_hit.load(), hits_before_read);
 }
 
 TEST_P(StoreTest, CommittedSizeSurvivesReopenAndTheVerifierChanges) {

@@ -36,8 +36,9 @@ Status errno_status(const char* what, int err) {
 constexpr std::uint64_t kChecksumTableOffset = kMaxFileSize;
 constexpr std::uint64_t kMaxBlocks = kMaxFileSize / kChecksumBlock;
 constexpr std::size_t kSumBytes = 4;
-// Blocks per lock region: a stripe unit's worth.
+// Blocks per lock region: a stripe unit's worth, and the L2's block.
 constexpr std::uint64_t kRegionBlocks = 32;
+static_assert(kRegionBlocks * kChecksumBlock == kCachedUnitBytes);
 
 std::uint64_t checksum_offset(std::uint64_t block) {
   return kChecksumTableOffset + block * kSumBytes;
@@ -156,19 +157,28 @@ class DataFiles::RegionLocks {
   RegionLocks(const RegionLocks&) = delete;
   RegionLocks& operator=(const RegionLocks&) = delete;
 
- private:
   static std::size_t region_index(std::uint64_t inode, std::uint64_t region) {
     return static_cast<std::size_t>((inode * 0x9e3779b97f4a7c15ull + region) % kRegionLocks);
   }
+
+ private:
   std::vector<std::size_t> indexes_;
   std::vector<std::mutex*> held_;
 };
 
+struct DataFiles::UnitsToKeep {
+  std::uint64_t first = 0;  // units [first, end)
+  std::uint64_t end = 0;
+  std::uint64_t file_changes = 0;
+  std::vector<std::uint64_t> region_changes;  // one per unit
+};
 
 DataFiles::Descriptor::~Descriptor() { ::close(fd); }
 
-DataFiles::DataFiles(std::string root, std::size_t max_open)
-    : root_(std::move(root)), max_open_(max_open) {
+DataFiles::DataFiles(std::string root, std::size_t l2_bytes, std::size_t max_open)
+    : root_(std::move(root)),
+      max_open_(max_open),
+      units_(l2_bytes > 0 ? std::make_unique<BlockCache>(l2_bytes) : nullptr) {
   directories_.fill(-1);
 }
 
@@ -238,13 +248,17 @@ Result<std::shared_ptr<DataFiles::Descriptor>> DataFiles::open(std::uint64_t ino
   return it->second;
 }
 
-Status DataFiles::read(std::uint64_t inode, std::uint64_t offset, std::span<std::uint8_t> into) {
+Status DataFiles::read(std::uint64_t inode, std::uint64_t offset, std::span<std::uint8_t> into,
+                       KeepUnits keep) {
   TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, false));
   if (!descriptor) {
     std::memset(into.data(), 0, into.size());
     return {};
   }
-  return read_verified(*descriptor, inode, offset, into, ReadMode::blocking).status();
+  const std::optional<UnitsToKeep> plan = units_to_keep(inode, offset, into.size(), keep);
+  TP_RETURN_IF_ERROR(read_verified(*descriptor, inode, offset, into, ReadMode::blocking).status());
+  if (plan) keep_units(*descriptor, inode, offset, into, *plan, ReadMode::blocking);
+  return {};
 }
 
 Result<bool> DataFiles::holds(std::uint64_t inode) {
@@ -253,13 +267,116 @@ Result<bool> DataFiles::holds(std::uint64_t inode) {
 }
 
 Result<bool> DataFiles::read_cached(std::uint64_t inode, std::uint64_t offset,
-                                    std::span<std::uint8_t> into) {
+                                    std::span<std::uint8_t> into, KeepUnits keep) {
   TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, false));
   if (!descriptor) {
     std::memset(into.data(), 0, into.size());
     return true;
   }
-  return read_verified(*descriptor, inode, offset, into, ReadMode::cached);
+  const std::optional<UnitsToKeep> plan = units_to_keep(inode, offset, into.size(), keep);
+  TP_ASSIGN_OR_RETURN(bool read, read_verified(*descriptor, inode, offset, into, ReadMode::cached));
+  if (read && plan) keep_units(*descriptor, inode, offset, into, *plan, ReadMode::cached);
+  return read;
+}
+
+std::vector<BlockCache::Handle> DataFiles::cached_units(std::uint64_t inode, std::uint64_t offset,
+                                                        std::uint64_t length) {
+  std::vector<BlockCache::Handle> units;
+  if (!units_ || length == 0) return units;
+  const std::uint64_t first = offset / kCachedUnitBytes;
+  const std::uint64_t last = (offset + length - 1) / kCachedUnitBytes;
+  units.reserve(last - first + 1);
+  for (std::uint64_t u = first; u <= last; ++u) {
+    BlockCache::Handle unit = units_->lookup({inode, u});
+    if (!unit) return {};
+    units.push_back(std::move(unit));
+  }
+  return units;
+}
+
+bool DataFiles::read_from_l2(std::uint64_t inode, std::uint64_t offset,
+                             std::span<std::uint8_t> into) {
+  const std::vector<BlockCache::Handle> units = cached_units(inode, offset, into.size());
+  if (units.empty()) return into.empty();
+  std::uint64_t at = offset;
+  for (const BlockCache::Handle& unit : units) {
+    const std::uint64_t start = unit.key().block * kCachedUnitBytes;
+    const std::uint64_t end = std::min(start + kCachedUnitBytes, offset + into.size());
+    std::memcpy(into.data() + (at - offset), unit.bytes().data() + (at - start), end - at);
+    at = end;
+  }
+  return true;
+}
+
+void DataFiles::clear_l2() {
+  if (units_) units_->clear();
+}
+
+BlockCacheStatistics DataFiles::l2_statistics() const {
+  return units_ ? units_->statistics() : BlockCacheStatistics{};
+}
+
+std::optional<DataFiles::UnitsToKeep> DataFiles::units_to_keep(std::uint64_t inode,
+                                                               std::uint64_t offset,
+                                                               std::uint64_t length,
+                                                               KeepUnits keep) {
+  if (!units_ || keep == KeepUnits::none || length == 0) return std::nullopt;
+  const std::uint64_t read_end = offset + length;
+  UnitsToKeep plan;
+  plan.first = (offset + kCachedUnitBytes - 1) / kCachedUnitBytes;
+  plan.end = read_end / kCachedUnitBytes;
+  if (keep == KeepUnits::through_end && read_end % kCachedUnitBytes != 0 &&
+      offset <= plan.end * kCachedUnitBytes) {
+    ++plan.end;
+  }
+  if (plan.first >= plan.end) return std::nullopt;
+  plan.file_changes = file_changes_[inode % kFileSlots].load();
+  for (std::uint64_t u = plan.first; u < plan.end; ++u) {
+    plan.region_changes.push_back(region_changes_[RegionLocks::region_index(inode, u)].load());
+  }
+  return plan;
+}
+
+void DataFiles::keep_units(const Descriptor& d, std::uint64_t inode, std::uint64_t offset,
+                           std::span<const std::uint8_t> read, const UnitsToKeep& plan,
+                           ReadMode mode) {
+  const std::uint64_t read_end = offset + read.size();
+  for (std::uint64_t u = plan.first; u < plan.end; ++u) {
+    const std::uint64_t start = u * kCachedUnitBytes;
+    BlockCache::Filling unit = BlockCache::allocate({inode, u}, kCachedUnitBytes);
+    const std::span<std::uint8_t> bytes = unit.bytes();
+    const std::uint64_t covered = std::min(kCachedUnitBytes, read_end - start);
+    std::memcpy(bytes.data(), read.data() + (start - offset), covered);
+    if (covered < kCachedUnitBytes) {
+      // Past the file's data: zeros, or data whose size update is on its way.
+      Result<bool> rest = read_verified(d, inode, start + covered, bytes.subspan(covered), mode);
+      if (!rest.ok() || !*rest) continue;
+    }
+    RegionLocks locked(region_locks_, inode, BlockSpan::of(start, kCachedUnitBytes));
+    std::lock_guard file(file_locks_[inode % kFileSlots]);
+    if (file_changes_[inode % kFileSlots].load() != plan.file_changes ||
+        region_changes_[RegionLocks::region_index(inode, u)].load() !=
+            plan.region_changes[u - plan.first]) {
+      continue;
+    }
+    units_->insert(std::move(unit), kCachedUnitBytes);
+  }
+}
+
+void DataFiles::forget_units(std::uint64_t inode, const BlockSpan& span) {
+  if (!units_) return;
+  for (std::uint64_t r = span.first / kRegionBlocks;
+       r <= (span.first + span.count - 1) / kRegionBlocks; ++r) {
+    units_->erase({inode, r});
+    region_changes_[RegionLocks::region_index(inode, r)].fetch_add(1);
+  }
+}
+
+void DataFiles::forget_file(std::uint64_t inode) {
+  if (!units_) return;
+  std::lock_guard file(file_locks_[inode % kFileSlots]);
+  file_changes_[inode % kFileSlots].fetch_add(1);
+  units_->erase_file(inode);
 }
 
 Result<bool> DataFiles::read_verified(const Descriptor& d, std::uint64_t inode,
@@ -309,6 +426,14 @@ Status DataFiles::write(std::uint64_t inode, std::uint64_t offset,
   TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, true));
   const BlockSpan span = BlockSpan::of(offset, data.size());
   RegionLocks locked(region_locks_, inode, span);
+  Status written = write_blocks(*descriptor, inode, offset, data, span);
+  // Even a failed write may have changed some of the data.
+  forget_units(inode, span);
+  return written;
+}
+
+Status DataFiles::write_blocks(const Descriptor& d, std::uint64_t inode, std::uint64_t offset,
+                               std::span<const std::uint8_t> data, const BlockSpan& span) {
   // A block written in part is read, verified and patched so its checksum covers all of it.
   std::vector<std::uint8_t> sums(span.count * kSumBytes);
   std::vector<std::uint8_t> patched;
@@ -322,14 +447,14 @@ Status DataFiles::write(std::uint64_t inode, std::uint64_t offset,
     } else {
       patched.resize(kChecksumBlock);
       TP_RETURN_IF_ERROR(
-          read_verified(*descriptor, inode, block_start, patched, ReadMode::holding_locks).status());
+          read_verified(d, inode, block_start, patched, ReadMode::holding_locks).status());
       std::memcpy(patched.data() + (from - block_start), data.data() + (from - offset), to - from);
       block = patched;
     }
     put_sum(std::span(sums).subspan(i * kSumBytes, kSumBytes), stored_sum(block));
   }
-  TP_RETURN_IF_ERROR(write_at(descriptor->fd, data, offset));
-  return write_at(descriptor->fd, sums, checksum_offset(span.first));
+  TP_RETURN_IF_ERROR(write_at(d.fd, data, offset));
+  return write_at(d.fd, sums, checksum_offset(span.first));
 }
 
 Result<std::uint64_t> DataFiles::repair(std::uint64_t inode, std::uint64_t offset,
@@ -353,6 +478,9 @@ Result<std::uint64_t> DataFiles::repair(std::uint64_t inode, std::uint64_t offse
     std::span<const std::uint8_t> block = good.subspan(i * kChecksumBlock, kChecksumBlock);
     std::uint8_t sum[kSumBytes];
     put_sum(sum, stored_sum(block));
+    // The L2 keeps only verified bytes, which these are too; dropped all the same, in case the
+    // copies disagree.
+    forget_units(inode, BlockSpan::of(offset + i * kChecksumBlock, kChecksumBlock));
     TP_RETURN_IF_ERROR(write_at(descriptor->fd, block, offset + i * kChecksumBlock));
     TP_RETURN_IF_ERROR(write_at(descriptor->fd, sum, checksum_offset(span.first + i)));
     ++repaired;
@@ -404,14 +532,19 @@ Status DataFiles::truncate(std::uint64_t inode, std::uint64_t size) {
   }
   // The data past `size` and the checksums of the blocks wholly past it become holes.
   const std::uint64_t kept_blocks = (size + kChecksumBlock - 1) / kChecksumBlock;
-  TP_RETURN_IF_ERROR(punch(fd, size, kChecksumTableOffset - size));
-  TP_RETURN_IF_ERROR(punch(fd, checksum_offset(kept_blocks),
-                           checksum_offset(kMaxBlocks) - checksum_offset(kept_blocks)));
-  if (partial) {
+  auto cut = [&]() -> Status {
+    TP_RETURN_IF_ERROR(punch(fd, size, kChecksumTableOffset - size));
+    TP_RETURN_IF_ERROR(punch(fd, checksum_offset(kept_blocks),
+                             checksum_offset(kMaxBlocks) - checksum_offset(kept_blocks)));
+    if (!partial) return {};
     std::vector<std::uint8_t> sum(kSumBytes);
     put_sum(sum, stored_sum(*partial));
-    TP_RETURN_IF_ERROR(write_at(fd, sum, checksum_offset(last.first)));
-  }
+    return write_at(fd, sum, checksum_offset(last.first));
+  };
+  const Status cut_status = cut();
+  // Even a cut that failed half-way may have changed some of the data.
+  forget_file(inode);
+  TP_RETURN_IF_ERROR(cut_status);
   if (::fdatasync(fd) != 0) return errno_status("sync data file", errno);
   return {};
 }
@@ -475,6 +608,7 @@ void DataFiles::remove(std::uint64_t inode) {
     open_.erase(inode);
   }
   ::unlink(path_of(inode).c_str());
+  forget_file(inode);
 }
 
 }  // namespace tidepool::store::internal

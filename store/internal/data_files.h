@@ -6,6 +6,13 @@
 // one fdatasync makes data and checksums durable together) and verified on every read: a
 // block whose checksum does not match is never returned. Checksums are per block rather than
 // per 128 KiB unit so that a 4 KiB random read reads and hashes 4 KiB, not a whole unit.
+//
+// With a budget for it, the owner's L2 (DESIGN.md, Read path): whole 128 KiB units as they were
+// read and verified, in a block cache, so that a read they cover is served from memory — no
+// pread, no checksum pass, and no copy for a caller that sends the cached bytes on. Every change
+// to a unit's data (write, repair, truncate, remove) drops it, under the lock its writers take;
+// a read that missed keeps what it read only if no change reached the unit since it began.
+// Dirty UNSTABLE data waits for COMMIT in the kernel's page cache, not here.
 #pragma once
 
 #include <array>
@@ -13,17 +20,30 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "common/block_cache.h"
 #include "common/status.h"
 
 namespace tidepool::store::internal {
 
 inline constexpr std::uint64_t kChecksumBlock = 4096;
+// The L2's block: a stripe unit of the default size, and what a region lock covers.
+inline constexpr std::uint64_t kCachedUnitBytes = 128u << 10;
+
+// Which of the units a read touches the L2 keeps.
+enum class KeepUnits {
+  none,
+  whole,  // those the read covers whole
+  // those too, and the unit the read ends in when it covers that unit from its start: the
+  // read ends where the file's data does, and the rest of the unit is read with it
+  through_end,
+};
 
 // Whether a file system of this type (statfs f_type) makes a new file's directory entry
 // durable when the file is fsynced or fdatasynced.
@@ -31,7 +51,8 @@ bool file_sync_covers_new_entry(std::int64_t filesystem_type);
 
 class DataFiles {
  public:
-  explicit DataFiles(std::string root, std::size_t max_open = 1024);
+  // `l2_bytes`: the L2's budget; 0 keeps no units.
+  explicit DataFiles(std::string root, std::size_t l2_bytes = 0, std::size_t max_open = 1024);
   ~DataFiles();
   DataFiles(const DataFiles&) = delete;
   DataFiles& operator=(const DataFiles&) = delete;
@@ -40,11 +61,22 @@ class DataFiles {
 
   // Reads into `into`; bytes never written read as zeros. A block that fails its checksum
   // fails the read with Errc::corrupt naming the inode and offset.
-  Status read(std::uint64_t inode, std::uint64_t offset, std::span<std::uint8_t> into);
+  Status read(std::uint64_t inode, std::uint64_t offset, std::span<std::uint8_t> into,
+              KeepUnits keep = KeepUnits::whole);
   // The same read served only from the page cache: false, with nothing guaranteed in `into`,
   // when it would have to wait for the disk.
-  Result<bool> read_cached(std::uint64_t inode, std::uint64_t offset,
-                           std::span<std::uint8_t> into);
+  Result<bool> read_cached(std::uint64_t inode, std::uint64_t offset, std::span<std::uint8_t> into,
+                           KeepUnits keep = KeepUnits::whole);
+  // The L2's units covering [offset, offset + length), pinned and in order, when it holds every
+  // one of them; else none. Their bytes are the data file's as of the call.
+  std::vector<BlockCache::Handle> cached_units(std::uint64_t inode, std::uint64_t offset,
+                                               std::uint64_t length);
+  // Copies [offset, offset + into.size()) out of the L2 when it holds all of it.
+  bool read_from_l2(std::uint64_t inode, std::uint64_t offset, std::span<std::uint8_t> into);
+  // Drops every unit the L2 keeps (tide flush --l2).
+  void clear_l2();
+  BlockCacheStatistics l2_statistics() const;
+  std::size_t l2_budget() const { return units_ ? units_->capacity() : 0; }
   Status write(std::uint64_t inode, std::uint64_t offset, std::span<const std::uint8_t> data);
   // Puts back, from `good` (whole blocks from the block-aligned `offset`, as another copy
   // holds them), the blocks of that range that fail their checksums, and makes them durable.
@@ -85,6 +117,7 @@ class DataFiles {
   };
   struct BlockSpan;
   class RegionLocks;
+  struct UnitsToKeep;
   // blocking: may wait for the disk; cached: only from the page cache; holding_locks: blocking,
   // by a caller that holds the regions' locks already.
   enum class ReadMode { blocking, cached, holding_locks };
@@ -98,6 +131,18 @@ class DataFiles {
   Result<bool> read_verified(const Descriptor& d, std::uint64_t inode, std::uint64_t offset,
                              std::span<std::uint8_t> into, ReadMode mode);
   Status report_mismatch(std::uint64_t inode, std::uint64_t block);
+  Status write_blocks(const Descriptor& d, std::uint64_t inode, std::uint64_t offset,
+                      std::span<const std::uint8_t> data, const BlockSpan& span);
+  // The units a read of [offset, offset + length) is to keep, and the changes seen before it.
+  std::optional<UnitsToKeep> units_to_keep(std::uint64_t inode, std::uint64_t offset,
+                                           std::uint64_t length, KeepUnits keep);
+  // After the read into `read` at `offset`: keeps the planned units that no change reached.
+  void keep_units(const Descriptor& d, std::uint64_t inode, std::uint64_t offset,
+                  std::span<const std::uint8_t> read, const UnitsToKeep& plan, ReadMode mode);
+  // Holding the span's region locks, after its data changed: its units go.
+  void forget_units(std::uint64_t inode, const BlockSpan& span);
+  // After the file's data was cut or removed: all its units go.
+  void forget_file(std::uint64_t inode);
 
   std::string root_;
   std::size_t max_open_;
@@ -115,6 +160,13 @@ class DataFiles {
   // reader that saw them disagree looks again under the lock before calling it corruption.
   static constexpr std::size_t kRegionLocks = 1024;
   std::array<std::mutex, kRegionLocks> region_locks_;
+  // Changes made under each region lock, and to whole files (truncate, remove) under a lock of
+  // the file's slot: a read that would keep units compares them before and after.
+  std::array<std::atomic<std::uint64_t>, kRegionLocks> region_changes_{};
+  static constexpr std::size_t kFileSlots = 64;
+  std::array<std::mutex, kFileSlots> file_locks_;
+  std::array<std::atomic<std::uint64_t>, kFileSlots> file_changes_{};
+  std::unique_ptr<BlockCache> units_;  // the L2; null without a budget
   std::atomic<std::uint64_t> checksum_failures_{0};
 };
 

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <thread>
@@ -12,11 +15,12 @@
 namespace tidepool::store::internal {
 namespace {
 
-class DataFilesTest : public ::testing::Test {
+// Each test runs without an L2 and with one: what a read returns must not depend on it.
+class DataFilesTest : public ::testing::TestWithParam<std::size_t> {
  protected:
   void SetUp() override {
     root_ = fresh_test_directory("tidepool-data-files-test");
-    files_ = std::make_unique<DataFiles>(root_.string());
+    files_ = std::make_unique<DataFiles>(root_.string(), GetParam());
     ASSERT_TRUE(files_->prepare().ok());
   }
   void TearDown() override {
@@ -46,7 +50,7 @@ class DataFilesTest : public ::testing::Test {
   std::mt19937_64 random_{42};
 };
 
-TEST_F(DataFilesTest, OddPiecesAtOddOffsetsReadBackAsAModel) {
+TEST_P(DataFilesTest, OddPiecesAtOddOffsetsReadBackAsAModel) {
   std::vector<std::uint8_t> model(300'000, 0);
   for (int i = 0; i < 200; ++i) {
     std::size_t offset = random_() % (model.size() - 1);
@@ -66,13 +70,13 @@ TEST_F(DataFilesTest, OddPiecesAtOddOffsetsReadBackAsAModel) {
   EXPECT_EQ(files_->checksum_failures(), 0u);
 }
 
-TEST_F(DataFilesTest, NeverWrittenDataReadsAsZeros) {
+TEST_P(DataFilesTest, NeverWrittenDataReadsAsZeros) {
   EXPECT_EQ(read(8, 0, 10'000), std::vector<std::uint8_t>(10'000, 0));
   ASSERT_TRUE(files_->write(8, 1'000'000, random_bytes(10)).ok());
   EXPECT_EQ(read(8, 4096, 8192), std::vector<std::uint8_t>(8192, 0));
 }
 
-TEST_F(DataFilesTest, AFlippedByteFailsTheReadOfItsBlockOnly) {
+TEST_P(DataFilesTest, AFlippedByteFailsTheReadOfItsBlockOnly) {
   auto data = random_bytes(5 * kChecksumBlock);
   ASSERT_TRUE(files_->write(9, 0, data).ok());
   flip_byte(9, 2 * kChecksumBlock + 100);
@@ -97,7 +101,7 @@ TEST_F(DataFilesTest, AFlippedByteFailsTheReadOfItsBlockOnly) {
   EXPECT_EQ(files_->read_cached(9, 2 * kChecksumBlock, one).code(), Errc::corrupt);
 }
 
-TEST_F(DataFilesTest, APartialWriteDoesNotLaunderACorruptBlockButAWholeOneReplacesIt) {
+TEST_P(DataFilesTest, APartialWriteDoesNotLaunderACorruptBlockButAWholeOneReplacesIt) {
   ASSERT_TRUE(files_->write(10, 0, random_bytes(kChecksumBlock)).ok());
   flip_byte(10, 17);
   EXPECT_EQ(files_->write(10, 100, random_bytes(10)).code(), Errc::corrupt);
@@ -106,7 +110,7 @@ TEST_F(DataFilesTest, APartialWriteDoesNotLaunderACorruptBlockButAWholeOneReplac
   EXPECT_EQ(read(10, 0, kChecksumBlock), whole);
 }
 
-TEST_F(DataFilesTest, RepairPutsBackOnlyTheBlocksThatFailTheirChecksums) {
+TEST_P(DataFilesTest, RepairPutsBackOnlyTheBlocksThatFailTheirChecksums) {
   auto data = random_bytes(4 * kChecksumBlock);
   ASSERT_TRUE(files_->write(12, 0, data).ok());
   flip_byte(12, kChecksumBlock + 7);
@@ -131,7 +135,7 @@ TEST_F(DataFilesTest, RepairPutsBackOnlyTheBlocksThatFailTheirChecksums) {
   EXPECT_EQ(*missing, 0u);
 }
 
-TEST_F(DataFilesTest, TruncationZeroesTheTailAndKeepsChecksumsRight) {
+TEST_P(DataFilesTest, TruncationZeroesTheTailAndKeepsChecksumsRight) {
   auto data = random_bytes(40'000);
   ASSERT_TRUE(files_->write(11, 0, data).ok());
   ASSERT_TRUE(files_->truncate(11, 5'000).ok());
@@ -152,7 +156,7 @@ TEST_F(DataFilesTest, TruncationZeroesTheTailAndKeepsChecksumsRight) {
   EXPECT_EQ(read(11, 30'000, 1'000), more);
 }
 
-TEST_F(DataFilesTest, ConcurrentWritersOfOneBlockLeaveItVerifiable) {
+TEST_P(DataFilesTest, ConcurrentWritersOfOneBlockLeaveItVerifiable) {
   constexpr int kThreads = 4;
   constexpr int kWrites = 300;
   std::vector<std::thread> writers;
@@ -175,7 +179,7 @@ TEST_F(DataFilesTest, ConcurrentWritersOfOneBlockLeaveItVerifiable) {
   EXPECT_EQ(files_->checksum_failures(), 0u);
 }
 
-TEST_F(DataFilesTest, RemovedFileReadsAsZeros) {
+TEST_P(DataFilesTest, RemovedFileReadsAsZeros) {
   ASSERT_TRUE(files_->write(13, 0, random_bytes(100)).ok());
   ASSERT_TRUE(files_->sync(13).ok());
   files_->remove(13);
@@ -190,6 +194,152 @@ TEST(FileSyncCoversNewEntryTest, OnlyForFileSystemsKnownToSyncTheEntryWithTheFil
   EXPECT_FALSE(file_sync_covers_new_entry(0x6969));      // NFS
   EXPECT_FALSE(file_sync_covers_new_entry(0));
 }
+
+INSTANTIATE_TEST_SUITE_P(WithoutAndWithL2, DataFilesTest, ::testing::Values(0, 64u << 20),
+                         [](const auto& info) { return info.param == 0 ? "NoL2" : "L2"; });
+
+// The L2 on its own: which reads it keeps, what changes drop, and its budget.
+class DataFilesL2Test : public DataFilesTest {};
+
+constexpr std::uint64_t kUnit = kCachedUnitBytes;
+
+TEST_P(DataFilesL2Test, WholeUnitsReadAreServedFromMemoryAfterwards) {
+  const auto data = random_bytes(3 * kUnit);
+  ASSERT_TRUE(files_->write(5, 0, data).ok());
+  EXPECT_TRUE(files_->cached_units(5, 0, kUnit).empty());  // writes keep nothing
+  // [kUnit / 2, 3 kUnit): only unit 1 and 2 are read whole.
+  EXPECT_EQ(read(5, kUnit / 2, 5 * kUnit / 2),
+            std::vector<std::uint8_t>(data.begin() + kUnit / 2, data.end()));
+  EXPECT_TRUE(files_->cached_units(5, 0, 1).empty());
+  auto units = files_->cached_units(5, kUnit + 10, 2 * kUnit - 20);
+  ASSERT_EQ(units.size(), 2u);
+  EXPECT_EQ(units[0].key().block, 1u);
+  EXPECT_EQ(units[1].key().block, 2u);
+  // The disk changed behind the L2's back: the kept units still answer with what was read.
+  flip_byte(5, kUnit + 3);
+  std::vector<std::uint8_t> out(kUnit + 100);
+  ASSERT_TRUE(files_->read_from_l2(5, kUnit, out));
+  EXPECT_EQ(out, std::vector<std::uint8_t>(data.begin() + kUnit, data.begin() + 2 * kUnit + 100));
+  EXPECT_EQ(std::memcmp(units[1].bytes().data(), data.data() + 2 * kUnit, kUnit), 0);
+  EXPECT_FALSE(files_->read_from_l2(5, 0, out));
+  EXPECT_EQ(files_->l2_statistics().blocks, 2u);
+}
+
+TEST_P(DataFilesL2Test, ASmallReadKeepsNothingAndAReadToTheEndKeepsItsLastUnit) {
+  const auto data = random_bytes(115'000);  // an ImageNet JPEG's worth
+  ASSERT_TRUE(files_->write(6, 0, data).ok());
+  EXPECT_EQ(read(6, 0, 4096), std::vector<std::uint8_t>(data.begin(), data.begin() + 4096));
+  std::vector<std::uint8_t> out(data.size());
+  ASSERT_TRUE(files_->read(6, 0, out, KeepUnits::whole).ok());
+  EXPECT_EQ(files_->l2_statistics().blocks, 0u);
+  ASSERT_TRUE(files_->read(6, 0, out, KeepUnits::through_end).ok());
+  auto units = files_->cached_units(6, 0, kUnit);
+  ASSERT_EQ(units.size(), 1u);
+  EXPECT_EQ(std::memcmp(units[0].bytes().data(), data.data(), data.size()), 0);
+  // Past the data: zeros, as a read there gives.
+  const auto tail = units[0].bytes().subspan(data.size());
+  EXPECT_TRUE(std::all_of(tail.begin(), tail.end(), [](std::byte b) { return b == std::byte{0}; }));
+  // A read to the end that starts inside the last unit leaves it alone.
+  ASSERT_TRUE(files_->write(7, 0, random_bytes(kUnit + 1000)).ok());
+  std::vector<std::uint8_t> last(990);
+  ASSERT_TRUE(files_->read(7, kUnit + 10, last, KeepUnits::through_end).ok());
+  EXPECT_TRUE(files_->cached_units(7, kUnit, 1).empty());
+  ASSERT_TRUE(files_->read(7, kUnit, last, KeepUnits::through_end).ok());
+  units = files_->cached_units(7, kUnit, 1);
+  ASSERT_EQ(units.size(), 1u);
+  // The rest of the unit was read with it: the data the caller did not know of is there too.
+  EXPECT_EQ(read(7, kUnit, 1000),
+            std::vector<std::uint8_t>(
+                reinterpret_cast<const std::uint8_t*>(units[0].bytes().data()),
+                reinterpret_cast<const std::uint8_t*>(units[0].bytes().data()) + 1000));
+}
+
+TEST_P(DataFilesL2Test, WritesCutsAndRemovalsDropWhatTheyChange) {
+  ASSERT_TRUE(files_->write(8, 0, random_bytes(2 * kUnit)).ok());
+  std::vector<std::uint8_t> whole(2 * kUnit);
+  ASSERT_TRUE(files_->read(8, 0, whole).ok());
+  ASSERT_EQ(files_->cached_units(8, 0, 2 * kUnit).size(), 2u);
+  // One byte into unit 1: unit 0 stays, unit 1 goes, and reads see the byte.
+  const std::vector<std::uint8_t> byte{0x5a};
+  ASSERT_TRUE(files_->write(8, kUnit + 7, byte).ok());
+  EXPECT_EQ(files_->cached_units(8, 0, kUnit).size(), 1u);
+  EXPECT_TRUE(files_->cached_units(8, kUnit, 1).empty());
+  EXPECT_EQ(read(8, kUnit + 7, 1), byte);
+  whole[kUnit + 7] = 0x5a;
+  EXPECT_EQ(read(8, 0, 2 * kUnit), whole);
+  ASSERT_EQ(files_->cached_units(8, 0, 2 * kUnit).size(), 2u);
+  // A cut drops every unit of the file; the part that stays is read again.
+  ASSERT_TRUE(files_->truncate(8, 100).ok());
+  EXPECT_TRUE(files_->cached_units(8, 0, 1).empty());
+  std::vector<std::uint8_t> cut(whole.begin(), whole.begin() + 100);
+  cut.resize(2 * kUnit, 0);
+  EXPECT_EQ(read(8, 0, 2 * kUnit), cut);
+  ASSERT_EQ(files_->cached_units(8, 0, 2 * kUnit).size(), 2u);
+  files_->remove(8);
+  EXPECT_TRUE(files_->cached_units(8, 0, 1).empty());
+  EXPECT_EQ(read(8, 0, kUnit), std::vector<std::uint8_t>(kUnit, 0));
+  // tide flush --l2
+  ASSERT_TRUE(files_->write(9, 0, random_bytes(kUnit)).ok());
+  ASSERT_TRUE(files_->read(9, 0, whole).ok());
+  ASSERT_FALSE(files_->cached_units(9, 0, kUnit).empty());
+  files_->clear_l2();
+  EXPECT_TRUE(files_->cached_units(9, 0, kUnit).empty());
+}
+
+TEST_P(DataFilesL2Test, ACorruptUnitIsNeverKept) {
+  ASSERT_TRUE(files_->write(10, 0, random_bytes(kUnit)).ok());
+  flip_byte(10, 5000);
+  std::vector<std::uint8_t> out(kUnit);
+  EXPECT_EQ(files_->read(10, 0, out).code(), Errc::corrupt);
+  EXPECT_TRUE(files_->cached_units(10, 0, kUnit).empty());
+}
+
+TEST_P(DataFilesL2Test, TheL2StaysWithinItsBudget) {
+  constexpr std::uint64_t kUnits = 128;  // 16 MiB read through an 8 MiB L2
+  ASSERT_TRUE(files_->write(11, 0, random_bytes(kUnits * kUnit)).ok());
+  std::vector<std::uint8_t> out(kUnit);
+  for (std::uint64_t u = 0; u < kUnits; ++u) ASSERT_TRUE(files_->read(11, u * kUnit, out).ok());
+  const BlockCacheStatistics stats = files_->l2_statistics();
+  EXPECT_LE(stats.bytes, files_->l2_budget());
+  EXPECT_GT(stats.blocks, 0u);
+  EXPECT_GT(stats.evictions, 0u);
+}
+
+TEST_P(DataFilesL2Test, NoReadReturnsAUnitOlderThanAWriteThatEndedBeforeItBegan) {
+  // Writers put a whole unit of their write's number; readers keep the unit as they read it
+  // and take it from the L2. A number below the last one acknowledged before a read began is
+  // an old unit kept across a write.
+  std::atomic<std::uint64_t> acknowledged{0};
+  std::atomic<bool> done{false};
+  std::atomic<std::uint64_t> stale{0};
+  std::atomic<std::uint64_t> from_l2{0};
+  auto reader = [&] {
+    std::vector<std::uint8_t> unit(kUnit);
+    while (!done.load()) {
+      const std::uint64_t floor = acknowledged.load();
+      const bool cached = files_->read_from_l2(12, 0, unit);
+      if (cached) from_l2++;
+      if (!cached && !files_->read(12, 0, unit).ok()) continue;
+      std::uint64_t seen = 0;
+      std::memcpy(&seen, unit.data() + kUnit - 8, 8);
+      if (seen < floor) stale++;
+    }
+  };
+  std::vector<std::thread> readers;
+  for (int i = 0; i < 3; ++i) readers.emplace_back(reader);
+  std::vector<std::uint8_t> unit(kUnit);
+  for (std::uint64_t n = 1; n <= 2000; ++n) {
+    for (std::uint64_t w = 0; w < kUnit / 8; ++w) std::memcpy(&unit[w * 8], &n, 8);
+    ASSERT_TRUE(files_->write(12, 0, unit).ok());
+    acknowledged.store(n);
+  }
+  done.store(true);
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(stale.load(), 0u);
+  EXPECT_GT(from_l2.load(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(L2, DataFilesL2Test, ::testing::Values(8u << 20));
 
 }  // namespace
 }  // namespace tidepool::store::internal

@@ -1,6 +1,6 @@
 // The block cache on its own: what it keeps, what it evicts and when, and that it never holds
 // more than its budget whatever the handles pin.
-#include "cache/block_cache.h"
+#include "common/block_cache.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-namespace tidepool::cache {
+namespace tidepool {
 namespace {
 
 constexpr std::size_t kBlock = 4096;
@@ -246,4 +246,4 @@ TEST(BlockCacheTest, ManyThreadsStayWithinTheBudgetAndReadWhatWasWritten) {
 }
 
 }  // namespace
-}  // namespace tidepool::cache
+}  // namespace tidepool

@@ -10,6 +10,8 @@
 // reader marks the blocks it is done with `drop_behind`, so that one long scan recycles its own
 // blocks instead of flushing everybody's.
 //
+// It lives in common/ because both cache/ (L1) and store/ (L2) keep blocks in it.
+//
 // Thread-safe. Handles may be used and destroyed on any thread, and may outlive neither the
 // cache.
 #pragma once
@@ -21,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-namespace tidepool::cache {
+namespace tidepool {
 
 // A block: the `block`-th block of a file's data (its size is the cache user's choice).
 struct BlockKey {
@@ -141,4 +143,4 @@ class BlockCache {
   std::vector<std::unique_ptr<Shard>> shards_;
 };
 
-}  // namespace tidepool::cache
+}  // namespace tidepool

@@ -1,4 +1,4 @@
-#include "cache/block_cache.h"
+#include "common/block_cache.h"
 
 #include <algorithm>
 #include <atomic>
@@ -11,7 +11,7 @@
 #include <thread>
 #include <utility>
 
-namespace tidepool::cache {
+namespace tidepool {
 
 namespace bi = boost::intrusive;
 
@@ -348,4 +348,4 @@ BlockCacheStatistics BlockCache::statistics() const {
   return total;
 }
 
-}  // namespace tidepool::cache
+}  // namespace tidepool
