@@ -566,6 +566,7 @@ void render_cache_statistics(std::ostream& out, const Json& reply) {
                {"Wasted", Align::right},
                {"L1 Meta Hit", Align::right},
                {"Invalidations", Align::right},
+               {"L2 Cached", Align::right},
                {"L2 Read", Align::right},
                {"L2 Hit", Align::right},
                {"L2 Meta Hit", Align::right}});
@@ -581,6 +582,7 @@ void render_cache_statistics(std::ostream& out, const Json& reply) {
          bytes_of(field(l1_data, "prefetch_wasted_bytes")),
          percent_of(field(field(l1, "metadata"), "hit_percent")),
          display(field(l1, "coherence_invalidations")),
+         bytes_of(field(l2, "cached_bytes")) + " / " + bytes_of(field(l2, "budget_bytes")),
          bytes_of(field(field(l2, "data"), "read_bytes")),
          percent_of(field(field(l2, "data"), "hit_percent")),
          percent_of(field(field(l2, "metadata"), "hit_percent"))});

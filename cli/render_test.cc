@@ -285,13 +285,15 @@ TEST(Listings, CacheStatisticsShowARowPerNodeThenTheTotal) {
                                       "prefetch_wasted_bytes": 0},
                              "metadata": {"hit_percent": 99.5},
                              "coherence_invalidations": 3},
-                      "l2": {"data": {"read_bytes": 0, "hit_percent": null},
+                      "l2": {"budget_bytes": 4000000, "cached_bytes": 2000000,
+                             "data": {"read_bytes": 0, "hit_percent": null},
                              "metadata": {"hit_percent": null}}}],
       "total": {"l1": {"data": {"accessed_bytes": 64000000, "hit_percent": 94.12}}},
       "unreachable": [3]})"));
-  EXPECT_NE(text.find("    2  500.0 kB / 1.0 MB  64.0 MB   94.1%     60.0 MB  59.0 MB     0 B  "
-                      "      99.5%              3      0 B       -            -\n"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("    2  500.0 kB / 1.0 MB  64.0 MB   94.1%     60.0 MB  59.0 MB     0 B  "
+                "      99.5%              3  2.0 MB / 4.0 MB      0 B       -            -\n"),
+      std::string::npos)
       << text;
   EXPECT_NE(text.find("Total              - / -  64.0 MB   94.1%           -"), std::string::npos)
       << text;

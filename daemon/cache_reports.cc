@@ -32,7 +32,8 @@ void set_percentages(json& statistics) {
 }  // namespace
 
 json cache_statistics_report(cluster::NodeId self, const cache::CacheStatistics& l1,
-                             std::size_t l1_budget_bytes, const store::ReadCounters& l2) {
+                             std::size_t l1_budget_bytes, const store::ReadCounters& l2,
+                             const store::L2Usage& l2_usage) {
   json statistics{
       {"node", self},
       {"l1",
@@ -50,7 +51,9 @@ json cache_statistics_report(cluster::NodeId self, const cache::CacheStatistics&
         {"coherence_invalidations", l1.coherence_invalidations},
         {"evictions", l1.blocks.evictions}}},
       {"l2",
-       {{"data",
+       {{"budget_bytes", l2_usage.budget_bytes},
+        {"cached_bytes", l2_usage.cached_bytes},
+        {"data",
          {{"read_bytes", l2.data_bytes_read.load()}, {"hit_bytes", l2.data_bytes_hit.load()}}},
         {"metadata", {{"reads", l2.metadata_reads.load()}, {"hits", l2.metadata_hits.load()}}}}},
   };

@@ -21,7 +21,7 @@ TEST(CacheStatisticsReport, GivesEachLevelItsCountersAndHitPercentages) {
   store::ReadCounters l2;
   l2.data_bytes_read = 1000;
   l2.data_bytes_hit = 250;
-  const json report = cache_statistics_report(3, l1, 1 << 20, l2)["statistics"];
+  const json report = cache_statistics_report(3, l1, 1 << 20, l2, {8192, 1 << 21})["statistics"];
   EXPECT_EQ(report["node"], 3);
   EXPECT_EQ(report["l1"]["budget_bytes"], 1 << 20);
   EXPECT_EQ(report["l1"]["cached_bytes"], 4096);
@@ -30,6 +30,8 @@ TEST(CacheStatisticsReport, GivesEachLevelItsCountersAndHitPercentages) {
   EXPECT_DOUBLE_EQ(report["l1"]["metadata"]["hit_percent"].get<double>(), 90.0);
   EXPECT_EQ(report["l1"]["coherence_invalidations"], 2);
   EXPECT_DOUBLE_EQ(report["l2"]["data"]["hit_percent"].get<double>(), 25.0);
+  EXPECT_EQ(report["l2"]["cached_bytes"], 8192);
+  EXPECT_EQ(report["l2"]["budget_bytes"], 1 << 21);
   // Nothing looked up: no percentage rather than a made-up one.
   EXPECT_TRUE(report["l2"]["metadata"]["hit_percent"].is_null());
 }
@@ -41,11 +43,14 @@ TEST(CacheStatisticsTotal, SumsTheNodesAndWorksThePercentagesOutAgain) {
   cache::CacheStatistics cold;
   cold.l1_bytes_accessed = 100;
   store::ReadCounters l2;
-  const json nodes = json::array({cache_statistics_report(1, busy, 100, l2)["statistics"],
-                                  cache_statistics_report(2, cold, 100, l2)["statistics"]});
+  const json nodes =
+      json::array({cache_statistics_report(1, busy, 100, l2, {10, 50})["statistics"],
+                   cache_statistics_report(2, cold, 100, l2, {0, 50})["statistics"]});
   const json total = cache_statistics_total(nodes);
   EXPECT_FALSE(total.contains("node"));
   EXPECT_EQ(total["l1"]["budget_bytes"], 200);
+  EXPECT_EQ(total["l2"]["budget_bytes"], 100);
+  EXPECT_EQ(total["l2"]["cached_bytes"], 10);
   EXPECT_EQ(total["l1"]["data"]["accessed_bytes"], 400);
   EXPECT_DOUBLE_EQ(total["l1"]["data"]["hit_percent"].get<double>(), 75.0);
   EXPECT_TRUE(cache_statistics_total(json::array()).empty());

@@ -201,7 +201,7 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
   };
   hooks.cache_statistics = [&] {
     return daemon::cache_statistics_report(config.node_id, cache.statistics(), cache.l1_budget(),
-                                           shipping.reads());
+                                           shipping.reads(), shipping.l2_usage());
   };
   hooks.flush_cache = [&](bool l1, bool l2, std::function<void(Status)> done) {
     if (l1) cache.flush();

@@ -289,6 +289,10 @@ asio::awaitable<void> drop_store_caches(std::shared_ptr<store::LocalStore> store
 
 }  // namespace
 
+store::L2Usage NamespaceShipping::l2_usage() const {
+  return local_ ? local_->l2_usage() : store::L2Usage{0, options_.l2_bytes};
+}
+
 void NamespaceShipping::drop_caches(std::function<void(Status)> done) {
   if (!local_) return done({});
   asio::co_spawn(store_executor_, drop_store_caches(local_, std::move(done)), asio::detached);

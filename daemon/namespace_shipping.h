@@ -53,6 +53,8 @@ class NamespaceShipping {
   const store::IntegrityCounters& integrity() const { return *options_.integrity; }
   // How this node's copies of the namespace answered reads from their own caches (its L2).
   const store::ReadCounters& reads() const { return *options_.reads; }
+  // On the strand: what the L2 of the store this node serves from holds (none: nothing).
+  store::L2Usage l2_usage() const;
   // On the strand: empties the caches of the store this node serves from, if it holds one;
   // `done` runs on the store's executor.
   void drop_caches(std::function<void(Status)> done);

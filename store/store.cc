@@ -265,6 +265,8 @@ class StoreImpl final : public LocalStore {
     co_return co_await std::move(advising);
   }
 
+  L2Usage l2_usage() const override { return {data_.l2_statistics().bytes, data_.l2_budget()}; }
+
   awaitable<Result<Attributes>> getattr(InodeId inode) override {
     options_.reads->metadata_reads.fetch_add(1, std::memory_order_relaxed);
     if (auto cached = cache_.find(inode)) {

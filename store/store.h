@@ -244,13 +244,18 @@ struct IntegrityCounters {
 };
 
 // How the store's own caches — its node's L2 — answered reads, counted like IntegrityCounters:
-// file data from the page cache without waiting for the disk, attributes from the store's
-// attribute cache.
+// file data from the L2's units, attributes from the store's attribute cache.
 struct ReadCounters {
   std::atomic<std::uint64_t> data_bytes_read{0};
   std::atomic<std::uint64_t> data_bytes_hit{0};
   std::atomic<std::uint64_t> metadata_reads{0};
   std::atomic<std::uint64_t> metadata_hits{0};
+};
+
+// What the L2 (the store's block cache of its own units) holds now, and may hold.
+struct L2Usage {
+  std::uint64_t cached_bytes = 0;
+  std::uint64_t budget_bytes = 0;
 };
 
 // A regular file a policy's SQL predicate selected, with its path (its first name, when it has
@@ -442,8 +447,10 @@ class LocalStore : public Store {
   // block that fails its checksum here is put back from the mirror's copy.
   virtual awaitable<Status> mirror_to(std::shared_ptr<MirrorTarget> mirror) = 0;
   // Empties the store's caches (tide flush --l2): its attribute, name and listing caches, and
-  // the page cache's clean pages of its data files. Data written and not yet durable stays.
+  // L2 and the page cache's clean pages of its data files. Data written and not yet durable
+  // stays.
   virtual awaitable<Status> drop_caches() = 0;
+  virtual L2Usage l2_usage() const = 0;
 };
 
 }  // namespace tidepool::store

@@ -613,6 +613,24 @@ TEST_F(NamespaceTest, AStreamThroughANodeHoldingNoneOfTheFileReadsFromL1) {
   EXPECT_GE(statistics["total"]["l1"]["data"]["accessed_bytes"].get<std::int64_t>(), accessed);
   EXPECT_GE(statistics["total"]["l2"]["data"]["read_bytes"].get<std::int64_t>(), kSize);
 
+  // The home kept the units it sent in its L2, and its own reads of the file come from there.
+  auto home_l2 = [&] {
+    const json all = cluster_->tide_json(home, {"statistics", "cache"});
+    for (const json& node : all["statistics"]) {
+      if (node["node"] == home) return node["l2"];
+    }
+    ADD_FAILURE() << "no statistics of node " << home << ": " << all.dump();
+    return json::object();
+  };
+  const json sent = home_l2();
+  EXPECT_GE(sent["cached_bytes"].get<std::int64_t>(), static_cast<std::int64_t>(kSize))
+      << sent.dump();
+  EXPECT_TRUE(NfsClient(endpoint(home)).read_all(fh, kLibnfsMaxTransfer) == contents);
+  EXPECT_GE(home_l2()["data"]["hit_bytes"].get<std::int64_t>() -
+                sent["data"]["hit_bytes"].get<std::int64_t>(),
+            static_cast<std::int64_t>(kSize))
+      << home_l2().dump();
+
   // `tide flush --l1 --node` empties the reader's L1: the file's first unit is fetched again.
   const Ran flushed = cluster_->tide(home, {"flush", "--l1", "--node", std::to_string(reader)});
   EXPECT_EQ(flushed.exit_code, 0) << flushed.output;
@@ -632,6 +650,7 @@ TEST_F(NamespaceTest, AStreamThroughANodeHoldingNoneOfTheFileReadsFromL1) {
   EXPECT_EQ(everything.exit_code, 0) << everything.output;
   EXPECT_NE(everything.output.find("Flushed L1 and L2 on nodes 1, 2, 3, 4."), std::string::npos)
       << everything.output;
+  EXPECT_EQ(home_l2()["cached_bytes"], 0);
   EXPECT_TRUE(NfsClient(endpoint(home)).read_all(fh, kLibnfsMaxTransfer) == contents);
 }
 
