@@ -506,20 +506,18 @@ class StoreImpl final : public LocalStore {
         // Data the L2 or the page cache holds is copied here without blocking; else it is read
         // on the pool.
         auto buf = into.first(count);
-        const internal::KeepUnits keep = keep_units_of(a, offset, count);
         // Never waits for a move's chunk on this thread: a busy slot means the pool's read.
         Result<bool> cached_read = false;
         if (std::shared_lock slot(move_slot(inode), std::try_to_lock);
             slot.owns_lock() && !where_of(inode).placed) {
           l2_hit = data_.read_from_l2(inode, offset, buf);
-          cached_read = l2_hit ? Result<bool>(true) : data_.read_cached(inode, offset, buf, keep);
+          cached_read = l2_hit ? Result<bool>(true) : data_.read_cached(inode, offset, buf);
         }
         if (!cached_read.ok() && cached_read.status().code() != Errc::corrupt) {
           co_return cached_read.status();
         }
         if (!cached_read.ok() || !*cached_read) {
-          auto fill = offload(
-              [this, inode, offset, buf, keep] { return read_data(inode, offset, buf, keep); });
+          auto fill = offload([this, inode, offset, buf] { return read_data(inode, offset, buf); });
           TP_CO_RETURN_IF_ERROR(co_await std::move(fill));
         }
       }
@@ -1185,7 +1183,7 @@ class StoreImpl final : public LocalStore {
           std::span(chunk).first(std::min<std::uint64_t>(kCopyChunkBytes, range.end - at));
       std::unique_lock slot(move_slot(inode));
       TP_RETURN_IF_ERROR(source ? pools_->read(*source, inode, at, piece)
-                                : read_with_shard(inode, at, piece, internal::KeepUnits::none));
+                                : read_with_shard(inode, at, piece));
       if (std::all_of(piece.begin(), piece.end(), [](std::uint8_t b) { return b == 0; })) continue;
       TP_RETURN_IF_ERROR(pools_->write(target, inode, at, piece, false));
       slot.unlock();
@@ -1207,13 +1205,6 @@ class StoreImpl final : public LocalStore {
     auto run = asio::co_spawn(
         pool_, [f = std::move(f)]() -> awaitable<Status> { co_return f(); }, asio::use_awaitable);
     co_return co_await std::move(run);
-  }
-
-  // A read that reaches the end of the file keeps the unit it ends in whole in the L2 (a file
-  // smaller than a unit is then kept too).
-  static internal::KeepUnits keep_units_of(const Attributes& a, std::uint64_t offset,
-                                           std::uint32_t count) {
-    return offset + count >= a.size ? internal::KeepUnits::through_end : internal::KeepUnits::whole;
   }
 
   void count_data_read(std::uint32_t count, bool l2_hit) {
@@ -1254,13 +1245,12 @@ class StoreImpl final : public LocalStore {
   }
 
   // On the pool: from the node pool holding the file's data, or from the shard's own copy.
-  Status read_data(InodeId inode, std::uint64_t offset, std::span<std::uint8_t> into,
-                   internal::KeepUnits keep) {
+  Status read_data(InodeId inode, std::uint64_t offset, std::span<std::uint8_t> into) {
     std::shared_lock slot(move_slot(inode));
     if (const std::optional<Placement> placed = where_of(inode).placed) {
       return pools_->read(*placed, inode, offset, into);
     }
-    return read_with_shard(inode, offset, into, keep);
+    return read_with_shard(inode, offset, into);
   }
 
   // On the pool, holding the file's move slot. A block that fails its checksum is put back
@@ -1268,15 +1258,14 @@ class StoreImpl final : public LocalStore {
   // takes mirror_gate_ shared under the slot, against the usual order (gate, then slot): only
   // shared holders of the gate can wait on a slot, and glibc's rwlock lets a shared holder in
   // while a whole copy waits for the gate.
-  Status read_with_shard(InodeId inode, std::uint64_t offset, std::span<std::uint8_t> into,
-                         internal::KeepUnits keep) {
-    Status read = data_.read(inode, offset, into, keep);
+  Status read_with_shard(InodeId inode, std::uint64_t offset, std::span<std::uint8_t> into) {
+    Status read = data_.read(inode, offset, into);
     if (read.code() != Errc::corrupt) return read;
     {
       std::shared_lock gate(mirror_gate_);
       TP_RETURN_IF_ERROR(repair_from_mirror(inode, offset, into.size(), read));
     }
-    return data_.read(inode, offset, into, keep);
+    return data_.read(inode, offset, into);
   }
 
   // On the pool, holding mirror_gate_ shared. A write into part of a block reads the rest of
@@ -1349,7 +1338,7 @@ class StoreImpl final : public LocalStore {
       for (const auto& [start, length] : extents) {
         for (std::uint64_t done = 0; done < length; done += chunk.size()) {
           auto piece = std::span(chunk).first(std::min<std::uint64_t>(chunk.size(), length - done));
-          TP_RETURN_IF_ERROR(data_.read(inode, start + done, piece, internal::KeepUnits::none));
+          TP_RETURN_IF_ERROR(data_.read(inode, start + done, piece));
           TP_RETURN_IF_ERROR(mirror.call(
               MirrorMethod::copy_data,
               internal::encode_mirror_extent({inode, start + done, false, piece})));

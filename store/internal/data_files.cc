@@ -1,12 +1,14 @@
 #include "store/internal/data_files.h"
 
 #include <fcntl.h>
-#include <sys/vfs.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -15,8 +17,6 @@
 #include <optional>
 #include <system_error>
 #include <vector>
-
-#include <spdlog/spdlog.h>
 
 #include "common/crc32c.h"
 #include "store/store.h"
@@ -166,6 +166,52 @@ class DataFiles::RegionLocks {
   std::vector<std::mutex*> held_;
 };
 
+// Which units were read whole lately: two generations of a Bloom filter (two bits per unit, 16
+// bits per unit the L2 holds, so about 5 % false marks when full). A generation is full after
+// twice as many units as the L2 holds; the older one then goes. A false mark keeps a unit on
+// its first read, which costs only the copy the doorkeeper is there to save.
+class DataFiles::Doorkeeper {
+ public:
+  explicit Doorkeeper(std::size_t l2_units)
+      : limit_(std::max<std::size_t>(2 * l2_units, 64)),
+        bits_(std::bit_ceil(std::max<std::size_t>(16 * l2_units, 1024))),
+        current_(bits_ / 64),
+        previous_(bits_ / 64) {}
+
+  // Marks the unit; whether it was marked already.
+  bool seen_before(std::uint64_t inode, std::uint64_t unit) {
+    const std::uint64_t hash = (inode * 0x9e3779b97f4a7c15ull) ^ (unit * 0xc2b2ae3d27d4eb4full);
+    const std::size_t first = static_cast<std::size_t>(hash) & (bits_ - 1);
+    const std::size_t second = static_cast<std::size_t>(hash >> 32 ^ hash >> 7) & (bits_ - 1);
+    std::lock_guard lock(mutex_);
+    if (marked(current_, first, second)) return true;
+    const bool seen = marked(previous_, first, second);
+    mark(current_, first);
+    mark(current_, second);
+    if (++marks_ >= limit_) {
+      previous_.swap(current_);
+      std::fill(current_.begin(), current_.end(), 0);
+      marks_ = 0;
+    }
+    return seen;
+  }
+
+ private:
+  static bool marked(const std::vector<std::uint64_t>& words, std::size_t a, std::size_t b) {
+    return (words[a / 64] >> (a % 64) & 1) != 0 && (words[b / 64] >> (b % 64) & 1) != 0;
+  }
+  static void mark(std::vector<std::uint64_t>& words, std::size_t bit) {
+    words[bit / 64] |= std::uint64_t{1} << (bit % 64);
+  }
+
+  const std::size_t limit_;
+  const std::size_t bits_;
+  std::mutex mutex_;
+  std::vector<std::uint64_t> current_;   // guarded by mutex_
+  std::vector<std::uint64_t> previous_;  // guarded by mutex_
+  std::size_t marks_ = 0;                // units marked in current_; guarded by mutex_
+};
+
 struct DataFiles::UnitsToKeep {
   std::uint64_t first = 0;  // units [first, end)
   std::uint64_t end = 0;
@@ -178,7 +224,8 @@ DataFiles::Descriptor::~Descriptor() { ::close(fd); }
 DataFiles::DataFiles(std::string root, std::size_t l2_bytes, std::size_t max_open)
     : root_(std::move(root)),
       max_open_(max_open),
-      units_(l2_bytes > 0 ? std::make_unique<BlockCache>(l2_bytes) : nullptr) {
+      units_(l2_bytes > 0 ? std::make_unique<BlockCache>(l2_bytes) : nullptr),
+      doorkeeper_(units_ ? std::make_unique<Doorkeeper>(l2_bytes / kCachedUnitBytes) : nullptr) {
   directories_.fill(-1);
 }
 
@@ -248,17 +295,13 @@ Result<std::shared_ptr<DataFiles::Descriptor>> DataFiles::open(std::uint64_t ino
   return it->second;
 }
 
-Status DataFiles::read(std::uint64_t inode, std::uint64_t offset, std::span<std::uint8_t> into,
-                       KeepUnits keep) {
+Status DataFiles::read(std::uint64_t inode, std::uint64_t offset, std::span<std::uint8_t> into) {
   TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, false));
   if (!descriptor) {
     std::memset(into.data(), 0, into.size());
     return {};
   }
-  const std::optional<UnitsToKeep> plan = units_to_keep(inode, offset, into.size(), keep);
-  TP_RETURN_IF_ERROR(read_verified(*descriptor, inode, offset, into, ReadMode::blocking).status());
-  if (plan) keep_units(*descriptor, inode, offset, into, *plan, ReadMode::blocking);
-  return {};
+  return read_verified(*descriptor, inode, offset, into, ReadMode::blocking).status();
 }
 
 Result<bool> DataFiles::holds(std::uint64_t inode) {
@@ -267,15 +310,15 @@ Result<bool> DataFiles::holds(std::uint64_t inode) {
 }
 
 Result<bool> DataFiles::read_cached(std::uint64_t inode, std::uint64_t offset,
-                                    std::span<std::uint8_t> into, KeepUnits keep) {
+                                    std::span<std::uint8_t> into) {
   TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, false));
   if (!descriptor) {
     std::memset(into.data(), 0, into.size());
     return true;
   }
-  const std::optional<UnitsToKeep> plan = units_to_keep(inode, offset, into.size(), keep);
+  const std::optional<UnitsToKeep> plan = units_to_keep(inode, offset, into.size());
   TP_ASSIGN_OR_RETURN(bool read, read_verified(*descriptor, inode, offset, into, ReadMode::cached));
-  if (read && plan) keep_units(*descriptor, inode, offset, into, *plan, ReadMode::cached);
+  if (read && plan) keep_units(inode, offset, into, *plan);
   return read;
 }
 
@@ -318,17 +361,11 @@ BlockCacheStatistics DataFiles::l2_statistics() const {
 
 std::optional<DataFiles::UnitsToKeep> DataFiles::units_to_keep(std::uint64_t inode,
                                                                std::uint64_t offset,
-                                                               std::uint64_t length,
-                                                               KeepUnits keep) {
-  if (!units_ || keep == KeepUnits::none || length == 0) return std::nullopt;
-  const std::uint64_t read_end = offset + length;
+                                                               std::uint64_t length) {
+  if (!units_) return std::nullopt;
   UnitsToKeep plan;
   plan.first = (offset + kCachedUnitBytes - 1) / kCachedUnitBytes;
-  plan.end = read_end / kCachedUnitBytes;
-  if (keep == KeepUnits::through_end && read_end % kCachedUnitBytes != 0 &&
-      offset <= plan.end * kCachedUnitBytes) {
-    ++plan.end;
-  }
+  plan.end = (offset + length) / kCachedUnitBytes;
   if (plan.first >= plan.end) return std::nullopt;
   plan.file_changes = file_changes_[inode % kFileSlots].load();
   for (std::uint64_t u = plan.first; u < plan.end; ++u) {
@@ -337,21 +374,13 @@ std::optional<DataFiles::UnitsToKeep> DataFiles::units_to_keep(std::uint64_t ino
   return plan;
 }
 
-void DataFiles::keep_units(const Descriptor& d, std::uint64_t inode, std::uint64_t offset,
-                           std::span<const std::uint8_t> read, const UnitsToKeep& plan,
-                           ReadMode mode) {
-  const std::uint64_t read_end = offset + read.size();
+void DataFiles::keep_units(std::uint64_t inode, std::uint64_t offset,
+                           std::span<const std::uint8_t> read, const UnitsToKeep& plan) {
   for (std::uint64_t u = plan.first; u < plan.end; ++u) {
+    if (!doorkeeper_->seen_before(inode, u)) continue;
     const std::uint64_t start = u * kCachedUnitBytes;
     BlockCache::Filling unit = BlockCache::allocate({inode, u}, kCachedUnitBytes);
-    const std::span<std::uint8_t> bytes = unit.bytes();
-    const std::uint64_t covered = std::min(kCachedUnitBytes, read_end - start);
-    std::memcpy(bytes.data(), read.data() + (start - offset), covered);
-    if (covered < kCachedUnitBytes) {
-      // Past the file's data: zeros, or data whose size update is on its way.
-      Result<bool> rest = read_verified(d, inode, start + covered, bytes.subspan(covered), mode);
-      if (!rest.ok() || !*rest) continue;
-    }
+    std::memcpy(unit.bytes().data(), read.data() + (start - offset), kCachedUnitBytes);
     RegionLocks locked(region_locks_, inode, BlockSpan::of(start, kCachedUnitBytes));
     std::lock_guard file(file_locks_[inode % kFileSlots]);
     if (file_changes_[inode % kFileSlots].load() != plan.file_changes ||

@@ -12,6 +12,11 @@
 // pread, no checksum pass, and no copy for a caller that sends the cached bytes on. Every change
 // to a unit's data (write, repair, truncate, remove) drops it, under the lock its writers take;
 // a read that missed keeps what it read only if no change reached the unit since it began.
+// Units are kept on their second read: only a read the page cache answered keeps the units it
+// covers whole, and only those it finds marked as read before (a doorkeeper, as TinyLFU's: a
+// Bloom filter of the units read lately). One pass over a data set — a cold scan,
+// even with the kernel's read-ahead answering most of it; a copy; a file written and read back
+// once — costs no copy into the L2 and pushes nothing out of it.
 // Dirty UNSTABLE data waits for COMMIT in the kernel's page cache, not here.
 #pragma once
 
@@ -36,15 +41,6 @@ inline constexpr std::uint64_t kChecksumBlock = 4096;
 // The L2's block: a stripe unit of the default size, and what a region lock covers.
 inline constexpr std::uint64_t kCachedUnitBytes = 128u << 10;
 
-// Which of the units a read touches the L2 keeps.
-enum class KeepUnits {
-  none,
-  whole,  // those the read covers whole
-  // those too, and the unit the read ends in when it covers that unit from its start: the
-  // read ends where the file's data does, and the rest of the unit is read with it
-  through_end,
-};
-
 // Whether a file system of this type (statfs f_type) makes a new file's directory entry
 // durable when the file is fsynced or fdatasynced.
 bool file_sync_covers_new_entry(std::int64_t filesystem_type);
@@ -61,12 +57,10 @@ class DataFiles {
 
   // Reads into `into`; bytes never written read as zeros. A block that fails its checksum
   // fails the read with Errc::corrupt naming the inode and offset.
-  Status read(std::uint64_t inode, std::uint64_t offset, std::span<std::uint8_t> into,
-              KeepUnits keep = KeepUnits::whole);
+  Status read(std::uint64_t inode, std::uint64_t offset, std::span<std::uint8_t> into);
   // The same read served only from the page cache: false, with nothing guaranteed in `into`,
-  // when it would have to wait for the disk.
-  Result<bool> read_cached(std::uint64_t inode, std::uint64_t offset, std::span<std::uint8_t> into,
-                           KeepUnits keep = KeepUnits::whole);
+  // when it would have to wait for the disk. True: the L2 keeps the units it covers whole.
+  Result<bool> read_cached(std::uint64_t inode, std::uint64_t offset, std::span<std::uint8_t> into);
   // The L2's units covering [offset, offset + length), pinned and in order, when it holds every
   // one of them; else none. Their bytes are the data file's as of the call.
   std::vector<BlockCache::Handle> cached_units(std::uint64_t inode, std::uint64_t offset,
@@ -135,10 +129,10 @@ class DataFiles {
                       std::span<const std::uint8_t> data, const BlockSpan& span);
   // The units a read of [offset, offset + length) is to keep, and the changes seen before it.
   std::optional<UnitsToKeep> units_to_keep(std::uint64_t inode, std::uint64_t offset,
-                                           std::uint64_t length, KeepUnits keep);
+                                           std::uint64_t length);
   // After the read into `read` at `offset`: keeps the planned units that no change reached.
-  void keep_units(const Descriptor& d, std::uint64_t inode, std::uint64_t offset,
-                  std::span<const std::uint8_t> read, const UnitsToKeep& plan, ReadMode mode);
+  void keep_units(std::uint64_t inode, std::uint64_t offset, std::span<const std::uint8_t> read,
+                  const UnitsToKeep& plan);
   // Holding the span's region locks, after its data changed: its units go.
   void forget_units(std::uint64_t inode, const BlockSpan& span);
   // After the file's data was cut or removed: all its units go.
@@ -167,6 +161,8 @@ class DataFiles {
   std::array<std::mutex, kFileSlots> file_locks_;
   std::array<std::atomic<std::uint64_t>, kFileSlots> file_changes_{};
   std::unique_ptr<BlockCache> units_;  // the L2; null without a budget
+  class Doorkeeper;
+  std::unique_ptr<Doorkeeper> doorkeeper_;  // with units_
   std::atomic<std::uint64_t> checksum_failures_{0};
 };
 

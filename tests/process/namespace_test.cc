@@ -613,7 +613,8 @@ TEST_F(NamespaceTest, AStreamThroughANodeHoldingNoneOfTheFileReadsFromL1) {
   EXPECT_GE(statistics["total"]["l1"]["data"]["accessed_bytes"].get<std::int64_t>(), accessed);
   EXPECT_GE(statistics["total"]["l2"]["data"]["read_bytes"].get<std::int64_t>(), kSize);
 
-  // The home kept the units it sent in its L2, and its own reads of the file come from there.
+  // The home marked the units it sent; its own read of the file keeps them in its L2 (their
+  // second read), and its next read comes from there.
   auto home_l2 = [&] {
     const json all = cluster_->tide_json(home, {"statistics", "cache"});
     for (const json& node : all["statistics"]) {
@@ -622,6 +623,7 @@ TEST_F(NamespaceTest, AStreamThroughANodeHoldingNoneOfTheFileReadsFromL1) {
     ADD_FAILURE() << "no statistics of node " << home << ": " << all.dump();
     return json::object();
   };
+  EXPECT_TRUE(NfsClient(endpoint(home)).read_all(fh, kLibnfsMaxTransfer) == contents);
   const json sent = home_l2();
   EXPECT_GE(sent["cached_bytes"].get<std::int64_t>(), static_cast<std::int64_t>(kSize))
       << sent.dump();
