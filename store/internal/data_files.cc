@@ -196,6 +196,13 @@ class DataFiles::Doorkeeper {
     return seen;
   }
 
+  void clear() {
+    std::lock_guard lock(mutex_);
+    std::fill(current_.begin(), current_.end(), 0);
+    std::fill(previous_.begin(), previous_.end(), 0);
+    marks_ = 0;
+  }
+
  private:
   static bool marked(const std::vector<std::uint64_t>& words, std::size_t a, std::size_t b) {
     return (words[a / 64] >> (a % 64) & 1) != 0 && (words[b / 64] >> (b % 64) & 1) != 0;
@@ -352,7 +359,9 @@ bool DataFiles::read_from_l2(std::uint64_t inode, std::uint64_t offset,
 }
 
 void DataFiles::clear_l2() {
-  if (units_) units_->clear();
+  if (!units_) return;
+  units_->clear();
+  doorkeeper_->clear();
 }
 
 BlockCacheStatistics DataFiles::l2_statistics() const {

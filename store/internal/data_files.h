@@ -67,7 +67,8 @@ class DataFiles {
                                                std::uint64_t length);
   // Copies [offset, offset + into.size()) out of the L2 when it holds all of it.
   bool read_from_l2(std::uint64_t inode, std::uint64_t offset, std::span<std::uint8_t> into);
-  // Drops every unit the L2 keeps (tide flush --l2).
+  // Drops every unit the L2 keeps, and the doorkeeper's marks: the L2 is as cold as after a
+  // start (tide flush --l2).
   void clear_l2();
   BlockCacheStatistics l2_statistics() const;
   std::size_t l2_budget() const { return units_ ? units_->capacity() : 0; }

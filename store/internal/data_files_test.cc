@@ -287,6 +287,8 @@ TEST_P(DataFilesL2Test, WritesCutsAndRemovalsDropWhatTheyChange) {
   ASSERT_FALSE(files_->cached_units(9, 0, kUnit).empty());
   files_->clear_l2();
   EXPECT_TRUE(files_->cached_units(9, 0, kUnit).empty());
+  ASSERT_TRUE(*files_->read_cached(9, 0, whole));  // marked again, not kept
+  EXPECT_TRUE(files_->cached_units(9, 0, kUnit).empty());
 }
 
 TEST_P(DataFilesL2Test, ACorruptUnitIsNeverKept) {
