@@ -32,6 +32,8 @@ constexpr std::uint64_t kRpcHeaderRoom = 4 * kKiB;
 std::string quote(std::string_view text) { return std::string("'").append(text).append("'"); }
 
 // In the largest binary unit that divides it exactly: "128KiB", "1GiB", "1000".
+constexpr std::uint64_t kMinL2Budget = 64ull << 20;
+
 std::string format_size(std::uint64_t bytes) {
   static constexpr std::pair<std::uint64_t, std::string_view> kUnits[] = {
       {kPiB, "PiB"}, {kTiB, "TiB"}, {kGiB, "GiB"}, {kMiB, "MiB"}, {kKiB, "KiB"}};
@@ -233,9 +235,14 @@ std::optional<Status> ConfigReader::node_key(std::string_view key, const toml::n
   if (key == "ram_budget") return size(value, name, config_.ram_budget_bytes, kMiB, kPiB);
   if (key == "l2_budget") {
     std::uint64_t bytes = 0;
-    Status parsed = size(value, name, bytes, 0, kPiB);
-    if (parsed.ok()) config_.l2_budget_bytes = bytes;
-    return parsed;
+    TP_RETURN_IF_ERROR(size(value, name, bytes, 0, kPiB));
+    // The L2 keeps 128 KiB units in 16 shards of its budget: less would keep next to nothing.
+    if (bytes != 0 && bytes < kMinL2Budget) {
+      return fail(value.source(),
+                  quote(name) + " must be 0 (no L2) or at least " + format_size(kMinL2Budget));
+    }
+    config_.l2_budget_bytes = bytes;
+    return Status{};
   }
   return std::nullopt;
 }
@@ -606,7 +613,7 @@ data_dir = "/var/lib/tidepool"  # required: where this node keeps its shards and
 pool = "default"                # the node pool this node belongs to
 ram_budget = "1GiB"             # memory for the L1 (other nodes' data), at least 1MiB
 # l2_budget = "4GiB"            # memory for the L2 (this node's own data); unset: a quarter of
-                                # the machine's RAM, at most 4GiB; 0: no L2
+                                # the machine's RAM, at most 4GiB; 0: no L2, else at least 64MiB
 
 [cluster]
 # name = "tidepool"             # unset by default; when set, refuse a data_dir of another cluster

@@ -272,6 +272,8 @@ TEST(Config, SizesAcceptIntegersAndStringsWithinTheirRange) {
   EXPECT_EQ(parse_ok(with_data_dir("l2_budget = 0\n")).l2_budget_bytes, 0u);
   EXPECT_EQ(parse_error(with_data_dir("l2_budget = -1\n")),
             "node.toml:3: 'node.l2_budget' must be a size in 0..1PiB");
+  EXPECT_EQ(parse_error(with_data_dir("l2_budget = \"8MiB\"\n")),
+            "node.toml:3: 'node.l2_budget' must be 0 (no L2) or at least 64MiB");
   EXPECT_EQ(parse_error(with_data_dir("[frontend]\nmax_record_size = \"128MiB\"\n")),
             "node.toml:4: 'frontend.max_record_size' must be a size in 64KiB..64MiB");
   EXPECT_EQ(parse_error(with_data_dir("[nfs]\nread_size_max = \"2MiB\"\n")),

@@ -243,12 +243,13 @@ NamespaceShipping::NamespaceShipping(asio::any_io_executor strand,
                                      store::StoreOptions options, cluster::NodeId self)
     : strand_(std::move(strand)),
       store_executor_(std::move(store_executor)),
-      units_(std::make_unique<store::UnitStore>(options.data_dir + "/units")),
+      units_(std::make_unique<store::UnitStore>(options.data_dir + "/units", options.l2)),
       peers_(std::make_shared<UnitPeers>(*this)),
       placement_(std::make_shared<PolicyPlacement>()),
       options_(with_pools(std::move(options), peers_, placement_)),
       self_(self),
-      router_(self, [this](cluster::NodeId home) { return std::make_shared<Channel>(*this, home); }),
+      router_(self,
+              [this](cluster::NodeId home) { return std::make_shared<Channel>(*this, home); }),
       release_timer_(strand_),
       retry_timer_(strand_),
       atime_enabled_(options_.atime_enabled),
@@ -290,10 +291,12 @@ asio::awaitable<void> drop_store_caches(std::shared_ptr<store::LocalStore> store
 }  // namespace
 
 store::L2Usage NamespaceShipping::l2_usage() const {
-  return local_ ? local_->l2_usage() : store::L2Usage{0, options_.l2_bytes};
+  if (!options_.l2) return {};
+  return {options_.l2->statistics().bytes, options_.l2->capacity()};
 }
 
 void NamespaceShipping::drop_caches(std::function<void(Status)> done) {
+  units_->clear_l2();
   if (!local_) return done({});
   asio::co_spawn(store_executor_, drop_store_caches(local_, std::move(done)), asio::detached);
 }

@@ -53,10 +53,10 @@ class NamespaceShipping {
   const store::IntegrityCounters& integrity() const { return *options_.integrity; }
   // How this node's copies of the namespace answered reads from their own caches (its L2).
   const store::ReadCounters& reads() const { return *options_.reads; }
-  // On the strand: what the L2 of the store this node serves from holds (none: nothing).
+  // What the node's L2 holds, of its shard's data and of the units it holds for node pools.
   store::L2Usage l2_usage() const;
-  // On the strand: empties the caches of the store this node serves from, if it holds one;
-  // `done` runs on the store's executor.
+  // On the strand: empties the L2 of the units this node holds, and the caches of the store
+  // this node serves from, if it holds one; `done` runs on the store's executor.
   void drop_caches(std::function<void(Status)> done);
 
   // Null detaches: calls then fail as unavailable. A node that is a member serves nothing

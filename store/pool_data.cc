@@ -50,8 +50,10 @@ Result<UnitRequest> decode_unit_request(std::span<const std::uint8_t> body) {
   return request;
 }
 
-UnitStore::UnitStore(std::string root)
-    : root_(std::move(root)), boot_(std::random_device{}() | std::uint64_t{std::random_device{}()} << 32) {}
+UnitStore::UnitStore(std::string root, std::shared_ptr<BlockCache> l2)
+    : root_(std::move(root)),
+      l2_(std::move(l2)),
+      boot_(std::random_device{}() | std::uint64_t{std::random_device{}()} << 32) {}
 
 xdr::Buffer UnitStore::boot_reply() const {
   xdr::Buffer out;
@@ -70,7 +72,7 @@ Result<internal::DataFiles*> UnitStore::files_of(const std::string& pool) {
                                           std::to_string(kMaxUnitPools) + " pools, not of '" +
                                           pool + "'");
   }
-  auto files = std::make_unique<internal::DataFiles>(root_ + "/" + pool);
+  auto files = std::make_unique<internal::DataFiles>(root_ + "/" + pool, l2_);
   TP_RETURN_IF_ERROR(files->prepare());
   return pools_.emplace(pool, std::move(files)).first->second.get();
 }
@@ -96,6 +98,10 @@ Result<xdr::Buffer> UnitStore::serve(std::uint32_t method, std::span<const std::
       // The RPC's trailer goes after the bytes without moving them.
       bytes.reserve(request.value + cluster::kRpcTrailerBytes);
       bytes.resize(request.value);
+      // From the L2, else from the page cache (which may keep the units in the L2), else disk.
+      if (files->read_from_l2(request.inode, request.offset, bytes)) return bytes;
+      Result<bool> cached = files->read_cached(request.inode, request.offset, bytes);
+      if (cached.ok() && *cached) return bytes;
       TP_RETURN_IF_ERROR(files->read(request.inode, request.offset, bytes));
       return bytes;
     }
@@ -114,6 +120,11 @@ Result<xdr::Buffer> UnitStore::serve(std::uint32_t method, std::span<const std::
       return xdr::Buffer{};
   }
   return error(Errc::not_supported, "no unit method " + std::to_string(method));
+}
+
+void UnitStore::clear_l2() {
+  std::lock_guard lock(mutex_);
+  for (auto& [pool, files] : pools_) files->clear_l2();
 }
 
 PoolData::PoolData(std::shared_ptr<PoolPeers> peers, std::shared_ptr<IntegrityCounters> integrity)

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "cluster/types.h"
+#include "common/block_cache.h"
 #include "common/status.h"
 #include "common/xdr.h"
 #include "store/store.h"
@@ -79,7 +80,9 @@ Result<UnitRequest> decode_unit_request(std::span<const std::uint8_t> body);
 // messages naming ever new pools cannot use up its file descriptors.
 class UnitStore {
  public:
-  explicit UnitStore(std::string root);
+  // `l2`: the node's L2, which keeps the units read here as the shard's own data does; null
+  // keeps none.
+  explicit UnitStore(std::string root, std::shared_ptr<BlockCache> l2 = nullptr);
   ~UnitStore();
   UnitStore(const UnitStore&) = delete;
   UnitStore& operator=(const UnitStore&) = delete;
@@ -88,12 +91,15 @@ class UnitStore {
   // file), write and sync this store's boot id (8 bytes), the others nothing. A block that
   // fails its checksum fails the read as corrupt; an unknown method is not_supported.
   Result<xdr::Buffer> serve(std::uint32_t method, std::span<const std::uint8_t> request);
+  // Empties the L2 of the units kept here (tide flush --l2).
+  void clear_l2();
 
  private:
   Result<internal::DataFiles*> files_of(const std::string& pool);
   xdr::Buffer boot_reply() const;
 
   const std::string root_;
+  const std::shared_ptr<BlockCache> l2_;
   const std::uint64_t boot_;
   std::mutex mutex_;
   std::map<std::string, std::unique_ptr<internal::DataFiles>> pools_;  // guarded by mutex_

@@ -566,6 +566,40 @@ TEST(MigrateOutsideACluster, IsNotSupported) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(UnitRequests, AnOwnerKeepsUnitsReadTwiceInItsL2UntilTheyChange) {
+  const auto dir = internal::fresh_test_directory("tidepool-unit-l2-test");
+  const auto l2 = std::make_shared<BlockCache>(16u << 20);
+  UnitStore store(dir.string(), l2);
+  auto call = [&](UnitMethod method, const UnitRequest& request) {
+    return store.serve(static_cast<std::uint32_t>(method), encode_unit_request(request));
+  };
+  constexpr std::uint64_t kUnit = 128u << 10;
+  std::vector<std::uint8_t> bytes(2 * kUnit, 1);
+  ASSERT_TRUE(call(UnitMethod::write, {"f800", 9, 0, 1, bytes}).ok());
+  for (int i = 0; i < 3; ++i) {
+    auto read = call(UnitMethod::read, {"f800", 9, 0, 2 * kUnit, {}});
+    ASSERT_TRUE(read.ok());
+    EXPECT_EQ(*read, xdr::Buffer(bytes.begin(), bytes.end()));
+  }
+  EXPECT_EQ(l2->statistics().blocks, 2u);
+  EXPECT_GE(l2->statistics().hits, 2u);
+  std::fill(bytes.begin() + kUnit, bytes.end(), 2);
+  ASSERT_TRUE(
+      call(UnitMethod::write, {"f800", 9, kUnit, 1, {bytes.begin() + kUnit, bytes.end()}}).ok());
+  auto read = call(UnitMethod::read, {"f800", 9, 0, 2 * kUnit, {}});
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(*read, xdr::Buffer(bytes.begin(), bytes.end()));
+  ASSERT_TRUE(call(UnitMethod::truncate, {"f800", 9, 0, 10, {}}).ok());
+  read = call(UnitMethod::read, {"f800", 9, 0, 2 * kUnit, {}});
+  ASSERT_TRUE(read.ok());
+  std::vector<std::uint8_t> cut(2 * kUnit, 0);
+  std::fill(cut.begin(), cut.begin() + 10, 1);
+  EXPECT_EQ(*read, xdr::Buffer(cut.begin(), cut.end()));
+  store.clear_l2();
+  EXPECT_EQ(l2->statistics().blocks, 0u);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(UnitRequests, BadMessagesAreRefusedAndNeverReachTheDisk) {
   const auto dir = internal::fresh_test_directory("tidepool-unit-request-test");
   UnitStore store(dir.string());

@@ -191,12 +191,28 @@ struct DirtyAttributes {
   std::int64_t ctime_ns;
 };
 
+// L2 units a READ reply is sent from, counted against the share of the L2 replies may pin.
+struct ReplyPin {
+  ReplyPin(internal::CachedUnits units, std::shared_ptr<std::atomic<std::uint64_t>> pins,
+           std::uint64_t bytes)
+      : units(std::move(units)), pins(std::move(pins)), bytes(bytes) {
+    this->pins->fetch_add(bytes, std::memory_order_relaxed);
+  }
+  ~ReplyPin() { pins->fetch_sub(bytes, std::memory_order_relaxed); }
+  ReplyPin(const ReplyPin&) = delete;
+  ReplyPin& operator=(const ReplyPin&) = delete;
+
+  internal::CachedUnits units;
+  std::shared_ptr<std::atomic<std::uint64_t>> pins;
+  std::uint64_t bytes;
+};
+
 class StoreImpl final : public LocalStore {
  public:
   StoreImpl(const StoreOptions& options, std::unique_ptr<Database> db)
       : options_(options),
         clock_(options.clock ? *options.clock : real_clock()),
-        data_(options.data_dir + internal::kDataFilesPath, options.l2_bytes),
+        data_(options.data_dir + internal::kDataFilesPath, options.l2),
         pools_(options.peers ? std::make_unique<PoolData>(options.peers, options.integrity)
                              : nullptr),
         pool_(options.threads),
@@ -264,8 +280,6 @@ class StoreImpl final : public LocalStore {
     auto advising = offload([this] { return data_.drop_page_cache(); });
     co_return co_await std::move(advising);
   }
-
-  L2Usage l2_usage() const override { return {data_.l2_statistics().bytes, data_.l2_budget()}; }
 
   awaitable<Result<Attributes>> getattr(InodeId inode) override {
     options_.reads->metadata_reads.fetch_add(1, std::memory_order_relaxed);
@@ -1218,29 +1232,34 @@ class StoreImpl final : public LocalStore {
     if (!a || atime_due(*a) || !check_data_access(*a, caller, kMayRead).ok()) return std::nullopt;
     const std::uint64_t available = offset < a->size ? a->size - offset : 0;
     count = static_cast<std::uint32_t>(std::min<std::uint64_t>(available, count));
-    if (count == 0) return std::nullopt;
-    std::vector<BlockCache::Handle> units;
+    // Replies slow to go pin a quarter of the L2 at most; past that, read() copies.
+    if (count == 0 || !options_.l2 ||
+        reply_pins_->load(std::memory_order_relaxed) + count > options_.l2->capacity() / 4) {
+      return std::nullopt;
+    }
+    internal::CachedUnits cached;
     // The slot keeps the file's data here while the units are taken.
     if (std::shared_lock slot(move_slot(inode), std::try_to_lock);
         slot.owns_lock() && !where_of(inode).placed) {
-      units = data_.cached_units(inode, offset, count);
+      cached = data_.cached_units(inode, offset, count);
     }
     // Removed or truncated since the attributes were taken: read() finds out how.
-    if (units.empty() || !cache_.find(inode)) return std::nullopt;
+    if (cached.units.empty() || !cache_.find(inode)) return std::nullopt;
     options_.reads->metadata_reads.fetch_add(1, std::memory_order_relaxed);
     options_.reads->metadata_hits.fetch_add(1, std::memory_order_relaxed);
     count_data_read(count, true);
     ReadPieces pieces{ReadResult{count, offset + count >= a->size, *a}, {}, {}};
     std::uint64_t at = offset;
     const std::uint64_t end = offset + count;
-    for (const BlockCache::Handle& unit : units) {
-      const std::uint64_t start = unit.key().block * internal::kCachedUnitBytes;
+    for (std::size_t i = 0; i < cached.units.size(); ++i) {
+      const std::uint64_t start = (cached.first_unit + i) * internal::kCachedUnitBytes;
       const std::uint64_t until = std::min(start + internal::kCachedUnitBytes, end);
       pieces.pieces.emplace_back(
-          reinterpret_cast<const std::uint8_t*>(unit.bytes().data()) + (at - start), until - at);
+          reinterpret_cast<const std::uint8_t*>(cached.units[i].bytes().data()) + (at - start),
+          until - at);
       at = until;
     }
-    pieces.keep = std::make_shared<std::vector<BlockCache::Handle>>(std::move(units));
+    pieces.keep = std::make_shared<ReplyPin>(std::move(cached), reply_pins_, count);
     return pieces;
   }
 
@@ -2157,6 +2176,10 @@ class StoreImpl final : public LocalStore {
       std::chrono::nanoseconds(options_.atime_grace_period).count()};
   const Clock& clock_;
   internal::DataFiles data_;
+  // Bytes of the L2 that READ replies hold (ReplyPin); shared with the pins, which may outlive
+  // the store.
+  const std::shared_ptr<std::atomic<std::uint64_t>> reply_pins_ =
+      std::make_shared<std::atomic<std::uint64_t>>(0);
   // The data of files placed in node pools; null outside a cluster.
   const std::unique_ptr<PoolData> pools_;
   asio::thread_pool pool_;

@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/block_cache.h"
 #include "common/clock.h"
 #include "common/status.h"
 
@@ -309,8 +310,9 @@ struct StoreOptions {
   std::shared_ptr<NewFilePlacement> placement;
   std::uint32_t threads = 4;
   std::uint32_t stripe_unit_bytes = 128u << 10;
-  // The L2's budget: the node's own data kept in memory as it is read; 0 keeps none.
-  std::size_t l2_bytes = 0;
+  // The node's L2 (its own data kept in memory as it is read), shared with the units it holds
+  // for node pools; null keeps none.
+  std::shared_ptr<BlockCache> l2;
   bool atime_enabled = true;
   std::chrono::seconds atime_grace_period{24 * 3600};
   Clock* clock = nullptr;  // null: the real clock
@@ -450,7 +452,6 @@ class LocalStore : public Store {
   // L2 and the page cache's clean pages of its data files. Data written and not yet durable
   // stays.
   virtual awaitable<Status> drop_caches() = 0;
-  virtual L2Usage l2_usage() const = 0;
 };
 
 }  // namespace tidepool::store

@@ -69,7 +69,7 @@ class StoreTest : public ::testing::TestWithParam<Placement> {
     options.threads = 2;
     options.clock = &clock_;
     options.reads = reads_;
-    options.l2_bytes = 16u << 20;
+    options.l2 = l2_;
     auto opened = Store::open(options);
     ASSERT_TRUE(opened.ok()) << opened.status().to_string();
     home_ = std::move(opened).value();
@@ -105,6 +105,7 @@ class StoreTest : public ::testing::TestWithParam<Placement> {
 
   std::filesystem::path dir_;
   std::shared_ptr<ReadCounters> reads_ = std::make_shared<ReadCounters>();
+  std::shared_ptr<BlockCache> l2_ = std::make_shared<BlockCache>(16u << 20);
   FakeClock clock_{std::chrono::system_clock::time_point(std::chrono::hours(24 * 365 * 50))};
   std::unique_ptr<Store> home_;    // holds the data
   std::unique_ptr<Store> remote_;  // Shipped only: ships every call to home_

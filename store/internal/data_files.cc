@@ -167,43 +167,62 @@ class DataFiles::RegionLocks {
 };
 
 // Which units were read whole lately: two generations of a Bloom filter (two bits per unit, 16
-// bits per unit the L2 holds, so about 5 % false marks when full). A generation is full after
-// twice as many units as the L2 holds; the older one then goes. A false mark keeps a unit on
-// its first read, which costs only the copy the doorkeeper is there to save.
+// bits per unit the L2 holds, so about 5 % false marks when full), in shards of their own so
+// that readers of different units do not wait for each other. A generation is full after twice
+// as many units as the L2 holds; the older one then goes. A false mark keeps a unit on its first
+// read, which costs only the copy the doorkeeper is there to save.
 class DataFiles::Doorkeeper {
  public:
-  explicit Doorkeeper(std::size_t l2_units)
-      : limit_(std::max<std::size_t>(2 * l2_units, 64)),
-        bits_(std::bit_ceil(std::max<std::size_t>(16 * l2_units, 1024))),
-        current_(bits_ / 64),
-        previous_(bits_ / 64) {}
+  explicit Doorkeeper(std::size_t l2_units) {
+    const std::size_t limit = std::max<std::size_t>(2 * l2_units / kShards, 64);
+    const std::size_t bits = std::bit_ceil(std::max<std::size_t>(16 * l2_units / kShards, 1024));
+    for (Shard& shard : shards_) {
+      shard.limit = limit;
+      shard.bits = bits;
+      shard.current.assign(bits / 64, 0);
+      shard.previous.assign(bits / 64, 0);
+    }
+  }
 
   // Marks the unit; whether it was marked already.
   bool seen_before(std::uint64_t inode, std::uint64_t unit) {
     const std::uint64_t hash = (inode * 0x9e3779b97f4a7c15ull) ^ (unit * 0xc2b2ae3d27d4eb4full);
-    const std::size_t first = static_cast<std::size_t>(hash) & (bits_ - 1);
-    const std::size_t second = static_cast<std::size_t>(hash >> 32 ^ hash >> 7) & (bits_ - 1);
-    std::lock_guard lock(mutex_);
-    if (marked(current_, first, second)) return true;
-    const bool seen = marked(previous_, first, second);
-    mark(current_, first);
-    mark(current_, second);
-    if (++marks_ >= limit_) {
-      previous_.swap(current_);
-      std::fill(current_.begin(), current_.end(), 0);
-      marks_ = 0;
+    Shard& shard = shards_[(hash >> 59) % kShards];
+    const std::size_t first = static_cast<std::size_t>(hash) & (shard.bits - 1);
+    const std::size_t second = static_cast<std::size_t>(hash >> 32 ^ hash >> 7) & (shard.bits - 1);
+    std::lock_guard lock(shard.mutex);
+    if (marked(shard.current, first, second)) return true;
+    const bool seen = marked(shard.previous, first, second);
+    mark(shard.current, first);
+    mark(shard.current, second);
+    if (++shard.marks >= shard.limit) {
+      shard.previous.swap(shard.current);
+      std::fill(shard.current.begin(), shard.current.end(), 0);
+      shard.marks = 0;
     }
     return seen;
   }
 
   void clear() {
-    std::lock_guard lock(mutex_);
-    std::fill(current_.begin(), current_.end(), 0);
-    std::fill(previous_.begin(), previous_.end(), 0);
-    marks_ = 0;
+    for (Shard& shard : shards_) {
+      std::lock_guard lock(shard.mutex);
+      std::fill(shard.current.begin(), shard.current.end(), 0);
+      std::fill(shard.previous.begin(), shard.previous.end(), 0);
+      shard.marks = 0;
+    }
   }
 
  private:
+  static constexpr std::size_t kShards = 16;
+  struct Shard {
+    std::size_t limit = 0;
+    std::size_t bits = 0;
+    std::mutex mutex;
+    std::vector<std::uint64_t> current;   // guarded by mutex
+    std::vector<std::uint64_t> previous;  // guarded by mutex
+    std::size_t marks = 0;                // units marked in current; guarded by mutex
+  };
+
   static bool marked(const std::vector<std::uint64_t>& words, std::size_t a, std::size_t b) {
     return (words[a / 64] >> (a % 64) & 1) != 0 && (words[b / 64] >> (b % 64) & 1) != 0;
   }
@@ -211,12 +230,7 @@ class DataFiles::Doorkeeper {
     words[bit / 64] |= std::uint64_t{1} << (bit % 64);
   }
 
-  const std::size_t limit_;
-  const std::size_t bits_;
-  std::mutex mutex_;
-  std::vector<std::uint64_t> current_;   // guarded by mutex_
-  std::vector<std::uint64_t> previous_;  // guarded by mutex_
-  std::size_t marks_ = 0;                // units marked in current_; guarded by mutex_
+  std::array<Shard, kShards> shards_;
 };
 
 struct DataFiles::UnitsToKeep {
@@ -228,12 +242,28 @@ struct DataFiles::UnitsToKeep {
 
 DataFiles::Descriptor::~Descriptor() { ::close(fd); }
 
-DataFiles::DataFiles(std::string root, std::size_t l2_bytes, std::size_t max_open)
+namespace {
+// Each DataFiles with an L2 keys its units under a number of its own: DataFiles of a shard and
+// of pools may hold the same inode's units, and a store opened again must not find the units
+// its predecessor kept (a mirror's copy changed the files in between).
+std::atomic<std::uint64_t> next_l2_space{1};
+// Units of a file fit in 2^26 (kMaxFileSize / kCachedUnitBytes): the space goes above them.
+constexpr unsigned kSpaceShift = 32;
+}  // namespace
+
+DataFiles::DataFiles(std::string root, std::shared_ptr<BlockCache> l2, std::size_t max_open)
     : root_(std::move(root)),
       max_open_(max_open),
-      units_(l2_bytes > 0 ? std::make_unique<BlockCache>(l2_bytes) : nullptr),
-      doorkeeper_(units_ ? std::make_unique<Doorkeeper>(l2_bytes / kCachedUnitBytes) : nullptr) {
+      units_(std::move(l2)),
+      space_(units_ ? next_l2_space.fetch_add(1) : 0),
+      doorkeeper_(units_ ? std::make_unique<Doorkeeper>(units_->capacity() / kCachedUnitBytes)
+                         : nullptr) {
+  static_assert(kMaxFileSize / kCachedUnitBytes <= std::uint64_t{1} << kSpaceShift);
   directories_.fill(-1);
+}
+
+BlockKey DataFiles::key_of(std::uint64_t inode, std::uint64_t unit) const {
+  return {inode, space_ << kSpaceShift | unit};
 }
 
 DataFiles::~DataFiles() {
@@ -318,41 +348,42 @@ Result<bool> DataFiles::holds(std::uint64_t inode) {
 
 Result<bool> DataFiles::read_cached(std::uint64_t inode, std::uint64_t offset,
                                     std::span<std::uint8_t> into) {
+  // Before the file is opened: a removal between the two would otherwise go unseen.
+  const std::optional<UnitsToKeep> plan = units_to_keep(inode, offset, into.size());
   TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, false));
   if (!descriptor) {
     std::memset(into.data(), 0, into.size());
     return true;
   }
-  const std::optional<UnitsToKeep> plan = units_to_keep(inode, offset, into.size());
   TP_ASSIGN_OR_RETURN(bool read, read_verified(*descriptor, inode, offset, into, ReadMode::cached));
   if (read && plan) keep_units(inode, offset, into, *plan);
   return read;
 }
 
-std::vector<BlockCache::Handle> DataFiles::cached_units(std::uint64_t inode, std::uint64_t offset,
-                                                        std::uint64_t length) {
-  std::vector<BlockCache::Handle> units;
-  if (!units_ || length == 0) return units;
-  const std::uint64_t first = offset / kCachedUnitBytes;
+CachedUnits DataFiles::cached_units(std::uint64_t inode, std::uint64_t offset,
+                                    std::uint64_t length) {
+  if (!units_ || length == 0) return {};
+  CachedUnits cached{units_, {}, offset / kCachedUnitBytes};
   const std::uint64_t last = (offset + length - 1) / kCachedUnitBytes;
-  units.reserve(last - first + 1);
-  for (std::uint64_t u = first; u <= last; ++u) {
-    BlockCache::Handle unit = units_->lookup({inode, u});
+  cached.units.reserve(last - cached.first_unit + 1);
+  for (std::uint64_t u = cached.first_unit; u <= last; ++u) {
+    BlockCache::Handle unit = units_->lookup(key_of(inode, u));
     if (!unit) return {};
-    units.push_back(std::move(unit));
+    cached.units.push_back(std::move(unit));
   }
-  return units;
+  return cached;
 }
 
 bool DataFiles::read_from_l2(std::uint64_t inode, std::uint64_t offset,
                              std::span<std::uint8_t> into) {
-  const std::vector<BlockCache::Handle> units = cached_units(inode, offset, into.size());
-  if (units.empty()) return into.empty();
+  const CachedUnits cached = cached_units(inode, offset, into.size());
+  if (cached.units.empty()) return into.empty();
   std::uint64_t at = offset;
-  for (const BlockCache::Handle& unit : units) {
-    const std::uint64_t start = unit.key().block * kCachedUnitBytes;
+  for (std::size_t i = 0; i < cached.units.size(); ++i) {
+    const std::uint64_t start = (cached.first_unit + i) * kCachedUnitBytes;
     const std::uint64_t end = std::min(start + kCachedUnitBytes, offset + into.size());
-    std::memcpy(into.data() + (at - offset), unit.bytes().data() + (at - start), end - at);
+    std::memcpy(into.data() + (at - offset), cached.units[i].bytes().data() + (at - start),
+                end - at);
     at = end;
   }
   return true;
@@ -362,10 +393,6 @@ void DataFiles::clear_l2() {
   if (!units_) return;
   units_->clear();
   doorkeeper_->clear();
-}
-
-BlockCacheStatistics DataFiles::l2_statistics() const {
-  return units_ ? units_->statistics() : BlockCacheStatistics{};
 }
 
 std::optional<DataFiles::UnitsToKeep> DataFiles::units_to_keep(std::uint64_t inode,
@@ -388,13 +415,16 @@ void DataFiles::keep_units(std::uint64_t inode, std::uint64_t offset,
   for (std::uint64_t u = plan.first; u < plan.end; ++u) {
     if (!doorkeeper_->seen_before(inode, u)) continue;
     const std::uint64_t start = u * kCachedUnitBytes;
-    BlockCache::Filling unit = BlockCache::allocate({inode, u}, kCachedUnitBytes);
+    BlockCache::Filling unit = BlockCache::allocate(key_of(inode, u), kCachedUnitBytes);
     std::memcpy(unit.bytes().data(), read.data() + (start - offset), kCachedUnitBytes);
-    RegionLocks locked(region_locks_, inode, BlockSpan::of(start, kCachedUnitBytes));
-    std::lock_guard file(file_locks_[inode % kFileSlots]);
+    // A reader on a client's thread does not wait for a writer: a busy unit is not kept.
+    const std::size_t region = RegionLocks::region_index(inode, u);
+    std::unique_lock region_lock(region_locks_[region], std::try_to_lock);
+    if (!region_lock.owns_lock()) continue;
+    std::unique_lock file_lock(file_locks_[inode % kFileSlots], std::try_to_lock);
+    if (!file_lock.owns_lock()) continue;
     if (file_changes_[inode % kFileSlots].load() != plan.file_changes ||
-        region_changes_[RegionLocks::region_index(inode, u)].load() !=
-            plan.region_changes[u - plan.first]) {
+        region_changes_[region].load() != plan.region_changes[u - plan.first]) {
       continue;
     }
     units_->insert(std::move(unit), kCachedUnitBytes);
@@ -405,7 +435,7 @@ void DataFiles::forget_units(std::uint64_t inode, const BlockSpan& span) {
   if (!units_) return;
   for (std::uint64_t r = span.first / kRegionBlocks;
        r <= (span.first + span.count - 1) / kRegionBlocks; ++r) {
-    units_->erase({inode, r});
+    units_->erase(key_of(inode, r));
     region_changes_[RegionLocks::region_index(inode, r)].fetch_add(1);
   }
 }
@@ -414,6 +444,7 @@ void DataFiles::forget_file(std::uint64_t inode) {
   if (!units_) return;
   std::lock_guard file(file_locks_[inode % kFileSlots]);
   file_changes_[inode % kFileSlots].fetch_add(1);
+  // Every DataFiles' units of the inode: more than this one's, which is only a few misses.
   units_->erase_file(inode);
 }
 

@@ -7,13 +7,14 @@
 // block whose checksum does not match is never returned. Checksums are per block rather than
 // per 128 KiB unit so that a 4 KiB random read reads and hashes 4 KiB, not a whole unit.
 //
-// With a budget for it, the owner's L2 (DESIGN.md, Read path): whole 128 KiB units as they were
-// read and verified, in a block cache, so that a read they cover is served from memory — no
-// pread, no checksum pass, and no copy for a caller that sends the cached bytes on. Every change
-// to a unit's data (write, repair, truncate, remove) drops it, under the lock its writers take;
-// a read that missed keeps what it read only if no change reached the unit since it began.
-// Units are kept on their second read: only a read the page cache answered keeps the units it
-// covers whole, and only those it finds marked as read before (a doorkeeper, as TinyLFU's: a
+// With a block cache for it, the owner's L2 (DESIGN.md, Read path): whole 128 KiB units as they
+// were read and verified, in the node's one L2 (shared by the DataFiles of its shard and of the
+// pools whose units it holds, each under keys of its own), so that a read they cover is served from
+// memory — no pread, no checksum pass, and no copy for a caller that sends the cached bytes on.
+// Every change to a unit's data (write, repair, truncate, remove) drops it, under the lock its
+// writers take; a read that missed keeps what it read only if no change reached the unit since it
+// began. Units are kept on their second read: only a read the page cache answered keeps the units
+// it covers whole, and only those it finds marked as read before (a doorkeeper, as TinyLFU's: a
 // Bloom filter of the units read lately). One pass over a data set — a cold scan,
 // even with the kernel's read-ahead answering most of it; a copy; a file written and read back
 // once — costs no copy into the L2 and pushes nothing out of it.
@@ -45,10 +46,19 @@ inline constexpr std::uint64_t kCachedUnitBytes = 128u << 10;
 // durable when the file is fsynced or fdatasynced.
 bool file_sync_covers_new_entry(std::int64_t filesystem_type);
 
+// Units of a file the L2 holds, pinned: units[i] is unit first_unit + i. The cache outlives the
+// handles (declared first, destroyed last), so a reply may hold them after its store is gone.
+struct CachedUnits {
+  std::shared_ptr<BlockCache> cache;
+  std::vector<BlockCache::Handle> units;
+  std::uint64_t first_unit = 0;
+};
+
 class DataFiles {
  public:
-  // `l2_bytes`: the L2's budget; 0 keeps no units.
-  explicit DataFiles(std::string root, std::size_t l2_bytes = 0, std::size_t max_open = 1024);
+  // `l2`: the node's L2, null to keep no units.
+  explicit DataFiles(std::string root, std::shared_ptr<BlockCache> l2 = nullptr,
+                     std::size_t max_open = 1024);
   ~DataFiles();
   DataFiles(const DataFiles&) = delete;
   DataFiles& operator=(const DataFiles&) = delete;
@@ -59,19 +69,16 @@ class DataFiles {
   // fails the read with Errc::corrupt naming the inode and offset.
   Status read(std::uint64_t inode, std::uint64_t offset, std::span<std::uint8_t> into);
   // The same read served only from the page cache: false, with nothing guaranteed in `into`,
-  // when it would have to wait for the disk. True: the L2 keeps the units it covers whole.
+  // when it would have to wait for the disk. The L2 may keep the units it covers whole.
   Result<bool> read_cached(std::uint64_t inode, std::uint64_t offset, std::span<std::uint8_t> into);
-  // The L2's units covering [offset, offset + length), pinned and in order, when it holds every
-  // one of them; else none. Their bytes are the data file's as of the call.
-  std::vector<BlockCache::Handle> cached_units(std::uint64_t inode, std::uint64_t offset,
-                                               std::uint64_t length);
+  // The L2's units covering [offset, offset + length), when it holds every one of them; else
+  // none. Their bytes are the data file's as of the call.
+  CachedUnits cached_units(std::uint64_t inode, std::uint64_t offset, std::uint64_t length);
   // Copies [offset, offset + into.size()) out of the L2 when it holds all of it.
   bool read_from_l2(std::uint64_t inode, std::uint64_t offset, std::span<std::uint8_t> into);
-  // Drops every unit the L2 keeps, and the doorkeeper's marks: the L2 is as cold as after a
-  // start (tide flush --l2).
+  // Drops every unit the L2 keeps (of every DataFiles sharing it), and this one's doorkeeper's
+  // marks: the L2 is as cold as after a start (tide flush --l2).
   void clear_l2();
-  BlockCacheStatistics l2_statistics() const;
-  std::size_t l2_budget() const { return units_ ? units_->capacity() : 0; }
   Status write(std::uint64_t inode, std::uint64_t offset, std::span<const std::uint8_t> data);
   // Puts back, from `good` (whole blocks from the block-aligned `offset`, as another copy
   // holds them), the blocks of that range that fail their checksums, and makes them durable.
@@ -161,7 +168,10 @@ class DataFiles {
   static constexpr std::size_t kFileSlots = 64;
   std::array<std::mutex, kFileSlots> file_locks_;
   std::array<std::atomic<std::uint64_t>, kFileSlots> file_changes_{};
-  std::unique_ptr<BlockCache> units_;  // the L2; null without a budget
+  // The L2, null without one; this DataFiles' keys in it carry `space_`.
+  const std::shared_ptr<BlockCache> units_;
+  const std::uint64_t space_;
+  BlockKey key_of(std::uint64_t inode, std::uint64_t unit) const;
   class Doorkeeper;
   std::unique_ptr<Doorkeeper> doorkeeper_;  // with units_
   std::atomic<std::uint64_t> checksum_failures_{0};

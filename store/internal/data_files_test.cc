@@ -20,11 +20,13 @@ class DataFilesTest : public ::testing::TestWithParam<std::size_t> {
  protected:
   void SetUp() override {
     root_ = fresh_test_directory("tidepool-data-files-test");
-    files_ = std::make_unique<DataFiles>(root_.string(), GetParam());
+    if (GetParam() > 0) l2_ = std::make_shared<BlockCache>(GetParam());
+    files_ = std::make_unique<DataFiles>(root_.string(), l2_);
     ASSERT_TRUE(files_->prepare().ok());
   }
   void TearDown() override {
     files_.reset();
+    l2_.reset();
     std::filesystem::remove_all(root_);
   }
 
@@ -50,6 +52,7 @@ class DataFilesTest : public ::testing::TestWithParam<std::size_t> {
   }
 
   std::filesystem::path root_;
+  std::shared_ptr<BlockCache> l2_;  // null: no L2
   std::unique_ptr<DataFiles> files_;
   std::mt19937_64 random_{42};
 };
@@ -210,26 +213,25 @@ constexpr std::uint64_t kUnit = kCachedUnitBytes;
 TEST_P(DataFilesL2Test, WholeUnitsReadAreServedFromMemoryAfterwards) {
   const auto data = random_bytes(3 * kUnit);
   ASSERT_TRUE(files_->write(5, 0, data).ok());
-  EXPECT_TRUE(files_->cached_units(5, 0, kUnit).empty());  // writes keep nothing
+  EXPECT_TRUE(files_->cached_units(5, 0, kUnit).units.empty());  // writes keep nothing
   // [kUnit / 2, 3 kUnit): only unit 1 and 2 are read whole. The first read marks them, the
   // second keeps them.
   const std::vector<std::uint8_t> tail(data.begin() + kUnit / 2, data.end());
   EXPECT_EQ(read(5, kUnit / 2, 5 * kUnit / 2), tail);
-  EXPECT_EQ(files_->l2_statistics().blocks, 0u);
+  EXPECT_EQ(l2_->statistics().blocks, 0u);
   EXPECT_EQ(read(5, kUnit / 2, 5 * kUnit / 2), tail);
-  EXPECT_TRUE(files_->cached_units(5, 0, 1).empty());
+  EXPECT_TRUE(files_->cached_units(5, 0, 1).units.empty());
   auto units = files_->cached_units(5, kUnit + 10, 2 * kUnit - 20);
-  ASSERT_EQ(units.size(), 2u);
-  EXPECT_EQ(units[0].key().block, 1u);
-  EXPECT_EQ(units[1].key().block, 2u);
+  ASSERT_EQ(units.units.size(), 2u);
+  EXPECT_EQ(units.first_unit, 1u);
   // The disk changed behind the L2's back: the kept units still answer with what was read.
   flip_byte(5, kUnit + 3);
   std::vector<std::uint8_t> out(kUnit + 100);
   ASSERT_TRUE(files_->read_from_l2(5, kUnit, out));
   EXPECT_EQ(out, std::vector<std::uint8_t>(data.begin() + kUnit, data.begin() + 2 * kUnit + 100));
-  EXPECT_EQ(std::memcmp(units[1].bytes().data(), data.data() + 2 * kUnit, kUnit), 0);
+  EXPECT_EQ(std::memcmp(units.units[1].bytes().data(), data.data() + 2 * kUnit, kUnit), 0);
   EXPECT_FALSE(files_->read_from_l2(5, 0, out));
-  EXPECT_EQ(files_->l2_statistics().blocks, 2u);
+  EXPECT_EQ(l2_->statistics().blocks, 2u);
 }
 
 TEST_P(DataFilesL2Test, OnlyAReadThePageCacheAnsweredKeepsAndOnlyWholeUnits) {
@@ -237,22 +239,22 @@ TEST_P(DataFilesL2Test, OnlyAReadThePageCacheAnsweredKeepsAndOnlyWholeUnits) {
   std::vector<std::uint8_t> whole(2 * kUnit);
   // A read from the disk (a first read, a scan, a copy) keeps nothing.
   ASSERT_TRUE(files_->read(6, 0, whole).ok());
-  EXPECT_TRUE(files_->cached_units(6, 0, 1).empty());
+  EXPECT_TRUE(files_->cached_units(6, 0, 1).units.empty());
   // Parts of units keep nothing either: a 4 KiB random read does not cost a unit.
   std::vector<std::uint8_t> part(kUnit - 4096);
   ASSERT_TRUE(*files_->read_cached(6, 4096, part));
   std::vector<std::uint8_t> small(4096);
   ASSERT_TRUE(*files_->read_cached(6, kUnit, small));
-  EXPECT_EQ(files_->l2_statistics().blocks, 0u);
+  EXPECT_EQ(l2_->statistics().blocks, 0u);
   // An ImageNet JPEG's worth (115 KB) is less than a unit: such files are not kept.
   ASSERT_TRUE(files_->write(7, 0, random_bytes(115'000)).ok());
   std::vector<std::uint8_t> jpeg(115'000);
   ASSERT_TRUE(*files_->read_cached(7, 0, jpeg));
-  EXPECT_EQ(files_->l2_statistics().blocks, 0u);
+  EXPECT_EQ(l2_->statistics().blocks, 0u);
   ASSERT_TRUE(*files_->read_cached(6, 0, whole));
-  EXPECT_EQ(files_->l2_statistics().blocks, 0u);  // marked: read once
+  EXPECT_EQ(l2_->statistics().blocks, 0u);  // marked: read once
   ASSERT_TRUE(*files_->read_cached(6, 0, whole));
-  EXPECT_EQ(files_->cached_units(6, 0, 2 * kUnit).size(), 2u);
+  EXPECT_EQ(files_->cached_units(6, 0, 2 * kUnit).units.size(), 2u);
 }
 
 TEST_P(DataFilesL2Test, WritesCutsAndRemovalsDropWhatTheyChange) {
@@ -260,35 +262,35 @@ TEST_P(DataFilesL2Test, WritesCutsAndRemovalsDropWhatTheyChange) {
   std::vector<std::uint8_t> whole(2 * kUnit);
   ASSERT_TRUE(*files_->read_cached(8, 0, whole));
   ASSERT_TRUE(*files_->read_cached(8, 0, whole));
-  ASSERT_EQ(files_->cached_units(8, 0, 2 * kUnit).size(), 2u);
+  ASSERT_EQ(files_->cached_units(8, 0, 2 * kUnit).units.size(), 2u);
   // One byte into unit 1: unit 0 stays, unit 1 goes, and reads see the byte.
   const std::vector<std::uint8_t> byte{0x5a};
   ASSERT_TRUE(files_->write(8, kUnit + 7, byte).ok());
-  EXPECT_EQ(files_->cached_units(8, 0, kUnit).size(), 1u);
-  EXPECT_TRUE(files_->cached_units(8, kUnit, 1).empty());
+  EXPECT_EQ(files_->cached_units(8, 0, kUnit).units.size(), 1u);
+  EXPECT_TRUE(files_->cached_units(8, kUnit, 1).units.empty());
   EXPECT_EQ(read(8, kUnit + 7, 1), byte);
   whole[kUnit + 7] = 0x5a;
   EXPECT_EQ(read(8, 0, 2 * kUnit), whole);
-  ASSERT_EQ(files_->cached_units(8, 0, 2 * kUnit).size(), 2u);
+  ASSERT_EQ(files_->cached_units(8, 0, 2 * kUnit).units.size(), 2u);
   // A cut drops every unit of the file; the part that stays is read again.
   ASSERT_TRUE(files_->truncate(8, 100).ok());
-  EXPECT_TRUE(files_->cached_units(8, 0, 1).empty());
+  EXPECT_TRUE(files_->cached_units(8, 0, 1).units.empty());
   std::vector<std::uint8_t> cut(whole.begin(), whole.begin() + 100);
   cut.resize(2 * kUnit, 0);
   EXPECT_EQ(read(8, 0, 2 * kUnit), cut);
-  ASSERT_EQ(files_->cached_units(8, 0, 2 * kUnit).size(), 2u);
+  ASSERT_EQ(files_->cached_units(8, 0, 2 * kUnit).units.size(), 2u);
   files_->remove(8);
-  EXPECT_TRUE(files_->cached_units(8, 0, 1).empty());
+  EXPECT_TRUE(files_->cached_units(8, 0, 1).units.empty());
   EXPECT_EQ(read(8, 0, kUnit), std::vector<std::uint8_t>(kUnit, 0));
   // tide flush --l2
   ASSERT_TRUE(files_->write(9, 0, random_bytes(kUnit)).ok());
   ASSERT_TRUE(*files_->read_cached(9, 0, whole));
   ASSERT_TRUE(*files_->read_cached(9, 0, whole));
-  ASSERT_FALSE(files_->cached_units(9, 0, kUnit).empty());
+  ASSERT_FALSE(files_->cached_units(9, 0, kUnit).units.empty());
   files_->clear_l2();
-  EXPECT_TRUE(files_->cached_units(9, 0, kUnit).empty());
+  EXPECT_TRUE(files_->cached_units(9, 0, kUnit).units.empty());
   ASSERT_TRUE(*files_->read_cached(9, 0, whole));  // marked again, not kept
-  EXPECT_TRUE(files_->cached_units(9, 0, kUnit).empty());
+  EXPECT_TRUE(files_->cached_units(9, 0, kUnit).units.empty());
 }
 
 TEST_P(DataFilesL2Test, ACorruptUnitIsNeverKept) {
@@ -296,7 +298,7 @@ TEST_P(DataFilesL2Test, ACorruptUnitIsNeverKept) {
   flip_byte(10, 5000);
   std::vector<std::uint8_t> out(kUnit);
   EXPECT_EQ(files_->read_cached(10, 0, out).code(), Errc::corrupt);
-  EXPECT_TRUE(files_->cached_units(10, 0, kUnit).empty());
+  EXPECT_TRUE(files_->cached_units(10, 0, kUnit).units.empty());
 }
 
 TEST_P(DataFilesL2Test, TheL2StaysWithinItsBudget) {
@@ -308,8 +310,8 @@ TEST_P(DataFilesL2Test, TheL2StaysWithinItsBudget) {
       ASSERT_TRUE(*files_->read_cached(11, u * kUnit, out));
     }
   }
-  const BlockCacheStatistics stats = files_->l2_statistics();
-  EXPECT_LE(stats.bytes, files_->l2_budget());
+  const BlockCacheStatistics stats = l2_->statistics();
+  EXPECT_LE(stats.bytes, l2_->capacity());
   EXPECT_GT(stats.blocks, 0u);
   EXPECT_GT(stats.evictions, 0u);
 }
