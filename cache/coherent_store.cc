@@ -436,6 +436,9 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     if (read.pieces.size() > 1 || bytes.size() != read.result.count) {
       return error(Errc::io_error, "a fetched block's bytes are not one piece of its count");
     }
+    // Adopting another cache's pinned block would charge both budgets for as long as L1
+    // keeps it.
+    if (read.pins_a_cache) return blocks_.insert(key, std::as_bytes(bytes));
     return blocks_.insert(key, std::move(read.keep), std::as_bytes(bytes), room);
   }
 

@@ -42,6 +42,7 @@ class CoherentStoreTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
     store::StoreOptions options;
     options.data_dir = dir_.string();
+    options.l2 = l2_;
     auto opened = store::Store::open(options);
     EXPECT_TRUE(opened.ok()) << opened.status().message();
     home_ = std::move(opened).value();
@@ -137,10 +138,26 @@ class CoherentStoreTest : public ::testing::Test {
   asio::io_context io_;
   cluster::SimWorld world_;
   std::filesystem::path dir_;
+  // The home's L2: the other nodes' L1 fetch from the home's store itself here.
+  std::shared_ptr<BlockCache> l2_ = std::make_shared<BlockCache>(64u << 20);
   std::unique_ptr<store::LocalStore> home_;
   std::map<NodeId, std::unique_ptr<lockmgr::LockManager>> managers_;
   std::map<NodeId, std::unique_ptr<CoherentStore>> caches_;
 };
+
+TEST_F(CoherentStoreTest, L1TakesACopyOfWhatTheHomesL2SentRatherThanPinIt) {
+  const InodeId file = make_file("a", 2 * kBlock);
+  write(kHome, file, 0, std::vector<std::uint8_t>(2 * kBlock, 0x22));
+  // Twice through the home: its L2 keeps the units on their second read.
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(read(kHome, file, 0, 2 * kBlock), std::vector<std::uint8_t>(2 * kBlock, 0x22));
+  }
+  ASSERT_EQ(l2_->statistics().blocks, 2u);
+  EXPECT_EQ(read(2, file, 0, 2 * kBlock), std::vector<std::uint8_t>(2 * kBlock, 0x22));
+  drive([] { return false; }, std::chrono::milliseconds(20));
+  EXPECT_GE(caches_[2]->statistics().blocks.blocks, 2u);
+  EXPECT_EQ(l2_->statistics().pinned_bytes, 0u) << "L1 holds the L2's units";
+}
 
 TEST_F(CoherentStoreTest, ASecondReadThroughAnotherNodeComesFromL1) {
   const InodeId file = make_file("a", 4 * kBlock);

@@ -1260,6 +1260,7 @@ class StoreImpl final : public LocalStore {
       at = until;
     }
     pieces.keep = std::make_shared<ReplyPin>(std::move(cached), reply_pins_, count);
+    pieces.pins_a_cache = true;
     return pieces;
   }
 

@@ -189,6 +189,9 @@ struct ReadPieces {
   ReadResult result;
   std::vector<std::span<const std::uint8_t>> pieces;
   std::shared_ptr<const void> keep;
+  // `keep` pins another cache's blocks (the home's L2): fine for a reply on its way, but a
+  // cache that would keep the bytes for long copies them instead.
+  bool pins_a_cache = false;
 };
 
 struct WriteResult {
