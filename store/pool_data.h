@@ -81,8 +81,9 @@ Result<UnitRequest> decode_unit_request(std::span<const std::uint8_t> body);
 class UnitStore {
  public:
   // `l2`: the node's L2, which keeps the units read here as the shard's own data does; null
-  // keeps none.
-  explicit UnitStore(std::string root, std::shared_ptr<BlockCache> l2 = nullptr);
+  // keeps none. `reads` counts the unit reads and those the L2 answered.
+  explicit UnitStore(std::string root, std::shared_ptr<BlockCache> l2 = nullptr,
+                     std::shared_ptr<ReadCounters> reads = std::make_shared<ReadCounters>());
   ~UnitStore();
   UnitStore(const UnitStore&) = delete;
   UnitStore& operator=(const UnitStore&) = delete;
@@ -100,6 +101,7 @@ class UnitStore {
 
   const std::string root_;
   const std::shared_ptr<BlockCache> l2_;
+  const std::shared_ptr<ReadCounters> reads_;
   const std::uint64_t boot_;
   std::mutex mutex_;
   std::map<std::string, std::unique_ptr<internal::DataFiles>> pools_;  // guarded by mutex_

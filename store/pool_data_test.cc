@@ -569,7 +569,8 @@ TEST(MigrateOutsideACluster, IsNotSupported) {
 TEST(UnitRequests, AnOwnerKeepsUnitsReadTwiceInItsL2UntilTheyChange) {
   const auto dir = internal::fresh_test_directory("tidepool-unit-l2-test");
   const auto l2 = std::make_shared<BlockCache>(16u << 20);
-  UnitStore store(dir.string(), l2);
+  const auto reads = std::make_shared<ReadCounters>();
+  UnitStore store(dir.string(), l2, reads);
   auto call = [&](UnitMethod method, const UnitRequest& request) {
     return store.serve(static_cast<std::uint32_t>(method), encode_unit_request(request));
   };
@@ -583,6 +584,8 @@ TEST(UnitRequests, AnOwnerKeepsUnitsReadTwiceInItsL2UntilTheyChange) {
   }
   EXPECT_EQ(l2->statistics().blocks, 2u);
   EXPECT_GE(l2->statistics().hits, 2u);
+  EXPECT_EQ(reads->data_bytes_read.load(), 3 * 2 * kUnit);
+  EXPECT_EQ(reads->data_bytes_hit.load(), 2 * kUnit);  // the third read
   std::fill(bytes.begin() + kUnit, bytes.end(), 2);
   ASSERT_TRUE(
       call(UnitMethod::write, {"f800", 9, kUnit, 1, {bytes.begin() + kUnit, bytes.end()}}).ok());
