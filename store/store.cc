@@ -1248,17 +1248,8 @@ class StoreImpl final : public LocalStore {
     options_.reads->metadata_reads.fetch_add(1, std::memory_order_relaxed);
     options_.reads->metadata_hits.fetch_add(1, std::memory_order_relaxed);
     count_data_read(count, true);
-    ReadPieces pieces{ReadResult{count, offset + count >= a->size, *a}, {}, {}};
-    std::uint64_t at = offset;
-    const std::uint64_t end = offset + count;
-    for (std::size_t i = 0; i < cached.units.size(); ++i) {
-      const std::uint64_t start = (cached.first_unit + i) * internal::kCachedUnitBytes;
-      const std::uint64_t until = std::min(start + internal::kCachedUnitBytes, end);
-      pieces.pieces.emplace_back(
-          reinterpret_cast<const std::uint8_t*>(cached.units[i].bytes().data()) + (at - start),
-          until - at);
-      at = until;
-    }
+    ReadPieces pieces{
+        ReadResult{count, offset + count >= a->size, *a}, cached.pieces(offset, count), {}};
     pieces.keep = std::make_shared<ReplyPin>(std::move(cached), reply_pins_, count);
     pieces.pins_a_cache = true;
     return pieces;

@@ -374,17 +374,28 @@ CachedUnits DataFiles::cached_units(std::uint64_t inode, std::uint64_t offset,
   return cached;
 }
 
+std::vector<std::span<const std::uint8_t>> CachedUnits::pieces(std::uint64_t offset,
+                                                               std::uint64_t length) const {
+  std::vector<std::span<const std::uint8_t>> found;
+  found.reserve(units.size());
+  std::uint64_t at = offset;
+  for (std::size_t i = 0; i < units.size(); ++i) {
+    const std::uint64_t start = (first_unit + i) * kCachedUnitBytes;
+    const std::uint64_t until = std::min(start + kCachedUnitBytes, offset + length);
+    found.emplace_back(
+        reinterpret_cast<const std::uint8_t*>(units[i].bytes().data()) + (at - start), until - at);
+    at = until;
+  }
+  return found;
+}
+
 bool DataFiles::read_from_l2(std::uint64_t inode, std::uint64_t offset,
                              std::span<std::uint8_t> into) {
   const CachedUnits cached = cached_units(inode, offset, into.size());
   if (cached.units.empty()) return into.empty();
-  std::uint64_t at = offset;
-  for (std::size_t i = 0; i < cached.units.size(); ++i) {
-    const std::uint64_t start = (cached.first_unit + i) * kCachedUnitBytes;
-    const std::uint64_t end = std::min(start + kCachedUnitBytes, offset + into.size());
-    std::memcpy(into.data() + (at - offset), cached.units[i].bytes().data() + (at - start),
-                end - at);
-    at = end;
+  std::uint8_t* out = into.data();
+  for (std::span<const std::uint8_t> piece : cached.pieces(offset, into.size())) {
+    out = std::copy(piece.begin(), piece.end(), out);
   }
   return true;
 }

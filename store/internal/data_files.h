@@ -52,6 +52,11 @@ struct CachedUnits {
   std::shared_ptr<BlockCache> cache;
   std::vector<BlockCache::Handle> units;
   std::uint64_t first_unit = 0;
+
+  // The bytes [offset, offset + length) where they lie in the units, in order; the units must
+  // cover the range.
+  std::vector<std::span<const std::uint8_t>> pieces(std::uint64_t offset,
+                                                    std::uint64_t length) const;
 };
 
 class DataFiles {
