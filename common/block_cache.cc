@@ -198,7 +198,10 @@ void BlockCache::Handle::drop_behind() {
 }
 
 BlockCache::BlockCache(std::size_t capacity_bytes, std::size_t shards) : capacity_(capacity_bytes) {
-  const std::size_t count = std::bit_ceil(std::max<std::size_t>(shards, 1));
+  const std::size_t count =
+      shards > 0
+          ? std::bit_ceil(shards)
+          : std::clamp<std::size_t>(std::bit_floor(capacity_bytes / kMinShardBytes), 1, kMaxShards);
   for (std::size_t i = 0; i < count; ++i) {
     shards_.push_back(std::make_unique<Shard>(capacity_bytes / count));
   }

@@ -99,8 +99,13 @@ class BlockCache {
     Entry* entry_ = nullptr;
   };
 
-  // `capacity_bytes` is the budget over all shards; `shards` a power of two.
-  explicit BlockCache(std::size_t capacity_bytes, std::size_t shards = 16);
+  // `capacity_bytes` is the budget over all shards; `shards` a power of two, or 0 for as many as
+  // leave each shard kMinShardBytes at least, up to kMaxShards. A shard keeps whole blocks
+  // within its share of the budget, so each may leave most of a block of it unused: a cache of
+  // a few blocks in 16 shards would keep none.
+  static constexpr std::size_t kMinShardBytes = 32u << 20;
+  static constexpr std::size_t kMaxShards = 16;
+  explicit BlockCache(std::size_t capacity_bytes, std::size_t shards = 0);
   // Every handle must be gone.
   ~BlockCache();
   BlockCache(const BlockCache&) = delete;

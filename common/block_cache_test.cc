@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -150,6 +151,21 @@ TEST(BlockCacheTest, ABlockThatCannotFitIsServedButNotKeptAndEvictsNothing) {
   EXPECT_FALSE(handle.cached());
   EXPECT_TRUE(cache.lookup({1, 0}));
   EXPECT_EQ(cache.statistics().evictions, 0u);
+}
+
+// The smallest L1 (1 MiB) and L2 (64 MiB) a node takes, filled with stripe units: each keeps
+// its budget's worth but for what its shards' rounding leaves, at most a unit a shard.
+TEST(BlockCacheTest, SmallCachesOfStripeUnitsKeepTheirBudgetsWorth) {
+  constexpr std::size_t kUnit = 128 * 1024;
+  for (const std::size_t budget : {std::size_t{1} << 20, std::size_t{64} << 20}) {
+    BlockCache cache(budget);
+    for (std::uint64_t unit = 0; unit < 2 * budget / kUnit; ++unit) {
+      cache.insert(BlockCache::allocate({1, unit}, kUnit), kUnit);
+    }
+    const std::size_t shards = std::max<std::size_t>(budget / BlockCache::kMinShardBytes, 1);
+    EXPECT_LE(cache.statistics().bytes, budget);
+    EXPECT_GE(cache.statistics().bytes, budget - shards * (kUnit + 256)) << budget;
+  }
 }
 
 TEST(BlockCacheTest, DropBehindBlocksAreEvictedBeforeOlderOnes) {

@@ -185,6 +185,7 @@ class MigrateTest : public ::testing::Test {
     options.threads = 2;
     options.peers = nodes_;
     options.placement = placement_;
+    options.reads = shard_reads_;
     auto opened = Store::open(options);
     ASSERT_TRUE(opened.ok()) << opened.status().to_string();
     store_ = std::move(opened).value();
@@ -241,6 +242,7 @@ class MigrateTest : public ::testing::Test {
   std::filesystem::path dir_;
   std::shared_ptr<SuffixPlacement> placement_ = std::make_shared<SuffixPlacement>();
   std::shared_ptr<internal::InProcessPools> nodes_;
+  const std::shared_ptr<ReadCounters> shard_reads_ = std::make_shared<ReadCounters>();
   std::unique_ptr<LocalStore> store_;
   int files_ = 0;
 };
@@ -496,6 +498,26 @@ TEST_F(MigrateTest, ANewFileIsPlacedWhereThePlacementSays) {
   const InodeId while_down = make("c.hot");
   EXPECT_EQ(internal::run_to_completion(store_->layout(while_down))->pool, kWithShard)
       << "a pool with a node down is not chosen";
+}
+
+// `tide statistics cache` sums L2 Read over the nodes: a byte read once is counted once, where
+// it was read from.
+TEST_F(MigrateTest, ReadsOfAPlacedFileAreCountedByTheNodesHoldingItsUnitsAlone) {
+  auto made = internal::run_to_completion(
+      store_->create(kRootInode, "a.hot", CreateMode::unchecked, {}, {}, kRoot));
+  ASSERT_TRUE(made.ok()) << made.status().to_string();
+  const InodeId placed = made->attributes.inode;
+  const auto bytes = PoolDataTest::random_bytes(3 * kUnit, 35);
+  ASSERT_TRUE(
+      internal::run_to_completion(store_->write(placed, 0, bytes, Stability::file_sync, kRoot))
+          .ok());
+  const InodeId with_shard = file_with(PoolDataTest::random_bytes(kUnit, 36));
+  EXPECT_EQ(contents(placed, bytes.size()), bytes);
+  EXPECT_EQ(nodes_->unit_reads->data_bytes_read.load(), bytes.size());
+  EXPECT_EQ(shard_reads_->data_bytes_read.load(), 0u);
+  contents(with_shard, kUnit);
+  EXPECT_EQ(shard_reads_->data_bytes_read.load(), kUnit);
+  EXPECT_EQ(nodes_->unit_reads->data_bytes_read.load(), bytes.size());
 }
 
 TEST_F(MigrateTest, APlacedFileIsTruncatedAndRemovedOnItsPoolsNodes) {

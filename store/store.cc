@@ -516,6 +516,7 @@ class StoreImpl final : public LocalStore {
       std::uint64_t available = offset < a.size ? a.size - offset : 0;
       auto count = static_cast<std::uint32_t>(std::min<std::uint64_t>(available, into.size()));
       bool l2_hit = false;
+      bool from_pool = false;
       if (count > 0) {
         // Data the L2 or the page cache holds is copied here without blocking; else it is read
         // on the pool.
@@ -531,12 +532,15 @@ class StoreImpl final : public LocalStore {
           co_return cached_read.status();
         }
         if (!cached_read.ok() || !*cached_read) {
-          auto fill = offload([this, inode, offset, buf] { return read_data(inode, offset, buf); });
+          auto fill = offload([this, inode, offset, buf, &from_pool] {
+            return read_data(inode, offset, buf, from_pool);
+          });
           TP_CO_RETURN_IF_ERROR(co_await std::move(fill));
         }
       }
       if (from_cache && !cache_.find(inode)) continue;
-      count_data_read(count, l2_hit);
+      // The nodes holding a placed file's units count what they read for it.
+      if (!from_pool) count_data_read(count, l2_hit);
       co_return ReadResult{count, offset + count >= a.size, a};
     }
   }
@@ -1255,10 +1259,13 @@ class StoreImpl final : public LocalStore {
     return pieces;
   }
 
-  // On the pool: from the node pool holding the file's data, or from the shard's own copy.
-  Status read_data(InodeId inode, std::uint64_t offset, std::span<std::uint8_t> into) {
+  // On the pool: from the node pool holding the file's data (`from_pool` set), or from the
+  // shard's own copy.
+  Status read_data(InodeId inode, std::uint64_t offset, std::span<std::uint8_t> into,
+                   bool& from_pool) {
     std::shared_lock slot(move_slot(inode));
     if (const std::optional<Placement> placed = where_of(inode).placed) {
+      from_pool = true;
       return pools_->read(*placed, inode, offset, into);
     }
     return read_with_shard(inode, offset, into);

@@ -248,8 +248,8 @@ struct IntegrityCounters {
 };
 
 // How the store's own caches — its node's L2 — answered reads, counted like IntegrityCounters:
-// file data from the L2's units (the shard's and the units held for node pools), attributes
-// from the store's attribute cache.
+// file data from the L2's units, counted once, by the node whose data files hold it (the
+// shard's, or the units it holds for node pools), attributes from the store's attribute cache.
 struct ReadCounters {
   std::atomic<std::uint64_t> data_bytes_read{0};
   std::atomic<std::uint64_t> data_bytes_hit{0};

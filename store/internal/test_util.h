@@ -68,7 +68,8 @@ class InProcessPools final : public PoolPeers {
  public:
   InProcessPools(const std::filesystem::path& root, int n) : root_(root), f800_(n) {
     for (int id = 1; id <= n + 1; ++id) {
-      stores_.push_back(std::make_unique<UnitStore>((root / std::to_string(id)).string()));
+      stores_.push_back(
+          std::make_unique<UnitStore>((root / std::to_string(id)).string(), nullptr, unit_reads));
     }
   }
   std::vector<cluster::NodeId> nodes_of(const std::string& pool) override {
@@ -114,13 +115,16 @@ class InProcessPools final : public PoolPeers {
   }
   // A new UnitStore on the node's files, as after a restart: a new boot id.
   void restart(cluster::NodeId node) {
-    stores_.at(node - 1) = std::make_unique<UnitStore>((root_ / std::to_string(node)).string());
+    stores_.at(node - 1) =
+        std::make_unique<UnitStore>((root_ / std::to_string(node)).string(), nullptr, unit_reads);
   }
   std::filesystem::path units_of(cluster::NodeId node, const std::string& pool) const {
     return root_ / std::to_string(node) / pool;
   }
 
   std::set<cluster::NodeId> down_;  // set by the test between calls
+  // The unit reads every node served, counted together.
+  const std::shared_ptr<ReadCounters> unit_reads = std::make_shared<ReadCounters>();
 
  private:
   std::filesystem::path root_;
