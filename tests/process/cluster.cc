@@ -145,7 +145,8 @@ void TidedNode::write_config() {
       << "[node]\n"
       << "id = " << options_.node_id << "\n"
       << "data_dir = " << toml_string(data_dir_) << "\n"
-      << (options_.pool.empty() ? "" : "pool = " + toml_string(options_.pool) + "\n") << "\n"
+      << (options_.pool.empty() ? "" : "pool = " + toml_string(options_.pool) + "\n")
+      << options_.node_toml << "\n"
       << "[frontend]\n"
       << "address = " << toml_string(endpoint_.address) << "\n"
       << "nfs_port = " << endpoint_.nfs_port << "\n"

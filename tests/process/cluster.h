@@ -38,6 +38,8 @@ struct ExportSpec {
 struct NodeOptions {
   uint32_t node_id = 1;
   std::string pool;  // empty: the server's default
+  // More keys of the [node] table, one "key = value" a line.
+  std::string node_toml;
   std::vector<ExportSpec> exports;
   // Appended verbatim to the generated config file.
   std::string extra_toml;

@@ -27,9 +27,10 @@ Ran run(const std::string& program, const std::vector<std::string>& args,
 class TideCluster {
  public:
   // Nodes 1..pools.size() (node k in pools[k-1]) of the cluster `name`, exporting /ifs, with
-  // `extra_toml` appended to each node's configuration; none started yet.
+  // `extra_toml` appended to each node's configuration and `node_toml` to its [node] table;
+  // none started yet.
   TideCluster(std::string name, const std::vector<std::string>& pools, std::string tag,
-              const std::string& extra_toml = "");
+              const std::string& extra_toml = "", const std::string& node_toml = "");
   ~TideCluster();
 
   // Starts every node (false with *error naming the node if one does not start).

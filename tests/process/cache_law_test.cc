@@ -1,0 +1,191 @@
+// The seeds' cache law at the scale of a cluster (issue 6): readers on every node, each reading
+// whole files picked at random from a data set four times the cluster's cache, find in a cache
+// the share of their bytes that the cache is of the data set.
+//
+// The cluster's cache is every node's L1 and L2. The files live in a node pool spanning the
+// cluster, and each unit is read from its first owner, whose L2 keeps it: the L2s hold distinct
+// units, so their budgets add up. An L1 keeps copies of what its node read, which the owners'
+// L2s may hold too; the L1s here are at their least (1 MiB), so that the budgets' sum is what
+// the cluster can hold.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/process/nfs_client.h"
+#include "tests/process/tide_cluster.h"
+
+namespace tidepool::test {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t kNodes = 4;
+constexpr std::size_t kReadersPerNode = 2;
+constexpr std::uint64_t kFileBytes = 256 * 1024;  // two stripe units
+constexpr auto kPhaseBound = std::chrono::seconds(240);
+
+// File `index`'s bytes: each 8-byte word names its file and place, so that a read of the wrong
+// file or offset shows.
+std::string contents_of(std::uint64_t index) {
+  std::string bytes(kFileBytes, '\0');
+  for (std::uint64_t word = 0; word < kFileBytes / 8; ++word) {
+    const std::uint64_t value = (index << 32) | word;
+    std::memcpy(&bytes[word * 8], &value, 8);
+  }
+  return bytes;
+}
+
+// What `tide statistics cache` says, summed over the nodes.
+struct CacheCounts {
+  std::uint64_t budget_bytes = 0;  // L1 and L2
+  std::uint64_t hit_bytes = 0;     // READ bytes L1 or L2 answered
+  std::uint64_t l1_hit_bytes = 0;
+  std::uint64_t l2_read_bytes = 0;  // READ bytes the nodes read from their own data or L2
+  json l2_per_node = json::array();
+};
+
+class CacheLawTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (tide_path().empty()) GTEST_SKIP() << "no tide binary in this build";
+    cluster_ =
+        std::make_unique<TideCluster>("law", std::vector<std::string>(kNodes, "f800"), "cache-law",
+                                      "", "ram_budget = \"1MiB\"\nl2_budget = \"64MiB\"\n");
+    std::string error;
+    ASSERT_TRUE(cluster_->start(&error)) << error;
+    ASSERT_NO_FATAL_FAILURE(cluster_->form());
+    for (std::size_t node = 1; node <= kNodes; ++node) {
+      ASSERT_FALSE(cluster_->root_via(node).empty());
+    }
+    // New files go to the pool of every node.
+    for (const std::vector<std::string>& command :
+         {std::vector<std::string>{"storagepool", "tiers", "create", "hot-tier", "--children",
+                                   "f800"},
+          {"filepool", "default-policy", "modify", "--data-storage-target", "hot-tier"}}) {
+      const Ran ran = cluster_->tide(1, command);
+      ASSERT_EQ(ran.exit_code, 0) << ran.output;
+    }
+  }
+
+  CacheCounts counts() {
+    const json statistics = cluster_->tide_json(1, {"statistics", "cache"});
+    CacheCounts counts;
+    std::size_t nodes = 0;
+    for (const json& node : statistics.value("statistics", json::array())) {
+      const json& l1 = node["l1"];
+      const json& l2 = node["l2"];
+      counts.budget_bytes +=
+          l1["budget_bytes"].get<std::uint64_t>() + l2["budget_bytes"].get<std::uint64_t>();
+      counts.l1_hit_bytes += l1["data"]["hit_bytes"].get<std::uint64_t>();
+      counts.hit_bytes += l1["data"]["hit_bytes"].get<std::uint64_t>() +
+                          l2["data"]["hit_bytes"].get<std::uint64_t>();
+      counts.l2_read_bytes += l2["data"]["read_bytes"].get<std::uint64_t>();
+      counts.l2_per_node.push_back(l2);
+      ++nodes;
+    }
+    EXPECT_EQ(nodes, kNodes) << statistics.dump();
+    return counts;
+  }
+
+  // `files` files of kFileBytes in /ifs/law, each node making a share of them.
+  void make_files(std::size_t files) {
+    NfsClient first(cluster_->node(1).endpoint());
+    const FileHandle dir = first.make_dir(cluster_->root_via(1), "law");
+    ASSERT_FALSE(dir.empty());
+    files_.resize(files);
+    std::vector<std::thread> makers;
+    for (std::size_t node = 1; node <= kNodes; ++node) {
+      makers.emplace_back([this, node, dir, files] {
+        NfsClient nfs(cluster_->node(node).endpoint());
+        for (std::size_t i = node - 1; i < files; i += kNodes) {
+          files_[i] = nfs.make_file(dir, "f" + std::to_string(i), 0644, contents_of(i));
+          if (files_[i].empty()) return;
+        }
+      });
+    }
+    for (std::thread& maker : makers) maker.join();
+    for (const FileHandle& file : files_) ASSERT_FALSE(file.empty());
+  }
+
+  // `reads` reads of files picked at random, each read whole in one READ, by readers spread over
+  // the nodes; the bytes read.
+  std::uint64_t read_at_random(std::size_t reads, std::uint64_t seed) {
+    std::atomic<std::uint64_t> bytes{0};
+    std::atomic<std::uint64_t> wrong{0};
+    std::vector<std::thread> readers;
+    constexpr std::size_t kReaders = kNodes * kReadersPerNode;
+    const auto deadline = Clock::now() + kPhaseBound;
+    for (std::size_t r = 0; r < kReaders; ++r) {
+      readers.emplace_back([&, r] {
+        NfsClient nfs(cluster_->node(r % kNodes + 1).endpoint());
+        std::mt19937_64 random(seed + r);
+        for (std::size_t i = 0; i < reads / kReaders && Clock::now() < deadline; ++i) {
+          const std::uint64_t file = random() % files_.size();
+          const ReadResult read = nfs.read(files_[file], 0, kFileBytes);
+          if (read.status != NFS3_OK || read.data != contents_of(file)) {
+            if (wrong.fetch_add(1) == 0) {
+              ADD_FAILURE() << "file " << file << " through node " << r % kNodes + 1 << ": status "
+                            << read.status << ", " << read.data.size() << " bytes";
+            }
+            continue;
+          }
+          bytes += read.data.size();
+        }
+      });
+    }
+    for (std::thread& reader : readers) reader.join();
+    EXPECT_EQ(wrong.load(), 0u);
+    EXPECT_EQ(bytes.load(), reads / kReaders * kReaders * kFileBytes) << "every read in time";
+    return bytes.load();
+  }
+
+  std::unique_ptr<TideCluster> cluster_;
+  std::vector<FileHandle> files_;
+};
+
+TEST_F(CacheLawTest, ReadersOfADataSetFourTimesTheClustersCacheHitAQuarterOfTheTime) {
+  const std::uint64_t cache = counts().budget_bytes;
+  const std::size_t files = 4 * cache / kFileBytes;
+  ASSERT_NO_FATAL_FAILURE(make_files(files));
+  const json placed = cluster_->tide_json(2, {"get", "-D", "/ifs/law/f0"});
+  ASSERT_EQ(placed["layout"]["pool"], "f800") << placed.dump();
+
+  // Two passes' worth of reads fill the caches; three more are measured.
+  read_at_random(2 * files, 1);
+  const CacheCounts before = counts();
+  const std::uint64_t read = read_at_random(3 * files, 100);
+  const CacheCounts after = counts();
+
+  const double law = static_cast<double>(cache) / static_cast<double>(files * kFileBytes);
+  const double hit_ratio =
+      static_cast<double>(after.hit_bytes - before.hit_bytes) / static_cast<double>(read);
+  EXPECT_NEAR(hit_ratio, law, 0.02)
+      << "cache " << cache << " bytes, data set " << files * kFileBytes << " bytes";
+  std::printf("hit ratio %.4f, cache / data set %.4f\n", hit_ratio, law);
+  // Each byte read is found in an L1 or read once by the node holding it, so no cache is counted
+  // twice; a READ that meets another's fetch of the same unit on its node waits for it and is
+  // neither (rare here: two readers of a node read the same file at once).
+  const std::uint64_t counted =
+      after.l2_read_bytes - before.l2_read_bytes + after.l1_hit_bytes - before.l1_hit_bytes;
+  EXPECT_LE(counted, read);
+  EXPECT_GE(counted, read - read / 1000);
+  // Every node's L2 holds its share of the data set: the cluster's cache is all of them.
+  for (const json& l2 : after.l2_per_node) {
+    EXPECT_GE(l2["cached_bytes"].get<double>(), 0.9 * l2["budget_bytes"].get<double>())
+        << l2.dump();
+  }
+}
+
+}  // namespace
+}  // namespace tidepool::test
