@@ -44,7 +44,7 @@ AccessPattern pattern_named(const std::string& name) {
   return AccessPattern::concurrency;
 }
 
-// Whether a data lock weakened to `kept` still lets the node cache the file's data.
+// Whether a file's lock weakened to `kept` still lets the node cache what it covers.
 bool still_readable(Mode kept) {
   return kept == Mode::protected_read || kept == Mode::protected_write || kept == Mode::exclusive;
 }
@@ -61,7 +61,7 @@ struct BlockKeyHash {
   }
 };
 
-// One acquisition of a file's data lock, given back when it goes: through the lock cache, or,
+// One acquisition of a file's lock, given back when it goes: through the lock cache, or,
 // for a lock the node held already, directly.
 class HeldLock {
  public:
@@ -146,8 +146,10 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
           *loop, *manager, lock_options,
           [weak = weak_from_this()](const lockmgr::ResourceName& resource, lockmgr::Range,
                                     Mode kept, std::function<void()> done) {
-            if (auto self = weak.lock(); self && !still_readable(kept)) {
-              self->invalidate(resource.id);
+            // Either of a file's locks going drops all the node keeps of the file: a change
+            // takes both, and the first callback counts.
+            if (auto self = weak.lock();
+                self && !still_readable(kept) && self->invalidate(resource.id)) {
               self->counters_.coherence_invalidations++;
             }
             done();
@@ -185,12 +187,11 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     return s;
   }
 
-  // A held acquisition of the file's data lock in `mode`; none when the node has no locks to
-  // take (it is no member of a cluster); an error when the lock manager refused or stopped.
-  awaitable<Result<std::optional<HeldLock>>> acquire(InodeId inode, Mode mode) {
+  // A held acquisition of a file's lock in `mode`; none when the node has no locks to take
+  // (it is no member of a cluster); an error when the lock manager refused or stopped.
+  awaitable<Result<std::optional<HeldLock>>> acquire(lockmgr::ResourceName resource, Mode mode) {
     std::shared_ptr<FileLocks> locks = locks_.load();
     if (!locks) co_return std::optional<HeldLock>{};
-    const lockmgr::ResourceName resource{lockmgr::ResourceKind::data, inode};
     if (locks->try_acquire(resource, mode)) {
       co_return std::optional<HeldLock>{HeldLock(std::move(locks), resource)};
     }
@@ -255,7 +256,7 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     const bool small_random_read =
         count < block_bytes_ && known_pattern(inode) == AccessPattern::random;
     if (count == 0 || small_random_read) co_return std::nullopt;
-    auto acquiring = acquire(inode, Mode::protected_read);
+    auto acquiring = acquire(data_lock(inode), Mode::protected_read);
     Result<std::optional<HeldLock>> held = co_await std::move(acquiring);
     if (!held.ok() || !held->has_value()) co_return std::nullopt;
     auto lock = std::make_shared<HeldLock>(std::move(**held));
@@ -273,19 +274,22 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     (local ? counters_.l2_bytes_read : counters_.l1_bypassed_bytes) += bytes;
   }
 
-  // Runs `change` under the data locks of `files` in PW, taken in inode order (two changes of
-  // the same files never wait for each other crosswise), then drops what this node cached of
-  // them (its own readers may have fetched them meanwhile: they shared the locks).
+  // Runs `change` under the data and attributes locks of `files` in PW, taken in inode order (two
+  // changes of the same files never wait for each other crosswise), then drops what this node
+  // cached of them (its own readers may have fetched them meanwhile: they shared the locks).
   template <typename T, typename Change>
   awaitable<Result<T>> change_files(std::vector<InodeId> files, Change change) {
     std::sort(files.begin(), files.end());
     files.erase(std::unique(files.begin(), files.end()), files.end());
     std::vector<HeldLock> held;
+    // Every node takes them in this order: by file, then the data lock before the attributes'.
     for (InodeId inode : files) {
-      auto acquiring = acquire(inode, Mode::protected_write);
-      Result<std::optional<HeldLock>> lock = co_await std::move(acquiring);
-      if (!lock.ok()) co_return lock.status();
-      if (lock->has_value()) held.push_back(std::move(**lock));
+      for (const lockmgr::ResourceName& resource : {data_lock(inode), attributes_lock(inode)}) {
+        auto acquiring = acquire(resource, Mode::protected_write);
+        Result<std::optional<HeldLock>> lock = co_await std::move(acquiring);
+        if (!lock.ok()) co_return lock.status();
+        if (lock->has_value()) held.push_back(std::move(**lock));
+      }
     }
     auto changing = change();
     Result<T> changed = co_await std::move(changing);
@@ -306,43 +310,62 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     co_return std::vector<InodeId>{found->object.inode};
   }
 
-  // The file's rights for `caller`, worked out from the attributes L1 keeps when the node
-  // holds the file's lock already; else the home's answer.
+  // The file's rights for `caller`, worked out from the attributes L1 keeps (see getattr).
   awaitable<Result<store::AccessResult>> check_access(InodeId inode, store::Caller caller,
                                                       std::uint32_t requested) {
-    const std::optional<HeldLock> held = held_already(inode);
-    if (!held) {
+    if (!caches_attributes()) {
       auto asking = inner_.check_access(inode, std::move(caller), requested);
       co_return co_await std::move(asking);
     }
-    auto asking = attributes_under_lock(inode);
+    auto asking = getattr(inode);
     Result<store::Attributes> attributes = co_await std::move(asking);
     if (!attributes.ok()) co_return attributes.status();
     co_return store::AccessResult{store::access_granted(*attributes, caller, requested),
                                   *attributes};
   }
 
-  // A file's attributes: those L1 keeps when the node holds the file's lock already, else the
-  // home's (kept in L1 under that lock). A GETATTR never asks the lock manager for a lock.
+  // A file's attributes, from L1 under the file's data lock or its attributes' lock in PR
+  // (the first one held; else the attributes' lock, taken now), or from the home when the node
+  // caches nothing. A regular file's attributes fetched under the lock are kept; those of a
+  // directory (which entries made in it change, under no lock) or any other type are not.
   awaitable<Result<store::Attributes>> getattr(InodeId inode) {
-    const std::optional<HeldLock> held = held_already(inode);
+    std::optional<HeldLock> held = held_already(inode);
+    if (!held && caches_attributes()) {
+      auto acquiring = acquire(attributes_lock(inode), Mode::protected_read);
+      Result<std::optional<HeldLock>> lock = co_await std::move(acquiring);
+      if (lock.ok() && lock->has_value()) held.emplace(std::move(**lock));
+    }
     auto asking = held ? attributes_under_lock(inode) : inner_.getattr(inode);
     co_return co_await std::move(asking);
   }
 
  private:
-  // A hold of the file's data lock in PR when the node has that lock already and L1 may answer
-  // for the file (its data is on another node); never asks the lock manager.
-  std::optional<HeldLock> held_already(InodeId inode) {
-    std::shared_ptr<FileLocks> locks = locks_.load();
-    const lockmgr::ResourceName resource{lockmgr::ResourceKind::data, inode};
-    if (data_is_local_() || !locks || !locks->try_acquire(resource, Mode::protected_read)) {
-      return std::nullopt;
-    }
-    return std::optional<HeldLock>{std::in_place, std::move(locks), resource};
+  static lockmgr::ResourceName data_lock(InodeId inode) {
+    return {lockmgr::ResourceKind::data, inode};
+  }
+  static lockmgr::ResourceName attributes_lock(InodeId inode) {
+    return {lockmgr::ResourceKind::attributes, inode};
   }
 
-  // Under a hold of the file's data lock: the attributes L1 keeps, or the home's, kept.
+  // Whether L1 may answer for files here: the node is in a cluster and the namespace's home is
+  // another node (the home answers from its own attribute cache).
+  bool caches_attributes() const { return locks_.load() && !data_is_local_(); }
+
+  // A hold in PR of the file's data lock, or else of its attributes' lock, when the node has
+  // that lock already and L1 may answer for the file; never asks the lock manager.
+  std::optional<HeldLock> held_already(InodeId inode) {
+    std::shared_ptr<FileLocks> locks = locks_.load();
+    if (data_is_local_() || !locks) return std::nullopt;
+    for (const lockmgr::ResourceName& resource : {data_lock(inode), attributes_lock(inode)}) {
+      if (locks->try_acquire(resource, Mode::protected_read)) {
+        return std::optional<HeldLock>{std::in_place, locks, resource};
+      }
+    }
+    return std::nullopt;
+  }
+
+  // Under a hold of the file's data lock or its attributes' lock: the attributes L1 keeps, or
+  // the home's, kept if they are a regular file's.
   awaitable<Result<store::Attributes>> attributes_under_lock(InodeId inode) {
     counters_.l1_metadata_reads++;
     if (std::optional<store::Attributes> known = known_attributes(inode)) {
@@ -352,7 +375,9 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     const std::uint64_t generation = generation_of(inode);
     auto asking = inner_.getattr(inode);
     Result<store::Attributes> attributes = co_await std::move(asking);
-    if (attributes.ok()) remember(inode, generation, *attributes);
+    if (attributes.ok() && attributes->type == store::FileType::regular) {
+      remember(inode, generation, *attributes);
+    }
     co_return attributes;
   }
 
@@ -392,12 +417,13 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
   }
 
   // Drops what the node cached of the file: its blocks, attributes and pattern. Fetches under
-  // way then keep nothing.
-  void invalidate(InodeId inode) {
+  // way then keep nothing. Whether it had cached anything.
+  bool invalidate(InodeId inode) {
     FileStripe& stripe = stripe_of(inode);
     std::lock_guard guard(stripe.mutex);
-    stripe.files.erase(inode);
+    const bool cached = stripe.files.erase(inode) > 0;
     blocks_.erase_file(inode);
+    return cached;
   }
 
   void drop_everything() {
@@ -862,8 +888,8 @@ awaitable<Result<store::Wcc>> CoherentStore::setattr(store::InodeId inode,
                                                      store::AttributeChanges changes,
                                                      store::Caller caller,
                                                      std::optional<std::int64_t> guard_ctime_ns) {
-  // Every attribute change runs under the data lock, so that attributes cached under PR
-  // (sizes, modes, owners) stay true while the lock is held.
+  // Every attribute change runs under the file's locks, so that attributes cached under PR
+  // (sizes, modes, owners) stay true while a lock is held.
   auto impl = impl_;
   auto changing = impl->change_files<store::Wcc>({inode}, [&] {
     return impl->inner().setattr(inode, std::move(changes), std::move(caller), guard_ctime_ns);
@@ -963,8 +989,8 @@ awaitable<Result<store::NewObject>> CoherentStore::mknod(
 
 awaitable<Result<store::Wcc>> CoherentStore::remove(store::InodeId directory, std::string name,
                                                     store::Caller caller) {
-  // Under the file's data lock: every node drops the attributes (the link count) and blocks
-  // it cached of it.
+  // Under the file's locks: every node drops the attributes (the link count) and blocks it
+  // cached of it.
   auto impl = impl_;
   auto finding = impl->file_named(directory, name, caller);
   std::vector<store::InodeId> files = co_await std::move(finding);
@@ -984,8 +1010,8 @@ awaitable<Result<store::RenameResult>> CoherentStore::rename(store::InodeId from
                                                              store::InodeId to_directory,
                                                              std::string to_name,
                                                              store::Caller caller) {
-  // Under the data locks of the file renamed (its ctime) and of the file the new name replaces
-  // (its link count).
+  // Under the locks of the file renamed (its ctime) and of the file the new name replaces (its
+  // link count).
   auto impl = impl_;
   auto finding_from = impl->file_named(from_directory, from_name, caller);
   std::vector<store::InodeId> files = co_await std::move(finding_from);

@@ -9,9 +9,11 @@
 // nothing to read under drops the file's blocks and cached attributes before the lock goes, so
 // a write acknowledged to any client is seen by every read on any node that starts after it.
 //
-// The attributes a fetch or a GETATTR brought are kept under the same lock: a GETATTR or an
-// ACCESS of a file the node holds the lock of is answered from them, without asking the home.
-// Neither takes a lock itself. Access times that reads move on the home are not pushed to the nodes
+// A regular file's attributes are kept under a PR lock too: the data lock when a fetch brought
+// them, else the file's attributes' lock, which a GETATTR or an ACCESS takes when the node
+// holds neither. Either lock held, those answer from L1 without asking the home. Every change
+// of a file takes PW on both its locks. Directories' attributes (which entries made in them
+// change) are never kept. Access times that reads move on the home are not pushed to the nodes
 // that cached the file: theirs lag until their lock goes (atime moves once per grace period).
 //
 // SmartRead: each READ of a file read through L1 asks the prefetcher how far ahead the client's

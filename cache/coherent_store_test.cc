@@ -320,20 +320,27 @@ TEST_F(CoherentStoreTest, AWriteThroughAnyNodeIsSeenByTheNextReadOfANodeThatCach
 
 TEST_F(CoherentStoreTest, AttributesComeFromL1UntilAnotherNodeChangesTheFileOrItsNames) {
   const InodeId file = make_file("named", 2 * kBlock);
-  // Nothing held yet: the home answers, and nothing is kept.
+  // The first GETATTR takes the attributes' lock and keeps what the home answers.
   ASSERT_TRUE(run(caches_[2]->getattr(file)).ok());
-  EXPECT_EQ(caches_[2]->statistics().l1_metadata_reads, 0u);
-  EXPECT_EQ(read(2, file, 0, kBlock).size(), kBlock);
-  const CacheStatistics before = caches_[2]->statistics();
+  EXPECT_EQ(caches_[2]->statistics().l1_metadata_reads, 1u);
+  EXPECT_EQ(caches_[2]->statistics().l1_metadata_hits, 0u);
   auto cached = run(caches_[2]->getattr(file));
   ASSERT_TRUE(cached.ok());
   EXPECT_EQ(cached->size, 2 * kBlock);
-  EXPECT_EQ(caches_[2]->statistics().l1_metadata_hits, before.l1_metadata_hits + 1);
+  EXPECT_EQ(caches_[2]->statistics().l1_metadata_hits, 1u);
+  EXPECT_EQ(caches_[2]->statistics().l1_bytes_fetched, 0u) << "no data read for them";
 
   write(3, file, 2 * kBlock, std::vector<std::uint8_t>(10, 0x55));
   auto grown = run(caches_[2]->getattr(file));
   ASSERT_TRUE(grown.ok());
   EXPECT_EQ(grown->size, 2 * kBlock + 10);
+  store::AttributeChanges shared;
+  shared.mode = 0664;
+  ASSERT_TRUE(run(caches_[kHome]->setattr(file, shared, kRoot, std::nullopt)).ok());
+  auto changed = run(caches_[2]->getattr(file));
+  ASSERT_TRUE(changed.ok());
+  EXPECT_EQ(changed->mode & 0777, 0664u) << "a change at the home reaches node 2 too";
+  // Data read under the file's data lock brings its attributes along.
 
   // A second name and its removal change the link count, whichever node they run on.
   EXPECT_EQ(read(2, file, 0, kBlock).size(), kBlock);
@@ -356,6 +363,20 @@ TEST_F(CoherentStoreTest, AttributesComeFromL1UntilAnotherNodeChangesTheFileOrIt
   EXPECT_FALSE(run(caches_[2]->getattr(file)).ok());
   std::vector<std::uint8_t> bytes(kBlock);
   EXPECT_FALSE(run(caches_[2]->read(file, 0, bytes, kRoot)).ok());
+}
+
+TEST_F(CoherentStoreTest, ADirectorysAttributesComeFromItsHomeEveryTime) {
+  // Entries made in a directory change its attributes under no lock: they are never kept.
+  auto made = run(home_->mkdir(store::kRootInode, "dir", {}, kRoot));
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  const InodeId dir = made->attributes.inode;
+  auto before = run(caches_[2]->getattr(dir));
+  ASSERT_TRUE(before.ok());
+  ASSERT_TRUE(run(caches_[3]->mkdir(dir, "sub", {}, kRoot)).ok());
+  auto after = run(caches_[2]->getattr(dir));
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->nlink, before->nlink + 1);
+  EXPECT_EQ(caches_[2]->statistics().l1_metadata_hits, 0u);
 }
 
 TEST_F(CoherentStoreTest, AccessIsWorkedOutFromL1AndFollowsAnotherNodesModeChange) {

@@ -1,6 +1,6 @@
 // The file system's own locks on one node, as its caches take them: a LockCache on the lock
-// manager's loop, usable from any thread. The caches hold a file's data lock for as long as
-// they read, fetch or write under it; the lock itself stays cached on the node after that.
+// manager's loop, usable from any thread. The caches hold a file's data or attributes lock for
+// as long as they read, fetch or write under it; the lock stays cached on the node after that.
 //
 // Thread-safe: acquire() and release() may be called from any thread. The work and the
 // callbacks run on the lock manager's loop, except for a lock the node already holds, which
