@@ -34,6 +34,8 @@ constexpr std::size_t kWasteSweepEvery = 256;
 constexpr std::size_t kShareForReplies = 4;
 // Files remembered as reported to their home, per stripe; past this, the expired are forgotten.
 constexpr std::size_t kMaxReportedFiles = 4096;
+// Attributes' locks asked for in the background at once: past this, GETATTRs ask for none.
+constexpr std::size_t kMaxAttributeLocksTaken = 256;
 // Blocks are fetched with the rights of the node itself: the reader's own rights are checked
 // here, against the attributes the fetch brought, for every read the block serves.
 const store::Caller kNodeItself{0, 0, {}};
@@ -310,31 +312,31 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     co_return std::vector<InodeId>{found->object.inode};
   }
 
-  // The file's rights for `caller`, worked out from the attributes L1 keeps (see getattr).
+  // The file's rights for `caller`, worked out from the attributes L1 keeps when the node
+  // holds one of the file's locks already; else the home's answer (see getattr).
   awaitable<Result<store::AccessResult>> check_access(InodeId inode, store::Caller caller,
                                                       std::uint32_t requested) {
-    if (!caches_attributes()) {
+    const std::optional<HeldLock> held = held_already(inode);
+    if (!held) {
+      take_attributes_lock(inode);
       auto asking = inner_.check_access(inode, std::move(caller), requested);
       co_return co_await std::move(asking);
     }
-    auto asking = getattr(inode);
+    auto asking = attributes_under_lock(inode);
     Result<store::Attributes> attributes = co_await std::move(asking);
     if (!attributes.ok()) co_return attributes.status();
     co_return store::AccessResult{store::access_granted(*attributes, caller, requested),
                                   *attributes};
   }
 
-  // A file's attributes, from L1 under the file's data lock or its attributes' lock in PR
-  // (the first one held; else the attributes' lock, taken now), or from the home when the node
-  // caches nothing. A regular file's attributes fetched under the lock are kept; those of a
-  // directory (which entries made in it change, under no lock) or any other type are not.
+  // A file's attributes: under the file's data lock or its attributes' lock, when the node
+  // holds one in PR already, those L1 keeps, or the home's, kept if they are a regular file's (a
+  // directory's change with the entries made in it, under no lock). Else the home's; the node
+  // then takes the attributes' lock in the background for the next GETATTR. A GETATTR never
+  // waits for the lock manager.
   awaitable<Result<store::Attributes>> getattr(InodeId inode) {
-    std::optional<HeldLock> held = held_already(inode);
-    if (!held && caches_attributes()) {
-      auto acquiring = acquire(attributes_lock(inode), Mode::protected_read);
-      Result<std::optional<HeldLock>> lock = co_await std::move(acquiring);
-      if (lock.ok() && lock->has_value()) held.emplace(std::move(**lock));
-    }
+    const std::optional<HeldLock> held = held_already(inode);
+    if (!held) take_attributes_lock(inode);
     auto asking = held ? attributes_under_lock(inode) : inner_.getattr(inode);
     co_return co_await std::move(asking);
   }
@@ -347,9 +349,29 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     return {lockmgr::ResourceKind::attributes, inode};
   }
 
-  // Whether L1 may answer for files here: the node is in a cluster and the namespace's home is
-  // another node (the home answers from its own attribute cache).
-  bool caches_attributes() const { return locks_.load() && !data_is_local_(); }
+  // Has the node hold the file's attributes' lock in PR, cached, once the lock manager grants
+  // it; at most kMaxAttributeLocksTaken at once, one per file. Nothing when L1 answers for no
+  // file here: the node is no member of a cluster, or it is the namespace's home (which answers
+  // from its own attribute cache).
+  void take_attributes_lock(InodeId inode) {
+    std::shared_ptr<FileLocks> locks = locks_.load();
+    if (!locks || data_is_local_()) return;
+    {
+      std::lock_guard guard(attribute_locks_mutex_);
+      if (attribute_locks_taken_.size() >= kMaxAttributeLocksTaken ||
+          !attribute_locks_taken_.insert(inode).second) {
+        return;
+      }
+    }
+    locks->acquire(attributes_lock(inode), Mode::protected_read, lockmgr::kWholeResource,
+                   [weak = weak_from_this(), locks, inode](Result<lockmgr::CachedLock> lock) {
+                     if (lock.ok()) locks->release(lock->id);
+                     if (auto self = weak.lock()) {
+                       std::lock_guard guard(self->attribute_locks_mutex_);
+                       self->attribute_locks_taken_.erase(inode);
+                     }
+                   });
+  }
 
   // A hold in PR of the file's data lock, or else of its attributes' lock, when the node has
   // that lock already and L1 may answer for the file; never asks the lock manager.
@@ -852,6 +874,9 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
   // Blocks prefetched and still unread: read, they count as used; evicted, as wasted.
   std::unordered_set<BlockKey, BlockKeyHash> prefetched_;  // guarded by prefetched_mutex_
   std::size_t prefetched_since_sweep_ = 0;                 // guarded by prefetched_mutex_
+  std::mutex attribute_locks_mutex_;
+  // Files whose attributes' lock is being taken in the background.
+  std::unordered_set<InodeId> attribute_locks_taken_;  // guarded by attribute_locks_mutex_
 };
 
 CoherentStore::CoherentStore(store::Store& inner, std::function<bool()> data_is_local,

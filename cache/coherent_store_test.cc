@@ -320,7 +320,11 @@ TEST_F(CoherentStoreTest, AWriteThroughAnyNodeIsSeenByTheNextReadOfANodeThatCach
 
 TEST_F(CoherentStoreTest, AttributesComeFromL1UntilAnotherNodeChangesTheFileOrItsNames) {
   const InodeId file = make_file("named", 2 * kBlock);
-  // The first GETATTR takes the attributes' lock and keeps what the home answers.
+  // The first GETATTR is the home's answer, and has node 2 take the attributes' lock; the
+  // second, under it, keeps the home's answer; the third is L1's.
+  ASSERT_TRUE(run(caches_[2]->getattr(file)).ok());
+  EXPECT_EQ(caches_[2]->statistics().l1_metadata_reads, 0u);
+  drive([] { return false; }, std::chrono::milliseconds(20));  // the lock is granted
   ASSERT_TRUE(run(caches_[2]->getattr(file)).ok());
   EXPECT_EQ(caches_[2]->statistics().l1_metadata_reads, 1u);
   EXPECT_EQ(caches_[2]->statistics().l1_metadata_hits, 0u);
@@ -340,7 +344,6 @@ TEST_F(CoherentStoreTest, AttributesComeFromL1UntilAnotherNodeChangesTheFileOrIt
   auto changed = run(caches_[2]->getattr(file));
   ASSERT_TRUE(changed.ok());
   EXPECT_EQ(changed->mode & 0777, 0664u) << "a change at the home reaches node 2 too";
-  // Data read under the file's data lock brings its attributes along.
 
   // A second name and its removal change the link count, whichever node they run on.
   EXPECT_EQ(read(2, file, 0, kBlock).size(), kBlock);
@@ -370,8 +373,11 @@ TEST_F(CoherentStoreTest, ADirectorysAttributesComeFromItsHomeEveryTime) {
   auto made = run(home_->mkdir(store::kRootInode, "dir", {}, kRoot));
   ASSERT_TRUE(made.ok()) << made.status().message();
   const InodeId dir = made->attributes.inode;
+  ASSERT_TRUE(run(caches_[2]->getattr(dir)).ok());
+  drive([] { return false; }, std::chrono::milliseconds(20));  // the attributes' lock is granted
   auto before = run(caches_[2]->getattr(dir));
   ASSERT_TRUE(before.ok());
+  EXPECT_EQ(caches_[2]->statistics().l1_metadata_reads, 1u) << "asked under the lock";
   ASSERT_TRUE(run(caches_[3]->mkdir(dir, "sub", {}, kRoot)).ok());
   auto after = run(caches_[2]->getattr(dir));
   ASSERT_TRUE(after.ok());
