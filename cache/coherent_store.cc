@@ -148,11 +148,13 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
           *loop, *manager, lock_options,
           [weak = weak_from_this()](const lockmgr::ResourceName& resource, lockmgr::Range,
                                     Mode kept, std::function<void()> done) {
-            // Either of a file's locks going drops all the node keeps of the file: a change
-            // takes both, and the first callback counts.
-            if (auto self = weak.lock();
-                self && !still_readable(kept) && self->invalidate(resource.id)) {
-              self->counters_.coherence_invalidations++;
+            // The data lock going drops all the node keeps of the file; the attributes' lock
+            // (given up alone when idle too long) its attributes only. A change revokes both.
+            if (auto self = weak.lock(); self && !still_readable(kept)) {
+              const bool dropped = resource.kind == lockmgr::ResourceKind::attributes
+                                       ? self->forget_attributes(resource.id)
+                                       : self->invalidate(resource.id);
+              if (dropped) self->counters_.coherence_invalidations++;
             }
             done();
           });
@@ -318,9 +320,10 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
                                                       std::uint32_t requested) {
     const std::optional<HeldLock> held = held_already(inode);
     if (!held) {
-      take_attributes_lock(inode);
       auto asking = inner_.check_access(inode, std::move(caller), requested);
-      co_return co_await std::move(asking);
+      Result<store::AccessResult> access = co_await std::move(asking);
+      if (access.ok()) take_attributes_lock(access->attributes);
+      co_return access;
     }
     auto asking = attributes_under_lock(inode);
     Result<store::Attributes> attributes = co_await std::move(asking);
@@ -331,14 +334,18 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
 
   // A file's attributes: under the file's data lock or its attributes' lock, when the node
   // holds one in PR already, those L1 keeps, or the home's, kept if they are a regular file's (a
-  // directory's change with the entries made in it, under no lock). Else the home's; the node
-  // then takes the attributes' lock in the background for the next GETATTR. A GETATTR never
-  // waits for the lock manager.
+  // directory's change with the entries made in it, under no lock). Else the home's; for a
+  // regular file the node then takes the attributes' lock in the background, for the next
+  // GETATTR. A GETATTR never waits for the lock manager.
   awaitable<Result<store::Attributes>> getattr(InodeId inode) {
-    const std::optional<HeldLock> held = held_already(inode);
-    if (!held) take_attributes_lock(inode);
-    auto asking = held ? attributes_under_lock(inode) : inner_.getattr(inode);
-    co_return co_await std::move(asking);
+    if (const std::optional<HeldLock> held = held_already(inode)) {
+      auto asking = attributes_under_lock(inode);
+      co_return co_await std::move(asking);
+    }
+    auto asking = inner_.getattr(inode);
+    Result<store::Attributes> attributes = co_await std::move(asking);
+    if (attributes.ok()) take_attributes_lock(*attributes);
+    co_return attributes;
   }
 
  private:
@@ -349,13 +356,14 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     return {lockmgr::ResourceKind::attributes, inode};
   }
 
-  // Has the node hold the file's attributes' lock in PR, cached, once the lock manager grants
-  // it; at most kMaxAttributeLocksTaken at once, one per file. Nothing when L1 answers for no
-  // file here: the node is no member of a cluster, or it is the namespace's home (which answers
-  // from its own attribute cache).
-  void take_attributes_lock(InodeId inode) {
+  // Has the node hold a regular file's attributes' lock in PR, cached, once the lock manager
+  // grants it; at most kMaxAttributeLocksTaken at once, one per file. Nothing when L1 answers
+  // for no file here: the node is no member of a cluster, or it is the namespace's home (which
+  // answers from its own attribute cache).
+  void take_attributes_lock(const store::Attributes& attributes) {
     std::shared_ptr<FileLocks> locks = locks_.load();
-    if (!locks || data_is_local_()) return;
+    if (!locks || data_is_local_() || attributes.type != store::FileType::regular) return;
+    const InodeId inode = attributes.inode;
     {
       std::lock_guard guard(attribute_locks_mutex_);
       if (attribute_locks_taken_.size() >= kMaxAttributeLocksTaken ||
@@ -446,6 +454,17 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     const bool cached = stripe.files.erase(inode) > 0;
     blocks_.erase_file(inode);
     return cached;
+  }
+
+  // Drops the file's cached attributes; whether there were any. Attributes a fetch under the
+  // data lock brings meanwhile are kept: that lock covers them.
+  bool forget_attributes(InodeId inode) {
+    FileStripe& stripe = stripe_of(inode);
+    std::lock_guard guard(stripe.mutex);
+    auto it = stripe.files.find(inode);
+    if (it == stripe.files.end() || !it->second.attributes) return false;
+    it->second.attributes.reset();
+    return true;
   }
 
   void drop_everything() {
@@ -946,7 +965,7 @@ awaitable<Result<store::Layout>> CoherentStore::layout(store::InodeId inode) {
 
 awaitable<Result<store::Layout>> CoherentStore::set_access_pattern(store::InodeId inode,
                                                                    std::string pattern) {
-  // Under the data lock: every node that cached the file's pattern drops it.
+  // Under the file's locks: every node that cached the file's pattern drops it.
   auto impl = impl_;
   auto changing = impl->change_files<store::Layout>(
       {inode}, [&] { return impl->inner().set_access_pattern(inode, std::move(pattern)); });
@@ -987,8 +1006,19 @@ awaitable<Result<store::NewObject>> CoherentStore::create(store::InodeId directo
                                                           store::AttributeChanges initial,
                                                           store::CreateVerifier verifier,
                                                           store::Caller caller) {
-  return impl_->inner().create(directory, std::move(name), mode, std::move(initial), verifier,
-                               std::move(caller));
+  // An UNCHECKED create with a size, of a name that exists, cuts the file there (an open with
+  // O_TRUNC) as a SETATTR does: under the file's locks.
+  auto impl = impl_;
+  std::vector<store::InodeId> files;
+  if (mode == store::CreateMode::unchecked && initial.size) {
+    auto finding = impl->file_named(directory, name, caller);
+    files = co_await std::move(finding);
+  }
+  auto changing = impl->change_files<store::NewObject>(std::move(files), [&] {
+    return impl->inner().create(directory, std::move(name), mode, std::move(initial), verifier,
+                                std::move(caller));
+  });
+  co_return co_await std::move(changing);
 }
 
 awaitable<Result<store::NewObject>> CoherentStore::mkdir(store::InodeId directory, std::string name,

@@ -129,6 +129,21 @@ class CoherentStoreTest : public ::testing::Test {
     caches_[node]->attach(&world_.loop(node), managers_[node].get());
   }
 
+  // GETATTRs of `inode` through `node` until one is answered under a lock of the node's (the
+  // first has the node take the attributes' lock, granted in the background); false if none is
+  // within `limit`.
+  bool getattr_until_under_lock(NodeId node, InodeId inode,
+                                std::chrono::milliseconds limit = std::chrono::seconds(5)) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      const std::uint64_t before = caches_[node]->statistics().l1_metadata_reads;
+      if (!run(caches_[node]->getattr(inode)).ok()) return false;
+      if (caches_[node]->statistics().l1_metadata_reads > before) return true;
+      drive([] { return false; }, std::chrono::milliseconds(5));
+    }
+    return false;
+  }
+
   void write(NodeId node, InodeId inode, std::uint64_t offset, std::vector<std::uint8_t> bytes) {
     auto w = run(caches_[node]->write(inode, offset, bytes, store::Stability::unstable, kRoot));
     EXPECT_TRUE(w.ok()) << w.status().message();
@@ -321,11 +336,10 @@ TEST_F(CoherentStoreTest, AWriteThroughAnyNodeIsSeenByTheNextReadOfANodeThatCach
 TEST_F(CoherentStoreTest, AttributesComeFromL1UntilAnotherNodeChangesTheFileOrItsNames) {
   const InodeId file = make_file("named", 2 * kBlock);
   // The first GETATTR is the home's answer, and has node 2 take the attributes' lock; the
-  // second, under it, keeps the home's answer; the third is L1's.
+  // first under it keeps the home's answer; the next is L1's.
   ASSERT_TRUE(run(caches_[2]->getattr(file)).ok());
   EXPECT_EQ(caches_[2]->statistics().l1_metadata_reads, 0u);
-  drive([] { return false; }, std::chrono::milliseconds(20));  // the lock is granted
-  ASSERT_TRUE(run(caches_[2]->getattr(file)).ok());
+  ASSERT_TRUE(getattr_until_under_lock(2, file));
   EXPECT_EQ(caches_[2]->statistics().l1_metadata_reads, 1u);
   EXPECT_EQ(caches_[2]->statistics().l1_metadata_hits, 0u);
   auto cached = run(caches_[2]->getattr(file));
@@ -338,6 +352,10 @@ TEST_F(CoherentStoreTest, AttributesComeFromL1UntilAnotherNodeChangesTheFileOrIt
   auto grown = run(caches_[2]->getattr(file));
   ASSERT_TRUE(grown.ok());
   EXPECT_EQ(grown->size, 2 * kBlock + 10);
+  ASSERT_TRUE(getattr_until_under_lock(2, file));
+  const std::uint64_t hits = caches_[2]->statistics().l1_metadata_hits;
+  ASSERT_TRUE(run(caches_[2]->getattr(file)).ok());
+  ASSERT_EQ(caches_[2]->statistics().l1_metadata_hits, hits + 1) << "node 2 keeps them again";
   store::AttributeChanges shared;
   shared.mode = 0664;
   ASSERT_TRUE(run(caches_[kHome]->setattr(file, shared, kRoot, std::nullopt)).ok());
@@ -373,16 +391,31 @@ TEST_F(CoherentStoreTest, ADirectorysAttributesComeFromItsHomeEveryTime) {
   auto made = run(home_->mkdir(store::kRootInode, "dir", {}, kRoot));
   ASSERT_TRUE(made.ok()) << made.status().message();
   const InodeId dir = made->attributes.inode;
-  ASSERT_TRUE(run(caches_[2]->getattr(dir)).ok());
-  drive([] { return false; }, std::chrono::milliseconds(20));  // the attributes' lock is granted
+  EXPECT_FALSE(getattr_until_under_lock(2, dir, std::chrono::milliseconds(200)))
+      << "no lock is taken for them";
   auto before = run(caches_[2]->getattr(dir));
   ASSERT_TRUE(before.ok());
-  EXPECT_EQ(caches_[2]->statistics().l1_metadata_reads, 1u) << "asked under the lock";
   ASSERT_TRUE(run(caches_[3]->mkdir(dir, "sub", {}, kRoot)).ok());
   auto after = run(caches_[2]->getattr(dir));
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->nlink, before->nlink + 1);
   EXPECT_EQ(caches_[2]->statistics().l1_metadata_hits, 0u);
+}
+
+TEST_F(CoherentStoreTest, ACreateThatCutsAnExistingFileReachesANodeThatCachedIt) {
+  const InodeId file = make_file("cut", 2 * kBlock);
+  EXPECT_EQ(read(2, file, 0, kBlock).size(), kBlock);
+  ASSERT_TRUE(getattr_until_under_lock(2, file));
+  store::AttributeChanges truncate;  // open(O_CREAT | O_TRUNC)
+  truncate.size = 0;
+  auto made = run(caches_[3]->create(store::kRootInode, "cut", store::CreateMode::unchecked,
+                                     truncate, {}, kRoot));
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  EXPECT_EQ(made->attributes.inode, file);
+  auto cut = run(caches_[2]->getattr(file));
+  ASSERT_TRUE(cut.ok());
+  EXPECT_EQ(cut->size, 0u);
+  EXPECT_TRUE(read(2, file, 0, kBlock).empty());
 }
 
 TEST_F(CoherentStoreTest, AccessIsWorkedOutFromL1AndFollowsAnotherNodesModeChange) {

@@ -33,7 +33,7 @@ using Clock = std::chrono::steady_clock;
 constexpr std::size_t kNodes = 4;
 constexpr std::size_t kReadersPerNode = 2;
 constexpr std::uint64_t kFileBytes = 256 * 1024;  // two stripe units
-constexpr auto kPhaseBound = std::chrono::seconds(240);
+constexpr auto kPhaseBound = std::chrono::seconds(200);  // twice, within ctest's 600 s
 
 // File `index`'s bytes: each 8-byte word names its file and place, so that a read of the wrong
 // file or offset shows.
@@ -173,13 +173,13 @@ TEST_F(CacheLawTest, ReadersOfADataSetFourTimesTheClustersCacheHitAQuarterOfTheT
   EXPECT_NEAR(hit_ratio, law, 0.02)
       << "cache " << cache << " bytes, data set " << files * kFileBytes << " bytes";
   std::printf("hit ratio %.4f, cache / data set %.4f\n", hit_ratio, law);
-  // Each byte read is found in an L1 or read once by the node holding it, so no cache is counted
-  // twice; a READ that meets another's fetch of the same unit on its node waits for it and is
-  // neither (rare here: two readers of a node read the same file at once).
+  // Each byte read is found in an L1 or read by the node holding it, once, so no cache is
+  // counted twice. Rarely, neither or both: a READ that meets another's fetch of the same unit
+  // on its node waits for it (two readers of a node read the same file at once), and a fetch
+  // that fails is done again around L1.
   const std::uint64_t counted =
       after.l2_read_bytes - before.l2_read_bytes + after.l1_hit_bytes - before.l1_hit_bytes;
-  EXPECT_LE(counted, read);
-  EXPECT_GE(counted, read - read / 1000);
+  EXPECT_NEAR(static_cast<double>(counted), static_cast<double>(read), read / 1000.0);
   // Every node's L2 holds its share of the data set: the cluster's cache is all of them.
   for (const json& l2 : after.l2_per_node) {
     EXPECT_GE(l2["cached_bytes"].get<double>(), 0.9 * l2["budget_bytes"].get<double>())
