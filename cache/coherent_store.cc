@@ -36,6 +36,8 @@ constexpr std::size_t kShareForReplies = 4;
 constexpr std::size_t kMaxReportedFiles = 4096;
 // Attributes' locks asked for in the background at once: past this, GETATTRs ask for none.
 constexpr std::size_t kMaxAttributeLocksTaken = 256;
+// Files whose attributes' lock is paused, at most; past this, the pauses over are forgotten.
+constexpr std::size_t kMaxAttributeLocksPaused = 4096;
 // Blocks are fetched with the rights of the node itself: the reader's own rights are checked
 // here, against the attributes the fetch brought, for every read the block serves.
 const store::Caller kNodeItself{0, 0, {}};
@@ -129,7 +131,8 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
           prefetch.unit = options.block_bytes;
           return prefetch;
         }()),
-        read_report_interval_(options.read_report_interval) {}
+        read_report_interval_(options.read_report_interval),
+        attributes_lock_pause_(options.attributes_lock_pause) {}
 
   store::Store& inner() { return inner_; }
 
@@ -151,9 +154,10 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
             // The data lock going drops all the node keeps of the file; the attributes' lock
             // (given up alone when idle too long) its attributes only. A change revokes both.
             if (auto self = weak.lock(); self && !still_readable(kept)) {
-              const bool dropped = resource.kind == lockmgr::ResourceKind::attributes
-                                       ? self->forget_attributes(resource.id)
-                                       : self->invalidate(resource.id);
+              const bool attributes = resource.kind == lockmgr::ResourceKind::attributes;
+              if (attributes) self->pause_attributes_lock(resource.id);
+              const bool dropped =
+                  attributes ? self->forget_attributes(resource.id) : self->invalidate(resource.id);
               if (dropped) self->counters_.coherence_invalidations++;
             }
             done();
@@ -366,6 +370,11 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     const InodeId inode = attributes.inode;
     {
       std::lock_guard guard(attribute_locks_mutex_);
+      if (auto paused = attribute_locks_paused_.find(inode);
+          paused != attribute_locks_paused_.end()) {
+        if (std::chrono::steady_clock::now() < paused->second) return;
+        attribute_locks_paused_.erase(paused);
+      }
       if (attribute_locks_taken_.size() >= kMaxAttributeLocksTaken ||
           !attribute_locks_taken_.insert(inode).second) {
         return;
@@ -454,6 +463,19 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     const bool cached = stripe.files.erase(inode) > 0;
     blocks_.erase_file(inode);
     return cached;
+  }
+
+  // The file's attributes' lock went: it is not asked for again before the pause is over.
+  void pause_attributes_lock(InodeId inode) {
+    const auto now = std::chrono::steady_clock::now();
+    std::lock_guard guard(attribute_locks_mutex_);
+    if (attribute_locks_paused_.size() >= kMaxAttributeLocksPaused) {
+      std::erase_if(attribute_locks_paused_,
+                    [&](const auto& entry) { return entry.second <= now; });
+      if (attribute_locks_paused_.size() >= kMaxAttributeLocksPaused)
+        attribute_locks_paused_.clear();
+    }
+    attribute_locks_paused_[inode] = now + attributes_lock_pause_;
   }
 
   // Drops the file's cached attributes; whether there were any. Attributes a fetch under the
@@ -896,6 +918,10 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
   std::mutex attribute_locks_mutex_;
   // Files whose attributes' lock is being taken in the background.
   std::unordered_set<InodeId> attribute_locks_taken_;  // guarded by attribute_locks_mutex_
+  // Files whose attributes' lock is not to be taken before the time given.
+  std::unordered_map<InodeId, std::chrono::steady_clock::time_point>
+      attribute_locks_paused_;  // guarded by attribute_locks_mutex_
+  const std::chrono::milliseconds attributes_lock_pause_;
 };
 
 CoherentStore::CoherentStore(store::Store& inner, std::function<bool()> data_is_local,

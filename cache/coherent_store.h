@@ -49,6 +49,10 @@ struct CacheOptions {
   // the home never sees those reads otherwise, and the file would look cold to the tiering
   // policies however often it is read.
   std::chrono::milliseconds read_report_interval{1000};
+  // A file's attributes' lock that a change took from the node is not asked for again for this
+  // long: a client polling the attributes of a file written through another node would
+  // otherwise have every write wait for the lock to come back.
+  std::chrono::milliseconds attributes_lock_pause{1000};
 };
 
 struct CacheStatistics {

@@ -352,6 +352,9 @@ TEST_F(CoherentStoreTest, AttributesComeFromL1UntilAnotherNodeChangesTheFileOrIt
   auto grown = run(caches_[2]->getattr(file));
   ASSERT_TRUE(grown.ok());
   EXPECT_EQ(grown->size, 2 * kBlock + 10);
+  // Node 2 asks for the lock again only after a pause (a second by default): a client polling
+  // a file that another node writes does not make each write wait for the lock.
+  EXPECT_FALSE(getattr_until_under_lock(2, file, std::chrono::milliseconds(300)));
   ASSERT_TRUE(getattr_until_under_lock(2, file));
   const std::uint64_t hits = caches_[2]->statistics().l1_metadata_hits;
   ASSERT_TRUE(run(caches_[2]->getattr(file)).ok());
