@@ -472,8 +472,9 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     if (attribute_locks_paused_.size() >= kMaxAttributeLocksPaused) {
       std::erase_if(attribute_locks_paused_,
                     [&](const auto& entry) { return entry.second <= now; });
-      if (attribute_locks_paused_.size() >= kMaxAttributeLocksPaused)
+      if (attribute_locks_paused_.size() >= kMaxAttributeLocksPaused) {
         attribute_locks_paused_.clear();
+      }
     }
     attribute_locks_paused_[inode] = now + attributes_lock_pause_;
   }
