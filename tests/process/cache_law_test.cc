@@ -33,7 +33,7 @@ using Clock = std::chrono::steady_clock;
 constexpr std::size_t kNodes = 4;
 constexpr std::size_t kReadersPerNode = 2;
 constexpr std::uint64_t kFileBytes = 256 * 1024;  // two stripe units
-constexpr auto kPhaseBound = std::chrono::seconds(200);  // twice, within ctest's 600 s
+constexpr auto kPhaseBound = std::chrono::seconds(300);  // twice, within ctest's 900 s
 
 // File `index`'s bytes: each 8-byte word names its file and place, so that a read of the wrong
 // file or offset shows.
@@ -44,6 +44,18 @@ std::string contents_of(std::uint64_t index) {
     std::memcpy(&bytes[word * 8], &value, 8);
   }
   return bytes;
+}
+
+// Whether `bytes` are file `index`'s, judged by one word in each 4 KiB: enough to tell another
+// file or offset, and cheap enough for thousands of reads under the sanitizers.
+bool looks_like(const std::string& bytes, std::uint64_t index) {
+  if (bytes.size() != kFileBytes) return false;
+  for (std::uint64_t word = 0; word < kFileBytes / 8; word += 512) {
+    std::uint64_t value = 0;
+    std::memcpy(&value, &bytes[word * 8], 8);
+    if (value != ((index << 32) | word)) return false;
+  }
+  return true;
 }
 
 // What `tide statistics cache` says, summed over the nodes.
@@ -133,7 +145,7 @@ class CacheLawTest : public ::testing::Test {
         for (std::size_t i = 0; i < reads / kReaders && Clock::now() < deadline; ++i) {
           const std::uint64_t file = random() % files_.size();
           const ReadResult read = nfs.read(files_[file], 0, kFileBytes);
-          if (read.status != NFS3_OK || read.data != contents_of(file)) {
+          if (read.status != NFS3_OK || !looks_like(read.data, file)) {
             if (wrong.fetch_add(1) == 0) {
               ADD_FAILURE() << "file " << file << " through node " << r % kNodes + 1 << ": status "
                             << read.status << ", " << read.data.size() << " bytes";
@@ -161,10 +173,16 @@ TEST_F(CacheLawTest, ReadersOfADataSetFourTimesTheClustersCacheHitAQuarterOfTheT
   const json placed = cluster_->tide_json(2, {"get", "-D", "/ifs/law/f0"});
   ASSERT_EQ(placed["layout"]["pool"], "f800") << placed.dump();
 
-  // Two passes' worth of reads fill the caches; three more are measured.
-  read_at_random(2 * files, 1);
+  // A pass and a half's worth of reads fill the caches (a unit is kept on its second read);
+  // two and a half more are measured.
+  read_at_random(3 * files / 2, 1);
   const CacheCounts before = counts();
-  const std::uint64_t read = read_at_random(3 * files, 100);
+  // Every node's L2 holds its share of the data set: the cluster's cache is all of them.
+  for (const json& l2 : before.l2_per_node) {
+    EXPECT_GE(l2["cached_bytes"].get<double>(), 0.9 * l2["budget_bytes"].get<double>())
+        << l2.dump();
+  }
+  const std::uint64_t read = read_at_random(5 * files / 2, 100);
   const CacheCounts after = counts();
 
   const double law = static_cast<double>(cache) / static_cast<double>(files * kFileBytes);
@@ -180,11 +198,6 @@ TEST_F(CacheLawTest, ReadersOfADataSetFourTimesTheClustersCacheHitAQuarterOfTheT
   const std::uint64_t counted =
       after.l2_read_bytes - before.l2_read_bytes + after.l1_hit_bytes - before.l1_hit_bytes;
   EXPECT_NEAR(static_cast<double>(counted), static_cast<double>(read), read / 1000.0);
-  // Every node's L2 holds its share of the data set: the cluster's cache is all of them.
-  for (const json& l2 : after.l2_per_node) {
-    EXPECT_GE(l2["cached_bytes"].get<double>(), 0.9 * l2["budget_bytes"].get<double>())
-        << l2.dump();
-  }
 }
 
 }  // namespace
