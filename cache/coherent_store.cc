@@ -318,18 +318,11 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     co_return std::vector<InodeId>{found->object.inode};
   }
 
-  // The file's rights for `caller`, worked out from the attributes L1 keeps when the node
-  // holds one of the file's locks already; else the home's answer (see getattr).
+  // The file's rights for `caller`, worked out here from the file's attributes (see getattr),
+  // as the home's check_access would from its own.
   awaitable<Result<store::AccessResult>> check_access(InodeId inode, store::Caller caller,
                                                       std::uint32_t requested) {
-    const std::optional<HeldLock> held = held_already(inode);
-    if (!held) {
-      auto asking = inner_.check_access(inode, std::move(caller), requested);
-      Result<store::AccessResult> access = co_await std::move(asking);
-      if (access.ok()) take_attributes_lock(access->attributes);
-      co_return access;
-    }
-    auto asking = attributes_under_lock(inode);
+    auto asking = getattr(inode);
     Result<store::Attributes> attributes = co_await std::move(asking);
     if (!attributes.ok()) co_return attributes.status();
     co_return store::AccessResult{store::access_granted(*attributes, caller, requested),
