@@ -316,7 +316,10 @@ std::string DataFiles::path_of(std::uint64_t inode) const {
 Result<std::shared_ptr<DataFiles::Descriptor>> DataFiles::open(std::uint64_t inode, bool create) {
   {
     std::lock_guard lock(mutex_);
-    if (auto it = open_.find(inode); it != open_.end()) return it->second;
+    if (auto it = open_.find(inode); it != open_.end()) {
+      recently_used_.splice(recently_used_.begin(), recently_used_, it->second);
+      return it->second->second;
+    }
   }
   std::string path = path_of(inode);
   int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
@@ -326,10 +329,15 @@ Result<std::shared_ptr<DataFiles::Descriptor>> DataFiles::open(std::uint64_t ino
   }
   auto descriptor = std::make_shared<Descriptor>(fd);
   std::lock_guard lock(mutex_);
-  if (open_.size() >= max_open_) open_.erase(open_.begin());
   // Another thread may have opened it meanwhile: keep one descriptor per inode.
-  auto [it, inserted] = open_.try_emplace(inode, descriptor);
-  return it->second;
+  if (auto it = open_.find(inode); it != open_.end()) return it->second->second;
+  if (open_.size() >= max_open_) {
+    open_.erase(recently_used_.back().first);
+    recently_used_.pop_back();
+  }
+  recently_used_.emplace_front(inode, std::move(descriptor));
+  open_.emplace(inode, recently_used_.begin());
+  return recently_used_.front().second;
 }
 
 Status DataFiles::read(std::uint64_t inode, std::uint64_t offset, std::span<std::uint8_t> into) {
@@ -685,7 +693,10 @@ Result<std::vector<std::pair<std::uint64_t, std::uint64_t>>> DataFiles::extents(
 void DataFiles::remove(std::uint64_t inode) {
   {
     std::lock_guard lock(mutex_);
-    open_.erase(inode);
+    if (auto it = open_.find(inode); it != open_.end()) {
+      recently_used_.erase(it->second);
+      open_.erase(it);
+    }
   }
   ::unlink(path_of(inode).c_str());
   forget_file(inode);

@@ -24,6 +24,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -161,8 +162,12 @@ class DataFiles {
   // The file system makes a new file's directory entry durable when the file is synced: no
   // fsync of the directory is needed (set by prepare()).
   bool file_sync_covers_entry_ = false;
+  // The open descriptors, most recently used first; the least recently used is closed when
+  // max_open_ are open. Guarded by mutex_.
+  using OpenList = std::list<std::pair<std::uint64_t, std::shared_ptr<Descriptor>>>;
   std::mutex mutex_;
-  std::unordered_map<std::uint64_t, std::shared_ptr<Descriptor>> open_;  // guarded by mutex_
+  OpenList recently_used_;
+  std::unordered_map<std::uint64_t, OpenList::iterator> open_;
   // A block's data and checksum are written apart, so writers of one region take turns, and a
   // reader that saw them disagree looks again under the lock before calling it corruption.
   static constexpr std::size_t kRegionLocks = 1024;

@@ -193,6 +193,41 @@ TEST_P(DataFilesTest, RemovedFileReadsAsZeros) {
   EXPECT_EQ(read(13, 0, 100), std::vector<std::uint8_t>(100, 0));
 }
 
+// The inodes whose data files under `root` this process holds open.
+std::vector<std::uint64_t> inodes_open_under(const std::filesystem::path& root) {
+  std::vector<std::uint64_t> inodes;
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const std::filesystem::path target = std::filesystem::read_symlink(fd.path(), ec);
+    if (ec || !target.string().starts_with(root.string())) continue;
+    if (target.filename().string().size() != 16) continue;  // the fan-out directories
+    inodes.push_back(std::stoull(target.filename().string(), nullptr, 16));
+  }
+  std::sort(inodes.begin(), inodes.end());
+  return inodes;
+}
+
+TEST(DataFilesOpenTest, TheLeastRecentlyUsedDescriptorIsTheOneClosed) {
+  const std::filesystem::path root = fresh_test_directory("tidepool-data-files-open-test");
+  {
+    DataFiles files(root.string(), nullptr, /*max_open=*/2);
+    ASSERT_TRUE(files.prepare().ok());
+    const std::vector<std::uint8_t> bytes(100, 7);
+    ASSERT_TRUE(files.write(1, 0, bytes).ok());
+    ASSERT_TRUE(files.write(2, 0, bytes).ok());
+    std::vector<std::uint8_t> back(100);
+    ASSERT_TRUE(files.read(1, 0, back).ok());
+    ASSERT_TRUE(files.write(3, 0, bytes).ok());
+    EXPECT_EQ(inodes_open_under(root), (std::vector<std::uint64_t>{1, 3}));
+    ASSERT_TRUE(files.sync(3).ok());
+    ASSERT_TRUE(files.write(4, 0, bytes).ok());
+    EXPECT_EQ(inodes_open_under(root), (std::vector<std::uint64_t>{3, 4}));
+    files.remove(3);
+    EXPECT_EQ(inodes_open_under(root), (std::vector<std::uint64_t>{4}));
+  }
+  std::filesystem::remove_all(root);
+}
+
 TEST(FileSyncCoversNewEntryTest, OnlyForFileSystemsKnownToSyncTheEntryWithTheFile) {
   EXPECT_TRUE(file_sync_covers_new_entry(0xEF53));      // ext2/3/4
   EXPECT_TRUE(file_sync_covers_new_entry(0x58465342));  // XFS
