@@ -95,6 +95,13 @@ std::string render_metrics(Membership& membership, const nfsd::NfsServer& server
   out.metric("tidepool_checksum_repairs_total", "counter",
              "Blocks of this node's file data put back from the mirror's copy.",
              integrity.checksum_repairs.load());
+  out.metric("tidepool_copies_behind", "gauge",
+             "Copies of placed files' data, one per file and node, that missed writes while their "
+             "node was down and wait for it to catch up.",
+             integrity.copies_behind.load());
+  out.metric("tidepool_units_caught_up_total", "counter",
+             "Stripe units put back on nodes that had missed writes to them.",
+             integrity.units_caught_up.load());
   out.metric("tidepool_cache_l1_accessed_bytes_total", "counter",
              "READ bytes of files whose data is on other nodes, asked while L1 could serve them.",
              cache.l1_bytes_accessed);

@@ -188,35 +188,68 @@ Status PoolData::for_each_unit(std::uint32_t stripe_unit, std::uint64_t offset, 
   return {};
 }
 
-Status PoolData::write(const Placement& where, InodeId inode, std::uint64_t offset,
-                       std::span<const std::uint8_t> data, bool durable) {
-  return for_each_unit(where.stripe_unit, offset, data.size(),
-                       [&](std::uint64_t unit, std::size_t done, std::size_t piece) -> Status {
-                         TP_ASSIGN_OR_RETURN(std::vector<cluster::NodeId> nodes,
-                                             owners(where, inode, unit));
-                         const xdr::Buffer request =
-                             encode_unit_request({where.pool, inode, offset + done,
-                                                  durable ? 1u : 0u, data.subspan(done, piece)});
-                         for (cluster::NodeId node : nodes) {
-                           TP_RETURN_IF_ERROR(call_counting_boots(node, UnitMethod::write, request));
-                         }
-                         return {};
-                       });
+namespace {
+
+// A node that did not answer may be down, or on the far side of a partition: a copy it missed.
+bool unreachable(const Status& status) {
+  return status.code() == Errc::unavailable || status.code() == Errc::timed_out;
+}
+
+}  // namespace
+
+Result<std::vector<MissedCopy>> PoolData::write(const Placement& where, InodeId inode,
+                                                std::uint64_t offset,
+                                                std::span<const std::uint8_t> data, bool durable,
+                                                WhileDown while_down) {
+  std::vector<MissedCopy> missed;
+  TP_RETURN_IF_ERROR(for_each_unit(
+      where.stripe_unit, offset, data.size(),
+      [&](std::uint64_t unit, std::size_t done, std::size_t piece) -> Status {
+        TP_ASSIGN_OR_RETURN(std::vector<cluster::NodeId> nodes, owners(where, inode, unit));
+        const xdr::Buffer request = encode_unit_request(
+            {where.pool, inode, offset + done, durable ? 1u : 0u, data.subspan(done, piece)});
+        std::size_t taken = 0;
+        Status last;
+        for (cluster::NodeId node : nodes) {
+          Status written =
+              while_down == WhileDown::go_on && !peers_->is_up(node)
+                  ? error(Errc::unavailable, "node " + std::to_string(node) + " is down")
+                  : call_counting_boots(node, UnitMethod::write, request);
+          if (written.ok()) {
+            ++taken;
+            continue;
+          }
+          if (while_down == WhileDown::refuse || !unreachable(written)) return written;
+          missed.push_back({node, unit});
+          last = std::move(written);
+        }
+        if (taken == 0) return last;
+        return {};
+      }));
+  return missed;
 }
 
 Status PoolData::read(const Placement& where, InodeId inode, std::uint64_t offset,
-                      std::span<std::uint8_t> into) {
+                      std::span<std::uint8_t> into, const CopyBehind& behind) {
   return for_each_unit(where.stripe_unit, offset, into.size(),
                        [&](std::uint64_t, std::size_t done, std::size_t piece) {
-                         return read_unit(where, inode, offset + done, into.subspan(done, piece));
+                         return read_unit(where, inode, offset + done, into.subspan(done, piece),
+                                          behind);
                        });
 }
 
 // `into` lies within one unit.
 Status PoolData::read_unit(const Placement& where, InodeId inode, std::uint64_t offset,
-                           std::span<std::uint8_t> into) {
+                           std::span<std::uint8_t> into, const CopyBehind& behind) {
   const std::uint64_t unit = offset / where.stripe_unit;
   TP_ASSIGN_OR_RETURN(std::vector<cluster::NodeId> nodes, owners(where, inode, unit));
+  if (behind) {
+    std::erase_if(nodes, [&](cluster::NodeId node) { return behind(node, unit); });
+    if (nodes.empty()) {
+      return error(Errc::unavailable, "inode " + std::to_string(inode) + ": every copy of offset " +
+                                          std::to_string(offset) + " is behind");
+    }
+  }
   std::stable_partition(nodes.begin(), nodes.end(),
                         [this](cluster::NodeId node) { return peers_->is_up(node); });
   const xdr::Buffer request = encode_unit_request({where.pool, inode, offset, into.size(), {}});
@@ -278,12 +311,66 @@ void PoolData::repair(const Placement& where, InodeId inode, std::uint64_t offse
   }
 }
 
-Status PoolData::sync(const Placement& where, InodeId inode) {
+Result<std::vector<cluster::NodeId>> PoolData::sync(const Placement& where, InodeId inode,
+                                                    WhileDown while_down) {
   const xdr::Buffer body = encode_unit_request({where.pool, inode, 0, 0, {}});
+  std::vector<cluster::NodeId> missed;
+  Status last;
   for (cluster::NodeId node : where.nodes) {
-    TP_RETURN_IF_ERROR(call_counting_boots(node, UnitMethod::sync, body));
+    Status synced = while_down == WhileDown::go_on && !peers_->is_up(node)
+                        ? error(Errc::unavailable, "node " + std::to_string(node) + " is down")
+                        : call_counting_boots(node, UnitMethod::sync, body);
+    if (synced.ok()) continue;
+    if (while_down == WhileDown::refuse || !unreachable(synced)) return synced;
+    missed.push_back(node);
+    last = std::move(synced);
   }
-  return {};
+  if (!where.nodes.empty() && missed.size() == where.nodes.size()) return last;
+  return missed;
+}
+
+bool PoolData::every_unit_kept(const Placement& where, InodeId inode, std::uint64_t end,
+                               const std::vector<cluster::NodeId>& missed,
+                               const CopyBehind& behind) const {
+  if (where.stripe_unit == 0) return false;
+  const std::uint64_t units = (end + where.stripe_unit - 1) / where.stripe_unit;
+  const cluster::Ring ring(where.nodes);
+  for (std::uint64_t unit = 0; unit < units; ++unit) {
+    const std::vector<cluster::NodeId> nodes =
+        ring.owners(cluster::Ring::key_of(inode, unit), std::max<std::uint32_t>(where.copies, 1));
+    const bool kept = std::any_of(nodes.begin(), nodes.end(), [&](cluster::NodeId node) {
+      return std::find(missed.begin(), missed.end(), node) == missed.end() &&
+             !(behind && behind(node, unit));
+    });
+    if (!kept) return false;
+  }
+  return true;
+}
+
+std::vector<std::uint64_t> PoolData::units_held_by(const Placement& where, InodeId inode,
+                                                   cluster::NodeId node, std::uint64_t end) const {
+  std::vector<std::uint64_t> held;
+  if (where.stripe_unit == 0) return held;
+  const std::uint64_t units = (end + where.stripe_unit - 1) / where.stripe_unit;
+  const cluster::Ring ring(where.nodes);
+  for (std::uint64_t unit = 0; unit < units; ++unit) {
+    const std::vector<cluster::NodeId> nodes =
+        ring.owners(cluster::Ring::key_of(inode, unit), std::max<std::uint32_t>(where.copies, 1));
+    if (std::find(nodes.begin(), nodes.end(), node) != nodes.end()) held.push_back(unit);
+  }
+  return held;
+}
+
+Status PoolData::copy_unit_to(const Placement& where, InodeId inode, std::uint64_t unit,
+                              cluster::NodeId node, const CopyBehind& behind) {
+  std::vector<std::uint8_t> bytes(where.stripe_unit);
+  const std::uint64_t offset = unit * where.stripe_unit;
+  TP_RETURN_IF_ERROR(
+      read_unit(where, inode, offset, bytes, [&](cluster::NodeId from, std::uint64_t u) {
+        return from == node || (behind && behind(from, u));
+      }));
+  return call_counting_boots(node, UnitMethod::write,
+                             encode_unit_request({where.pool, inode, offset, 1, bytes}));
 }
 
 Status PoolData::truncate(const Placement& where, InodeId inode, std::uint64_t size) {

@@ -10,9 +10,11 @@
 //
 // Placement is over the pool's nodes as they were when the file moved there, kept in its
 // layout, so that a node joining or leaving the pool never changes where a unit is looked for.
-// A write needs every owner of the units it touches: while one is down the write is refused as
-// unavailable (NFS3ERR_JUKEBOX, retry later), so a copy never falls behind unknown to the
-// others. Reads go to the owners that are up first.
+// While an owner is down, a write goes on to the others (WhileDown::go_on) and tells its caller
+// which copies it missed; the home keeps those copies as behind, reads none of them, and copies
+// the units to the node when it is back (copy_unit_to). A write that no owner of some unit took
+// fails as unavailable (NFS3ERR_JUKEBOX, retry later), as every write does where copies must not
+// fall behind (WhileDown::refuse: the target of a move). Reads go to the owners that are up first.
 //
 // Every node's UnitStore draws a boot id when it starts and answers writes and syncs with it:
 // a node seen with a new one may have lost UNSTABLE data it had taken, and PoolData counts it,
@@ -125,6 +127,21 @@ class PoolPeers {
                                    std::span<const std::uint8_t> request) = 0;
 };
 
+// A unit's copy that a write or sync did not reach, its node down or not answering; unit
+// kEveryUnit: every unit of the file the node holds (a sync it missed).
+inline constexpr std::uint64_t kEveryUnit = ~std::uint64_t{0};
+struct MissedCopy {
+  cluster::NodeId node = 0;
+  std::uint64_t unit = 0;
+  auto operator<=>(const MissedCopy&) const = default;
+};
+
+// Whether the copy of a unit on a node is behind (missed writes), and not to be read.
+using CopyBehind = std::function<bool(cluster::NodeId node, std::uint64_t unit)>;
+
+// What a write or sync does while an owner is down: fail, or go on with the other copies.
+enum class WhileDown : std::uint8_t { refuse, go_on };
+
 // Where a file's data lives when a pool holds it.
 struct Placement {
   std::string pool;
@@ -148,16 +165,30 @@ class PoolData {
   // How many times a node holding units was seen to have restarted (and may have lost data
   // not yet synced). The home folds it into its write verifier.
   std::uint64_t restarts() const { return restarts_.load(); }
-  // To every owner of each unit touched; `durable`: on their disks before this returns.
-  Status write(const Placement& where, InodeId inode, std::uint64_t offset,
-               std::span<const std::uint8_t> data, bool durable);
-  // From the first good copy of each unit, owners that are up first; a unit no owner holds
-  // reads as zeros (a hole). A copy that failed its checksum is put back from the good one;
-  // when every copy fails, corrupt, logged with the inode and offset.
+  // To every owner of each unit touched; `durable`: on their disks before this returns. With
+  // go_on, owners down or not answering are passed over and returned, as long as each unit
+  // reached one owner.
+  Result<std::vector<MissedCopy>> write(const Placement& where, InodeId inode, std::uint64_t offset,
+                                        std::span<const std::uint8_t> data, bool durable,
+                                        WhileDown while_down);
+  // From the first good copy of each unit that is not `behind`, owners that are up first; a
+  // unit no owner holds reads as zeros (a hole). A copy that failed its checksum is put back
+  // from the good one; when every copy fails, corrupt, logged with the inode and offset.
   Status read(const Placement& where, InodeId inode, std::uint64_t offset,
-              std::span<std::uint8_t> into);
-  // On every node of the placement.
-  Status sync(const Placement& where, InodeId inode);
+              std::span<std::uint8_t> into, const CopyBehind& behind = nullptr);
+  // On every node of the placement. With go_on, the nodes down or not answering are passed
+  // over and returned, as long as one node synced.
+  Result<std::vector<cluster::NodeId>> sync(const Placement& where, InodeId inode,
+                                            WhileDown while_down);
+  // Whether every unit of [0, end) has an owner outside `missed` whose copy is not `behind`.
+  bool every_unit_kept(const Placement& where, InodeId inode, std::uint64_t end,
+                       const std::vector<cluster::NodeId>& missed, const CopyBehind& behind) const;
+  // The units of [0, end) that `node` holds copies of.
+  std::vector<std::uint64_t> units_held_by(const Placement& where, InodeId inode,
+                                           cluster::NodeId node, std::uint64_t end) const;
+  // Puts a good copy of the whole unit (one not `behind`, not `node`'s) on `node`, durably.
+  Status copy_unit_to(const Placement& where, InodeId inode, std::uint64_t unit,
+                      cluster::NodeId node, const CopyBehind& behind);
   Status truncate(const Placement& where, InodeId inode, std::uint64_t size);
   // Best effort: a node that cannot be reached keeps its units of the file, logged.
   void remove(const Placement& where, InodeId inode);
@@ -169,7 +200,7 @@ class PoolData {
                        const std::function<Status(std::uint64_t unit, std::size_t done,
                                                   std::size_t piece)>& visit);
   Status read_unit(const Placement& where, InodeId inode, std::uint64_t offset,
-                   std::span<std::uint8_t> into);
+                   std::span<std::uint8_t> into, const CopyBehind& behind);
   void repair(const Placement& where, InodeId inode, std::uint64_t offset, std::size_t length,
               cluster::NodeId good, const std::vector<cluster::NodeId>& bad);
   // A write or sync to `node`, noting its boot id.

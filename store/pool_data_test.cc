@@ -77,7 +77,7 @@ TEST_F(PoolDataTest, EveryUnitHasItsCopiesOnDifferentNodesOfThePool) {
 
 TEST_F(PoolDataTest, DataWrittenAcrossUnitsReadsBackFromAnyCopy) {
   const auto bytes = random_bytes(5 * kUnit + 1234, 1);
-  ASSERT_TRUE(data_->write(kHot, 9, 777, bytes, true).ok());
+  ASSERT_TRUE(data_->write(kHot, 9, 777, bytes, true, WhileDown::refuse).ok());
   EXPECT_EQ(read(kHot, 9, 777, bytes.size()), bytes);
   // Any one node down: every unit still has a copy up.
   for (cluster::NodeId down = 1; down <= 3; ++down) {
@@ -94,7 +94,7 @@ TEST_F(PoolDataTest, DataWrittenAcrossUnitsReadsBackFromAnyCopy) {
 TEST_F(PoolDataTest, UnitsNeverWrittenReadAsAHoleAndAnOwnerWithoutTheFileIsPassedOver) {
   EXPECT_EQ(read(kHot, 31, 0, 100), std::vector<std::uint8_t>(100, 0)) << "no node holds any";
   const auto bytes = random_bytes(kUnit, 8);
-  ASSERT_TRUE(data_->write(kHot, 31, 0, bytes, true).ok());
+  ASSERT_TRUE(data_->write(kHot, 31, 0, bytes, true, WhileDown::refuse).ok());
   // The first owner lost its disk: it holds nothing of the file, and the other copy answers.
   const std::vector<cluster::NodeId> owners = *data_->owners(kHot, 31, 0);
   std::filesystem::remove_all(nodes_->units_of(owners[0], "f800"));
@@ -104,30 +104,80 @@ TEST_F(PoolDataTest, UnitsNeverWrittenReadAsAHoleAndAnOwnerWithoutTheFileIsPasse
 
 TEST_F(PoolDataTest, ANodeSeenToHaveRestartedIsCounted) {
   const auto bytes = random_bytes(kUnit, 9);
-  ASSERT_TRUE(data_->write(kHot, 32, 0, bytes, false).ok());
-  ASSERT_TRUE(data_->sync(kHot, 32).ok());
+  ASSERT_TRUE(data_->write(kHot, 32, 0, bytes, false, WhileDown::refuse).ok());
+  ASSERT_TRUE(data_->sync(kHot, 32, WhileDown::refuse).ok());
   EXPECT_EQ(data_->restarts(), 0u);
   nodes_->restart(2);
-  ASSERT_TRUE(data_->sync(kHot, 32).ok());
+  ASSERT_TRUE(data_->sync(kHot, 32, WhileDown::refuse).ok());
   EXPECT_EQ(data_->restarts(), 1u) << "its unsynced data may be gone: clients must resend";
-  ASSERT_TRUE(data_->sync(kHot, 32).ok());
+  ASSERT_TRUE(data_->sync(kHot, 32, WhileDown::refuse).ok());
   EXPECT_EQ(data_->restarts(), 1u);
 }
 
-TEST_F(PoolDataTest, AWriteNeedsEveryOwnerOfTheUnitsItTouches) {
+TEST_F(PoolDataTest, AWriteThatMayNotFallBehindNeedsEveryOwnerOfTheUnitsItTouches) {
   const auto bytes = random_bytes(kUnit, 2);
   auto owners = *data_->owners(kHot, 5, 0);
   nodes_->down_ = {owners[1]};
-  EXPECT_EQ(data_->write(kHot, 5, 0, bytes, false).code(), Errc::unavailable);
+  EXPECT_EQ(data_->write(kHot, 5, 0, bytes, false, WhileDown::refuse).code(), Errc::unavailable);
+  EXPECT_EQ(data_->sync(kHot, 5, WhileDown::refuse).code(), Errc::unavailable);
   nodes_->down_.clear();
-  ASSERT_TRUE(data_->write(kHot, 5, 0, bytes, false).ok());
-  ASSERT_TRUE(data_->sync(kHot, 5).ok());
+  ASSERT_TRUE(data_->write(kHot, 5, 0, bytes, false, WhileDown::refuse).ok());
+  ASSERT_TRUE(data_->sync(kHot, 5, WhileDown::refuse).ok());
   EXPECT_EQ(read(kHot, 5, 0, kUnit), bytes);
+}
+
+TEST_F(PoolDataTest, WhileAnOwnerIsDownAWriteGoesOnAndNamesTheCopiesItMissed) {
+  const auto old_bytes = random_bytes(2 * kUnit, 3);
+  ASSERT_TRUE(data_->write(kHot, 6, 0, old_bytes, true, WhileDown::refuse).ok());
+  const cluster::NodeId down = data_->owners(kHot, 6, 1)->back();
+  nodes_->down_ = {down};
+  const auto new_bytes = random_bytes(2 * kUnit, 4);
+  auto missed = data_->write(kHot, 6, 0, new_bytes, true, WhileDown::go_on);
+  ASSERT_TRUE(missed.ok()) << missed.status().to_string();
+  std::vector<MissedCopy> expected;
+  for (std::uint64_t unit : {0, 1}) {
+    const auto owners = *data_->owners(kHot, 6, unit);
+    if (std::find(owners.begin(), owners.end(), down) != owners.end()) {
+      expected.push_back({down, unit});
+    }
+  }
+  EXPECT_EQ(*missed, expected);
+  auto missed_sync = data_->sync(kHot, 6, WhileDown::go_on);
+  ASSERT_TRUE(missed_sync.ok());
+  EXPECT_EQ(*missed_sync, std::vector<cluster::NodeId>{down});
+  EXPECT_TRUE(data_->every_unit_kept(kHot, 6, 2 * kUnit, {down}, nullptr));
+
+  // Back up, its copies are stale: a read that passes them over gets the new bytes, and a
+  // unit copied back onto the node reads right from it alone.
+  nodes_->down_.clear();
+  const CopyBehind behind = [&](cluster::NodeId node, std::uint64_t) { return node == down; };
+  std::vector<std::uint8_t> got(2 * kUnit);
+  ASSERT_TRUE(data_->read(kHot, 6, 0, got, behind).ok());
+  EXPECT_EQ(got, new_bytes);
+  EXPECT_FALSE(data_->every_unit_kept(kHot, 6, 2 * kUnit, {},
+                                      [](cluster::NodeId, std::uint64_t) { return true; }));
+  for (const MissedCopy& copy : *missed) {
+    ASSERT_TRUE(data_->copy_unit_to(kHot, 6, copy.unit, down, behind).ok());
+    std::vector<std::uint8_t> unit(kUnit);
+    const CopyBehind only_down = [&](cluster::NodeId node, std::uint64_t) { return node != down; };
+    ASSERT_TRUE(data_->read(kHot, 6, copy.unit * kUnit, unit, only_down).ok());
+    EXPECT_TRUE(std::equal(unit.begin(), unit.end(), new_bytes.begin() + copy.unit * kUnit));
+  }
+  EXPECT_EQ(data_->units_held_by(kHot, 6, down, 2 * kUnit).size(), expected.size());
+}
+
+TEST_F(PoolDataTest, AWriteNoOwnerOfAUnitTookFailsEvenWhenItMayGoOn) {
+  const auto bytes = random_bytes(kUnit, 5);
+  const auto owners = *data_->owners(kHot, 7, 0);
+  nodes_->down_ = {owners.begin(), owners.end()};
+  EXPECT_EQ(data_->write(kHot, 7, 0, bytes, true, WhileDown::go_on).code(), Errc::unavailable);
+  nodes_->down_ = {1, 2, 3, 4};
+  EXPECT_EQ(data_->sync(kHot, 7, WhileDown::go_on).code(), Errc::unavailable);
 }
 
 TEST_F(PoolDataTest, ABadCopyIsPutBackFromAGoodOneAndCounted) {
   const auto bytes = random_bytes(2 * kUnit, 3);
-  ASSERT_TRUE(data_->write(kHot, 11, 0, bytes, true).ok());
+  ASSERT_TRUE(data_->write(kHot, 11, 0, bytes, true, WhileDown::refuse).ok());
   const cluster::NodeId first = (*data_->owners(kHot, 11, 1))[0];
   internal::flip_data_byte(nodes_->units_of(first, "f800"), 11, kUnit + 5000);
   EXPECT_EQ(read(kHot, 11, kUnit + 4096, 8192),
@@ -144,7 +194,7 @@ TEST_F(PoolDataTest, ABadCopyIsPutBackFromAGoodOneAndCounted) {
 
 TEST_F(PoolDataTest, WhenEveryCopyIsBadTheReadFailsRatherThanAnswerWrongData) {
   const auto bytes = random_bytes(kUnit, 4);
-  ASSERT_TRUE(data_->write(kHot, 12, 0, bytes, true).ok());
+  ASSERT_TRUE(data_->write(kHot, 12, 0, bytes, true, WhileDown::refuse).ok());
   const std::vector<cluster::NodeId> owners = *data_->owners(kHot, 12, 0);
   for (cluster::NodeId node : owners) {
     internal::flip_data_byte(nodes_->units_of(node, "f800"), 12, 100);
@@ -156,7 +206,7 @@ TEST_F(PoolDataTest, WhenEveryCopyIsBadTheReadFailsRatherThanAnswerWrongData) {
 
 TEST_F(PoolDataTest, TruncateAndRemoveReachEveryNodeOfThePool) {
   const auto bytes = random_bytes(3 * kUnit, 5);
-  ASSERT_TRUE(data_->write(kHot, 13, 0, bytes, true).ok());
+  ASSERT_TRUE(data_->write(kHot, 13, 0, bytes, true, WhileDown::refuse).ok());
   ASSERT_TRUE(data_->truncate(kHot, 13, kUnit + 10).ok());
   auto after = read(kHot, 13, kUnit, kUnit);
   EXPECT_TRUE(std::equal(after.begin(), after.begin() + 10, bytes.begin() + kUnit));
@@ -186,6 +236,7 @@ class MigrateTest : public ::testing::Test {
     options.peers = nodes_;
     options.placement = placement_;
     options.reads = shard_reads_;
+    options.integrity = integrity_;
     auto opened = Store::open(options);
     ASSERT_TRUE(opened.ok()) << opened.status().to_string();
     store_ = std::move(opened).value();
@@ -243,6 +294,7 @@ class MigrateTest : public ::testing::Test {
   std::shared_ptr<SuffixPlacement> placement_ = std::make_shared<SuffixPlacement>();
   std::shared_ptr<internal::InProcessPools> nodes_;
   const std::shared_ptr<ReadCounters> shard_reads_ = std::make_shared<ReadCounters>();
+  const std::shared_ptr<IntegrityCounters> integrity_ = std::make_shared<IntegrityCounters>();
   std::unique_ptr<LocalStore> store_;
   int files_ = 0;
 };
@@ -560,15 +612,70 @@ TEST_F(MigrateTest, AMoveThatCannotReachThePoolChangesNothing) {
   EXPECT_EQ(migrate(inode, "f800", 4).status().code(), Errc::invalid_argument);
 }
 
-TEST_F(MigrateTest, WhileAnOwnerIsDownWritesWaitAndReadsGoOn) {
+// Waits (bounded) until the home has no copy behind; false if it still has.
+bool caught_up(const IntegrityCounters& integrity) {
+  for (int i = 0; i < 1000 && integrity.copies_behind.load() != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return integrity.copies_behind.load() == 0;
+}
+
+TEST_F(MigrateTest, WhileAnOwnerIsDownWritesGoOnAndItCatchesUpWhenBack) {
   const auto bytes = PoolDataTest::random_bytes(4 * kUnit, 26);
   const InodeId inode = file_with(bytes);
   ASSERT_TRUE(migrate(inode, "f800").ok());
-  nodes_->down_ = {3};
+  const Layout layout = *internal::run_to_completion(store_->layout(inode));
+  const Placement placed{"f800", 2, kUnit, layout.nodes};
+  constexpr cluster::NodeId kDown = 3;
+  nodes_->down_ = {kDown};
   EXPECT_EQ(contents(inode, bytes.size()), bytes);
+  auto expected = PoolDataTest::random_bytes(4 * kUnit, 27);
   auto write = internal::run_to_completion(
-      store_->write(inode, 0, std::span(bytes).first(4 * kUnit), Stability::file_sync, kRoot));
-  EXPECT_EQ(write.status().code(), Errc::unavailable) << "some unit has node 3 among its owners";
+      store_->write(inode, 0, std::span(expected).first(2 * kUnit), Stability::file_sync, kRoot));
+  ASSERT_TRUE(write.ok()) << write.status().to_string();
+  write = internal::run_to_completion(store_->write(
+      inode, 2 * kUnit, std::span(expected).subspan(2 * kUnit), Stability::unstable, kRoot));
+  ASSERT_TRUE(write.ok()) << write.status().to_string();
+  ASSERT_TRUE(internal::run_to_completion(store_->commit(inode)).ok());
+  EXPECT_EQ(integrity_->copies_behind.load(), 1u);
+  EXPECT_EQ(contents(inode, expected.size()), expected);
+
+  // What is behind survives the home's restart, and is not read when the node is back.
+  reopen();
+  EXPECT_EQ(integrity_->copies_behind.load(), 1u);
+  const std::uint64_t caught_up_before = integrity_->units_caught_up.load();
+  nodes_->down_.clear();
+  EXPECT_EQ(contents(inode, expected.size()), expected);
+  ASSERT_TRUE(caught_up(*integrity_));
+  EXPECT_EQ(integrity_->units_caught_up.load() - caught_up_before,
+            PoolData(nodes_, integrity_).units_held_by(placed, inode, kDown, 4 * kUnit).size());
+
+  // Node 3's copies alone give the new bytes.
+  PoolData direct(nodes_, integrity_);
+  const CopyBehind all_but_node_3 = [](cluster::NodeId node, std::uint64_t) {
+    return node != kDown;
+  };
+  for (std::uint64_t unit : direct.units_held_by(placed, inode, kDown, 4 * kUnit)) {
+    std::vector<std::uint8_t> got(kUnit);
+    ASSERT_TRUE(direct.read(placed, inode, unit * kUnit, got, all_but_node_3).ok());
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), expected.begin() + unit * kUnit))
+        << "unit " << unit;
+  }
+}
+
+TEST_F(MigrateTest, WhileAnOwnerIsDownATruncationWaitsForIt) {
+  const auto bytes = PoolDataTest::random_bytes(4 * kUnit, 28);
+  const InodeId inode = file_with(bytes);
+  ASSERT_TRUE(migrate(inode, "f800").ok());
+  nodes_->down_ = {3};
+  AttributeChanges cut;
+  cut.size = kUnit;
+  EXPECT_EQ(internal::run_to_completion(store_->setattr(inode, cut, kRoot, std::nullopt)).code(),
+            Errc::unavailable);
+  nodes_->down_.clear();
+  EXPECT_TRUE(internal::run_to_completion(store_->setattr(inode, cut, kRoot, std::nullopt)).ok());
+  EXPECT_EQ(contents(inode, kUnit),
+            std::vector<std::uint8_t>(bytes.begin(), bytes.begin() + kUnit));
 }
 
 TEST(MigrateOutsideACluster, IsNotSupported) {

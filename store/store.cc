@@ -1,41 +1,43 @@
 #include "store/store.h"
 
+#include <spdlog/spdlog.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
-#include <cctype>
-#include <charconv>
 #include <atomic>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <cctype>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <random>
+#include <set>
 #include <shared_mutex>
-#include <unordered_map>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 
-#include <spdlog/spdlog.h>
-
+#include "common/config.h"
+#include "common/sqlite.h"
 #include "store/internal/attribute_cache.h"
 #include "store/internal/data_files.h"
-#include "common/sqlite.h"
-#include "store/internal/schema.h"
 #include "store/internal/mirror_messages.h"
+#include "store/internal/permissions.h"
+#include "store/internal/schema.h"
 #include "store/internal/shard_executor.h"
 #include "store/internal/shard_replication.h"
-#include "store/shard_mirror.h"
-#include "store/internal/permissions.h"
-#include "common/config.h"
 #include "store/pool_data.h"
+#include "store/shard_mirror.h"
 
 namespace tidepool::store {
 namespace {
@@ -574,14 +576,22 @@ class StoreImpl final : public LocalStore {
       std::uint64_t truncations = truncation_count(inode);
       const std::uint64_t moves = move_count(inode);
       const bool durable = stability != Stability::unstable;
-      auto store_data = offload([this, inode, offset, data, durable] {
+      std::vector<MissedCopy> missed;
+      auto store_data = offload([this, inode, offset, data, durable, &missed] {
         std::shared_lock gate(mirror_gate_);
         std::shared_lock slot(move_slot(inode));
         const Where where = where_of(inode);
         if (where.moving_to) {
-          TP_RETURN_IF_ERROR(pools_->write(*where.moving_to, inode, offset, data, durable));
+          TP_RETURN_IF_ERROR(
+              pools_->write(*where.moving_to, inode, offset, data, durable, WhileDown::refuse)
+                  .status());
         }
-        if (where.placed) return pools_->write(*where.placed, inode, offset, data, durable);
+        if (where.placed) {
+          TP_ASSIGN_OR_RETURN(
+              missed, pools_->write(*where.placed, inode, offset, data, durable, WhileDown::go_on));
+          note_behind(inode, missed);
+          return Status{};
+        }
         TP_RETURN_IF_ERROR(write_data(inode, offset, data));
         if (durable) TP_RETURN_IF_ERROR(data_.sync(inode));
         if (!mirror_) return Status{};
@@ -589,6 +599,10 @@ class StoreImpl final : public LocalStore {
                              internal::encode_mirror_extent({inode, offset, durable, data}));
       });
       TP_CO_RETURN_IF_ERROR(co_await std::move(store_data));
+      if (!missed.empty()) {
+        auto keeping = keep_behind(inode, std::move(missed));
+        TP_CO_RETURN_IF_ERROR(co_await std::move(keeping));
+      }
       auto update = shard_.run<WriteResult>(
           durable,
           [this, inode, end = offset + data.size(), count = static_cast<std::uint32_t>(data.size()),
@@ -868,18 +882,29 @@ class StoreImpl final : public LocalStore {
           return Wcc{pre, now};
         });
     if (before->type != FileType::regular) co_return co_await std::move(persist);
-    auto sync = offload([this, inode] {
+    std::vector<MissedCopy> missed;
+    auto sync = offload([this, inode, size = before->size, &missed] {
       std::shared_lock gate(mirror_gate_);
       std::shared_lock slot(move_slot(inode));
       const Where where = where_of(inode);
-      if (where.moving_to) TP_RETURN_IF_ERROR(pools_->sync(*where.moving_to, inode));
-      if (where.placed) return pools_->sync(*where.placed, inode);
+      if (where.moving_to) {
+        TP_RETURN_IF_ERROR(pools_->sync(*where.moving_to, inode, WhileDown::refuse).status());
+      }
+      if (where.placed) {
+        TP_ASSIGN_OR_RETURN(missed, missed_syncs(*where.placed, inode, size));
+        note_behind(inode, missed);
+        return Status{};
+      }
       TP_RETURN_IF_ERROR(data_.sync(inode));
       if (!mirror_) return Status{};
       return mirror_->call(MirrorMethod::sync, internal::encode_mirror_inode({inode}));
     });
     auto [synced, persisted] = co_await (std::move(sync) && std::move(persist));
     TP_CO_RETURN_IF_ERROR(synced);
+    if (!missed.empty()) {
+      auto keeping = keep_behind(inode, std::move(missed));
+      TP_CO_RETURN_IF_ERROR(co_await std::move(keeping));
+    }
     co_return persisted;
   }
 
@@ -1006,6 +1031,9 @@ class StoreImpl final : public LocalStore {
             update.bind(3, nodes_text(target.nodes)).bind(4, inode);
             TP_RETURN_IF_ERROR(update.run());
             TP_RETURN_IF_ERROR(forget_move(db, inode));
+            // The old copies go, and with them the ones that were behind.
+            auto caught_up = db.prepare("DELETE FROM copies_behind WHERE ino = ?");
+            TP_RETURN_IF_ERROR(caught_up.bind(1, inode).run());
             after.committed.push_back([this, inode, target] { end_move(inode, target, true); });
             return load_layout(db, inode);
           });
@@ -1101,13 +1129,210 @@ class StoreImpl final : public LocalStore {
   // The move ends: switched (the file's data is at `target` from now on) or not.
   void end_move(InodeId inode, const Placement& target, bool switched) {
     std::unique_lock lock(placement_mutex_);
-    if (switched) placed_[inode] = target;
+    if (switched) {
+      placed_[inode] = target;
+      behind_.erase(inode);
+      count_behind();
+    }
     moving_to_.erase(inode);
     note_placements();
   }
   // Holding placement_mutex_ exclusively, after placed_ or moving_to_ changed.
   void note_placements() {
     any_placement_.store(!placed_.empty() || !moving_to_.empty(), std::memory_order_release);
+  }
+
+  // Copies a write or sync missed, from now on read from no more: on the pool, under the file's
+  // move slot, before the write or sync returns.
+  void note_behind(InodeId inode, const std::vector<MissedCopy>& missed) {
+    if (missed.empty()) return;
+    std::unique_lock lock(placement_mutex_);
+    std::map<cluster::NodeId, Behind>& nodes = behind_[inode];
+    for (const MissedCopy& copy : missed) {
+      Behind& behind = nodes[copy.node];
+      if (copy.unit == kEveryUnit) {
+        behind.every_unit = ++behind_notes_;
+      } else {
+        behind.units.insert(copy.unit);
+      }
+    }
+    count_behind();
+  }
+  // Holding placement_mutex_ exclusively, after behind_ changed.
+  void count_behind() {
+    std::uint64_t copies = 0;
+    for (const auto& [inode, nodes] : behind_) copies += nodes.size();
+    options_.integrity->copies_behind.store(copies);
+  }
+  // The file's copies not to read; null when none is behind.
+  CopyBehind behind_of(InodeId inode) const {
+    std::shared_lock lock(placement_mutex_);
+    auto found = behind_.find(inode);
+    if (found == behind_.end()) return nullptr;
+    return [nodes = found->second](cluster::NodeId node, std::uint64_t unit) {
+      auto behind = nodes.find(node);
+      return behind != nodes.end() &&
+             (behind->second.every_unit != 0 || behind->second.units.contains(unit));
+    };
+  }
+  // Keeps the missed copies with the shard, durably and on the mirror, before the write or
+  // sync that missed them is answered: a new home must not read them either.
+  awaitable<Status> keep_behind(InodeId inode, std::vector<MissedCopy> missed) {
+    auto keeping = shard_.run<bool>(
+        true, [inode, missed = std::move(missed)](Database& db, AfterCommit&) -> Result<bool> {
+          for (const MissedCopy& copy : missed) {
+            TP_RETURN_IF_ERROR(insert_behind(db, inode, copy));
+          }
+          return true;
+        });
+    const Result<bool> kept = co_await std::move(keeping);
+    co_return kept.status();
+  }
+  static Status insert_behind(Database& db, InodeId inode, const MissedCopy& copy) {
+    auto insert =
+        db.prepare("INSERT OR IGNORE INTO copies_behind(ino, node, unit) VALUES(?, ?, ?)");
+    insert.bind(1, inode).bind(2, copy.node);
+    insert.bind(3,
+                copy.unit == kEveryUnit ? std::int64_t{-1} : static_cast<std::int64_t>(copy.unit));
+    return insert.run();
+  }
+  // On the pool: syncs the file's units on the pool's nodes that are up. Each node that missed
+  // the sync and holds some of the file's first `size` bytes may have lost what it took
+  // UNSTABLE: all its copies of the file fall behind. Unavailable when some unit then has no
+  // copy that is neither.
+  Result<std::vector<MissedCopy>> missed_syncs(const Placement& where, InodeId inode,
+                                               std::uint64_t size) {
+    TP_ASSIGN_OR_RETURN(std::vector<cluster::NodeId> nodes,
+                        pools_->sync(where, inode, WhileDown::go_on));
+    std::vector<MissedCopy> missed;
+    if (nodes.empty()) return missed;
+    if (!pools_->every_unit_kept(where, inode, size, nodes, behind_of(inode))) {
+      return error(Errc::unavailable, "inode " + std::to_string(inode) +
+                                          ": some of its data has no synced copy on a node up");
+    }
+    for (cluster::NodeId node : nodes) {
+      if (!pools_->units_held_by(where, inode, node, size).empty()) {
+        missed.push_back({node, kEveryUnit});
+      }
+    }
+    return missed;
+  }
+
+  // On the shard thread, about once a second: copies behind on nodes that are up again are
+  // caught up, one pass at a time.
+  void start_catch_up() {
+    if (!pools_ || closed_.load()) return;
+    {
+      std::shared_lock lock(placement_mutex_);
+      if (behind_.empty()) return;
+    }
+    if (catching_up_.exchange(true)) return;
+    asio::co_spawn(pool_, catch_up(), asio::detached);
+  }
+  // Puts the units back on each node that is up and has copies behind, from the good copies,
+  // then has the shard forget them. A node that cannot be reached ends the pass: the next one
+  // tries again.
+  awaitable<void> catch_up() {
+    std::vector<std::pair<InodeId, cluster::NodeId>> due;
+    {
+      std::shared_lock lock(placement_mutex_);
+      for (const auto& [inode, nodes] : behind_) {
+        for (const auto& [node, behind] : nodes) {
+          if (pools_->is_up(node)) due.emplace_back(inode, node);
+        }
+      }
+    }
+    for (const auto& [inode, node] : due) {
+      if (closed_.load()) break;
+      auto sizing = getattr(inode);
+      const Result<Attributes> attributes = co_await std::move(sizing);
+      if (!attributes.ok()) continue;  // removed: its copies went with it
+      auto copying = offload([this, inode, node, size = attributes->size] {
+        return catch_up_copy(inode, node, size);
+      });
+      const Status copied = co_await std::move(copying);
+      if (!copied.ok()) {
+        spdlog::warn("inode {}: node {} is not caught up yet: {}", inode, node, copied.to_string());
+        if (copied.code() == Errc::unavailable || copied.code() == Errc::timed_out) break;
+        continue;
+      }
+      auto forgetting =
+          shard_.run<bool>(true, [this, inode, node](Database& db, AfterCommit&) -> Result<bool> {
+            TP_RETURN_IF_ERROR(forget_caught_up(db, inode, node));
+            return true;
+          });
+      if (const Result<bool> forgot = co_await std::move(forgetting); !forgot.ok()) {
+        spdlog::warn("inode {}: node {}'s copies are caught up but still noted behind: {}", inode,
+                     node, forgot.status().to_string());
+      }
+    }
+    catching_up_.store(false);
+  }
+  // On the pool: copies each unit of the file that `node` is behind on (all it holds of the
+  // first `size` bytes, for every_unit) from a good copy, a unit at a time under the file's
+  // move slot, so that no write lands between the read of the good copy and the copy's write.
+  // Units written past `size` since were written to the node or noted.
+  Status catch_up_copy(InodeId inode, cluster::NodeId node, std::uint64_t size) {
+    std::optional<Placement> placed;
+    std::set<std::uint64_t> units;
+    std::uint64_t every_unit = 0;
+    {
+      std::shared_lock lock(placement_mutex_);
+      auto nodes = behind_.find(inode);
+      if (nodes == behind_.end() || !nodes->second.contains(node)) return {};
+      const Behind& behind = nodes->second.at(node);
+      units = behind.units;
+      every_unit = behind.every_unit;
+      if (auto found = placed_.find(inode); found != placed_.end()) placed = found->second;
+    }
+    if (!placed) return {};
+    if (every_unit != 0) {
+      for (std::uint64_t unit : pools_->units_held_by(*placed, inode, node, size))
+        units.insert(unit);
+    }
+    for (std::uint64_t unit : units) {
+      if (closed_.load()) return error(Errc::unavailable, "the store is closed");
+      std::unique_lock slot(move_slot(inode));
+      // A move took the file elsewhere meanwhile: its old copies are gone.
+      if (where_of(inode).placed != placed) return {};
+      TP_RETURN_IF_ERROR(pools_->copy_unit_to(*placed, inode, unit, node, behind_of(inode)));
+      options_.integrity->units_caught_up.fetch_add(1);
+      std::unique_lock lock(placement_mutex_);
+      if (auto nodes = behind_.find(inode); nodes != behind_.end()) {
+        if (auto behind = nodes->second.find(node); behind != nodes->second.end()) {
+          behind->second.units.erase(unit);
+        }
+      }
+    }
+    std::unique_lock lock(placement_mutex_);
+    auto nodes = behind_.find(inode);
+    if (nodes == behind_.end()) return {};
+    if (auto behind = nodes->second.find(node); behind != nodes->second.end()) {
+      if (behind->second.every_unit == every_unit) behind->second.every_unit = 0;
+      if (behind->second.every_unit == 0 && behind->second.units.empty())
+        nodes->second.erase(behind);
+    }
+    if (nodes->second.empty()) behind_.erase(nodes);
+    count_behind();
+    return {};
+  }
+  // On the shard thread, after a catch-up: the shard keeps, of the node's copies of the file,
+  // only those noted behind since.
+  Status forget_caught_up(Database& db, InodeId inode, cluster::NodeId node) {
+    auto forget = db.prepare("DELETE FROM copies_behind WHERE ino = ? AND node = ?");
+    TP_RETURN_IF_ERROR(forget.bind(1, inode).bind(2, node).run());
+    std::vector<MissedCopy> still;
+    {
+      std::shared_lock lock(placement_mutex_);
+      auto nodes = behind_.find(inode);
+      if (nodes == behind_.end()) return {};
+      auto behind = nodes->second.find(node);
+      if (behind == nodes->second.end()) return {};
+      if (behind->second.every_unit != 0) still.push_back({node, kEveryUnit});
+      for (std::uint64_t unit : behind->second.units) still.push_back({node, unit});
+    }
+    for (const MissedCopy& copy : still) TP_RETURN_IF_ERROR(insert_behind(db, inode, copy));
+    return {};
   }
 
   // The move a crash cut short, as the shard keeps it, if any.
@@ -1200,10 +1425,11 @@ class StoreImpl final : public LocalStore {
       const auto piece =
           std::span(chunk).first(std::min<std::uint64_t>(kCopyChunkBytes, range.end - at));
       std::unique_lock slot(move_slot(inode));
-      TP_RETURN_IF_ERROR(source ? pools_->read(*source, inode, at, piece)
+      TP_RETURN_IF_ERROR(source ? pools_->read(*source, inode, at, piece, behind_of(inode))
                                 : read_with_shard(inode, at, piece));
       if (std::all_of(piece.begin(), piece.end(), [](std::uint8_t b) { return b == 0; })) continue;
-      TP_RETURN_IF_ERROR(pools_->write(target, inode, at, piece, false));
+      TP_RETURN_IF_ERROR(
+          pools_->write(target, inode, at, piece, false, WhileDown::refuse).status());
       slot.unlock();
       // Keeps to the job's pace: this store thread waits, the file's readers and writers don't.
       if (bytes_per_second > 0) {
@@ -1213,7 +1439,7 @@ class StoreImpl final : public LocalStore {
                                       1'000'000 / bytes_per_second));
       }
     }
-    return pools_->sync(target, inode);
+    return pools_->sync(target, inode, WhileDown::refuse).status();
   }
 
   // Runs blocking file I/O on the pool; the caller resumes on its own executor.
@@ -1266,7 +1492,7 @@ class StoreImpl final : public LocalStore {
     std::shared_lock slot(move_slot(inode));
     if (const std::optional<Placement> placed = where_of(inode).placed) {
       from_pool = true;
-      return pools_->read(*placed, inode, offset, into);
+      return pools_->read(*placed, inode, offset, into, behind_of(inode));
     }
     return read_with_shard(inode, offset, into);
   }
@@ -1441,6 +1667,7 @@ class StoreImpl final : public LocalStore {
 
   // Persists what UNSTABLE writes and reads left in memory; bounded staleness, not durability.
   internal::Delivery flush_memory_state(Database& db) {
+    start_catch_up();
     if (dirty_.empty() && pending_atimes_.empty()) return nullptr;
     std::vector<InodeId> inodes;
     for (auto& [inode, d] : dirty_) inodes.push_back(inode);
@@ -1603,6 +1830,7 @@ class StoreImpl final : public LocalStore {
         where.placed = placed->second;
         placed_.erase(placed);
       }
+      if (behind_.erase(inode) > 0) count_behind();
       if (auto moving = moving_to_.find(inode); moving != moving_to_.end()) {
         where.moving_to = moving->second;
         // A move under way forgets its target itself; one a crash cut short is forgotten here.
@@ -1979,8 +2207,9 @@ class StoreImpl final : public LocalStore {
       v.ctime_ns = now;
       return save(db, v);
     }
-    for (const char* sql : {"DELETE FROM inodes WHERE ino = ?", "DELETE FROM layouts WHERE ino = ?",
-                            "DELETE FROM moves WHERE ino = ?"}) {
+    for (const char* sql :
+         {"DELETE FROM inodes WHERE ino = ?", "DELETE FROM layouts WHERE ino = ?",
+          "DELETE FROM moves WHERE ino = ?", "DELETE FROM copies_behind WHERE ino = ?"}) {
       auto stmt = db.prepare(sql);
       stmt.bind(1, victim.inode);
       TP_RETURN_IF_ERROR(stmt.run());
@@ -2234,6 +2463,17 @@ class StoreImpl final : public LocalStore {
   std::atomic<bool> any_placement_{false};  // either map is not empty
   // Files a move is under way for (reserve_move() to release_move()); guarded by the same.
   std::unordered_set<InodeId> in_move_;
+  // Copies of placed files that missed writes or syncs while their node was down, as
+  // copies_behind keeps them: per file and node, the units missed, or all the node holds
+  // (every_unit: the note's number, so that a catch-up forgets only what it saw). Guarded by
+  // placement_mutex_, as are the notes' numbers.
+  struct Behind {
+    std::set<std::uint64_t> units;
+    std::uint64_t every_unit = 0;
+  };
+  std::unordered_map<InodeId, std::map<cluster::NodeId, Behind>> behind_;
+  std::uint64_t behind_notes_ = 0;
+  std::atomic<bool> catching_up_ = false;  // a catch_up() is under way
   // Bumped when a move of a file in the slot begins; writes compare it before and after
   // their data goes out, as they do truncations_.
   std::array<std::atomic<std::uint64_t>, kMoveSlots> moves_{};
@@ -2327,6 +2567,14 @@ Status StoreImpl::initialize(Database& db) {
   }
   TP_RETURN_IF_ERROR(moving.status());
   note_placements();
+  auto behind = db.prepare("SELECT ino, node, unit FROM copies_behind");
+  while (behind.next_row()) {
+    const std::int64_t unit = behind.int64(2);
+    note_behind(static_cast<InodeId>(behind.int64(0)),
+                {{static_cast<cluster::NodeId>(behind.int64(1)),
+                  unit < 0 ? kEveryUnit : static_cast<std::uint64_t>(unit)}});
+  }
+  TP_RETURN_IF_ERROR(behind.status());
   TP_RETURN_IF_ERROR(db.exec("COMMIT"));
   // The boot counted durably before the verifier it makes is handed out.
   return db.sync_wal();

@@ -245,6 +245,10 @@ struct FsStatistics {
 struct IntegrityCounters {
   std::atomic<std::uint64_t> checksum_failures{0};  // reads or writes that met a bad block
   std::atomic<std::uint64_t> checksum_repairs{0};   // blocks put back from the mirror's copy
+  // Copies of placed files' data on nodes that missed writes while down, one per file and
+  // node, until caught up (a gauge); and the units put back on such nodes.
+  std::atomic<std::uint64_t> copies_behind{0};
+  std::atomic<std::uint64_t> units_caught_up{0};
 };
 
 // How the store's own caches — its node's L2 — answered reads, counted like IntegrityCounters:

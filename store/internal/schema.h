@@ -16,7 +16,9 @@ inline constexpr const char* kDataFilesPath = "/data";
 // (bench/README.md, tp-policy-eval), and they cost pages in every create, write and read that
 // moves atime. A row of `moves` is a file whose data is being moved to another node pool
 // (Store::migrate): the new copy holds its first `copied` bytes durably, so a move cut short by
-// a crash goes on from there.
+// a crash goes on from there. A row of `copies_behind` is a copy of a placed file's unit (every
+// unit it holds, for unit -1) on a node that missed a write or sync while it was down: nothing
+// reads that copy until the home has put the unit back on it (store.cc, catch_up).
 inline constexpr const char* kShardSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta(
   key TEXT PRIMARY KEY,
@@ -61,6 +63,11 @@ CREATE TABLE IF NOT EXISTS moves(
   protection INTEGER NOT NULL,
   nodes TEXT NOT NULL,
   copied INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS copies_behind(
+  ino INTEGER NOT NULL,
+  node INTEGER NOT NULL,
+  unit INTEGER NOT NULL,
+  PRIMARY KEY(ino, node, unit)) WITHOUT ROWID;
 )sql";
 
 }  // namespace tidepool::store::internal

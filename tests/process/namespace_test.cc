@@ -211,35 +211,11 @@ class Writers {
   std::vector<std::thread> threads_;
 };
 
-// Waits (bounded) until `tide status` through `via` shows the namespace served by a home with
-// an in-step mirror; returns {home, mirror}, or {0, 0}.
-std::pair<std::uint64_t, std::uint64_t> wait_for_full_protection(TideCluster& cluster,
-                                                                  std::size_t via,
-                                                                  std::chrono::seconds limit) {
-  const auto deadline = Clock::now() + limit;
-  std::string last;
-  while (Clock::now() < deadline) {
-    // A node that just started answers only once it has caught up with the view.
-    const Ran ran = cluster.tide(via, {"status", "--format", "json"});
-    const nlohmann::json status = nlohmann::json::parse(ran.output, nullptr, false);
-    last = ran.output;
-    if (ran.exit_code == 0 && !status.is_discarded()) {
-      const nlohmann::json& where = status["namespace"];
-      if (where["state"] == "serving" && where["mirror_state"] == "in step") {
-        return {where["home"].get<std::uint64_t>(), where["mirror"].get<std::uint64_t>()};
-      }
-    }
-    std::this_thread::sleep_for(250ms);
-  }
-  ADD_FAILURE() << "never fully protected: " << last << cluster.node(via).log_tail();
-  return {0, 0};
-}
-
 // The kill test: SIGKILL the namespace's home or its mirror in the middle of a write workload
 // through the other nodes. Writes go on; everything acknowledged reads back intact through
 // every survivor; when the node returns the cluster gets back to two copies and it serves.
 void NamespaceTest::kill_while_writing(bool kill_home) {
-  const auto [home, mirror] = wait_for_full_protection(*cluster_, 1, 30s);
+  const auto [home, mirror] = cluster_->wait_for_full_protection(1, 30s);
   ASSERT_EQ(home, 1u) << "node 1 made the cluster";
   ASSERT_NE(mirror, 0u);
   const std::size_t victim = kill_home ? home : mirror;
@@ -285,7 +261,7 @@ void NamespaceTest::kill_while_writing(bool kill_home) {
 
   std::string error;
   ASSERT_TRUE(cluster_->node(victim).start(&error)) << error;
-  const auto [new_home, new_mirror] = wait_for_full_protection(*cluster_, victim, 40s);
+  const auto [new_home, new_mirror] = cluster_->wait_for_full_protection(victim, 40s);
   EXPECT_EQ(new_home, serving);
   EXPECT_NE(new_mirror, 0u);
   const FileHandle root = root_via(victim);
@@ -305,7 +281,7 @@ TEST_F(NamespaceTest, WhenTheMirrorDiesTheHomeGoesOnAndGetsANewMirror) {
 }
 
 TEST_F(NamespaceTest, WithTheHomeAndItsMirrorDownOtherNodesAnswerRetryLater) {
-  const auto [home, mirror] = wait_for_full_protection(*cluster_, 1, 30s);
+  const auto [home, mirror] = cluster_->wait_for_full_protection(1, 30s);
   ASSERT_NE(mirror, 0u);
   std::size_t survivor = 2;
   while (survivor == home || survivor == mirror) ++survivor;
@@ -377,7 +353,7 @@ struct CommittedFile {
 CommittedFile write_committed(TideCluster& cluster, const FileHandle& root, std::uint64_t seed,
                               std::size_t size) {
   CommittedFile file;
-  std::tie(file.home, file.mirror) = wait_for_full_protection(cluster, 1, 30s);
+  std::tie(file.home, file.mirror) = cluster.wait_for_full_protection(1, 30s);
   std::mt19937_64 random(seed);
   file.contents = random_text(random, size);
   NfsClient one(cluster.node(1).endpoint());
@@ -430,7 +406,7 @@ TEST_F(NamespaceTest, DataBadInEveryCopyIsAnIoErrorNeverWrongData) {
 }
 
 TEST_F(NamespaceTest, TideGetShowsAFilesShardLayoutAndTheNodesOfEachUnitAndTideSetItsPattern) {
-  const auto [home, mirror] = wait_for_full_protection(*cluster_, 1, 30s);
+  const auto [home, mirror] = cluster_->wait_for_full_protection(1, 30s);
   ASSERT_NE(mirror, 0u);
   std::mt19937_64 random(13);
   const std::string contents = random_text(random, 300'000);
@@ -526,7 +502,7 @@ TEST_F(NamespaceTest, EveryReadThroughAnyNodeSeesTheWritesAcknowledgedBeforeIt) 
 // A node that dies while it caches a file (holding its PR data lock): recovery drops its locks,
 // so a write through another node goes on, and every survivor reads what it wrote.
 TEST_F(NamespaceTest, AWriteGoesOnWhenANodeCachingTheFileDies) {
-  const auto [home, mirror] = wait_for_full_protection(*cluster_, 1, 30s);
+  const auto [home, mirror] = cluster_->wait_for_full_protection(1, 30s);
   ASSERT_NE(mirror, 0u);
   std::vector<std::size_t> others;
   for (std::size_t id = 1; id <= cluster_->size(); ++id) {
@@ -566,7 +542,7 @@ TEST_F(NamespaceTest, AWriteGoesOnWhenANodeCachingTheFileDies) {
 // SmartRead with real processes: one client streams a file through a node that holds none of
 // it (neither the home nor its mirror); after the first reads, its bytes come from L1.
 TEST_F(NamespaceTest, AStreamThroughANodeHoldingNoneOfTheFileReadsFromL1) {
-  const auto [home, mirror] = wait_for_full_protection(*cluster_, 1, 30s);
+  const auto [home, mirror] = cluster_->wait_for_full_protection(1, 30s);
   ASSERT_NE(mirror, 0u);
   std::size_t reader = 1;
   while (reader == home || reader == mirror) reader++;

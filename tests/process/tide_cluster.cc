@@ -148,4 +148,25 @@ FileHandle TideCluster::root_via(std::size_t id) {
   return {};
 }
 
+std::pair<std::uint64_t, std::uint64_t> TideCluster::wait_for_full_protection(
+    std::size_t via, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  std::string last;
+  while (std::chrono::steady_clock::now() < deadline) {
+    // A node that just started answers only once it has caught up with the view.
+    const Ran ran = tide(via, {"status", "--format", "json"});
+    const nlohmann::json status = nlohmann::json::parse(ran.output, nullptr, false);
+    last = ran.output;
+    if (ran.exit_code == 0 && !status.is_discarded()) {
+      const nlohmann::json& where = status["namespace"];
+      if (where["state"] == "serving" && where["mirror_state"] == "in step") {
+        return {where["home"].get<std::uint64_t>(), where["mirror"].get<std::uint64_t>()};
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  ADD_FAILURE() << "never fully protected: " << last << node(via).log_tail();
+  return {0, 0};
+}
+
 }  // namespace tidepool::test

@@ -8,6 +8,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/process/cluster.h"
@@ -56,6 +57,10 @@ class TideCluster {
   // The value of an unlabelled counter or gauge in node `id`'s /metrics (gtest failure and -1
   // if it cannot be read).
   std::int64_t metric(std::size_t id, const std::string& name);
+  // Waits (bounded by `limit`) until `tide status` through `via` shows the namespace served by
+  // a home with an in-step mirror; returns {home, mirror}, or {0, 0} with a gtest failure.
+  std::pair<std::uint64_t, std::uint64_t> wait_for_full_protection(std::size_t via,
+                                                                   std::chrono::seconds limit);
 
  private:
   std::string name_;
