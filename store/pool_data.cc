@@ -197,36 +197,77 @@ bool unreachable(const Status& status) {
 
 }  // namespace
 
-Result<std::vector<MissedCopy>> PoolData::write(const Placement& where, InodeId inode,
-                                                std::uint64_t offset,
-                                                std::span<const std::uint8_t> data, bool durable,
-                                                WhileDown while_down) {
-  std::vector<MissedCopy> missed;
-  TP_RETURN_IF_ERROR(for_each_unit(
+Status PoolData::write(const Placement& where, InodeId inode, std::uint64_t offset,
+                       std::span<const std::uint8_t> data, bool durable) {
+  return write_units(where, inode, offset, data, durable, nullptr, nullptr);
+}
+
+Status PoolData::write_past_down(const Placement& where, InodeId inode, std::uint64_t offset,
+                                 std::span<const std::uint8_t> data, bool durable,
+                                 const CopyBehind& behind, std::vector<MissedCopy>& missed) {
+  return write_units(where, inode, offset, data, durable, behind, &missed);
+}
+
+// `missed` null: every owner must take the write.
+Status PoolData::write_units(const Placement& where, InodeId inode, std::uint64_t offset,
+                             std::span<const std::uint8_t> data, bool durable,
+                             const CopyBehind& behind, std::vector<MissedCopy>* missed) {
+  return for_each_unit(
       where.stripe_unit, offset, data.size(),
       [&](std::uint64_t unit, std::size_t done, std::size_t piece) -> Status {
         TP_ASSIGN_OR_RETURN(std::vector<cluster::NodeId> nodes, owners(where, inode, unit));
+        const auto current = [&](cluster::NodeId node) { return !(behind && behind(node, unit)); };
+        // A write only copies behind took could not be read: no copy would hold both it and
+        // what those copies missed.
+        if (missed && std::none_of(nodes.begin(), nodes.end(), [&](cluster::NodeId node) {
+              return current(node) && peers_->is_up(node);
+            })) {
+          return error(Errc::unavailable, "inode " + std::to_string(inode) +
+                                              ": no up-to-date copy of unit " +
+                                              std::to_string(unit) + " is on a node up");
+        }
         const xdr::Buffer request = encode_unit_request(
             {where.pool, inode, offset + done, durable ? 1u : 0u, data.subspan(done, piece)});
-        std::size_t taken = 0;
+        bool taken = false;
+        std::vector<MissedCopy> missed_here;
         Status last;
         for (cluster::NodeId node : nodes) {
           Status written =
-              while_down == WhileDown::go_on && !peers_->is_up(node)
+              missed && !peers_->is_up(node)
                   ? error(Errc::unavailable, "node " + std::to_string(node) + " is down")
                   : call_counting_boots(node, UnitMethod::write, request);
           if (written.ok()) {
-            ++taken;
+            taken = taken || current(node);
             continue;
           }
-          if (while_down == WhileDown::refuse || !unreachable(written)) return written;
-          missed.push_back({node, unit});
+          if (!missed || !unreachable(written)) return written;
+          missed_here.push_back({node, unit});
           last = std::move(written);
         }
-        if (taken == 0) return last;
+        // The unit's write failed: the copies that missed it are no further behind than before.
+        if (!taken) {
+          return last.ok() ? error(Errc::unavailable, "no up-to-date copy of unit " +
+                                                          std::to_string(unit) + " took the write")
+                           : last;
+        }
+        if (missed) missed->insert(missed->end(), missed_here.begin(), missed_here.end());
         return {};
-      }));
-  return missed;
+      });
+}
+
+std::vector<MissedCopy> PoolData::copies_down(const Placement& where, InodeId inode,
+                                              std::uint64_t offset, std::uint64_t length) const {
+  std::vector<MissedCopy> down;
+  if (where.stripe_unit == 0 || length == 0) return down;
+  const cluster::Ring ring(where.nodes);
+  for (std::uint64_t unit = offset / where.stripe_unit;
+       unit <= (offset + length - 1) / where.stripe_unit; ++unit) {
+    for (cluster::NodeId node : ring.owners(cluster::Ring::key_of(inode, unit),
+                                            std::max<std::uint32_t>(where.copies, 1))) {
+      if (!peers_->is_up(node)) down.push_back({node, unit});
+    }
+  }
+  return down;
 }
 
 Status PoolData::read(const Placement& where, InodeId inode, std::uint64_t offset,
@@ -311,17 +352,25 @@ void PoolData::repair(const Placement& where, InodeId inode, std::uint64_t offse
   }
 }
 
-Result<std::vector<cluster::NodeId>> PoolData::sync(const Placement& where, InodeId inode,
-                                                    WhileDown while_down) {
+Status PoolData::sync(const Placement& where, InodeId inode) {
+  const xdr::Buffer body = encode_unit_request({where.pool, inode, 0, 0, {}});
+  for (cluster::NodeId node : where.nodes) {
+    TP_RETURN_IF_ERROR(call_counting_boots(node, UnitMethod::sync, body));
+  }
+  return {};
+}
+
+Result<std::vector<cluster::NodeId>> PoolData::sync_past_down(const Placement& where,
+                                                              InodeId inode) {
   const xdr::Buffer body = encode_unit_request({where.pool, inode, 0, 0, {}});
   std::vector<cluster::NodeId> missed;
   Status last;
   for (cluster::NodeId node : where.nodes) {
-    Status synced = while_down == WhileDown::go_on && !peers_->is_up(node)
-                        ? error(Errc::unavailable, "node " + std::to_string(node) + " is down")
-                        : call_counting_boots(node, UnitMethod::sync, body);
+    Status synced = peers_->is_up(node)
+                        ? call_counting_boots(node, UnitMethod::sync, body)
+                        : error(Errc::unavailable, "node " + std::to_string(node) + " is down");
     if (synced.ok()) continue;
-    if (while_down == WhileDown::refuse || !unreachable(synced)) return synced;
+    if (!unreachable(synced)) return synced;
     missed.push_back(node);
     last = std::move(synced);
   }
@@ -365,10 +414,14 @@ Status PoolData::copy_unit_to(const Placement& where, InodeId inode, std::uint64
                               cluster::NodeId node, const CopyBehind& behind) {
   std::vector<std::uint8_t> bytes(where.stripe_unit);
   const std::uint64_t offset = unit * where.stripe_unit;
-  TP_RETURN_IF_ERROR(
+  const Status read =
       read_unit(where, inode, offset, bytes, [&](cluster::NodeId from, std::uint64_t u) {
         return from == node || (behind && behind(from, u));
-      }));
+      });
+  if (!read.ok()) {
+    return error(Errc::io_error, "no good copy of unit " + std::to_string(unit) + " of inode " +
+                                     std::to_string(inode) + " to copy: " + read.message());
+  }
   return call_counting_boots(node, UnitMethod::write,
                              encode_unit_request({where.pool, inode, offset, 1, bytes}));
 }

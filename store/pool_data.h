@@ -10,11 +10,12 @@
 //
 // Placement is over the pool's nodes as they were when the file moved there, kept in its
 // layout, so that a node joining or leaving the pool never changes where a unit is looked for.
-// While an owner is down, a write goes on to the others (WhileDown::go_on) and tells its caller
+// While an owner is down, a write goes on to the others (write_past_down) and tells its caller
 // which copies it missed; the home keeps those copies as behind, reads none of them, and copies
-// the units to the node when it is back (copy_unit_to). A write that no owner of some unit took
-// fails as unavailable (NFS3ERR_JUKEBOX, retry later), as every write does where copies must not
-// fall behind (WhileDown::refuse: the target of a move). Reads go to the owners that are up first.
+// the units to the node when it is back (copy_unit_to). A write that no owner of some unit with a
+// copy that is not behind took fails as unavailable (NFS3ERR_JUKEBOX, retry later), as every
+// write does where copies must not fall behind (write: the target of a move). Reads go to the
+// owners that are up first.
 //
 // Every node's UnitStore draws a boot id when it starts and answers writes and syncs with it:
 // a node seen with a new one may have lost UNSTABLE data it had taken, and PoolData counts it,
@@ -139,9 +140,6 @@ struct MissedCopy {
 // Whether the copy of a unit on a node is behind (missed writes), and not to be read.
 using CopyBehind = std::function<bool(cluster::NodeId node, std::uint64_t unit)>;
 
-// What a write or sync does while an owner is down: fail, or go on with the other copies.
-enum class WhileDown : std::uint8_t { refuse, go_on };
-
 // Where a file's data lives when a pool holds it.
 struct Placement {
   std::string pool;
@@ -165,21 +163,28 @@ class PoolData {
   // How many times a node holding units was seen to have restarted (and may have lost data
   // not yet synced). The home folds it into its write verifier.
   std::uint64_t restarts() const { return restarts_.load(); }
-  // To every owner of each unit touched; `durable`: on their disks before this returns. With
-  // go_on, owners down or not answering are passed over and returned, as long as each unit
-  // reached one owner.
-  Result<std::vector<MissedCopy>> write(const Placement& where, InodeId inode, std::uint64_t offset,
-                                        std::span<const std::uint8_t> data, bool durable,
-                                        WhileDown while_down);
+  // To every owner of each unit touched; `durable`: on their disks before this returns.
+  Status write(const Placement& where, InodeId inode, std::uint64_t offset,
+               std::span<const std::uint8_t> data, bool durable);
+  // The same, passing over owners down or not answering: their copies go into `missed` (also
+  // those of units done before a failure). Each unit must reach an owner whose copy is not
+  // `behind`, else unavailable.
+  Status write_past_down(const Placement& where, InodeId inode, std::uint64_t offset,
+                         std::span<const std::uint8_t> data, bool durable, const CopyBehind& behind,
+                         std::vector<MissedCopy>& missed);
+  // The copies of the units of [offset, offset + length) on nodes the view has down.
+  std::vector<MissedCopy> copies_down(const Placement& where, InodeId inode, std::uint64_t offset,
+                                      std::uint64_t length) const;
   // From the first good copy of each unit that is not `behind`, owners that are up first; a
   // unit no owner holds reads as zeros (a hole). A copy that failed its checksum is put back
   // from the good one; when every copy fails, corrupt, logged with the inode and offset.
   Status read(const Placement& where, InodeId inode, std::uint64_t offset,
               std::span<std::uint8_t> into, const CopyBehind& behind = nullptr);
-  // On every node of the placement. With go_on, the nodes down or not answering are passed
-  // over and returned, as long as one node synced.
-  Result<std::vector<cluster::NodeId>> sync(const Placement& where, InodeId inode,
-                                            WhileDown while_down);
+  // On every node of the placement.
+  Status sync(const Placement& where, InodeId inode);
+  // The same, passing over the nodes down or not answering, which it returns; unavailable when
+  // no node synced.
+  Result<std::vector<cluster::NodeId>> sync_past_down(const Placement& where, InodeId inode);
   // Whether every unit of [0, end) has an owner outside `missed` whose copy is not `behind`.
   bool every_unit_kept(const Placement& where, InodeId inode, std::uint64_t end,
                        const std::vector<cluster::NodeId>& missed, const CopyBehind& behind) const;
@@ -187,6 +192,7 @@ class PoolData {
   std::vector<std::uint64_t> units_held_by(const Placement& where, InodeId inode,
                                            cluster::NodeId node, std::uint64_t end) const;
   // Puts a good copy of the whole unit (one not `behind`, not `node`'s) on `node`, durably.
+  // io_error when there is no good copy to read; the write's own error otherwise.
   Status copy_unit_to(const Placement& where, InodeId inode, std::uint64_t unit,
                       cluster::NodeId node, const CopyBehind& behind);
   Status truncate(const Placement& where, InodeId inode, std::uint64_t size);
@@ -203,6 +209,9 @@ class PoolData {
                    std::span<std::uint8_t> into, const CopyBehind& behind);
   void repair(const Placement& where, InodeId inode, std::uint64_t offset, std::size_t length,
               cluster::NodeId good, const std::vector<cluster::NodeId>& bad);
+  Status write_units(const Placement& where, InodeId inode, std::uint64_t offset,
+                     std::span<const std::uint8_t> data, bool durable, const CopyBehind& behind,
+                     std::vector<MissedCopy>* missed);
   // A write or sync to `node`, noting its boot id.
   Status call_counting_boots(cluster::NodeId node, UnitMethod method, const xdr::Buffer& request);
 

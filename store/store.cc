@@ -226,6 +226,10 @@ class StoreImpl final : public LocalStore {
   ~StoreImpl() override {
     close();
     pool_.join();
+    // The next home of the shard counts the copies behind.
+    for (const auto& [inode, nodes] : behind_) {
+      options_.integrity->copies_behind.fetch_sub(nodes.size());
+    }
   }
 
   // Runs on the opening thread before start(): creates the schema and the root directory.
@@ -576,21 +580,31 @@ class StoreImpl final : public LocalStore {
       std::uint64_t truncations = truncation_count(inode);
       const std::uint64_t moves = move_count(inode);
       const bool durable = stability != Stability::unstable;
+      // Copies on nodes known down are noted behind, durably, before the data goes out: a home
+      // that dies meanwhile must not leave a successor reading them.
+      if (const std::optional<Placement> placed = where_of(inode).placed) {
+        std::vector<MissedCopy> down = new_copies_down(inode, *placed, offset, data.size());
+        if (!down.empty()) {
+          note_behind(inode, *placed, down);
+          auto keeping = keep_behind(inode, *placed, std::move(down));
+          TP_CO_RETURN_IF_ERROR(co_await std::move(keeping));
+        }
+      }
       std::vector<MissedCopy> missed;
-      auto store_data = offload([this, inode, offset, data, durable, &missed] {
+      std::optional<Placement> placed;
+      auto store_data = offload([this, inode, offset, data, durable, &missed, &placed] {
         std::shared_lock gate(mirror_gate_);
         std::shared_lock slot(move_slot(inode));
         const Where where = where_of(inode);
         if (where.moving_to) {
-          TP_RETURN_IF_ERROR(
-              pools_->write(*where.moving_to, inode, offset, data, durable, WhileDown::refuse)
-                  .status());
+          TP_RETURN_IF_ERROR(pools_->write(*where.moving_to, inode, offset, data, durable));
         }
         if (where.placed) {
-          TP_ASSIGN_OR_RETURN(
-              missed, pools_->write(*where.placed, inode, offset, data, durable, WhileDown::go_on));
-          note_behind(inode, missed);
-          return Status{};
+          placed = where.placed;
+          const Status written = pools_->write_past_down(*where.placed, inode, offset, data,
+                                                         durable, where.behind, missed);
+          note_behind(inode, *where.placed, missed);
+          return written;
         }
         TP_RETURN_IF_ERROR(write_data(inode, offset, data));
         if (durable) TP_RETURN_IF_ERROR(data_.sync(inode));
@@ -598,11 +612,13 @@ class StoreImpl final : public LocalStore {
         return mirror_->call(MirrorMethod::write,
                              internal::encode_mirror_extent({inode, offset, durable, data}));
       });
-      TP_CO_RETURN_IF_ERROR(co_await std::move(store_data));
+      const Status stored = co_await std::move(store_data);
+      // Also when the write failed: the units it did write left those copies behind.
       if (!missed.empty()) {
-        auto keeping = keep_behind(inode, std::move(missed));
+        auto keeping = keep_behind(inode, *placed, std::move(missed));
         TP_CO_RETURN_IF_ERROR(co_await std::move(keeping));
       }
+      TP_CO_RETURN_IF_ERROR(stored);
       auto update = shard_.run<WriteResult>(
           durable,
           [this, inode, end = offset + data.size(), count = static_cast<std::uint32_t>(data.size()),
@@ -883,16 +899,16 @@ class StoreImpl final : public LocalStore {
         });
     if (before->type != FileType::regular) co_return co_await std::move(persist);
     std::vector<MissedCopy> missed;
-    auto sync = offload([this, inode, size = before->size, &missed] {
+    std::optional<Placement> placed;
+    auto sync = offload([this, inode, size = before->size, &missed, &placed] {
       std::shared_lock gate(mirror_gate_);
       std::shared_lock slot(move_slot(inode));
       const Where where = where_of(inode);
-      if (where.moving_to) {
-        TP_RETURN_IF_ERROR(pools_->sync(*where.moving_to, inode, WhileDown::refuse).status());
-      }
+      if (where.moving_to) TP_RETURN_IF_ERROR(pools_->sync(*where.moving_to, inode));
       if (where.placed) {
-        TP_ASSIGN_OR_RETURN(missed, missed_syncs(*where.placed, inode, size));
-        note_behind(inode, missed);
+        placed = where.placed;
+        TP_ASSIGN_OR_RETURN(missed, missed_syncs(*where.placed, inode, size, where.behind));
+        note_behind(inode, *where.placed, missed);
         return Status{};
       }
       TP_RETURN_IF_ERROR(data_.sync(inode));
@@ -902,7 +918,7 @@ class StoreImpl final : public LocalStore {
     auto [synced, persisted] = co_await (std::move(sync) && std::move(persist));
     TP_CO_RETURN_IF_ERROR(synced);
     if (!missed.empty()) {
-      auto keeping = keep_behind(inode, std::move(missed));
+      auto keeping = keep_behind(inode, *placed, std::move(missed));
       TP_CO_RETURN_IF_ERROR(co_await std::move(keeping));
     }
     co_return persisted;
@@ -1069,11 +1085,12 @@ class StoreImpl final : public LocalStore {
   }
 
  private:
-  // Where a file's data is: in a node pool (placed), or with the shard; and where it is being
-  // moved to.
+  // Where a file's data is: in a node pool (placed), or with the shard; where it is being
+  // moved to; and the placed copies that are behind, as of the same moment.
   struct Where {
     std::optional<Placement> placed;
     std::optional<Placement> moving_to;
+    CopyBehind behind;
   };
   Where where_of(InodeId inode) const {
     // Most shards have no file in a pool: their reads and writes skip the shared lock.
@@ -1084,6 +1101,7 @@ class StoreImpl final : public LocalStore {
     if (auto moving = moving_to_.find(inode); moving != moving_to_.end()) {
       where.moving_to = moving->second;
     }
+    where.behind = behind_of_locked(inode);
     return where;
   }
   std::shared_mutex& move_slot(InodeId inode) { return move_slots_[inode % kMoveSlots]; }
@@ -1131,8 +1149,7 @@ class StoreImpl final : public LocalStore {
     std::unique_lock lock(placement_mutex_);
     if (switched) {
       placed_[inode] = target;
-      behind_.erase(inode);
-      count_behind();
+      erase_behind(inode);
     }
     moving_to_.erase(inode);
     note_placements();
@@ -1142,31 +1159,34 @@ class StoreImpl final : public LocalStore {
     any_placement_.store(!placed_.empty() || !moving_to_.empty(), std::memory_order_release);
   }
 
-  // Copies a write or sync missed, from now on read from no more: on the pool, under the file's
-  // move slot, before the write or sync returns.
-  void note_behind(InodeId inode, const std::vector<MissedCopy>& missed) {
+  // Copies a write or sync of `where` missed, from now on read from no more: on the pool, under
+  // the file's move slot. Not if the file's data left `where` meanwhile (removed, or moved).
+  void note_behind(InodeId inode, const Placement& where, const std::vector<MissedCopy>& missed) {
     if (missed.empty()) return;
     std::unique_lock lock(placement_mutex_);
+    if (auto placed = placed_.find(inode); placed == placed_.end() || placed->second != where) {
+      return;
+    }
     std::map<cluster::NodeId, Behind>& nodes = behind_[inode];
     for (const MissedCopy& copy : missed) {
-      Behind& behind = nodes[copy.node];
+      auto [behind, added] = nodes.try_emplace(copy.node);
+      if (added) options_.integrity->copies_behind.fetch_add(1);
       if (copy.unit == kEveryUnit) {
-        behind.every_unit = ++behind_notes_;
+        behind->second.every_unit = ++behind_notes_;
       } else {
-        behind.units.insert(copy.unit);
+        behind->second.units.insert(copy.unit);
       }
     }
-    count_behind();
   }
-  // Holding placement_mutex_ exclusively, after behind_ changed.
-  void count_behind() {
-    std::uint64_t copies = 0;
-    for (const auto& [inode, nodes] : behind_) copies += nodes.size();
-    options_.integrity->copies_behind.store(copies);
+  // Holding placement_mutex_ exclusively: the file's copies behind go (with its data).
+  void erase_behind(InodeId inode) {
+    auto nodes = behind_.find(inode);
+    if (nodes == behind_.end()) return;
+    options_.integrity->copies_behind.fetch_sub(nodes->second.size());
+    behind_.erase(nodes);
   }
-  // The file's copies not to read; null when none is behind.
-  CopyBehind behind_of(InodeId inode) const {
-    std::shared_lock lock(placement_mutex_);
+  // Holding placement_mutex_: the file's copies not to read; null when none is behind.
+  CopyBehind behind_of_locked(InodeId inode) const {
     auto found = behind_.find(inode);
     if (found == behind_.end()) return nullptr;
     return [nodes = found->second](cluster::NodeId node, std::uint64_t unit) {
@@ -1175,16 +1195,39 @@ class StoreImpl final : public LocalStore {
              (behind->second.every_unit != 0 || behind->second.units.contains(unit));
     };
   }
-  // Keeps the missed copies with the shard, durably and on the mirror, before the write or
-  // sync that missed them is answered: a new home must not read them either.
-  awaitable<Status> keep_behind(InodeId inode, std::vector<MissedCopy> missed) {
-    auto keeping = shard_.run<bool>(
-        true, [inode, missed = std::move(missed)](Database& db, AfterCommit&) -> Result<bool> {
-          for (const MissedCopy& copy : missed) {
-            TP_RETURN_IF_ERROR(insert_behind(db, inode, copy));
-          }
-          return true;
-        });
+  CopyBehind behind_of(InodeId inode) const {
+    std::shared_lock lock(placement_mutex_);
+    return behind_of_locked(inode);
+  }
+  // Of the copies a write to `where` would miss (their nodes down), those not noted yet.
+  std::vector<MissedCopy> new_copies_down(InodeId inode, const Placement& where,
+                                          std::uint64_t offset, std::uint64_t length) const {
+    std::vector<MissedCopy> down = pools_->copies_down(where, inode, offset, length);
+    if (down.empty()) return down;
+    const CopyBehind behind = behind_of(inode);
+    if (behind) {
+      std::erase_if(down, [&](const MissedCopy& copy) { return behind(copy.node, copy.unit); });
+    }
+    return down;
+  }
+  // Keeps the missed copies with the shard, durably and on the mirror, while the file's data
+  // is still in `where`: a new home must not read them either.
+  awaitable<Status> keep_behind(InodeId inode, Placement where, std::vector<MissedCopy> missed) {
+    auto keeping =
+        shard_.run<bool>(true,
+                         [this, inode, where = std::move(where), missed = std::move(missed)](
+                             Database& db, AfterCommit&) -> Result<bool> {
+                           Result<Layout> layout = load_layout(db, inode);
+                           if (layout.code() == Errc::stale || layout.code() == Errc::not_found)
+                             return false;
+                           TP_RETURN_IF_ERROR(layout.status());
+                           if (layout->pool != where.pool || layout->nodes != where.nodes)
+                             return false;
+                           for (const MissedCopy& copy : missed) {
+                             TP_RETURN_IF_ERROR(insert_behind(db, inode, copy));
+                           }
+                           return true;
+                         });
     const Result<bool> kept = co_await std::move(keeping);
     co_return kept.status();
   }
@@ -1201,12 +1244,11 @@ class StoreImpl final : public LocalStore {
   // UNSTABLE: all its copies of the file fall behind. Unavailable when some unit then has no
   // copy that is neither.
   Result<std::vector<MissedCopy>> missed_syncs(const Placement& where, InodeId inode,
-                                               std::uint64_t size) {
-    TP_ASSIGN_OR_RETURN(std::vector<cluster::NodeId> nodes,
-                        pools_->sync(where, inode, WhileDown::go_on));
+                                               std::uint64_t size, const CopyBehind& behind) {
+    TP_ASSIGN_OR_RETURN(std::vector<cluster::NodeId> nodes, pools_->sync_past_down(where, inode));
     std::vector<MissedCopy> missed;
     if (nodes.empty()) return missed;
-    if (!pools_->every_unit_kept(where, inode, size, nodes, behind_of(inode))) {
+    if (!pools_->every_unit_kept(where, inode, size, nodes, behind)) {
       return error(Errc::unavailable, "inode " + std::to_string(inode) +
                                           ": some of its data has no synced copy on a node up");
     }
@@ -1233,6 +1275,10 @@ class StoreImpl final : public LocalStore {
   // then has the shard forget them. A node that cannot be reached ends the pass: the next one
   // tries again.
   awaitable<void> catch_up() {
+    struct PassEnds {
+      std::atomic<bool>& running;
+      ~PassEnds() { running.store(false); }
+    } pass_ends{catching_up_};
     std::vector<std::pair<InodeId, cluster::NodeId>> due;
     {
       std::shared_lock lock(placement_mutex_);
@@ -1246,7 +1292,12 @@ class StoreImpl final : public LocalStore {
       if (closed_.load()) break;
       auto sizing = getattr(inode);
       const Result<Attributes> attributes = co_await std::move(sizing);
-      if (!attributes.ok()) continue;  // removed: its copies went with it
+      if (attributes.code() == Errc::stale) {
+        auto forgetting = forget_behind(inode, std::nullopt);
+        (void)co_await std::move(forgetting);
+        continue;
+      }
+      if (!attributes.ok()) continue;
       auto copying = offload([this, inode, node, size = attributes->size] {
         return catch_up_copy(inode, node, size);
       });
@@ -1256,36 +1307,35 @@ class StoreImpl final : public LocalStore {
         if (copied.code() == Errc::unavailable || copied.code() == Errc::timed_out) break;
         continue;
       }
-      auto forgetting =
-          shard_.run<bool>(true, [this, inode, node](Database& db, AfterCommit&) -> Result<bool> {
-            TP_RETURN_IF_ERROR(forget_caught_up(db, inode, node));
-            return true;
-          });
-      if (const Result<bool> forgot = co_await std::move(forgetting); !forgot.ok()) {
+      auto forgetting = forget_behind(inode, node);
+      if (const Status forgot = co_await std::move(forgetting); !forgot.ok()) {
         spdlog::warn("inode {}: node {}'s copies are caught up but still noted behind: {}", inode,
-                     node, forgot.status().to_string());
+                     node, forgot.to_string());
       }
     }
-    catching_up_.store(false);
   }
   // On the pool: copies each unit of the file that `node` is behind on (all it holds of the
   // first `size` bytes, for every_unit) from a good copy, a unit at a time under the file's
   // move slot, so that no write lands between the read of the good copy and the copy's write.
-  // Units written past `size` since were written to the node or noted.
+  // Units written past `size` since were written to the node or noted. A file whose data is
+  // no longer placed has no copies behind.
   Status catch_up_copy(InodeId inode, cluster::NodeId node, std::uint64_t size) {
     std::optional<Placement> placed;
     std::set<std::uint64_t> units;
     std::uint64_t every_unit = 0;
     {
-      std::shared_lock lock(placement_mutex_);
+      std::unique_lock lock(placement_mutex_);
       auto nodes = behind_.find(inode);
       if (nodes == behind_.end() || !nodes->second.contains(node)) return {};
       const Behind& behind = nodes->second.at(node);
       units = behind.units;
       every_unit = behind.every_unit;
       if (auto found = placed_.find(inode); found != placed_.end()) placed = found->second;
+      if (!placed) {
+        erase_behind(inode);
+        return {};
+      }
     }
-    if (!placed) return {};
     if (every_unit != 0) {
       for (std::uint64_t unit : pools_->units_held_by(*placed, inode, node, size))
         units.insert(unit);
@@ -1293,9 +1343,10 @@ class StoreImpl final : public LocalStore {
     for (std::uint64_t unit : units) {
       if (closed_.load()) return error(Errc::unavailable, "the store is closed");
       std::unique_lock slot(move_slot(inode));
+      const Where where = where_of(inode);
       // A move took the file elsewhere meanwhile: its old copies are gone.
-      if (where_of(inode).placed != placed) return {};
-      TP_RETURN_IF_ERROR(pools_->copy_unit_to(*placed, inode, unit, node, behind_of(inode)));
+      if (where.placed != placed) return {};
+      TP_RETURN_IF_ERROR(pools_->copy_unit_to(*placed, inode, unit, node, where.behind));
       options_.integrity->units_caught_up.fetch_add(1);
       std::unique_lock lock(placement_mutex_);
       if (auto nodes = behind_.find(inode); nodes != behind_.end()) {
@@ -1309,27 +1360,46 @@ class StoreImpl final : public LocalStore {
     if (nodes == behind_.end()) return {};
     if (auto behind = nodes->second.find(node); behind != nodes->second.end()) {
       if (behind->second.every_unit == every_unit) behind->second.every_unit = 0;
-      if (behind->second.every_unit == 0 && behind->second.units.empty())
+      if (behind->second.every_unit == 0 && behind->second.units.empty()) {
         nodes->second.erase(behind);
+        options_.integrity->copies_behind.fetch_sub(1);
+      }
     }
     if (nodes->second.empty()) behind_.erase(nodes);
-    count_behind();
     return {};
   }
-  // On the shard thread, after a catch-up: the shard keeps, of the node's copies of the file,
-  // only those noted behind since.
-  Status forget_caught_up(Database& db, InodeId inode, cluster::NodeId node) {
-    auto forget = db.prepare("DELETE FROM copies_behind WHERE ino = ? AND node = ?");
-    TP_RETURN_IF_ERROR(forget.bind(1, inode).bind(2, node).run());
+  // Has the shard keep, of the file's copies on `node` (every node: nullopt), only those still
+  // noted behind in memory.
+  awaitable<Status> forget_behind(InodeId inode, std::optional<cluster::NodeId> node) {
+    auto forgetting =
+        shard_.run<bool>(true, [this, inode, node](Database& db, AfterCommit&) -> Result<bool> {
+          TP_RETURN_IF_ERROR(forget_caught_up(db, inode, node));
+          return true;
+        });
+    const Result<bool> forgot = co_await std::move(forgetting);
+    co_return forgot.status();
+  }
+  // On the shard thread: the shard keeps, of the file's copies on `node` (every node: nullopt),
+  // only those noted behind in memory, as after a catch-up, or when the file is gone.
+  Status forget_caught_up(Database& db, InodeId inode, std::optional<cluster::NodeId> node) {
+    auto forget = db.prepare(node ? "DELETE FROM copies_behind WHERE ino = ? AND node = ?"
+                                  : "DELETE FROM copies_behind WHERE ino = ?");
+    forget.bind(1, inode);
+    if (node) forget.bind(2, *node);
+    TP_RETURN_IF_ERROR(forget.run());
     std::vector<MissedCopy> still;
     {
-      std::shared_lock lock(placement_mutex_);
+      std::unique_lock lock(placement_mutex_);
       auto nodes = behind_.find(inode);
       if (nodes == behind_.end()) return {};
-      auto behind = nodes->second.find(node);
+      if (!node) {
+        erase_behind(inode);
+        return {};
+      }
+      auto behind = nodes->second.find(*node);
       if (behind == nodes->second.end()) return {};
-      if (behind->second.every_unit != 0) still.push_back({node, kEveryUnit});
-      for (std::uint64_t unit : behind->second.units) still.push_back({node, unit});
+      if (behind->second.every_unit != 0) still.push_back({*node, kEveryUnit});
+      for (std::uint64_t unit : behind->second.units) still.push_back({*node, unit});
     }
     for (const MissedCopy& copy : still) TP_RETURN_IF_ERROR(insert_behind(db, inode, copy));
     return {};
@@ -1428,8 +1498,7 @@ class StoreImpl final : public LocalStore {
       TP_RETURN_IF_ERROR(source ? pools_->read(*source, inode, at, piece, behind_of(inode))
                                 : read_with_shard(inode, at, piece));
       if (std::all_of(piece.begin(), piece.end(), [](std::uint8_t b) { return b == 0; })) continue;
-      TP_RETURN_IF_ERROR(
-          pools_->write(target, inode, at, piece, false, WhileDown::refuse).status());
+      TP_RETURN_IF_ERROR(pools_->write(target, inode, at, piece, false));
       slot.unlock();
       // Keeps to the job's pace: this store thread waits, the file's readers and writers don't.
       if (bytes_per_second > 0) {
@@ -1439,7 +1508,7 @@ class StoreImpl final : public LocalStore {
                                       1'000'000 / bytes_per_second));
       }
     }
-    return pools_->sync(target, inode, WhileDown::refuse).status();
+    return pools_->sync(target, inode);
   }
 
   // Runs blocking file I/O on the pool; the caller resumes on its own executor.
@@ -1490,9 +1559,9 @@ class StoreImpl final : public LocalStore {
   Status read_data(InodeId inode, std::uint64_t offset, std::span<std::uint8_t> into,
                    bool& from_pool) {
     std::shared_lock slot(move_slot(inode));
-    if (const std::optional<Placement> placed = where_of(inode).placed) {
+    if (const Where where = where_of(inode); where.placed) {
       from_pool = true;
-      return pools_->read(*placed, inode, offset, into, behind_of(inode));
+      return pools_->read(*where.placed, inode, offset, into, where.behind);
     }
     return read_with_shard(inode, offset, into);
   }
@@ -1830,7 +1899,7 @@ class StoreImpl final : public LocalStore {
         where.placed = placed->second;
         placed_.erase(placed);
       }
-      if (behind_.erase(inode) > 0) count_behind();
+      erase_behind(inode);
       if (auto moving = moving_to_.find(inode); moving != moving_to_.end()) {
         where.moving_to = moving->second;
         // A move under way forgets its target itself; one a crash cut short is forgotten here.
@@ -2568,13 +2637,23 @@ Status StoreImpl::initialize(Database& db) {
   TP_RETURN_IF_ERROR(moving.status());
   note_placements();
   auto behind = db.prepare("SELECT ino, node, unit FROM copies_behind");
+  std::vector<InodeId> gone;  // files whose data is no longer placed
   while (behind.next_row()) {
+    const auto inode = static_cast<InodeId>(behind.int64(0));
     const std::int64_t unit = behind.int64(2);
-    note_behind(static_cast<InodeId>(behind.int64(0)),
-                {{static_cast<cluster::NodeId>(behind.int64(1)),
-                  unit < 0 ? kEveryUnit : static_cast<std::uint64_t>(unit)}});
+    if (auto placed = placed_.find(inode); placed != placed_.end()) {
+      note_behind(inode, placed->second,
+                  {{static_cast<cluster::NodeId>(behind.int64(1)),
+                    unit < 0 ? kEveryUnit : static_cast<std::uint64_t>(unit)}});
+    } else {
+      gone.push_back(inode);
+    }
   }
   TP_RETURN_IF_ERROR(behind.status());
+  for (InodeId inode : gone) {
+    auto forget = db.prepare("DELETE FROM copies_behind WHERE ino = ?");
+    TP_RETURN_IF_ERROR(forget.bind(1, inode).run());
+  }
   TP_RETURN_IF_ERROR(db.exec("COMMIT"));
   // The boot counted durably before the verifier it makes is handed out.
   return db.sync_wal();

@@ -81,10 +81,13 @@ class InProcessPools final : public PoolPeers {
     }
     return ids;
   }
-  bool is_up(cluster::NodeId node) override { return !down_.contains(node); }
+  bool is_up(cluster::NodeId node) override {
+    std::lock_guard lock(down_mutex_);
+    return !down_.contains(node);
+  }
   Result<xdr::Buffer> call(cluster::NodeId node, UnitMethod method,
                            std::span<const std::uint8_t> request) override {
-    if (down_.contains(node)) return error(Errc::unavailable, "node down");
+    if (!is_up(node)) return error(Errc::unavailable, "node down");
     if (method == UnitMethod::write) {
       std::unique_lock lock(hold_mutex_);
       if (writes_before_hold_ == 0) {
@@ -122,11 +125,17 @@ class InProcessPools final : public PoolPeers {
     return root_ / std::to_string(node) / pool;
   }
 
-  std::set<cluster::NodeId> down_;  // set by the test between calls
+  // Takes `nodes` down, and every other node up.
+  void set_down(std::set<cluster::NodeId> nodes) {
+    std::lock_guard lock(down_mutex_);
+    down_ = std::move(nodes);
+  }
   // The unit reads every node served, counted together.
   const std::shared_ptr<ReadCounters> unit_reads = std::make_shared<ReadCounters>();
 
  private:
+  std::mutex down_mutex_;
+  std::set<cluster::NodeId> down_;  // guarded by down_mutex_
   std::filesystem::path root_;
   int f800_;
   std::vector<std::unique_ptr<UnitStore>> stores_;

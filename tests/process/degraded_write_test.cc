@@ -49,7 +49,8 @@ struct Files {
 
 // Writers through the nodes given, each changing its own files at random offsets until stopped
 // (at most 100,000 writes each). A write that fails (while a node dies) is sent again, the same
-// bytes, until it is acknowledged: what a file holds stays known.
+// bytes, until it is acknowledged: what a file holds stays known. One stopped before it was is
+// kept, for settle() to finish.
 class Writers {
  public:
   Writers(std::vector<Endpoint> via, Files& files) : files_(files) {
@@ -62,8 +63,12 @@ class Writers {
           const std::uint64_t offset = random() % (kFileBytes - kPieceBytes);
           const std::string piece = random_text(random, kPieceBytes);
           const bool stable = random() % 2 == 0;
-          if (!write_until_acknowledged(nfs, file, offset, piece, stable)) return;
+          const bool done = write_until_acknowledged(nfs, file, offset, piece, stable, true);
           std::lock_guard lock(mutex_);
+          if (!done) {
+            unsettled_.push_back({file, offset, piece});
+            return;
+          }
           files_.contents[file].replace(offset, piece.size(), piece);
           ++acknowledged_;
         }
@@ -81,12 +86,29 @@ class Writers {
     std::lock_guard lock(mutex_);
     return acknowledged_;
   }
+  // After stop(): the writes stopped before they were acknowledged, each sent again through
+  // `via` until it is, so that every file's contents are known again.
+  void settle(const Endpoint& via) {
+    NfsClient nfs(via);
+    for (const Unsettled& write : unsettled_) {
+      ASSERT_TRUE(
+          write_until_acknowledged(nfs, write.file, write.offset, write.piece, true, false));
+      files_.contents[write.file].replace(write.offset, write.piece.size(), write.piece);
+    }
+    unsettled_.clear();
+  }
 
  private:
-  // False when stopped before it was: the file's contents are then unknown, and the caller
-  // must end (only stop() does that, after the checks that need them).
+  struct Unsettled {
+    std::size_t file;
+    std::uint64_t offset;
+    std::string piece;
+  };
+
+  // False when stopped before it was acknowledged (its bytes may be in the file or not), or
+  // never acknowledged in a minute (a gtest failure).
   bool write_until_acknowledged(NfsClient& nfs, std::size_t file, std::uint64_t offset,
-                                const std::string& piece, bool stable) {
+                                const std::string& piece, bool stable, bool stoppable) {
     for (int attempt = 0; attempt < 600; ++attempt) {
       const WriteResult written =
           nfs.write(files_.handles[file], offset, piece, stable ? FILE_SYNC : UNSTABLE);
@@ -94,7 +116,7 @@ class Writers {
                         (!stable || written.committed == FILE_SYNC) &&
                         (stable || nfs.commit(files_.handles[file]).status == NFS3_OK);
       if (done) return true;
-      if (stop_.load()) break;
+      if (stoppable && stop_.load()) return false;
       std::this_thread::sleep_for(100ms);
     }
     ADD_FAILURE() << "a write to file " << file << " was never acknowledged";
@@ -105,6 +127,7 @@ class Writers {
   std::atomic<bool> stop_ = false;
   std::mutex mutex_;
   std::size_t acknowledged_ = 0;
+  std::vector<Unsettled> unsettled_;  // guarded by mutex_ until stop()
   std::vector<std::thread> threads_;
 };
 
@@ -198,6 +221,7 @@ TEST_F(DegradedWriteTest, WritesGoOnWhileAnOwnerIsDownAndItCatchesUpWhenBack) {
   EXPECT_GE(writers.acknowledged(), before_kill + 60) << "writes did not go on without the victim\n"
                                                       << cluster_->node(home).log_tail();
   writers.stop();
+  ASSERT_NO_FATAL_FAILURE(writers.settle(cluster_->node(home).endpoint()));
   EXPECT_GT(cluster_->metric(home, "tidepool_copies_behind"), 0)
       << "the victim missed writes to units it holds";
   for (std::size_t id = 1; id <= kNodes; ++id) {
