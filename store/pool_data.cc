@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <random>
 
 #include "cluster/ring.h"
@@ -123,6 +124,12 @@ Result<xdr::Buffer> UnitStore::serve(std::uint32_t method, std::span<const std::
       return xdr::Buffer{};
     case UnitMethod::remove:
       files->remove(request.inode);
+      return xdr::Buffer{};
+    case UnitMethod::drop:
+      if (request.value > kMaxFileSize - request.offset) {
+        return malformed("a hole past the largest file");
+      }
+      TP_RETURN_IF_ERROR(files->drop(request.inode, request.offset, request.value));
       return xdr::Buffer{};
   }
   return error(Errc::not_supported, "no unit method " + std::to_string(method));
@@ -408,6 +415,46 @@ std::vector<std::uint64_t> PoolData::units_held_by(const Placement& where, Inode
     if (std::find(nodes.begin(), nodes.end(), node) != nodes.end()) held.push_back(unit);
   }
   return held;
+}
+
+Status PoolData::drop_units(const Placement& from, const Placement& keep, InodeId inode,
+                            std::uint64_t begin, std::uint64_t end) {
+  if (from.stripe_unit == 0 || from.stripe_unit != keep.stripe_unit || begin >= end) return {};
+  // Per node, runs of consecutive units: one message each.
+  std::map<cluster::NodeId, std::vector<std::pair<std::uint64_t, std::uint64_t>>> runs;
+  const cluster::Ring from_ring(from.nodes);
+  const cluster::Ring keep_ring(keep.nodes);
+  for (std::uint64_t unit = begin / from.stripe_unit; unit <= (end - 1) / from.stripe_unit;
+       ++unit) {
+    const std::uint64_t key = cluster::Ring::key_of(inode, unit);
+    const std::vector<cluster::NodeId> kept =
+        keep_ring.owners(key, std::max<std::uint32_t>(keep.copies, 1));
+    for (cluster::NodeId node : from_ring.owners(key, std::max<std::uint32_t>(from.copies, 1))) {
+      if (std::find(kept.begin(), kept.end(), node) != kept.end()) continue;
+      auto& node_runs = runs[node];
+      if (!node_runs.empty() && node_runs.back().second == unit) {
+        ++node_runs.back().second;
+      } else {
+        node_runs.emplace_back(unit, unit + 1);
+      }
+    }
+  }
+  Status first;
+  for (const auto& [node, node_runs] : runs) {
+    for (const auto& [first_unit, end_unit] : node_runs) {
+      const Status dropped =
+          peers_
+              ->call(node, UnitMethod::drop,
+                     encode_unit_request({from.pool,
+                                          inode,
+                                          first_unit * from.stripe_unit,
+                                          (end_unit - first_unit) * from.stripe_unit,
+                                          {}}))
+              .status();
+      if (!dropped.ok() && first.ok()) first = dropped;
+    }
+  }
+  return first;
 }
 
 Status PoolData::copy_unit_to(const Placement& where, InodeId inode, std::uint64_t unit,

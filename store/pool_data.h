@@ -54,8 +54,9 @@ enum class UnitMethod : std::uint32_t {
   truncate,   // pool, inode, size (value)
   remove,     // pool, inode
   repair,     // pool, inode, offset, bytes: whole checksum blocks put back where they fail
+  drop,       // pool, inode, offset, length (value): whole checksum blocks made a hole
 };
-inline constexpr std::uint32_t kLastUnitMethod = static_cast<std::uint32_t>(UnitMethod::repair);
+inline constexpr std::uint32_t kLastUnitMethod = static_cast<std::uint32_t>(UnitMethod::drop);
 // The most pools one node keeps units of.
 inline constexpr std::size_t kMaxUnitPools = 4;
 // The most bytes one unit message carries.
@@ -191,6 +192,11 @@ class PoolData {
   // The units of [0, end) that `node` holds copies of.
   std::vector<std::uint64_t> units_held_by(const Placement& where, InodeId inode,
                                            cluster::NodeId node, std::uint64_t end) const;
+  // Within one pool: makes each unit of [begin, end) a hole on the nodes `from` places it on and
+  // `keep` does not (what a restripe leaves behind, or a given-up one wrote). Tries every node;
+  // the first failure is returned.
+  Status drop_units(const Placement& from, const Placement& keep, InodeId inode,
+                    std::uint64_t begin, std::uint64_t end);
   // Puts a good copy of the whole unit (one not `behind`, not `node`'s) on `node`, durably.
   // io_error when there is no good copy to read; the write's own error otherwise.
   Status copy_unit_to(const Placement& where, InodeId inode, std::uint64_t unit,

@@ -624,6 +624,62 @@ TEST_F(MigrateTest, AMoveThatCannotReachThePoolChangesNothing) {
   EXPECT_EQ(migrate(inode, "f800", 4).status().code(), Errc::invalid_argument);
 }
 
+TEST_F(MigrateTest, ARestripeToMoreCopiesKeepsEveryByteAndLeavesNoUnitWhereItNoLongerBelongs) {
+  // Units 0-7 written (a move's first 1 MiB chunk), 8-15 a hole (its second), 16 in part.
+  constexpr std::uint64_t kHole = 10;
+  auto bytes = PoolDataTest::random_bytes(16 * kUnit + 1000, 40);
+  std::fill(bytes.begin() + 8 * kUnit, bytes.begin() + 16 * kUnit, 0);
+  const InodeId inode = file_with(bytes);
+  ASSERT_TRUE(migrate(inode, "f800").ok());
+  const Layout two = *internal::run_to_completion(store_->layout(inode));
+  const Placement at_two{"f800", 2, kUnit, two.nodes};
+  // A restripe given up earlier left a unit on a node its placement did not have.
+  PoolData direct(nodes_, integrity_);
+  const cluster::NodeId stranger = [&] {
+    const auto owners = *direct.owners(at_two, inode, kHole);
+    for (cluster::NodeId node : two.nodes) {
+      if (std::find(owners.begin(), owners.end(), node) == owners.end()) return node;
+    }
+    return cluster::NodeId{0};
+  }();
+  ASSERT_NE(stranger, 0u);
+  const auto leftover = PoolDataTest::random_bytes(kUnit, 41);
+  ASSERT_TRUE(nodes_
+                  ->call(stranger, UnitMethod::write,
+                         encode_unit_request({"f800", inode, kHole * kUnit, 1, leftover}))
+                  .ok());
+
+  auto restriped = migrate(inode, "f800", 3);
+  ASSERT_TRUE(restriped.ok()) << restriped.status().to_string();
+  EXPECT_EQ(restriped->layout.protection, 3u);
+  EXPECT_EQ(contents(inode, bytes.size()), bytes);
+  // With 3 copies over nodes 1-3, every node holds every unit: each alone reads them all.
+  const Placement at_three{"f800", 3, kUnit, restriped->layout.nodes};
+  for (cluster::NodeId node : restriped->layout.nodes) {
+    std::vector<std::uint8_t> got(bytes.size());
+    ASSERT_TRUE(direct
+                    .read(at_three, inode, 0, got,
+                          [node](cluster::NodeId from, std::uint64_t) { return from != node; })
+                    .ok());
+    EXPECT_EQ(got, bytes) << "node " << node;
+  }
+
+  // Back to 2 copies: each node keeps only the units it owns; the others are holes.
+  ASSERT_TRUE(migrate(inode, "f800", 2).ok());
+  EXPECT_EQ(contents(inode, bytes.size()), bytes);
+  for (cluster::NodeId node : two.nodes) {
+    for (std::uint64_t unit = 0; unit < 17; ++unit) {
+      const auto owners = *direct.owners(at_two, inode, unit);
+      if (std::find(owners.begin(), owners.end(), node) != owners.end()) continue;
+      auto read = nodes_->call(node, UnitMethod::read,
+                               encode_unit_request({"f800", inode, unit * kUnit, kUnit, {}}));
+      ASSERT_TRUE(read.ok()) << read.status().to_string();
+      EXPECT_TRUE(std::all_of(read->begin(), read->end(), [](std::uint8_t b) { return b == 0; }))
+          << "unit " << unit << " stays on node " << node;
+    }
+  }
+}
+
 // Waits (bounded) until the home has no copy behind; false if it still has.
 bool caught_up(const IntegrityCounters& integrity) {
   for (int i = 0; i < 1000 && integrity.copies_behind.load() != 0; ++i) {
@@ -759,6 +815,9 @@ TEST(UnitRequests, BadMessagesAreRefusedAndNeverReachTheDisk) {
             Errc::invalid_argument);
   EXPECT_EQ(store.serve(99, encode_unit_request({"f800", 1, 0, 0, {}})).status().code(),
             Errc::not_supported);
+  EXPECT_EQ(serve(UnitMethod::drop, {"f800", 1, 100, 4096, {}}).code(), Errc::invalid_argument);
+  EXPECT_EQ(serve(UnitMethod::drop, {"f800", 1, 4096, kMaxFileSize, {}}).code(),
+            Errc::invalid_argument);
   xdr::Buffer truncated = encode_unit_request({"f800", 1, 0, 0, bytes});
   truncated.resize(truncated.size() - 3);
   EXPECT_EQ(store.serve(1, truncated).status().code(), Errc::invalid_argument);

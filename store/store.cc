@@ -946,8 +946,8 @@ class StoreImpl final : public LocalStore {
     auto reading = layout(inode);
     const Result<Layout> current = co_await std::move(reading);
     if (!current.ok()) co_return current.status();
-    // Within its pool a file keeps its placement (restriping is not supported), whatever nodes
-    // the pool has now.
+    // Within its pool at the same protection a file keeps its placement, whatever nodes the
+    // pool has now.
     const bool stays =
         current->pool == pool && (pool == kWithShard || current->protection == protection);
     const Placement target =
@@ -977,15 +977,15 @@ class StoreImpl final : public LocalStore {
       co_return error(Errc::not_supported, "file data does not move back to its shard");
     }
     if (target.nodes.empty()) co_return error(Errc::unavailable, "node pool '" + pool + "' has no node");
-    if (current->pool == pool) {
-      // Units live in one file per pool and inode on each node: freeing the old placement
-      // would free the new one's too.
-      co_return error(Errc::not_supported, "restriping a file within its pool is not supported");
-    }
+    // Within its pool (another protection: a restripe), the old and new placements share each
+    // node's file of the file's units: nothing is cleared first, the copy goes over whole units
+    // (copy_data), and what either placement alone holds on a node is made a hole unit by unit
+    // (drop_units, here and in give_up_move) rather than the node's file removed.
+    const bool restripe = current->pool == pool;
     std::optional<Placement> source;
     if (current->pool != kWithShard) source = placement_of(*current);
     const std::uint64_t resumed_at = resuming ? current->moved_bytes : 0;
-    if (!resuming) {
+    if (!resuming && !restripe) {
       // Units an earlier move left behind on the target's nodes must not show through holes.
       // Before writes go there too: a write from then on must not be cut.
       auto clearing = offload([this, inode, target] {
@@ -1002,11 +1002,14 @@ class StoreImpl final : public LocalStore {
     const Result<Attributes> attributes = co_await std::move(sizing);
     if (copied.ok()) copied = attributes.status();
     const std::uint64_t size = attributes.ok() ? attributes->size : 0;
+    // A restripe's copy covers the last unit whole: the new owners' files may hold units a
+    // restripe given up left there, which must not show past the end when the file grows.
+    const std::uint64_t copy_end = restripe ? whole_units(size, target.stripe_unit) : size;
     const auto start = std::chrono::steady_clock::now();
     int redone = 0;
     std::uint64_t repeated = 0;  // bytes copied again, which count for the pace too
-    for (std::uint64_t at = resumed_at; copied.ok() && at < size;) {
-      const std::uint64_t end = std::min(size, at + kWatermarkBytes);
+    for (std::uint64_t at = resumed_at; copied.ok() && at < copy_end;) {
+      const std::uint64_t end = std::min(copy_end, at + kWatermarkBytes);
       // A node that restarted before the range was synced may have lost some of it: the range
       // is copied again rather than counted.
       const std::uint64_t restarts = pools_->restarts();
@@ -1065,10 +1068,19 @@ class StoreImpl final : public LocalStore {
       co_return switched.status();
     }
     // Readers that began under the old layout finish before its data goes.
-    auto freeing = offload([this, inode, source] {
+    auto resizing = getattr(inode);
+    const Result<Attributes> now = co_await std::move(resizing);
+    const std::uint64_t end = whole_units(now.ok() ? now->size : size, target.stripe_unit);
+    auto freeing = offload([this, inode, source, target, restripe, end] {
       std::shared_lock gate(mirror_gate_);
       std::unique_lock slot(move_slot(inode));
-      if (source) {
+      if (restripe) {
+        // Units the old placement alone had on a node are left there, never read, if it fails.
+        if (Status s = pools_->drop_units(*source, target, inode, 0, end); !s.ok()) {
+          spdlog::warn("inode {}: some units its old placement had stay on their nodes: {}", inode,
+                       s.to_string());
+        }
+      } else if (source) {
         pools_->remove(*source, inode);
       } else {
         remove_shard_data(inode);
@@ -1077,7 +1089,8 @@ class StoreImpl final : public LocalStore {
     });
     (void)co_await std::move(freeing);
     if (!switched.ok()) co_return switched.status();
-    spdlog::info("inode {}: its data moved from {} to pool {} ({} copies){}", inode,
+    spdlog::info("inode {}: its data {} from {} to pool {} ({} copies){}", inode,
+                 restripe ? "restriped" : "moved",
                  source ? "pool " + source->pool : std::string("its shard"), target.pool,
                  target.copies,
                  resumed_at > 0 ? ", gone on from byte " + std::to_string(resumed_at) : "");
@@ -1460,6 +1473,22 @@ class StoreImpl final : public LocalStore {
   // to its target, and the target's units are freed. When the watermark cannot go, the move
   // stays as a crash would have left it.
   awaitable<Status> give_up_move(InodeId inode, const Placement& target) {
+    // A restripe given up leaves the units it wrote on nodes its placement added: they go
+    // first, as they could show through holes in a later restripe's, and until they are gone
+    // the move is not forgotten. Every unit past the file's end is gone already: truncations
+    // cut both placements.
+    if (const std::optional<Placement> placed = where_of(inode).placed;
+        placed && placed->pool == target.pool) {
+      auto sizing = getattr(inode);
+      const Result<Attributes> attributes = co_await std::move(sizing);
+      TP_CO_RETURN_IF_ERROR(attributes.status());
+      auto dropping = offload([this, inode, from = target, keep = *placed,
+                               end = whole_units(attributes->size, target.stripe_unit)] {
+        std::unique_lock slot(move_slot(inode));
+        return pools_->drop_units(from, keep, inode, 0, end);
+      });
+      TP_CO_RETURN_IF_ERROR(co_await std::move(dropping));
+    }
     auto forgetting =
         shard_.run<bool>(true, [inode](Database& db, AfterCommit&) -> Result<bool> {
           TP_RETURN_IF_ERROR(forget_move(db, inode));
@@ -1467,13 +1496,20 @@ class StoreImpl final : public LocalStore {
         });
     const Result<bool> forgot = co_await std::move(forgetting);
     TP_CO_RETURN_IF_ERROR(forgot.status());
+    const std::optional<Placement> placed = where_of(inode).placed;
     end_move(inode, target, false);
+    if (placed && placed->pool == target.pool) co_return Status{};
     auto freeing = offload([this, inode, target] {
       std::unique_lock slot(move_slot(inode));
       pools_->remove(target, inode);
       return Status{};
     });
     co_return co_await std::move(freeing);
+  }
+
+  // `size` rounded up to whole stripe units.
+  static std::uint64_t whole_units(std::uint64_t size, std::uint32_t stripe_unit) {
+    return stripe_unit == 0 ? size : (size + stripe_unit - 1) / stripe_unit * stripe_unit;
   }
 
   // Bytes [at, end) of a move's copy; its pace counts from `start`, when the copy began, and
@@ -1486,7 +1522,7 @@ class StoreImpl final : public LocalStore {
   };
   // On the pool: copies a range of the file's data, a chunk at a time under its move slot, from
   // `source` (null: the shard's own copy) to `target`, at most `bytes_per_second` (0: no
-  // limit), and makes it durable there. Holes are left holes.
+  // limit), and makes it durable there. Holes are left holes (made holes, within a pool).
   Status copy_data(InodeId inode, const std::optional<Placement>& source, const Placement& target,
                    const CopyRange& range, std::uint64_t bytes_per_second) {
     std::vector<std::uint8_t> chunk(kCopyChunkBytes);
@@ -1497,7 +1533,14 @@ class StoreImpl final : public LocalStore {
       std::unique_lock slot(move_slot(inode));
       TP_RETURN_IF_ERROR(source ? pools_->read(*source, inode, at, piece, behind_of(inode))
                                 : read_with_shard(inode, at, piece));
-      if (std::all_of(piece.begin(), piece.end(), [](std::uint8_t b) { return b == 0; })) continue;
+      if (std::all_of(piece.begin(), piece.end(), [](std::uint8_t b) { return b == 0; })) {
+        // Within a pool the new owners' files were not cleared: a hole is made where they may
+        // hold a unit a restripe given up left.
+        if (source && source->pool == target.pool) {
+          TP_RETURN_IF_ERROR(pools_->drop_units(target, *source, inode, at, at + piece.size()));
+        }
+        continue;
+      }
       TP_RETURN_IF_ERROR(pools_->write(target, inode, at, piece, false));
       slot.unlock();
       // Keeps to the job's pace: this store thread waits, the file's readers and writers don't.

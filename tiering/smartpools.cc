@@ -248,8 +248,8 @@ class Walk {
         hooks_.pool_for(wanted.storage_target, layout->pool);
     const bool in_place = destination == layout->pool;
     bool misplaced = !in_place || layout->protection != wanted.protection;
-    // Only a move to another pool is made; within its pool a file keeps its protection.
-    const bool movable = destination && *destination != store::kWithShard && !in_place;
+    // A move to another pool, or a restripe within its pool to another protection.
+    const bool movable = destination && *destination != store::kWithShard;
     bool moved = false;
     store::Move move;
     if (misplaced && movable && !job_.dry_run) {

@@ -637,6 +637,29 @@ Status DataFiles::truncate(std::uint64_t inode, std::uint64_t size) {
   return {};
 }
 
+Status DataFiles::drop(std::uint64_t inode, std::uint64_t offset, std::uint64_t length) {
+  if (offset % kChecksumBlock != 0 || length % kChecksumBlock != 0 ||
+      offset > kChecksumTableOffset || length > kChecksumTableOffset - offset) {
+    return error(Errc::invalid_argument, "a hole of whole checksum blocks within the data");
+  }
+  if (length == 0) return {};
+  TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, false));
+  if (!descriptor) return {};
+  const int fd = descriptor->fd;
+  const BlockSpan span = BlockSpan::of(offset, length);
+  RegionLocks locked(region_locks_, inode, span);
+  Status dropped = punch(fd, offset, length);
+  if (dropped.ok()) {
+    dropped = punch(fd, checksum_offset(span.first),
+                    checksum_offset(span.first + span.count) - checksum_offset(span.first));
+  }
+  // Even a punch that failed half-way may have changed some of the data.
+  forget_units(inode, span);
+  TP_RETURN_IF_ERROR(dropped);
+  if (::fdatasync(fd) != 0) return errno_status("sync data file", errno);
+  return {};
+}
+
 Result<std::vector<std::uint64_t>> DataFiles::list() const {
   std::vector<std::uint64_t> inodes;
   std::error_code ec;

@@ -186,6 +186,22 @@ TEST_P(DataFilesTest, ConcurrentWritersOfOneBlockLeaveItVerifiable) {
   EXPECT_EQ(files_->checksum_failures(), 0u);
 }
 
+TEST_P(DataFilesTest, ADroppedRangeReadsAsZerosAndTheRestStaysVerifiable) {
+  const auto bytes = random_bytes(5 * kChecksumBlock);
+  ASSERT_TRUE(files_->write(14, 0, bytes).ok());
+  EXPECT_EQ(read(14, 0, bytes.size()), bytes);  // an L2 keeps what a second read asks for
+  EXPECT_EQ(files_->drop(14, 100, kChecksumBlock).code(), Errc::invalid_argument);
+  ASSERT_TRUE(files_->drop(14, kChecksumBlock, 2 * kChecksumBlock).ok());
+  auto expected = bytes;
+  std::fill(expected.begin() + kChecksumBlock, expected.begin() + 3 * kChecksumBlock, 0);
+  EXPECT_EQ(read(14, 0, bytes.size()), expected);
+  EXPECT_EQ(files_->checksum_failures(), 0u);
+  ASSERT_TRUE(files_->write(14, kChecksumBlock + 10, std::vector<std::uint8_t>(20, 9)).ok());
+  std::fill(expected.begin() + kChecksumBlock + 10, expected.begin() + kChecksumBlock + 30, 9);
+  EXPECT_EQ(read(14, 0, bytes.size()), expected);
+  EXPECT_EQ(files_->checksum_failures(), 0u);
+}
+
 TEST_P(DataFilesTest, RemovedFileReadsAsZeros) {
   ASSERT_TRUE(files_->write(13, 0, random_bytes(100)).ok());
   ASSERT_TRUE(files_->sync(13).ok());
