@@ -126,8 +126,8 @@ Result<xdr::Buffer> UnitStore::serve(std::uint32_t method, std::span<const std::
       files->remove(request.inode);
       return xdr::Buffer{};
     case UnitMethod::drop:
-      if (request.value > kMaxFileSize - request.offset) {
-        return malformed("a hole past the largest file");
+      if (request.value > kMaxDropBytes || request.value > kMaxFileSize - request.offset) {
+        return malformed("a hole larger than a message makes, or past the largest file");
       }
       TP_RETURN_IF_ERROR(files->drop(request.inode, request.offset, request.value));
       return xdr::Buffer{};
@@ -265,15 +265,13 @@ Status PoolData::write_units(const Placement& where, InodeId inode, std::uint64_
 std::vector<MissedCopy> PoolData::copies_down(const Placement& where, InodeId inode,
                                               std::uint64_t offset, std::uint64_t length) const {
   std::vector<MissedCopy> down;
-  if (where.stripe_unit == 0 || length == 0) return down;
-  const cluster::Ring ring(where.nodes);
-  for (std::uint64_t unit = offset / where.stripe_unit;
-       unit <= (offset + length - 1) / where.stripe_unit; ++unit) {
-    for (cluster::NodeId node : ring.owners(cluster::Ring::key_of(inode, unit),
-                                            std::max<std::uint32_t>(where.copies, 1))) {
-      if (!peers_->is_up(node)) down.push_back({node, unit});
-    }
-  }
+  for_each_unit_owners(where, inode, offset, offset + length,
+                       [&](std::uint64_t unit, const std::vector<cluster::NodeId>& owners) {
+                         for (cluster::NodeId node : owners) {
+                           if (!peers_->is_up(node)) down.push_back({node, unit});
+                         }
+                         return true;
+                       });
   return down;
 }
 
@@ -385,73 +383,88 @@ Result<std::vector<cluster::NodeId>> PoolData::sync_past_down(const Placement& w
   return missed;
 }
 
+void PoolData::for_each_unit_owners(
+    const Placement& where, InodeId inode, std::uint64_t begin, std::uint64_t end,
+    const std::function<bool(std::uint64_t unit, const std::vector<cluster::NodeId>& owners)>&
+        visit) {
+  if (where.stripe_unit == 0 || begin >= end) return;
+  const cluster::Ring ring(where.nodes);
+  for (std::uint64_t unit = begin / where.stripe_unit; unit <= (end - 1) / where.stripe_unit;
+       ++unit) {
+    const std::vector<cluster::NodeId> owners =
+        ring.owners(cluster::Ring::key_of(inode, unit), std::max<std::uint32_t>(where.copies, 1));
+    if (!visit(unit, owners)) return;
+  }
+}
+
 bool PoolData::every_unit_kept(const Placement& where, InodeId inode, std::uint64_t end,
                                const std::vector<cluster::NodeId>& missed,
                                const CopyBehind& behind) const {
   if (where.stripe_unit == 0) return false;
-  const std::uint64_t units = (end + where.stripe_unit - 1) / where.stripe_unit;
-  const cluster::Ring ring(where.nodes);
-  for (std::uint64_t unit = 0; unit < units; ++unit) {
-    const std::vector<cluster::NodeId> nodes =
-        ring.owners(cluster::Ring::key_of(inode, unit), std::max<std::uint32_t>(where.copies, 1));
-    const bool kept = std::any_of(nodes.begin(), nodes.end(), [&](cluster::NodeId node) {
-      return std::find(missed.begin(), missed.end(), node) == missed.end() &&
-             !(behind && behind(node, unit));
-    });
-    if (!kept) return false;
-  }
-  return true;
+  bool kept = true;
+  for_each_unit_owners(
+      where, inode, 0, end, [&](std::uint64_t unit, const std::vector<cluster::NodeId>& owners) {
+        kept = std::any_of(owners.begin(), owners.end(), [&](cluster::NodeId node) {
+          return std::find(missed.begin(), missed.end(), node) == missed.end() &&
+                 !(behind && behind(node, unit));
+        });
+        return kept;
+      });
+  return kept;
 }
 
 std::vector<std::uint64_t> PoolData::units_held_by(const Placement& where, InodeId inode,
                                                    cluster::NodeId node, std::uint64_t end) const {
   std::vector<std::uint64_t> held;
-  if (where.stripe_unit == 0) return held;
-  const std::uint64_t units = (end + where.stripe_unit - 1) / where.stripe_unit;
-  const cluster::Ring ring(where.nodes);
-  for (std::uint64_t unit = 0; unit < units; ++unit) {
-    const std::vector<cluster::NodeId> nodes =
-        ring.owners(cluster::Ring::key_of(inode, unit), std::max<std::uint32_t>(where.copies, 1));
-    if (std::find(nodes.begin(), nodes.end(), node) != nodes.end()) held.push_back(unit);
-  }
+  for_each_unit_owners(where, inode, 0, end,
+                       [&](std::uint64_t unit, const std::vector<cluster::NodeId>& owners) {
+                         if (std::find(owners.begin(), owners.end(), node) != owners.end()) {
+                           held.push_back(unit);
+                         }
+                         return true;
+                       });
   return held;
 }
 
 Status PoolData::drop_units(const Placement& from, const Placement& keep, InodeId inode,
-                            std::uint64_t begin, std::uint64_t end) {
+                            std::uint64_t begin, std::uint64_t end, const CopyBehind& behind) {
   if (from.stripe_unit == 0 || from.stripe_unit != keep.stripe_unit || begin >= end) return {};
-  // Per node, runs of consecutive units: one message each.
+  // Per node, runs of consecutive units: as few messages as the bound on each allows.
   std::map<cluster::NodeId, std::vector<std::pair<std::uint64_t, std::uint64_t>>> runs;
-  const cluster::Ring from_ring(from.nodes);
   const cluster::Ring keep_ring(keep.nodes);
-  for (std::uint64_t unit = begin / from.stripe_unit; unit <= (end - 1) / from.stripe_unit;
-       ++unit) {
-    const std::uint64_t key = cluster::Ring::key_of(inode, unit);
-    const std::vector<cluster::NodeId> kept =
-        keep_ring.owners(key, std::max<std::uint32_t>(keep.copies, 1));
-    for (cluster::NodeId node : from_ring.owners(key, std::max<std::uint32_t>(from.copies, 1))) {
-      if (std::find(kept.begin(), kept.end(), node) != kept.end()) continue;
-      auto& node_runs = runs[node];
-      if (!node_runs.empty() && node_runs.back().second == unit) {
-        ++node_runs.back().second;
-      } else {
-        node_runs.emplace_back(unit, unit + 1);
-      }
-    }
-  }
+  for_each_unit_owners(
+      from, inode, begin, end, [&](std::uint64_t unit, const std::vector<cluster::NodeId>& owners) {
+        const std::vector<cluster::NodeId> kept = keep_ring.owners(
+            cluster::Ring::key_of(inode, unit), std::max<std::uint32_t>(keep.copies, 1));
+        for (cluster::NodeId node : owners) {
+          if (std::find(kept.begin(), kept.end(), node) != kept.end() &&
+              !(behind && behind(node, unit))) {
+            continue;
+          }
+          auto& node_runs = runs[node];
+          if (!node_runs.empty() && node_runs.back().second == unit) {
+            ++node_runs.back().second;
+          } else {
+            node_runs.emplace_back(unit, unit + 1);
+          }
+        }
+        return true;
+      });
   Status first;
   for (const auto& [node, node_runs] : runs) {
     for (const auto& [first_unit, end_unit] : node_runs) {
-      const Status dropped =
-          peers_
-              ->call(node, UnitMethod::drop,
-                     encode_unit_request({from.pool,
-                                          inode,
-                                          first_unit * from.stripe_unit,
-                                          (end_unit - first_unit) * from.stripe_unit,
-                                          {}}))
-              .status();
-      if (!dropped.ok() && first.ok()) first = dropped;
+      // Only [begin, end) of the run's first and last units.
+      std::uint64_t at = std::max(begin, first_unit * from.stripe_unit);
+      const std::uint64_t stop = std::min(end, end_unit * from.stripe_unit);
+      while (at < stop) {
+        const std::uint64_t length = std::min(stop - at, kMaxDropBytes);
+        const Status dropped = peers_
+                                   ->call(node, UnitMethod::drop,
+                                          encode_unit_request({from.pool, inode, at, length, {}}))
+                                   .status();
+        if (!dropped.ok() && first.ok()) first = dropped;
+        at += length;
+      }
     }
   }
   return first;

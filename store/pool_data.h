@@ -56,6 +56,8 @@ enum class UnitMethod : std::uint32_t {
   repair,     // pool, inode, offset, bytes: whole checksum blocks put back where they fail
   drop,       // pool, inode, offset, length (value): whole checksum blocks made a hole
 };
+// The most bytes one drop message makes a hole of.
+inline constexpr std::uint64_t kMaxDropBytes = std::uint64_t{1} << 30;
 inline constexpr std::uint32_t kLastUnitMethod = static_cast<std::uint32_t>(UnitMethod::drop);
 // The most pools one node keeps units of.
 inline constexpr std::size_t kMaxUnitPools = 4;
@@ -192,11 +194,12 @@ class PoolData {
   // The units of [0, end) that `node` holds copies of.
   std::vector<std::uint64_t> units_held_by(const Placement& where, InodeId inode,
                                            cluster::NodeId node, std::uint64_t end) const;
-  // Within one pool: makes each unit of [begin, end) a hole on the nodes `from` places it on and
-  // `keep` does not (what a restripe leaves behind, or a given-up one wrote). Tries every node;
-  // the first failure is returned.
+  // Within one pool: makes [begin, end) (whole checksum blocks) of each unit a hole on the
+  // nodes `from` places it on and `keep` does not, or does with a copy `behind` (what a restripe
+  // leaves behind, or a given-up one wrote). Durable once the nodes sync the file. Tries every
+  // node; the first failure is returned.
   Status drop_units(const Placement& from, const Placement& keep, InodeId inode,
-                    std::uint64_t begin, std::uint64_t end);
+                    std::uint64_t begin, std::uint64_t end, const CopyBehind& behind);
   // Puts a good copy of the whole unit (one not `behind`, not `node`'s) on `node`, durably.
   // io_error when there is no good copy to read; the write's own error otherwise.
   Status copy_unit_to(const Placement& where, InodeId inode, std::uint64_t unit,
@@ -208,6 +211,12 @@ class PoolData {
  private:
   // Calls `visit` for each unit's piece of [offset, offset + length): the unit, where the piece
   // starts in the range, and its length; stops at the first failure.
+  // Calls `visit` with each unit of [begin, end) of the file and its owners, in order, until it
+  // returns false.
+  static void for_each_unit_owners(
+      const Placement& where, InodeId inode, std::uint64_t begin, std::uint64_t end,
+      const std::function<bool(std::uint64_t unit, const std::vector<cluster::NodeId>& owners)>&
+          visit);
   static Status for_each_unit(std::uint32_t stripe_unit, std::uint64_t offset, std::size_t length,
                        const std::function<Status(std::uint64_t unit, std::size_t done,
                                                   std::size_t piece)>& visit);

@@ -247,6 +247,7 @@ class MigrateTest : public ::testing::Test {
     options.threads = 2;
     options.peers = nodes_;
     options.placement = placement_;
+    options.stripe_unit_bytes = stripe_unit_;
     options.reads = shard_reads_;
     options.integrity = integrity_;
     auto opened = Store::open(options);
@@ -309,6 +310,7 @@ class MigrateTest : public ::testing::Test {
   const std::shared_ptr<IntegrityCounters> integrity_ = std::make_shared<IntegrityCounters>();
   std::unique_ptr<LocalStore> store_;
   int files_ = 0;
+  std::uint32_t stripe_unit_ = kUnit;  // of new files, from the next reopen()
 };
 
 TEST_F(MigrateTest, AFileMovesFromItsShardToAPoolAndBetweenPoolsKeepingEveryByte) {
@@ -677,6 +679,26 @@ TEST_F(MigrateTest, ARestripeToMoreCopiesKeepsEveryByteAndLeavesNoUnitWhereItNoL
       EXPECT_TRUE(std::all_of(read->begin(), read->end(), [](std::uint8_t b) { return b == 0; }))
           << "unit " << unit << " stays on node " << node;
     }
+  }
+}
+
+TEST_F(MigrateTest, ARestripeOfUnitsLargerThanItsChunksKeepsEveryByte) {
+  stripe_unit_ = 4u << 20;
+  reopen();
+  const auto bytes = PoolDataTest::random_bytes(100'000, 42);
+  const InodeId inode = file_with(bytes);
+  ASSERT_TRUE(migrate(inode, "f800").ok());
+  auto restriped = migrate(inode, "f800", 3);
+  ASSERT_TRUE(restriped.ok()) << restriped.status().to_string();
+  const Placement at_three{"f800", 3, stripe_unit_, restriped->layout.nodes};
+  PoolData direct(nodes_, integrity_);
+  for (cluster::NodeId node : restriped->layout.nodes) {
+    std::vector<std::uint8_t> got(bytes.size());
+    ASSERT_TRUE(direct
+                    .read(at_three, inode, 0, got,
+                          [node](cluster::NodeId from, std::uint64_t) { return from != node; })
+                    .ok());
+    EXPECT_EQ(got, bytes) << "node " << node;
   }
 }
 

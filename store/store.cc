@@ -978,19 +978,27 @@ class StoreImpl final : public LocalStore {
     }
     if (target.nodes.empty()) co_return error(Errc::unavailable, "node pool '" + pool + "' has no node");
     // Within its pool (another protection: a restripe), the old and new placements share each
-    // node's file of the file's units: nothing is cleared first, the copy goes over whole units
-    // (copy_data), and what either placement alone holds on a node is made a hole unit by unit
-    // (drop_units, here and in give_up_move) rather than the node's file removed.
+    // node's file of the file's units: only nodes new to the pool are cleared first, the copy
+    // goes over whole units (copy_data), and what either placement alone holds on a node is
+    // made a hole unit by unit (drop_units, here and in give_up_move) rather than the node's
+    // file removed.
     const bool restripe = current->pool == pool;
     std::optional<Placement> source;
     if (current->pool != kWithShard) source = placement_of(*current);
     const std::uint64_t resumed_at = resuming ? current->moved_bytes : 0;
-    if (!resuming && !restripe) {
+    if (!resuming) {
       // Units an earlier move left behind on the target's nodes must not show through holes.
-      // Before writes go there too: a write from then on must not be cut.
-      auto clearing = offload([this, inode, target] {
+      // Before writes go there too: a write from then on must not be cut. Within the pool, only
+      // the nodes the old placement does not have: the others' files hold its units.
+      Placement cleared = target;
+      if (restripe) {
+        std::erase_if(cleared.nodes, [&](cluster::NodeId node) {
+          return std::find(source->nodes.begin(), source->nodes.end(), node) != source->nodes.end();
+        });
+      }
+      auto clearing = offload([this, inode, cleared] {
         std::unique_lock slot(move_slot(inode));
-        return pools_->truncate(target, inode, 0);
+        return pools_->truncate(cleared, inode, 0);
       });
       TP_CO_RETURN_IF_ERROR(co_await std::move(clearing));
     }
@@ -1072,15 +1080,19 @@ class StoreImpl final : public LocalStore {
     const Result<Attributes> now = co_await std::move(resizing);
     const std::uint64_t end = whole_units(now.ok() ? now->size : size, target.stripe_unit);
     auto freeing = offload([this, inode, source, target, restripe, end] {
-      std::shared_lock gate(mirror_gate_);
-      std::unique_lock slot(move_slot(inode));
       if (restripe) {
-        // Units the old placement alone had on a node are left there, never read, if it fails.
-        if (Status s = pools_->drop_units(*source, target, inode, 0, end); !s.ok()) {
+        // Readers of the new placement never ask the nodes losing units: once the old one's
+        // are done, the units go without holding the slot. One that stays is never read.
+        drain_slot(inode);
+        if (Status s = pools_->drop_units(*source, target, inode, 0, end, nullptr); !s.ok()) {
           spdlog::warn("inode {}: some units its old placement had stay on their nodes: {}", inode,
                        s.to_string());
         }
-      } else if (source) {
+        return Status{};
+      }
+      std::shared_lock gate(mirror_gate_);
+      std::unique_lock slot(move_slot(inode));
+      if (source) {
         pools_->remove(*source, inode);
       } else {
         remove_shard_data(inode);
@@ -1473,22 +1485,6 @@ class StoreImpl final : public LocalStore {
   // to its target, and the target's units are freed. When the watermark cannot go, the move
   // stays as a crash would have left it.
   awaitable<Status> give_up_move(InodeId inode, const Placement& target) {
-    // A restripe given up leaves the units it wrote on nodes its placement added: they go
-    // first, as they could show through holes in a later restripe's, and until they are gone
-    // the move is not forgotten. Every unit past the file's end is gone already: truncations
-    // cut both placements.
-    if (const std::optional<Placement> placed = where_of(inode).placed;
-        placed && placed->pool == target.pool) {
-      auto sizing = getattr(inode);
-      const Result<Attributes> attributes = co_await std::move(sizing);
-      TP_CO_RETURN_IF_ERROR(attributes.status());
-      auto dropping = offload([this, inode, from = target, keep = *placed,
-                               end = whole_units(attributes->size, target.stripe_unit)] {
-        std::unique_lock slot(move_slot(inode));
-        return pools_->drop_units(from, keep, inode, 0, end);
-      });
-      TP_CO_RETURN_IF_ERROR(co_await std::move(dropping));
-    }
     auto forgetting =
         shard_.run<bool>(true, [inode](Database& db, AfterCommit&) -> Result<bool> {
           TP_RETURN_IF_ERROR(forget_move(db, inode));
@@ -1498,14 +1494,34 @@ class StoreImpl final : public LocalStore {
     TP_CO_RETURN_IF_ERROR(forgot.status());
     const std::optional<Placement> placed = where_of(inode).placed;
     end_move(inode, target, false);
-    if (placed && placed->pool == target.pool) co_return Status{};
-    auto freeing = offload([this, inode, target] {
-      std::unique_lock slot(move_slot(inode));
-      pools_->remove(target, inode);
+    if (!placed || placed->pool != target.pool) {
+      auto freeing = offload([this, inode, target] {
+        std::unique_lock slot(move_slot(inode));
+        pools_->remove(target, inode);
+        return Status{};
+      });
+      co_return co_await std::move(freeing);
+    }
+    // A restripe given up: the units it wrote on nodes its placement alone has are never read,
+    // and a later restripe writes or drops every unit it adds; they go, as far as they can.
+    auto sizing = getattr(inode);
+    const Result<Attributes> attributes = co_await std::move(sizing);
+    if (!attributes.ok()) co_return Status{};
+    auto dropping = offload([this, inode, target, keep = *placed,
+                             end = whole_units(attributes->size, target.stripe_unit)] {
+      drain_slot(inode);
+      if (Status s = pools_->drop_units(target, keep, inode, 0, end, nullptr); !s.ok()) {
+        spdlog::warn("inode {}: some units a restripe given up wrote stay on their nodes: {}",
+                     inode, s.to_string());
+      }
       return Status{};
     });
-    co_return co_await std::move(freeing);
+    co_return co_await std::move(dropping);
   }
+
+  // Waits for the operations holding the file's move slot when it is called, and lets the
+  // ones after go on: those began under a layout already changed.
+  void drain_slot(InodeId inode) { std::unique_lock slot(move_slot(inode)); }
 
   // `size` rounded up to whole stripe units.
   static std::uint64_t whole_units(std::uint64_t size, std::uint32_t stripe_unit) {
@@ -1535,9 +1551,10 @@ class StoreImpl final : public LocalStore {
                                 : read_with_shard(inode, at, piece));
       if (std::all_of(piece.begin(), piece.end(), [](std::uint8_t b) { return b == 0; })) {
         // Within a pool the new owners' files were not cleared: a hole is made where they may
-        // hold a unit a restripe given up left.
+        // hold a unit a restripe given up left, and on owners whose copy is behind.
         if (source && source->pool == target.pool) {
-          TP_RETURN_IF_ERROR(pools_->drop_units(target, *source, inode, at, at + piece.size()));
+          TP_RETURN_IF_ERROR(
+              pools_->drop_units(target, *source, inode, at, at + piece.size(), behind_of(inode)));
         }
         continue;
       }

@@ -655,9 +655,7 @@ Status DataFiles::drop(std::uint64_t inode, std::uint64_t offset, std::uint64_t 
   }
   // Even a punch that failed half-way may have changed some of the data.
   forget_units(inode, span);
-  TP_RETURN_IF_ERROR(dropped);
-  if (::fdatasync(fd) != 0) return errno_status("sync data file", errno);
-  return {};
+  return dropped;
 }
 
 Result<std::vector<std::uint64_t>> DataFiles::list() const {

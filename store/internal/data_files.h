@@ -101,8 +101,9 @@ class DataFiles {
   Status sync_all();
   // Cuts the data at `size` (and makes the cut durable); later reads past it give zeros.
   Status truncate(std::uint64_t inode, std::uint64_t size);
-  // Makes whole checksum blocks [offset, offset + length) a hole (durably): they read as zeros,
-  // as never written. invalid_argument unless both are multiples of kChecksumBlock.
+  // Makes whole checksum blocks [offset, offset + length) a hole: they read as zeros, as never
+  // written; durable with the next sync(). invalid_argument unless both are multiples of
+  // kChecksumBlock.
   Status drop(std::uint64_t inode, std::uint64_t offset, std::uint64_t length);
   // Removes the file; a missing file is fine.
   void remove(std::uint64_t inode);

@@ -187,17 +187,21 @@ TEST_P(DataFilesTest, ConcurrentWritersOfOneBlockLeaveItVerifiable) {
 }
 
 TEST_P(DataFilesTest, ADroppedRangeReadsAsZerosAndTheRestStaysVerifiable) {
-  const auto bytes = random_bytes(5 * kChecksumBlock);
+  const auto bytes = random_bytes(2 * kCachedUnitBytes);
   ASSERT_TRUE(files_->write(14, 0, bytes).ok());
-  EXPECT_EQ(read(14, 0, bytes.size()), bytes);  // an L2 keeps what a second read asks for
+  // Read twice: an L2 keeps the units a second read asks for.
+  EXPECT_EQ(read(14, 0, bytes.size()), bytes);
+  EXPECT_EQ(read(14, 0, bytes.size()), bytes);
   EXPECT_EQ(files_->drop(14, 100, kChecksumBlock).code(), Errc::invalid_argument);
-  ASSERT_TRUE(files_->drop(14, kChecksumBlock, 2 * kChecksumBlock).ok());
+  ASSERT_TRUE(files_->drop(14, kCachedUnitBytes + kChecksumBlock, 2 * kChecksumBlock).ok());
   auto expected = bytes;
-  std::fill(expected.begin() + kChecksumBlock, expected.begin() + 3 * kChecksumBlock, 0);
+  std::fill(expected.begin() + kCachedUnitBytes + kChecksumBlock,
+            expected.begin() + kCachedUnitBytes + 3 * kChecksumBlock, 0);
   EXPECT_EQ(read(14, 0, bytes.size()), expected);
   EXPECT_EQ(files_->checksum_failures(), 0u);
-  ASSERT_TRUE(files_->write(14, kChecksumBlock + 10, std::vector<std::uint8_t>(20, 9)).ok());
-  std::fill(expected.begin() + kChecksumBlock + 10, expected.begin() + kChecksumBlock + 30, 9);
+  const std::uint64_t patched = kCachedUnitBytes + kChecksumBlock + 10;
+  ASSERT_TRUE(files_->write(14, patched, std::vector<std::uint8_t>(20, 9)).ok());
+  std::fill(expected.begin() + patched, expected.begin() + patched + 20, 9);
   EXPECT_EQ(read(14, 0, bytes.size()), expected);
   EXPECT_EQ(files_->checksum_failures(), 0u);
 }

@@ -81,13 +81,7 @@ class CacheLawTest : public ::testing::Test {
       ASSERT_FALSE(cluster_->root_via(node).empty());
     }
     // New files go to the pool of every node.
-    for (const std::vector<std::string>& command :
-         {std::vector<std::string>{"storagepool", "tiers", "create", "hot-tier", "--children",
-                                   "f800"},
-          {"filepool", "default-policy", "modify", "--data-storage-target", "hot-tier"}}) {
-      const Ran ran = cluster_->tide(1, command);
-      ASSERT_EQ(ran.exit_code, 0) << ran.output;
-    }
+    ASSERT_NO_FATAL_FAILURE(cluster_->place_new_files_in("f800"));
   }
 
   CacheCounts counts() {

@@ -169,4 +169,13 @@ std::pair<std::uint64_t, std::uint64_t> TideCluster::wait_for_full_protection(
   return {0, 0};
 }
 
+void TideCluster::place_new_files_in(const std::string& pool) {
+  for (const std::vector<std::string>& command :
+       {std::vector<std::string>{"storagepool", "tiers", "create", "hot-tier", "--children", pool},
+        {"filepool", "default-policy", "modify", "--data-storage-target", "hot-tier"}}) {
+    const Ran ran = tide(1, command);
+    ASSERT_EQ(ran.exit_code, 0) << ran.output;
+  }
+}
+
 }  // namespace tidepool::test

@@ -38,6 +38,9 @@ class TideCluster {
   bool start(std::string* error);
   // `tide cluster create` on node 1, then `add-node` for every other; gtest failures if not.
   void form();
+  // A tier `hot-tier` of `pool`, made the default policy's storage target through node 1, so
+  // that new files go to that pool; gtest failures if not.
+  void place_new_files_in(const std::string& pool);
 
   std::size_t size() const { return nodes_.size(); }
   TidedNode& node(std::size_t id) { return *nodes_.at(id - 1); }
