@@ -1313,7 +1313,10 @@ class StoreImpl final : public LocalStore {
         }
       }
     }
-    for (const auto& [inode, node] : due) {
+    for (const auto& due_copy : due) {
+      // Named, not bound: lambdas capture them (clang does not capture structured bindings).
+      const InodeId inode = due_copy.first;
+      const cluster::NodeId node = due_copy.second;
       if (closed_.load()) break;
       auto sizing = getattr(inode);
       const Result<Attributes> attributes = co_await std::move(sizing);
