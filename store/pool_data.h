@@ -12,10 +12,10 @@
 // layout, so that a node joining or leaving the pool never changes where a unit is looked for.
 // While an owner is down, a write goes on to the others (write_past_down) and tells its caller
 // which copies it missed; the home keeps those copies as behind, reads none of them, and copies
-// the units to the node when it is back (copy_unit_to). A write that no owner of some unit with a
-// copy that is not behind took fails as unavailable (NFS3ERR_JUKEBOX, retry later), as every
-// write does where copies must not fall behind (write: the target of a move). Reads go to the
-// owners that are up first.
+// the units to the node when it is back (copy_unit_to). Such a write still fails as unavailable
+// (NFS3ERR_JUKEBOX, retry later) when some unit's write reached no copy that is not behind; a
+// write where no copy may fall behind (write: the target of a move) fails when any owner is
+// down. Reads go to the owners that are up first.
 //
 // Every node's UnitStore draws a boot id when it starts and answers writes and syncs with it:
 // a node seen with a new one may have lost UNSTABLE data it had taken, and PoolData counts it,
@@ -209,14 +209,14 @@ class PoolData {
   void remove(const Placement& where, InodeId inode);
 
  private:
-  // Calls `visit` for each unit's piece of [offset, offset + length): the unit, where the piece
-  // starts in the range, and its length; stops at the first failure.
   // Calls `visit` with each unit of [begin, end) of the file and its owners, in order, until it
   // returns false.
   static void for_each_unit_owners(
       const Placement& where, InodeId inode, std::uint64_t begin, std::uint64_t end,
       const std::function<bool(std::uint64_t unit, const std::vector<cluster::NodeId>& owners)>&
           visit);
+  // Calls `visit` for each unit's piece of [offset, offset + length): the unit, where the piece
+  // starts in the range, and its length; stops at the first failure.
   static Status for_each_unit(std::uint32_t stripe_unit, std::uint64_t offset, std::size_t length,
                        const std::function<Status(std::uint64_t unit, std::size_t done,
                                                   std::size_t piece)>& visit);
