@@ -265,6 +265,11 @@ Status PoolData::write_units(const Placement& where, InodeId inode, std::uint64_
 std::vector<MissedCopy> PoolData::copies_down(const Placement& where, InodeId inode,
                                               std::uint64_t offset, std::uint64_t length) const {
   std::vector<MissedCopy> down;
+  // Every write of a placed file asks: with every node up, no owner need be worked out.
+  if (std::all_of(where.nodes.begin(), where.nodes.end(),
+                  [this](cluster::NodeId node) { return peers_->is_up(node); })) {
+    return down;
+  }
   for_each_unit_owners(where, inode, offset, offset + length,
                        [&](std::uint64_t unit, const std::vector<cluster::NodeId>& owners) {
                          for (cluster::NodeId node : owners) {

@@ -280,6 +280,20 @@ class MigrateTest : public ::testing::Test {
   Result<Move> migrate(InodeId inode, const std::string& pool, std::uint32_t copies = 2) {
     return internal::run_to_completion(store_->migrate(inode, pool, copies, 0));
   }
+  // Each node of `where`, read alone (every other copy passed over), gives `bytes` from the
+  // file's start: it holds every unit whole.
+  void expect_every_node_alone_reads(const Placement& where, InodeId inode,
+                                     const std::vector<std::uint8_t>& bytes) {
+    PoolData direct(nodes_, integrity_);
+    for (cluster::NodeId node : where.nodes) {
+      std::vector<std::uint8_t> got(bytes.size());
+      ASSERT_TRUE(direct
+                      .read(where, inode, 0, got,
+                            [node](cluster::NodeId from, std::uint64_t) { return from != node; })
+                      .ok());
+      EXPECT_EQ(got, bytes) << "node " << node;
+    }
+  }
   // Where DataFiles keeps an inode's data under `root`.
   static std::filesystem::path data_file(const std::filesystem::path& root, InodeId inode) {
     char dir[8], name[24];
@@ -657,14 +671,7 @@ TEST_F(MigrateTest, ARestripeToMoreCopiesKeepsEveryByteAndLeavesNoUnitWhereItNoL
   EXPECT_EQ(contents(inode, bytes.size()), bytes);
   // With 3 copies over nodes 1-3, every node holds every unit: each alone reads them all.
   const Placement at_three{"f800", 3, kUnit, restriped->layout.nodes};
-  for (cluster::NodeId node : restriped->layout.nodes) {
-    std::vector<std::uint8_t> got(bytes.size());
-    ASSERT_TRUE(direct
-                    .read(at_three, inode, 0, got,
-                          [node](cluster::NodeId from, std::uint64_t) { return from != node; })
-                    .ok());
-    EXPECT_EQ(got, bytes) << "node " << node;
-  }
+  expect_every_node_alone_reads(at_three, inode, bytes);
 
   // Back to 2 copies: each node keeps only the units it owns; the others are holes.
   ASSERT_TRUE(migrate(inode, "f800", 2).ok());
@@ -691,15 +698,7 @@ TEST_F(MigrateTest, ARestripeOfUnitsLargerThanItsChunksKeepsEveryByte) {
   auto restriped = migrate(inode, "f800", 3);
   ASSERT_TRUE(restriped.ok()) << restriped.status().to_string();
   const Placement at_three{"f800", 3, stripe_unit_, restriped->layout.nodes};
-  PoolData direct(nodes_, integrity_);
-  for (cluster::NodeId node : restriped->layout.nodes) {
-    std::vector<std::uint8_t> got(bytes.size());
-    ASSERT_TRUE(direct
-                    .read(at_three, inode, 0, got,
-                          [node](cluster::NodeId from, std::uint64_t) { return from != node; })
-                    .ok());
-    EXPECT_EQ(got, bytes) << "node " << node;
-  }
+  expect_every_node_alone_reads(at_three, inode, bytes);
 }
 
 // Waits (bounded) until the home has no copy behind; false if it still has.

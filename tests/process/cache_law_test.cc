@@ -74,12 +74,7 @@ class CacheLawTest : public ::testing::Test {
     cluster_ =
         std::make_unique<TideCluster>("law", std::vector<std::string>(kNodes, "f800"), "cache-law",
                                       "", "ram_budget = \"1MiB\"\nl2_budget = \"64MiB\"\n");
-    std::string error;
-    ASSERT_TRUE(cluster_->start(&error)) << error;
-    ASSERT_NO_FATAL_FAILURE(cluster_->form());
-    for (std::size_t node = 1; node <= kNodes; ++node) {
-      ASSERT_FALSE(cluster_->root_via(node).empty());
-    }
+    ASSERT_NO_FATAL_FAILURE(cluster_->start_serving());
     // New files go to the pool of every node.
     ASSERT_NO_FATAL_FAILURE(cluster_->place_new_files_in("f800"));
   }

@@ -56,12 +56,7 @@ class CoherenceTest : public ::testing::Test {
     if (tide_path().empty()) GTEST_SKIP() << "no tide binary in this build";
     cluster_ = std::make_unique<TideCluster>("coherence", std::vector<std::string>(kNodes, "f800"),
                                              "coherence");
-    std::string error;
-    ASSERT_TRUE(cluster_->start(&error)) << error;
-    ASSERT_NO_FATAL_FAILURE(cluster_->form());
-    for (std::size_t node = 1; node <= kNodes; ++node) {
-      ASSERT_FALSE(cluster_->root_via(node).empty());
-    }
+    ASSERT_NO_FATAL_FAILURE(cluster_->start_serving());
   }
 
   std::unique_ptr<TideCluster> cluster_;

@@ -137,12 +137,7 @@ class DegradedWriteTest : public ::testing::Test {
     if (tide_path().empty()) GTEST_SKIP() << "no tide binary in this build";
     cluster_ = std::make_unique<TideCluster>("degraded", std::vector<std::string>(kNodes, "f800"),
                                              "degraded-write");
-    std::string error;
-    ASSERT_TRUE(cluster_->start(&error)) << error;
-    ASSERT_NO_FATAL_FAILURE(cluster_->form());
-    for (std::size_t node = 1; node <= kNodes; ++node) {
-      ASSERT_FALSE(cluster_->root_via(node).empty());
-    }
+    ASSERT_NO_FATAL_FAILURE(cluster_->start_serving());
     ASSERT_NO_FATAL_FAILURE(cluster_->place_new_files_in("f800"));
   }
 

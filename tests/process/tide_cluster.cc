@@ -178,4 +178,11 @@ void TideCluster::place_new_files_in(const std::string& pool) {
   }
 }
 
+void TideCluster::start_serving() {
+  std::string error;
+  ASSERT_TRUE(start(&error)) << error;
+  ASSERT_NO_FATAL_FAILURE(form());
+  for (std::size_t id = 1; id <= size(); ++id) ASSERT_FALSE(root_via(id).empty());
+}
+
 }  // namespace tidepool::test

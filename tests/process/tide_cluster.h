@@ -38,6 +38,9 @@ class TideCluster {
   bool start(std::string* error);
   // `tide cluster create` on node 1, then `add-node` for every other; gtest failures if not.
   void form();
+  // start() and form(), then waits (bounded) until every node serves the namespace; gtest
+  // failures if not.
+  void start_serving();
   // A tier `hot-tier` of `pool`, made the default policy's storage target through node 1, so
   // that new files go to that pool; gtest failures if not.
   void place_new_files_in(const std::string& pool);
