@@ -308,6 +308,7 @@ std::optional<Status> ConfigReader::nfs_key(std::string_view key, const toml::no
 std::optional<Status> ConfigReader::store_key(std::string_view key, const toml::node& value,
                                               const std::string& name) {
   if (key == "threads") return integer(value, name, config_.store_threads, 1, 64);
+  if (key == "shards") return integer(value, name, config_.namespace_shards, 1, 256);
   if (key == "stripe_unit") {
     TP_RETURN_IF_ERROR(size(value, name, config_.stripe_unit_bytes, 4 * kKiB, 16 * kMiB));
     if (!std::has_single_bit(config_.stripe_unit_bytes)) {

@@ -65,6 +65,9 @@ struct NodeConfig {
   // [store]
   std::uint32_t store_threads = 4;               // "threads", 1..64
   std::uint32_t stripe_unit_bytes = 128u << 10;  // "stripe_unit", a power of two 4KiB..16MiB
+  // "shards", 1..256: how many shards the namespace is cut into; fixed when the cluster (or a
+  // node's data directory) is made: later values are not taken
+  std::uint32_t namespace_shards = 1;
   // [sysctl]; keys are quoted dotted names
   bool atime_enabled = true;                           // "efs.bam.atime_enabled"
   std::chrono::seconds atime_grace_period{24 * 3600};  // "efs.bam.atime_grace_period"

@@ -16,6 +16,7 @@ using nlohmann::json;
 constexpr std::string_view kAtimeEnabled = "efs.bam.atime_enabled";
 constexpr std::string_view kAtimeGracePeriod = "efs.bam.atime_grace_period";
 constexpr std::string_view kTransferLimit = "efs.smartpools.transfer_limit";
+constexpr std::string_view kCrossShardDecidePause = "debug.fail_point.cross_shard_decide";
 
 // A transfer limit as written: a whole percentage, 1 to 100, with or without '%'.
 std::optional<std::uint32_t> parse_percent(std::string_view text) {
@@ -138,6 +139,9 @@ const std::vector<SysctlSpec>& sysctl_specs() {
        "persist an access time only once it has moved by this much (90s, 5m, 12h, 1D, 2W)"},
       {kTransferLimit,
        "a node pool this full (percent of its disks, 1-100) receives no data SmartPools moves"},
+      {kCrossShardDecidePause,
+       "fault injection: a change across shards waits this long between its two phases (0s: "
+       "not at all)"},
   };
   return specs;
 }
@@ -173,6 +177,7 @@ Result<std::string> normalize_sysctl(const SysctlSpec& spec, std::string_view va
 std::string sysctl_default(const SysctlSpec& spec, const NodeConfig& config) {
   if (spec.name == kAtimeEnabled) return config.atime_enabled ? "true" : "false";
   if (spec.name == kTransferLimit) return std::to_string(kDefaultTransferLimitPercent);
+  if (spec.name == kCrossShardDecidePause) return "0s";
   return format_duration(config.atime_grace_period);
 }
 
@@ -190,6 +195,13 @@ AtimePolicy atime_policy(const cluster::GroupView& view, const NodeConfig& confi
       parse_duration(sysctl_value(*find_sysctl(kAtimeGracePeriod), view, config));
   policy.grace_period = grace.ok() ? *grace : config.atime_grace_period;
   return policy;
+}
+
+std::chrono::seconds cross_shard_decide_pause(const cluster::GroupView& view) {
+  const std::optional<std::string> value = cluster_value(view, kCrossShardDecidePause);
+  Result<std::chrono::seconds> pause =
+      value ? parse_duration(*value) : Result<std::chrono::seconds>(std::chrono::seconds(0));
+  return pause.ok() ? *pause : std::chrono::seconds(0);
 }
 
 std::uint32_t transfer_limit_percent(const cluster::GroupView& view) {
@@ -225,6 +237,7 @@ json namespace_to_json(const NamespaceRecord& record) {
   body["mirror"] = record.mirror;
   body["mirror_in_step"] = record.mirror_in_step;
   body["handle_key"] = to_hex(record.handle_key);
+  body["shards"] = record.shards;
   return body;
 }
 
@@ -274,6 +287,12 @@ std::optional<NamespaceRecord> namespace_of(const cluster::GroupView& view) {
   if (!mirror.is_number_unsigned() || !in_step.is_boolean()) return std::nullopt;
   record.mirror = mirror.get<cluster::NodeId>();
   record.mirror_in_step = in_step.get<bool>();
+  const json shards = body.value("shards", json(1u));
+  if (!shards.is_number_unsigned() || shards.get<std::uint64_t>() == 0 ||
+      shards.get<std::uint64_t>() > 256) {
+    return std::nullopt;
+  }
+  record.shards = shards.get<std::uint32_t>();
   record.changed = object->changed;
   const std::string key = body["handle_key"];
   if (key.size() != 2 * record.handle_key.size()) return std::nullopt;

@@ -62,18 +62,24 @@ AtimePolicy atime_policy(const cluster::GroupView& view, const NodeConfig& confi
 inline constexpr std::uint32_t kDefaultTransferLimitPercent = 90;
 std::uint32_t transfer_limit_percent(const cluster::GroupView& view);
 
+// debug.fail_point.cross_shard_decide: the pause of fail point kCrossShardDecide
+// (common/fail_points.h) on every node; 0 when unset.
+std::chrono::seconds cross_shard_decide_pause(const cluster::GroupView& view);
+
 // Lowercase hex, as the cluster's ids, token hashes and keys are written.
 std::string to_hex(std::span<const std::uint8_t> bytes);
 
 // Where the namespace lives — its home, and the mirror that takes the home's place if it dies
 // — and the key every node seals file handles under, so that a handle one node gave out is
 // good on all. Body: {"home": node id, "mirror": node id or 0, "mirror_in_step": bool,
-// "handle_key": 64 hex digits}. A mirror is promoted only while in step: it holds everything
-// the home acknowledged.
+// "handle_key": 64 hex digits, "shards": 1..256}. A mirror is promoted only while in step: it
+// holds everything the home acknowledged. Every shard has the record's home and mirror (for
+// now); their number is fixed when the cluster is made (records made before have 1).
 struct NamespaceRecord {
   cluster::NodeId home = 0;
   cluster::NodeId mirror = 0;
   bool mirror_in_step = false;
+  std::uint32_t shards = 1;
   std::array<std::uint8_t, 32> handle_key{};
   cluster::Epoch changed = 0;  // when the record was last written (not in the body)
   bool operator==(const NamespaceRecord&) const = default;

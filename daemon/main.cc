@@ -25,6 +25,7 @@
 
 #include "cache/coherent_store.h"
 #include "common/config.h"
+#include "common/fail_points.h"
 #include "common/log.h"
 #include "daemon/activity.h"
 #include "daemon/admin_api.h"
@@ -148,7 +149,8 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
   asio::io_context backend_io(1);
   auto backend_work = asio::make_work_guard(backend_io);
   auto strand = asio::make_strand(backend_io);
-  daemon::NamespaceShipping shipping(strand, io.get_executor(), store_options, config.node_id);
+  daemon::NamespaceShipping shipping(strand, io.get_executor(), store_options, config.node_id,
+                                     config.namespace_shards);
   if (Status opened = shipping.open_local(); !opened.ok()) {
     report(opened.message());
     return 1;
@@ -176,6 +178,7 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
     const daemon::AtimePolicy atime = daemon::atime_policy(view, config);
     shipping.set_atime_policy(atime.enabled, atime.grace_period);
     cache.set_atime_policy(atime.enabled, atime.grace_period);
+    fail_points::set_pause(fail_points::kCrossShardDecide, daemon::cross_shard_decide_pause(view));
     const std::optional<daemon::NamespaceRecord> record = daemon::namespace_of(view);
     if (record) {
       if (Status s = (*server)->set_handle_key(record->handle_key); !s.ok()) {

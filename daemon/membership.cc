@@ -355,6 +355,7 @@ asio::awaitable<Result<CreatedCluster>> Membership::create(std::string name) {
                                                 ca_body(*ca)));
   NamespaceRecord namespace_record;
   namespace_record.home = config_.node_id;
+  namespace_record.shards = config_.namespace_shards;
   if (RAND_bytes(namespace_record.handle_key.data(),
                  static_cast<int>(namespace_record.handle_key.size())) != 1) {
     co_return error(Errc::internal, "no randomness for the file handle key");

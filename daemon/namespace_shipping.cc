@@ -1,6 +1,8 @@
 #include "daemon/namespace_shipping.h"
 
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -9,11 +11,13 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <functional>
-#include <map>
-#include <set>
 #include <future>
+#include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -26,10 +30,11 @@ namespace {
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
-// Backend RPC methods 100 + StoreMethod carry shipped store operations; 200 + MirrorMethod,
-// what a home sends its mirror.
+// Backend RPC methods 100 + StoreMethod carry shipped store operations; 400 + MirrorMethod,
+// what a home sends its mirror, each message led by its shard's number (200 + MirrorMethod
+// carried them without: a node of either kind answers the other's as unknown).
 constexpr std::uint32_t kStoreMethodBase = 100;
-constexpr std::uint32_t kMirrorMethodBase = 200;
+constexpr std::uint32_t kMirrorMethodBase = 400;
 // 300 + UnitMethod: a home's messages to the nodes holding the units of files placed in pools.
 constexpr std::uint32_t kUnitMethodBase = 300;
 constexpr std::chrono::milliseconds kUnitCallDeadline{5'000};
@@ -70,6 +75,54 @@ T wait_on_strand(const asio::any_io_executor& strand, std::chrono::milliseconds 
     return error(Errc::timed_out, "no answer from the cluster in time");
   }
   return outcome.get();
+}
+
+// namespace-shards in a data directory: how many shards this node's copy of the namespace has.
+std::string shard_count_path(const std::string& data_dir) { return data_dir + "/namespace-shards"; }
+
+// Durable before it counts: written aside, synced, renamed over.
+Status keep_shard_count(const std::string& data_dir, std::uint32_t shards) {
+  const std::string path = shard_count_path(data_dir);
+  const std::string aside = path + ".new";
+  std::error_code ec;
+  std::filesystem::create_directories(data_dir, ec);
+  {
+    std::ofstream out(aside, std::ios::trunc);
+    out << shards << "\n";
+    if (!out.flush()) return error(Errc::io_error, "cannot write " + aside);
+  }
+  const int fd = ::open(aside.c_str(), O_RDONLY | O_CLOEXEC);
+  const bool synced = fd >= 0 && ::fsync(fd) == 0;
+  if (fd >= 0) ::close(fd);
+  if (!synced || ::rename(aside.c_str(), path.c_str()) != 0) {
+    return error(Errc::io_error, "cannot write " + path);
+  }
+  return {};
+}
+
+// As many shards as the copy had when it was last opened (a node outside any cluster, or one
+// that restarts), or `configured` for a new one.
+Result<std::uint32_t> shard_count_of(const std::string& data_dir, std::uint32_t configured) {
+  const std::string path = shard_count_path(data_dir);
+  if (std::ifstream in(path); in) {
+    std::uint32_t kept = 0;
+    if (!(in >> kept) || kept == 0 || kept > store::kMaxShards) {
+      return error(Errc::corrupt, path + " does not hold a number of shards (1..256)");
+    }
+    if (kept != configured) {
+      spdlog::warn("store.shards is {}, but this node's copy of the namespace has {}: {} it is",
+                   configured, kept, kept);
+    }
+    return kept;
+  }
+  TP_RETURN_IF_ERROR(keep_shard_count(data_dir, configured));
+  return configured;
+}
+
+// Held by the coroutine: the shards may be released while it runs.
+asio::awaitable<Status> recover_shards(std::shared_ptr<store::LocalShards> shards) {
+  auto recovering = shards->recover();
+  co_return co_await std::move(recovering);
 }
 
 bool is_whole_copy(store::MirrorMethod method) {
@@ -118,10 +171,11 @@ class NamespaceShipping::Channel final : public store::ShardChannel {
 // must not be acknowledged while the cluster still counts on that mirror — it could be
 // promoted without it — so the link first has the mirror dropped from the namespace record,
 // and from then on sends nothing: the leader names a new mirror, which gets a whole copy.
+// Each shard has its link; its messages carry the shard's number first.
 class NamespaceShipping::MirrorLink final : public store::MirrorTarget {
  public:
-  MirrorLink(NamespaceShipping& shipping, cluster::NodeId mirror)
-      : shipping_(shipping), mirror_(mirror) {}
+  MirrorLink(NamespaceShipping& shipping, cluster::NodeId mirror, store::ShardId shard)
+      : shipping_(shipping), mirror_(mirror), shard_(shard) {}
 
   Status call(store::MirrorMethod method, std::span<const std::uint8_t> request) override {
     if (dropped_.load()) return {};
@@ -147,17 +201,22 @@ class NamespaceShipping::MirrorLink final : public store::MirrorTarget {
 
  private:
   Result<xdr::Buffer> send(store::MirrorMethod method, std::span<const std::uint8_t> request) {
-    Result<xdr::Buffer> sent = shipping_.send_to_mirror(mirror_, method, request);
+    xdr::Buffer message;
+    xdr::Encoder out(message);
+    out.u32(shard_);
+    message.insert(message.end(), request.begin(), request.end());
+    Result<xdr::Buffer> sent = shipping_.send_to_mirror(mirror_, method, message);
     for (int attempt = 0; sent.status().code() == Errc::behind && attempt < kBehindRetries;
          ++attempt) {
       std::this_thread::sleep_for(kBehindPause);
-      sent = shipping_.send_to_mirror(mirror_, method, request);
+      sent = shipping_.send_to_mirror(mirror_, method, message);
     }
     return sent;
   }
 
   NamespaceShipping& shipping_;
   const cluster::NodeId mirror_;
+  const store::ShardId shard_;
   std::mutex dropping_;
   std::atomic<bool> dropped_ = false;
 };
@@ -240,7 +299,8 @@ store::StoreOptions with_pools(store::StoreOptions options, std::shared_ptr<stor
 
 NamespaceShipping::NamespaceShipping(asio::any_io_executor strand,
                                      asio::any_io_executor store_executor,
-                                     store::StoreOptions options, cluster::NodeId self)
+                                     store::StoreOptions options, cluster::NodeId self,
+                                     std::uint32_t shards)
     : strand_(std::move(strand)),
       store_executor_(std::move(store_executor)),
       units_(std::make_unique<store::UnitStore>(options.data_dir + "/units", options.l2,
@@ -249,6 +309,7 @@ NamespaceShipping::NamespaceShipping(asio::any_io_executor strand,
       placement_(std::make_shared<PolicyPlacement>()),
       options_(with_pools(std::move(options), peers_, placement_)),
       self_(self),
+      configured_shards_(shards),
       router_(self,
               [this](cluster::NodeId home) { return std::make_shared<Channel>(*this, home); }),
       release_timer_(strand_),
@@ -259,19 +320,37 @@ NamespaceShipping::NamespaceShipping(asio::any_io_executor strand,
 NamespaceShipping::~NamespaceShipping() { close(); }
 
 Status NamespaceShipping::open_local() {
-  TP_ASSIGN_OR_RETURN(auto opened, store::Store::open(options_));
-  local_ = std::move(opened);
-  router_.set_home(self_, local_);
+  TP_ASSIGN_OR_RETURN(const std::uint32_t shards,
+                      shard_count_of(options_.data_dir, configured_shards_));
+  TP_ASSIGN_OR_RETURN(local_,
+                      store::LocalShards::open(options_, static_cast<store::ShardId>(shards)));
+  router_.set_home(self_, local_->served());
+  settle_after_open();
   return {};
+}
+
+// What a crash of the last home left half done across shards; what the shards prepared stays
+// held (refused to other changes) until then.
+void NamespaceShipping::settle_after_open() {
+  asio::co_spawn(store_executor_, recover_shards(local_),
+                 [](std::exception_ptr failure, Status recovered) {
+                   if (failure) recovered = error(Errc::internal, "recovery threw");
+                   if (!recovered.ok()) {
+                     spdlog::warn("namespace: changes across shards left to settle: {}",
+                                  recovered.to_string());
+                   }
+                 });
 }
 
 void NamespaceShipping::close() {
   *alive_ = false;
   router_.set_home(0);
   if (local_) local_->close();
-  if (copy_) copy_->close();
+  if (copies_) {
+    for (auto& copy : *copies_) copy->close();
+  }
   local_.reset();
-  copy_.reset();
+  copies_.reset();
   blocking_.join();
 }
 
@@ -283,7 +362,7 @@ void NamespaceShipping::set_atime_policy(bool enabled, std::chrono::seconds grac
 
 namespace {
 
-asio::awaitable<void> drop_store_caches(std::shared_ptr<store::LocalStore> store,
+asio::awaitable<void> drop_store_caches(std::shared_ptr<store::LocalShards> store,
                                         std::function<void(Status)> done) {
   auto dropping = store->drop_caches();
   done(co_await std::move(dropping));
@@ -347,7 +426,7 @@ void NamespaceShipping::follow(const std::optional<NamespaceRecord>& record,
       spdlog::info("the namespace's home is node {}{}", home, home == self_ ? " (this node)" : "");
     }
   }
-  router_.set_home(home, home == self_ ? local_ : nullptr);
+  router_.set_home(home, home == self_ && local_ ? local_->served() : nullptr);
 }
 
 void NamespaceShipping::lead(const NamespaceRecord& record, const cluster::GroupView& view) {
@@ -385,10 +464,12 @@ void NamespaceShipping::propose(const NamespaceRecord& next, const char* why) {
 }
 
 void NamespaceShipping::take_role(Role role, const NamespaceRecord& record) {
-  if (role != Role::home && local_) release_local();
-  if (role != Role::mirror && copy_) release_copy();
+  // A copy opened with another number of shards than the record's (a node's own, before it
+  // joined) is not this namespace's.
+  if (local_ && (role != Role::home || local_->count() != record.shards)) release_local();
+  if (role != Role::mirror && copies_) release_copy();
   if (role == Role::home && !local_) open_when_released(role);
-  if (role == Role::mirror && !copy_) open_when_released(role);
+  if (role == Role::mirror && !copies_) open_when_released(role);
   if (role == Role::home && local_) keep_mirror_in_step(record);
 }
 
@@ -414,9 +495,11 @@ void NamespaceShipping::keep_mirror_in_step(const NamespaceRecord& record) {
   mirror_copy_running_ = true;
   mirroring_to_ = wanted;
   mirror_copied_ = false;
-  std::shared_ptr<store::MirrorTarget> link;
-  if (wanted != 0) link = std::make_shared<MirrorLink>(*this, wanted);
-  std::shared_ptr<store::LocalStore> store = local_;
+  std::shared_ptr<store::LocalShards> store = local_;
+  auto link = [this, wanted](store::ShardId shard) -> std::shared_ptr<store::MirrorTarget> {
+    if (wanted == 0) return nullptr;
+    return std::make_shared<MirrorLink>(*this, wanted, shard);
+  };
   asio::co_spawn(
       store_executor_, store->mirror_to(std::move(link)),
       [this, alive = alive_, store, wanted](std::exception_ptr failure, Status copied) {
@@ -437,7 +520,7 @@ void NamespaceShipping::keep_mirror_in_step(const NamespaceRecord& record) {
 }
 
 void NamespaceShipping::release_local() {
-  std::shared_ptr<store::LocalStore> store = std::move(local_);
+  std::shared_ptr<store::LocalShards> store = std::move(local_);
   router_.set_home(0);
   mirroring_to_ = 0;
   mirror_copied_ = false;
@@ -450,11 +533,11 @@ void NamespaceShipping::release_local() {
 }
 
 void NamespaceShipping::release_copy() {
-  std::shared_ptr<store::ShardCopy> copy = std::move(copy_);
-  releasing_ = copy;
-  asio::post(blocking_, [copy = std::move(copy)]() mutable {
-    copy->close();
-    copy.reset();
+  std::shared_ptr<Copies> copies = std::move(copies_);
+  releasing_ = copies;
+  asio::post(blocking_, [copies = std::move(copies)]() mutable {
+    for (auto& copy : *copies) copy->close();
+    copies.reset();
   });
 }
 
@@ -467,8 +550,13 @@ void NamespaceShipping::open_when_released(Role role) {
     return;
   }
   if (role != this->role()) return;
+  const auto shards = static_cast<store::ShardId>(record_->shards);
+  if (Status kept = keep_shard_count(options_.data_dir, shards); !kept.ok()) {
+    spdlog::error("namespace: {}", kept.to_string());
+    return;
+  }
   if (role == Role::home && !local_) {
-    auto opened = store::Store::open(options_);
+    auto opened = store::LocalShards::open(options_, shards);
     if (!opened.ok()) {
       spdlog::error("namespace: cannot open this node's copy to serve it: {}",
                     opened.status().to_string());
@@ -476,16 +564,21 @@ void NamespaceShipping::open_when_released(Role role) {
     }
     local_ = std::move(opened).value();
     local_->set_atime_policy(atime_enabled_, atime_grace_period_);
-    spdlog::info("namespace: serving this node's copy as the home");
-  } else if (role == Role::mirror && !copy_) {
-    auto opened = store::ShardCopy::open(options_.data_dir);
-    if (!opened.ok()) {
-      spdlog::error("namespace: cannot open this node's copy as the mirror: {}",
-                    opened.status().to_string());
-      return;
+    spdlog::info("namespace: serving this node's copy ({} shards) as the home", shards);
+    settle_after_open();
+  } else if (role == Role::mirror && !copies_) {
+    auto copies = std::make_shared<Copies>();
+    for (store::ShardId shard = 0; shard < shards; ++shard) {
+      auto opened = store::ShardCopy::open(store::shard_directory(options_.data_dir, shard));
+      if (!opened.ok()) {
+        spdlog::error("namespace: cannot open this node's copy of shard {} as the mirror: {}",
+                      shard, opened.status().to_string());
+        return;
+      }
+      copies->push_back(std::move(opened).value());
     }
-    copy_ = std::move(opened).value();
-    spdlog::info("namespace: keeping this node's copy as the mirror");
+    copies_ = std::move(copies);
+    spdlog::info("namespace: keeping this node's copy ({} shards) as the mirror", shards);
   }
   follow_again_after(0s);
 }
@@ -554,7 +647,8 @@ void NamespaceShipping::serve(cluster::RpcEndpoint& rpc) {
         return;
       }
       asio::co_spawn(store_executor_,
-                     run_shipped(local_, method, std::vector<std::uint8_t>(request.begin(), request.end())),
+                     run_shipped(local_->served(), method,
+                                 std::vector<std::uint8_t>(request.begin(), request.end())),
                      [strand = strand_, reply](std::exception_ptr failure,
                                                Result<xdr::Buffer> result) mutable {
                        if (failure) result = error(Errc::internal, "a shipped operation threw");
@@ -584,18 +678,26 @@ void NamespaceShipping::serve(cluster::RpcEndpoint& rpc) {
                                                           std::span<const std::uint8_t> request,
                                                           cluster::RpcEndpoint::Reply reply) {
       // Only the home the view names may change the copy: a deposed one must not.
-      if (role() != Role::mirror || !copy_ || from != record_->home) {
+      if (role() != Role::mirror || !copies_ || from != record_->home) {
         reply(error(Errc::unavailable, "node " + std::to_string(self_) +
                                            " is not the namespace's mirror for node " +
                                            std::to_string(from)));
         return;
       }
-      asio::post(blocking_, [copy = copy_, method, strand = strand_, reply,
-                             body = std::vector<std::uint8_t>(request.begin(), request.end())] {
+      xdr::Decoder in(request);
+      const std::uint32_t shard = in.u32();
+      if (!in.ok() || shard >= copies_->size()) {
+        reply(error(Errc::invalid_argument, "a mirror message for no shard of the namespace"));
+        return;
+      }
+      const std::span<const std::uint8_t> message = in.rest();
+      asio::post(blocking_, [copies = copies_, shard, method, strand = strand_, reply,
+                             body = std::vector<std::uint8_t>(message.begin(), message.end())] {
+        store::ShardCopy& copy = *(*copies)[shard];
         Result<xdr::Buffer> answer = xdr::Buffer{};
         if (method == static_cast<std::uint32_t>(store::MirrorMethod::read)) {
-          answer = copy->read(body);
-        } else if (Status applied = copy->apply(method, body); !applied.ok()) {
+          answer = copy.read(body);
+        } else if (Status applied = copy.apply(method, body); !applied.ok()) {
           answer = applied;
         }
         asio::post(strand, [reply, answer = std::move(answer)]() mutable {

@@ -1,7 +1,8 @@
 // How this node takes part in the namespace: the shard router its NFS front end serves from,
 // the channels that ship operations to the namespace's home over backend RPC, and this node's
-// own copy of the namespace — the store it serves from while it is the home (kept in step
-// with the mirror), or the ShardCopy it keeps while it is the mirror. It also keeps the stripe
+// own copy of the namespace — the shards it serves from while it is the home (each kept in
+// step with its copy on the mirror), or the ShardCopy of each shard it keeps while it is the
+// mirror. It also keeps the stripe
 // units of files placed in node pools that this node holds (store/pool_data.h), and carries
 // the home's messages to the other nodes' units.
 //
@@ -24,6 +25,7 @@
 #include "cluster/rpc.h"
 #include "daemon/config_objects.h"
 #include "daemon/filepool.h"
+#include "store/local_shards.h"
 #include "store/pool_data.h"
 #include "store/shard_mirror.h"
 #include "store/shard_router.h"
@@ -36,13 +38,16 @@ class Membership;
 class NamespaceShipping {
  public:
   // Shipped operations run on `store_executor` (the NFS threads), never on the backend strand.
+  // `shards`: how many shards a namespace this node makes has (store.shards); one it joins
+  // says its own.
   NamespaceShipping(boost::asio::any_io_executor strand,
                     boost::asio::any_io_executor store_executor, store::StoreOptions options,
-                    cluster::NodeId self);
+                    cluster::NodeId self, std::uint32_t shards);
   ~NamespaceShipping();
 
   // Opens this node's copy as the store it serves from, as a node outside any cluster does
-  // (a member serves it only once the view makes it the home). Fails with the reason the store
+  // (a member serves it only once the view makes it the home), with as many shards as its data
+  // directory was made with (or `shards`, for a new one). Fails with the reason the store
   // cannot open. Call once, before the strand runs.
   Status open_local();
   store::Store& store() { return router_; }
@@ -83,6 +88,8 @@ class NamespaceShipping {
   void propose(const NamespaceRecord& next, const char* why);
   // Follows the current view again: after something this node waited for ended.
   void follow_again_after(std::chrono::milliseconds delay);
+  // Settles, in the background, the changes across shards the shards just opened hold.
+  void settle_after_open();
   // Releases the store or the copy; the other opens only once the first is gone.
   void release_local();
   void release_copy();
@@ -102,13 +109,15 @@ class NamespaceShipping {
   const std::shared_ptr<PolicyPlacement> placement_;
   const store::StoreOptions options_;  // with peers_ and placement_
   const cluster::NodeId self_;
+  const std::uint32_t configured_shards_;
   Membership* membership_ = nullptr;  // on the strand
   store::ShardRouter router_;
 
   // On the strand.
   std::optional<NamespaceRecord> record_;  // the last record followed
-  std::shared_ptr<store::LocalStore> local_;
-  std::shared_ptr<store::ShardCopy> copy_;
+  std::shared_ptr<store::LocalShards> local_;
+  using Copies = std::vector<std::unique_ptr<store::ShardCopy>>;
+  std::shared_ptr<Copies> copies_;
   std::weak_ptr<void> releasing_;  // the store or copy last released, until it is gone
   boost::asio::steady_timer release_timer_;
   cluster::NodeId mirroring_to_ = 0;  // the mirror the store was last told to keep in step

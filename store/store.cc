@@ -29,6 +29,7 @@
 
 #include "common/config.h"
 #include "common/sqlite.h"
+#include "store/cross_shard.h"
 #include "store/internal/attribute_cache.h"
 #include "store/internal/data_files.h"
 #include "store/internal/mirror_messages.h"
@@ -45,18 +46,22 @@ namespace {
 namespace asio = boost::asio;
 using namespace boost::asio::experimental::awaitable_operators;
 using internal::AfterCommit;
-using sqlite::Database;
+using internal::check_may_add;
+using internal::check_may_delete;
 using internal::granted_access;
 using internal::in_group;
+using internal::is_dot_or_dotdot;
+using internal::kDefaultDirectoryMode;
+using internal::kDefaultFileMode;
 using internal::kMayExecute;
 using internal::kMayRead;
 using internal::kMayWrite;
+using internal::kSetgid;
+using internal::new_object;
 using internal::permits;
+using internal::validate_new_name;
+using sqlite::Database;
 
-constexpr std::uint32_t kDefaultFileMode = 0644;
-constexpr std::uint32_t kDefaultDirectoryMode = 0755;
-constexpr std::uint32_t kSetgid = 02000;
-constexpr std::uint32_t kSticky = 01000;
 constexpr std::uint64_t kFirstEntryCookie = 3;  // 1 and 2 are "." and ".."
 constexpr std::size_t kCachedInodes = 128 * 1024;
 constexpr std::size_t kCachedListings = 4096;
@@ -78,8 +83,6 @@ constexpr std::chrono::milliseconds kMoveWaitPoll{100};
 constexpr std::uint64_t kMaxInodesExamined = 1u << 20;
 // How many times in a row a range is copied again because a node restarted meanwhile.
 constexpr int kMaxRangeCopies = 3;
-
-bool is_dot_or_dotdot(std::string_view name) { return name == "." || name == ".."; }
 
 // Whether `where` has the shape policy::to_sql() gives a predicate — parentheses, AND, OR, the
 // inodes columns it names, comparisons, ?N and 1 — so that nothing else, wherever it came from,
@@ -149,16 +152,6 @@ Status check_data_access(const Attributes& a, const Caller& caller, std::uint32_
   if (caller.uid != a.uid && !permits(a, caller, want)) {
     return error(Errc::access_denied, "permission denied");
   }
-  return {};
-}
-
-Status validate_new_name(std::string_view name) {
-  if (name.empty()) return error(Errc::invalid_argument, "empty name");
-  if (name.size() > kMaxNameBytes) return error(Errc::name_too_long, "name longer than 255 bytes");
-  if (name.find('/') != std::string_view::npos || name.find('\0') != std::string_view::npos) {
-    return error(Errc::invalid_argument, "name contains '/' or NUL");
-  }
-  if (is_dot_or_dotdot(name)) return error(Errc::already_exists, "'.' and '..' always exist");
   return {};
 }
 
@@ -364,6 +357,12 @@ class StoreImpl final : public LocalStore {
             if (!found) return error(Errc::not_found, "no entry '" + name + "'");
             child = *found;
             remember_entry(directory, name, child);
+          }
+          if (is_foreign(child)) {
+            remember(dir);
+            Attributes object;
+            object.inode = child;
+            return LookupResult{object, dir, true};
           }
           TP_ASSIGN_OR_RETURN(Attributes object, load_and_remember(db, child));
           remember(dir);
@@ -675,6 +674,7 @@ class StoreImpl final : public LocalStore {
           TP_ASSIGN_OR_RETURN(Attributes dir, load_directory(db, directory));
           TP_RETURN_IF_ERROR(validate_new_name(name));
           if (auto existing = find_entry(db, directory, name)) {
+            if (is_foreign(*existing)) return elsewhere(*existing);
             return create_existing(db, dir, *existing, mode, initial, verifier, caller);
           }
           TP_RETURN_IF_ERROR(check_may_add(dir, caller));
@@ -709,7 +709,6 @@ class StoreImpl final : public LocalStore {
           Attributes object = new_attributes(dir, FileType::directory, caller, initial,
                                              kDefaultDirectoryMode);
           object.nlink = 2;
-          if (dir.mode & kSetgid) object.mode |= kSetgid;
           return add_object(db, dir, name, object, {}, std::nullopt);
         });
   }
@@ -767,6 +766,7 @@ class StoreImpl final : public LocalStore {
           if (name.size() > kMaxNameBytes) return error(Errc::name_too_long, "name too long");
           auto found = find_entry(db, directory, name);
           if (!found) return error(Errc::not_found, "no entry '" + name + "'");
+          if (is_foreign(*found)) return elsewhere(*found);
           TP_ASSIGN_OR_RETURN(Attributes victim, load(db, *found));
           if (victim.type == FileType::directory) return error(Errc::is_a_directory, name);
           TP_RETURN_IF_ERROR(check_may_delete(dir, victim, caller));
@@ -785,6 +785,7 @@ class StoreImpl final : public LocalStore {
           if (name.size() > kMaxNameBytes) return error(Errc::name_too_long, "name too long");
           auto found = find_entry(db, directory, name);
           if (!found) return error(Errc::not_found, "no entry '" + name + "'");
+          if (is_foreign(*found)) return elsewhere(*found);
           TP_ASSIGN_OR_RETURN(Attributes victim, load(db, *found));
           if (victim.type != FileType::directory) return error(Errc::not_a_directory, name);
           TP_RETURN_IF_ERROR(check_may_delete(dir, victim, caller));
@@ -808,6 +809,8 @@ class StoreImpl final : public LocalStore {
                                      Caller caller) override {
     return shard_.run<LinkResult>(
         true, [=, this](Database& db, AfterCommit& after) -> Result<LinkResult> {
+          if (is_foreign(file)) return elsewhere(file);
+          TP_RETURN_IF_ERROR(check_inode_not_held(file));
           TP_ASSIGN_OR_RETURN(Attributes target, load(db, file));
           TP_ASSIGN_OR_RETURN(Attributes dir, load_directory(db, directory));
           if (target.type == FileType::directory) {
@@ -1109,7 +1112,443 @@ class StoreImpl final : public LocalStore {
     co_return Move{*switched, resumed_at, size - std::min(size, resumed_at)};
   }
 
+  ShardParticipant& participant() override { return participant_; }
+
+  // This shard's parts of changes spanning shards (store/cross_shard.h).
+  awaitable<Result<std::vector<InodeId>>> prepare_part(TransactionPart part) {
+    return shard_.run<std::vector<InodeId>>(
+        true, [this, part = std::move(part)](Database& db, AfterCommit& after) mutable {
+          return prepare_in(db, after, part);
+        });
+  }
+  awaitable<Status> commit_part(TransactionId id, bool deciding) {
+    return run_changing([this, id, deciding](Database& db, AfterCommit& after) {
+      return commit_in(db, after, id, deciding);
+    });
+  }
+  awaitable<Status> abort_part(TransactionId id) {
+    return run_changing(
+        [this, id](Database& db, AfterCommit& after) { return abort_in(db, after, id); });
+  }
+  awaitable<Status> finish_part(TransactionId id) {
+    return run_changing([id](Database& db, AfterCommit&) {
+      auto forget = db.prepare("DELETE FROM transactions WHERE id = ? AND state = ?");
+      return forget.bind(1, id).bind(2, kDecided).run();
+    });
+  }
+  awaitable<Result<Outcome>> outcome_of(TransactionId id) {
+    return shard_.run<Outcome>(true, [this, id](Database& db, AfterCommit&) -> Result<Outcome> {
+      TP_ASSIGN_OR_RETURN(std::optional<PartRow> row, part_row(db, id));
+      if (row) {
+        return row->state == kPrepared  ? Outcome::prepared
+               : row->state == kDecided ? Outcome::committed
+                                        : Outcome::aborted;
+      }
+      // Never to commit from now on: its coordinator may still be preparing it.
+      auto tombstone = db.prepare(
+          "INSERT INTO transactions(id, coordinator, state, participants, boot) "
+          "VALUES(?, ?, ?, '', ?)");
+      tombstone.bind(1, id).bind(2, std::uint32_t{options_.shard}).bind(3, kAborted);
+      tombstone.bind(4, boot_);
+      TP_RETURN_IF_ERROR(tombstone.run());
+      return Outcome::aborted;
+    });
+  }
+  awaitable<Result<std::vector<PendingPart>>> pending_parts() {
+    return shard_.run<std::vector<PendingPart>>(
+        false, [this](Database& db, AfterCommit&) -> Result<std::vector<PendingPart>> {
+          // A part of this boot is still driven by its coordinator, which is alive.
+          auto rows = db.prepare(
+              "SELECT id, coordinator, state, participants FROM transactions "
+              "WHERE state != ? AND boot < ? ORDER BY id");
+          rows.bind(1, kAborted).bind(2, boot_);
+          std::vector<PendingPart> parts;
+          while (rows.next_row()) {
+            PendingPart part{static_cast<TransactionId>(rows.int64(0)),
+                             static_cast<ShardId>(rows.int64(1)),
+                             {},
+                             rows.int64(2) == kDecided};
+            for (std::uint64_t shard : nodes_from_text(rows.blob(3))) {
+              part.participants.push_back(static_cast<ShardId>(shard));
+            }
+            parts.push_back(std::move(part));
+          }
+          TP_RETURN_IF_ERROR(rows.status());
+          return parts;
+        });
+  }
+
  private:
+  // The states of a row of `transactions`.
+  static constexpr std::int64_t kPrepared = 0;
+  static constexpr std::int64_t kDecided = 1;
+  static constexpr std::int64_t kAborted = 2;
+  static constexpr std::size_t kMaxStepsPerPart = 16;
+
+  // Forwards store/cross_shard.h's calls to the store.
+  class Participant final : public ShardParticipant {
+   public:
+    explicit Participant(StoreImpl& store) : store_(store) {}
+    awaitable<Result<std::vector<InodeId>>> prepare(TransactionPart part) override {
+      return store_.prepare_part(std::move(part));
+    }
+    awaitable<Status> decide(TransactionId id) override { return store_.commit_part(id, true); }
+    awaitable<Status> commit(TransactionId id) override { return store_.commit_part(id, false); }
+    awaitable<Status> abort(TransactionId id) override { return store_.abort_part(id); }
+    awaitable<Status> finish(TransactionId id) override { return store_.finish_part(id); }
+    awaitable<Result<Outcome>> outcome(TransactionId id) override { return store_.outcome_of(id); }
+    awaitable<Result<std::vector<PendingPart>>> pending() override {
+      return store_.pending_parts();
+    }
+
+   private:
+    StoreImpl& store_;
+  };
+
+  template <typename Work>
+  awaitable<Status> run_changing(Work work) {
+    auto op = shard_.run<bool>(
+        true, [work = std::move(work)](Database& db, AfterCommit& after) -> Result<bool> {
+          TP_RETURN_IF_ERROR(work(db, after));
+          return true;
+        });
+    const Result<bool> done = co_await std::move(op);
+    co_return done.status();
+  }
+
+  bool is_foreign(InodeId inode) const { return shard_of(inode) != options_.shard; }
+  static Status elsewhere(InodeId inode) {
+    return error(Errc::cross_device, "inode " + std::to_string(inode) + " is on another shard");
+  }
+
+  // What a prepared part holds against every other change, from its steps alone (so that
+  // recovery holds the same again).
+  struct HeldKeys {
+    std::set<internal::EntryName> entries;  // neither added, removed nor replaced
+    std::set<InodeId> inodes;               // neither removed, linked nor moved: by this part alone
+    std::set<InodeId> pinned;               // directories not removed: others may pin them too
+    std::set<InodeId> sealed;               // directories that take no new entry
+  };
+  static HeldKeys keys_of(const std::vector<ShardStep>& steps) {
+    HeldKeys keys;
+    for (const ShardStep& step : steps) {
+      switch (step.kind) {
+        case StepKind::add_entry:
+          keys.entries.insert({step.directory, step.name});
+          keys.pinned.insert(step.directory);
+          break;
+        case StepKind::remove_entry:
+          keys.entries.insert({step.directory, step.name});
+          break;
+        case StepKind::make_inode:
+          break;
+        case StepKind::remove_directory:
+          keys.sealed.insert(step.inode);
+          keys.inodes.insert(step.inode);
+          break;
+        case StepKind::add_links:
+        case StepKind::set_parent:
+          keys.inodes.insert(step.inode);
+          break;
+      }
+    }
+    return keys;
+  }
+  static Status held_elsewhere() {
+    return error(Errc::unavailable, "held by a change across shards under way; retry shortly");
+  }
+  Status check_entry_not_held(InodeId directory, std::string_view name) const {
+    if (held_entries_.contains({directory, std::string(name)})) return held_elsewhere();
+    return {};
+  }
+  // Whether an inode may be removed, relinked or moved: no part holds or pins it.
+  Status check_inode_not_held(InodeId inode) const {
+    return held_inodes_.contains(inode) || pinned_.contains(inode) ? held_elsewhere() : Status{};
+  }
+  Status check_keys_free(const HeldKeys& keys) const {
+    for (const auto& entry : keys.entries) {
+      TP_RETURN_IF_ERROR(check_entry_not_held(entry.directory, entry.name));
+    }
+    for (InodeId inode : keys.inodes) TP_RETURN_IF_ERROR(check_inode_not_held(inode));
+    for (InodeId inode : keys.pinned) {
+      if (held_inodes_.contains(inode)) return held_elsewhere();
+    }
+    return {};
+  }
+  void hold(TransactionId id, HeldKeys keys) {
+    held_entries_.insert(keys.entries.begin(), keys.entries.end());
+    held_inodes_.insert(keys.inodes.begin(), keys.inodes.end());
+    for (InodeId inode : keys.pinned) ++pinned_[inode];
+    sealed_.insert(keys.sealed.begin(), keys.sealed.end());
+    held_parts_.emplace(id, std::move(keys));
+  }
+  void release(TransactionId id) {
+    auto held = held_parts_.find(id);
+    if (held == held_parts_.end()) return;
+    for (const auto& entry : held->second.entries) held_entries_.erase(entry);
+    for (InodeId inode : held->second.inodes) held_inodes_.erase(inode);
+    for (InodeId inode : held->second.pinned) {
+      if (--pinned_[inode] == 0) pinned_.erase(inode);
+    }
+    for (InodeId inode : held->second.sealed) sealed_.erase(inode);
+    held_parts_.erase(held);
+  }
+
+  struct PartRow {
+    ShardId coordinator = 0;
+    std::int64_t state = kPrepared;
+  };
+  static Result<std::optional<PartRow>> part_row(Database& db, TransactionId id) {
+    auto row = db.prepare("SELECT coordinator, state FROM transactions WHERE id = ?");
+    row.bind(1, id);
+    if (!row.next_row()) {
+      TP_RETURN_IF_ERROR(row.status());
+      return std::optional<PartRow>();
+    }
+    return std::optional<PartRow>(PartRow{static_cast<ShardId>(row.int64(0)), row.int64(1)});
+  }
+  static Result<std::vector<ShardStep>> part_steps(Database& db, TransactionId id) {
+    auto rows = db.prepare(
+        "SELECT kind, directory, name, inode, delta, parent FROM transaction_steps WHERE id = ? "
+        "ORDER BY seq");
+    rows.bind(1, id);
+    std::vector<ShardStep> steps;
+    while (rows.next_row()) {
+      ShardStep step;
+      step.kind = static_cast<StepKind>(rows.int64(0));
+      step.directory = static_cast<InodeId>(rows.int64(1));
+      step.name = rows.blob(2);
+      step.inode = static_cast<InodeId>(rows.int64(3));
+      step.delta = static_cast<std::int32_t>(rows.int64(4));
+      step.parent = static_cast<InodeId>(rows.int64(5));
+      steps.push_back(std::move(step));
+    }
+    TP_RETURN_IF_ERROR(rows.status());
+    return steps;
+  }
+
+  static Status changed_since(const ShardStep& step) {
+    return error(Errc::precondition_failed,
+                 "the shard changed since the change across shards was planned (step " +
+                     std::to_string(static_cast<int>(step.kind)) + ")");
+  }
+  Status check_local(InodeId inode) const {
+    if (is_foreign(inode)) {
+      return error(Errc::invalid_argument,
+                   "inode " + std::to_string(inode) + " is not this shard's");
+    }
+    return {};
+  }
+
+  // Checks one step against the shard (as the part's earlier steps leave it) and makes its
+  // inode; `freed`: the entries the earlier steps remove.
+  Status check_step(Database& db, AfterCommit& after, ShardStep& step,
+                    std::set<internal::EntryName>& freed) {
+    switch (step.kind) {
+      case StepKind::add_entry: {
+        TP_RETURN_IF_ERROR(check_local(step.directory));
+        TP_ASSIGN_OR_RETURN(Attributes dir, load_directory(db, step.directory));
+        TP_RETURN_IF_ERROR(validate_new_name(step.name));
+        TP_RETURN_IF_ERROR(reserve_numbers(db, after));  // its cookie, taken at commit
+        if (sealed_.contains(dir.inode)) return held_elsewhere();
+        if (find_entry(db, step.directory, step.name) &&
+            !freed.contains({step.directory, step.name})) {
+          return changed_since(step);
+        }
+        if (step.delta > 0 && dir.nlink >= kMaxLinks) {
+          return error(Errc::too_many_links, "too many subdirectories");
+        }
+        return {};
+      }
+      case StepKind::remove_entry: {
+        TP_RETURN_IF_ERROR(check_local(step.directory));
+        const std::optional<InodeId> found = find_entry(db, step.directory, step.name);
+        if (!found || *found != step.inode) return changed_since(step);
+        freed.insert({step.directory, step.name});
+        return {};
+      }
+      case StepKind::make_inode: {
+        if (step.attributes.type != FileType::directory) {
+          return error(Errc::invalid_argument, "a change across shards makes directories only");
+        }
+        TP_RETURN_IF_ERROR(reserve_numbers(db, after));
+        step.attributes.inode = step.inode = next_inode_++;
+        step.attributes.generation = static_cast<std::uint32_t>(random_());
+        step.attributes.nlink = 2;
+        return insert_inode(db, step.attributes, {}, std::nullopt, step.parent);
+      }
+      case StepKind::add_links: {
+        TP_RETURN_IF_ERROR(check_local(step.inode));
+        TP_ASSIGN_OR_RETURN(Attributes file, load(db, step.inode));
+        const std::int64_t links = std::int64_t{file.nlink} + step.delta;
+        if (file.type == FileType::directory || links < 0) return changed_since(step);
+        if (links > kMaxLinks) return error(Errc::too_many_links, "too many links");
+        return {};
+      }
+      case StepKind::remove_directory:
+      case StepKind::set_parent: {
+        TP_RETURN_IF_ERROR(check_local(step.inode));
+        TP_ASSIGN_OR_RETURN(Attributes dir, load(db, step.inode));
+        if (dir.type != FileType::directory) return changed_since(step);
+        if (step.kind == StepKind::remove_directory && has_entries(db, step.inode)) {
+          return error(Errc::not_empty, "directory not empty");
+        }
+        return {};
+      }
+    }
+    return error(Errc::invalid_argument, "unknown step of a change across shards");
+  }
+
+  Result<std::vector<InodeId>> prepare_in(Database& db, AfterCommit& after, TransactionPart& part) {
+    if (part.steps.empty() || part.steps.size() > kMaxStepsPerPart) {
+      return error(Errc::invalid_argument, "a part holds 1 to 16 steps");
+    }
+    TP_ASSIGN_OR_RETURN(std::optional<PartRow> known, part_row(db, part.id));
+    if (known) {
+      return known->state == kAborted
+                 ? error(Errc::unavailable, "the change across shards was given up; retry")
+                 : error(Errc::precondition_failed, "the change across shards is prepared already");
+    }
+    std::set<internal::EntryName> freed;
+    std::vector<InodeId> made;
+    for (ShardStep& step : part.steps) {
+      TP_RETURN_IF_ERROR(check_step(db, after, step, freed));
+      if (step.kind == StepKind::make_inode) made.push_back(step.inode);
+    }
+    HeldKeys keys = keys_of(part.steps);
+    TP_RETURN_IF_ERROR(check_keys_free(keys));
+    std::vector<std::uint64_t> participants(part.participants.begin(), part.participants.end());
+    auto row = db.prepare(
+        "INSERT INTO transactions(id, coordinator, state, participants, boot) "
+        "VALUES(?, ?, ?, ?, ?)");
+    row.bind(1, part.id).bind(2, std::uint32_t{part.coordinator}).bind(3, kPrepared);
+    TP_RETURN_IF_ERROR(row.bind(4, nodes_text(participants)).bind(5, boot_).run());
+    std::uint32_t seq = 0;
+    for (const ShardStep& step : part.steps) {
+      auto insert = db.prepare(
+          "INSERT INTO transaction_steps(id, seq, kind, directory, name, inode, delta, parent) "
+          "VALUES(?, ?, ?, ?, ?, ?, ?, ?)");
+      insert.bind(1, part.id).bind(2, seq++).bind(3, static_cast<std::uint32_t>(step.kind));
+      insert.bind(4, step.directory).bind(5, std::string_view(step.name)).bind(6, step.inode);
+      insert.bind(7, std::int64_t{step.delta}).bind(8, step.parent);
+      TP_RETURN_IF_ERROR(insert.run());
+    }
+    hold(part.id, std::move(keys));
+    return made;
+  }
+
+  Status adjust_directory(Database& db, InodeId directory, std::int32_t delta, std::int64_t now) {
+    TP_ASSIGN_OR_RETURN(Attributes dir, load_directory(db, directory));
+    dir.nlink = static_cast<std::uint32_t>(std::int64_t{dir.nlink} + delta);
+    dir.mtime_ns = dir.ctime_ns = now;
+    return save(db, dir);
+  }
+
+  Status apply_step(Database& db, AfterCommit& after, const ShardStep& step, std::int64_t now) {
+    switch (step.kind) {
+      case StepKind::add_entry:
+        TP_RETURN_IF_ERROR(insert_entry(db, step.directory, step.name, step.inode));
+        return adjust_directory(db, step.directory, step.delta, now);
+      case StepKind::remove_entry:
+        TP_RETURN_IF_ERROR(delete_entry(db, step.directory, step.name));
+        return adjust_directory(db, step.directory, step.delta, now);
+      case StepKind::make_inode:
+        return {};
+      case StepKind::add_links: {
+        TP_ASSIGN_OR_RETURN(Attributes file, load(db, step.inode));
+        file.nlink = static_cast<std::uint32_t>(std::int64_t{file.nlink} + step.delta);
+        file.ctime_ns = now;
+        if (file.nlink > 0) return save(db, file);
+        return drop_inode(db, file, after);
+      }
+      case StepKind::remove_directory: {
+        TP_ASSIGN_OR_RETURN(Attributes dir, load(db, step.inode));
+        return drop_inode(db, dir, after);
+      }
+      case StepKind::set_parent: {
+        TP_RETURN_IF_ERROR(set_parent(db, step.inode, step.parent));
+        TP_ASSIGN_OR_RETURN(Attributes dir, load(db, step.inode));
+        dir.ctime_ns = now;
+        return save(db, dir);
+      }
+    }
+    return error(Errc::internal, "unknown step of a change across shards");
+  }
+
+  // `deciding`: the coordinator's commit, which keeps the decision; a part it does not know
+  // was aborted (or never prepared) and is not decided. Another shard's part not known was
+  // committed before.
+  Status commit_in(Database& db, AfterCommit& after, TransactionId id, bool deciding) {
+    TP_ASSIGN_OR_RETURN(std::optional<PartRow> row, part_row(db, id));
+    if (!row) {
+      if (!deciding) return {};
+      return error(Errc::precondition_failed, "the change across shards is not known here");
+    }
+    if (deciding != (row->coordinator == options_.shard)) {
+      return error(Errc::invalid_argument, "only a change's coordinator decides it");
+    }
+    if (row->state == kDecided) return {};
+    if (row->state == kAborted) {
+      return error(Errc::precondition_failed, "the change across shards was given up");
+    }
+    TP_ASSIGN_OR_RETURN(std::vector<ShardStep> steps, part_steps(db, id));
+    // The cookies of its entries: claimed with the commit if the prepare's claim ran short.
+    TP_RETURN_IF_ERROR(claim_ahead(db, after, Counter::cookie, next_cookie_, cookie_limit_));
+    const std::int64_t now = now_ns();
+    for (const ShardStep& step : steps) TP_RETURN_IF_ERROR(apply_step(db, after, step, now));
+    return end_part(db, after, id, deciding ? std::optional(kDecided) : std::nullopt);
+  }
+
+  // On the coordinator, the part stays as an aborted row: a decision that comes after it (the
+  // change's own, still under way while recovery gave it up) fails.
+  Status abort_in(Database& db, AfterCommit& after, TransactionId id) {
+    TP_ASSIGN_OR_RETURN(std::optional<PartRow> row, part_row(db, id));
+    if (!row || row->state == kAborted) return {};
+    if (row->state == kDecided) {
+      return error(Errc::precondition_failed, "the change across shards was decided");
+    }
+    TP_ASSIGN_OR_RETURN(std::vector<ShardStep> steps, part_steps(db, id));
+    for (const ShardStep& step : steps) {
+      if (step.kind != StepKind::make_inode) continue;
+      auto unmake = db.prepare("DELETE FROM inodes WHERE ino = ?");
+      TP_RETURN_IF_ERROR(unmake.bind(1, step.inode).run());
+      forget(step.inode);
+    }
+    return end_part(db, after, id,
+                    row->coordinator == options_.shard ? std::optional(kAborted) : std::nullopt);
+  }
+
+  // A part's steps are done with: its row stays in state `kept` (the coordinator's decision, or
+  // its abort), or goes; what it held is released once that is committed.
+  Status end_part(Database& db, AfterCommit& after, TransactionId id,
+                  std::optional<std::int64_t> kept) {
+    auto forget_steps = db.prepare("DELETE FROM transaction_steps WHERE id = ?");
+    TP_RETURN_IF_ERROR(forget_steps.bind(1, id).run());
+    if (kept) {
+      auto keep = db.prepare("UPDATE transactions SET state = ? WHERE id = ?");
+      TP_RETURN_IF_ERROR(keep.bind(1, *kept).bind(2, id).run());
+    } else {
+      auto forget = db.prepare("DELETE FROM transactions WHERE id = ?");
+      TP_RETURN_IF_ERROR(forget.bind(1, id).run());
+    }
+    after.committed.push_back([this, id] { release(id); });
+    return {};
+  }
+
+  // At open: the parts prepared before a crash hold what they held.
+  Status hold_prepared_parts(Database& db) {
+    auto rows = db.prepare("SELECT id FROM transactions WHERE state = ?");
+    rows.bind(1, kPrepared);
+    std::vector<TransactionId> prepared;
+    while (rows.next_row()) prepared.push_back(static_cast<TransactionId>(rows.int64(0)));
+    TP_RETURN_IF_ERROR(rows.status());
+    for (TransactionId id : prepared) {
+      TP_ASSIGN_OR_RETURN(std::vector<ShardStep> steps, part_steps(db, id));
+      hold(id, keys_of(steps));
+    }
+    return {};
+  }
+
   // Where a file's data is: in a node pool (placed), or with the shard; where it is being
   // moved to; and the placed copies that are behind, as of the same moment.
   struct Where {
@@ -2093,20 +2532,35 @@ class StoreImpl final : public LocalStore {
     return path;
   }
 
+  // May be another shard's.
   Result<InodeId> parent_of(Database& db, InodeId directory) {
     if (directory == kRootInode) return kRootInode;
+    auto row = db.prepare("SELECT parent FROM inodes WHERE ino = ?");
+    row.bind(1, directory);
+    if (row.next_row() && !row.is_null(0)) return static_cast<InodeId>(row.int64(0));
+    TP_RETURN_IF_ERROR(row.status());
     TP_ASSIGN_OR_RETURN(Entry entry, entry_of(db, directory));
     return entry.directory;
   }
 
+  // Every change of an entry made here goes through add_entry or remove_entry, which refuse
+  // what a change across shards holds; that change's own commit goes around them.
   Status add_entry(Database& db, InodeId directory, std::string_view name, InodeId inode) {
+    TP_RETURN_IF_ERROR(check_entry_not_held(directory, name));
+    if (sealed_.contains(directory)) return held_elsewhere();
+    return insert_entry(db, directory, name, inode);
+  }
+  Status remove_entry(Database& db, InodeId directory, std::string_view name) {
+    TP_RETURN_IF_ERROR(check_entry_not_held(directory, name));
+    return delete_entry(db, directory, name);
+  }
+  Status insert_entry(Database& db, InodeId directory, std::string_view name, InodeId inode) {
     auto stmt = db.prepare("INSERT INTO dirents(cookie, dir, name, ino) VALUES(?, ?, ?, ?)");
     stmt.bind(1, next_cookie_++).bind(2, directory).bind(3, name).bind(4, inode);
     listing_changes_.emplace_back(directory, nullptr);
     return stmt.run();
   }
-
-  Status remove_entry(Database& db, InodeId directory, std::string_view name) {
+  Status delete_entry(Database& db, InodeId directory, std::string_view name) {
     auto stmt = db.prepare("DELETE FROM dirents WHERE dir = ? AND name = ?");
     stmt.bind(1, directory).bind(2, name);
     forget_entry(directory, name);
@@ -2153,22 +2607,6 @@ class StoreImpl final : public LocalStore {
                                : "UPDATE meta SET value = ?1 WHERE key = 'next_cookie' AND value < ?1");
     stmt.bind(1, value);
     return stmt.run();
-  }
-
-  Status check_may_add(const Attributes& dir, const Caller& caller) {
-    if (!permits(dir, caller, kMayWrite | kMayExecute)) {
-      return error(Errc::access_denied, "no write permission on the directory");
-    }
-    return {};
-  }
-
-  Status check_may_delete(const Attributes& dir, const Attributes& victim, const Caller& caller) {
-    TP_RETURN_IF_ERROR(check_may_add(dir, caller));
-    if ((dir.mode & kSticky) && caller.uid != 0 && caller.uid != dir.uid &&
-        caller.uid != victim.uid) {
-      return error(Errc::access_denied, "sticky directory: only the owner may remove");
-    }
-    return {};
   }
 
   // Regular files only; the owner may read and write whatever the mode bits, as a local
@@ -2225,21 +2663,10 @@ class StoreImpl final : public LocalStore {
 
   Attributes new_attributes(const Attributes& dir, FileType type, const Caller& caller,
                             const AttributeChanges& initial, std::uint32_t default_mode) {
-    Attributes a;
+    Attributes a = new_object(dir, type, caller, initial, default_mode, now_ns());
     a.inode = next_inode_++;
     a.generation = static_cast<std::uint32_t>(random_());
-    a.type = type;
-    a.mode = initial.mode.value_or(default_mode) & 07777;
     a.nlink = 1;
-    a.uid = caller.uid == 0 && initial.uid ? *initial.uid : caller.uid;
-    a.gid = (dir.mode & kSetgid) ? dir.gid : caller.gid;
-    if (caller.uid == 0 && initial.gid) a.gid = *initial.gid;
-    std::int64_t now = now_ns();
-    a.atime_ns = initial.atime == SetTime::client_time ? initial.atime_ns : now;
-    a.mtime_ns = initial.mtime == SetTime::client_time ? initial.mtime_ns : now;
-    a.ctime_ns = a.birth_ns = now;
-    if (type == FileType::regular && initial.size) a.size = a.used = *initial.size;
-    clear_foreign_setgid(a, caller);
     return a;
   }
 
@@ -2255,26 +2682,7 @@ class StoreImpl final : public LocalStore {
                                const Attributes& object, std::string_view symlink_target,
                                const std::optional<CreateVerifier>& verifier,
                                const std::optional<Placement>& placed = std::nullopt) {
-    auto insert = db.prepare(
-        "INSERT INTO inodes(ino, generation, type, mode, nlink, uid, gid, size, rdev_major, "
-        "rdev_minor, atime, mtime, ctime, birth, symlink_target, create_verifier) "
-        "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-    insert.bind(1, object.inode).bind(2, object.generation);
-    insert.bind(3, static_cast<std::uint32_t>(object.type)).bind(4, object.mode);
-    insert.bind(5, object.nlink).bind(6, object.uid).bind(7, object.gid).bind(8, object.size);
-    insert.bind(9, object.rdev_major).bind(10, object.rdev_minor).bind(11, object.atime_ns);
-    insert.bind(12, object.mtime_ns).bind(13, object.ctime_ns).bind(14, object.birth_ns);
-    if (object.type == FileType::symlink) {
-      insert.bind(15, symlink_target);
-    } else {
-      insert.bind_null(15);
-    }
-    if (verifier) {
-      insert.bind(16, std::span<const std::uint8_t>(*verifier));
-    } else {
-      insert.bind_null(16);
-    }
-    TP_RETURN_IF_ERROR(insert.run());
+    TP_RETURN_IF_ERROR(insert_inode(db, object, symlink_target, verifier, dir.inode));
     if (object.type == FileType::regular) {
       auto layout = db.prepare(
           "INSERT INTO layouts(ino, pool, stripe_unit, protection, nodes) VALUES(?, ?, ?, ?, ?)");
@@ -2290,6 +2698,56 @@ class StoreImpl final : public LocalStore {
     if (object.type == FileType::directory) ++dir_after.nlink;
     TP_RETURN_IF_ERROR(save(db, dir_after));
     return NewObject{object, wcc_of(dir, dir_after)};
+  }
+
+  // A directory's `parent` is kept (its ".."); other objects' is not.
+  Status insert_inode(Database& db, const Attributes& object, std::string_view symlink_target,
+                      const std::optional<CreateVerifier>& verifier, InodeId parent) {
+    auto insert = db.prepare(
+        "INSERT INTO inodes(ino, generation, type, mode, nlink, uid, gid, size, rdev_major, "
+        "rdev_minor, atime, mtime, ctime, birth, symlink_target, create_verifier, parent) "
+        "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    insert.bind(1, object.inode).bind(2, object.generation);
+    insert.bind(3, static_cast<std::uint32_t>(object.type)).bind(4, object.mode);
+    insert.bind(5, object.nlink).bind(6, object.uid).bind(7, object.gid).bind(8, object.size);
+    insert.bind(9, object.rdev_major).bind(10, object.rdev_minor).bind(11, object.atime_ns);
+    insert.bind(12, object.mtime_ns).bind(13, object.ctime_ns).bind(14, object.birth_ns);
+    if (object.type == FileType::symlink) {
+      insert.bind(15, symlink_target);
+    } else {
+      insert.bind_null(15);
+    }
+    if (verifier) {
+      insert.bind(16, std::span<const std::uint8_t>(*verifier));
+    } else {
+      insert.bind_null(16);
+    }
+    if (object.type == FileType::directory) {
+      insert.bind(17, parent);
+    } else {
+      insert.bind_null(17);
+    }
+    return insert.run();
+  }
+
+  Status set_parent(Database& db, InodeId directory, InodeId parent) {
+    auto update = db.prepare("UPDATE inodes SET parent = ? WHERE ino = ?");
+    TP_RETURN_IF_ERROR(update.bind(1, parent).bind(2, directory).run());
+    listing_changes_.emplace_back(directory, nullptr);  // its ".."
+    return {};
+  }
+
+  Status make_root(Database& db) {
+    Attributes root;
+    root.inode = kRootInode;
+    root.generation = 1;
+    root.type = FileType::directory;
+    // /ifs is open to everyone, as OneFS ships it; administrators narrow it with exports.
+    root.mode = 0777;
+    root.nlink = 2;
+    root.atime_ns = root.mtime_ns = root.ctime_ns = root.birth_ns = now_ns();
+    if (load(db, kRootInode).ok()) return {};
+    return insert_inode(db, root, {}, std::nullopt, kRootInode);
   }
 
   Result<NewObject> create_existing(Database& db, const Attributes& dir, InodeId existing,
@@ -2326,6 +2784,7 @@ class StoreImpl final : public LocalStore {
   // link goes; its data file is deleted only after the transaction is durable.
   Status unlink_entry(Database& db, Attributes& dir, const std::string& name,
                       const Attributes& victim, AfterCommit& after) {
+    TP_RETURN_IF_ERROR(check_inode_not_held(victim.inode));
     TP_RETURN_IF_ERROR(remove_entry(db, dir.inode, name));
     std::int64_t now = now_ns();
     dir.mtime_ns = dir.ctime_ns = now;
@@ -2339,6 +2798,11 @@ class StoreImpl final : public LocalStore {
       v.ctime_ns = now;
       return save(db, v);
     }
+    return drop_inode(db, victim, after);
+  }
+
+  // The inode goes, and once that is durable, a regular file's data.
+  Status drop_inode(Database& db, const Attributes& victim, AfterCommit& after) {
     for (const char* sql :
          {"DELETE FROM inodes WHERE ino = ?", "DELETE FROM layouts WHERE ino = ?",
           "DELETE FROM moves WHERE ino = ?", "DELETE FROM copies_behind WHERE ino = ?"}) {
@@ -2368,6 +2832,7 @@ class StoreImpl final : public LocalStore {
     TP_RETURN_IF_ERROR(validate_new_name(to_name));
     auto source_inode = find_entry(db, from_directory, from_name);
     if (!source_inode) return error(Errc::not_found, "no entry '" + from_name + "'");
+    if (is_foreign(*source_inode)) return elsewhere(*source_inode);
     TP_ASSIGN_OR_RETURN(Attributes source, load(db, *source_inode));
     TP_RETURN_IF_ERROR(check_may_delete(from_dir, source, caller));
     TP_RETURN_IF_ERROR(check_may_add(to_dir, caller));
@@ -2383,13 +2848,16 @@ class StoreImpl final : public LocalStore {
         }
         if (up == kRootInode) break;
         TP_ASSIGN_OR_RETURN(up, parent_of(db, up));
+        if (is_foreign(up)) return elsewhere(up);  // the walk up goes through another shard
       }
+      TP_RETURN_IF_ERROR(check_inode_not_held(source.inode));
     }
     std::optional<Attributes> replaced;
     if (auto target_inode = find_entry(db, to_directory, to_name)) {
       if (*target_inode == source.inode) {
         return RenameResult{wcc_of(from_dir, from_dir), wcc_of(to_dir, to_dir)};
       }
+      if (is_foreign(*target_inode)) return elsewhere(*target_inode);
       TP_ASSIGN_OR_RETURN(Attributes target, load(db, *target_inode));
       bool target_is_directory = target.type == FileType::directory;
       if (moving_directory && !target_is_directory) {
@@ -2406,6 +2874,9 @@ class StoreImpl final : public LocalStore {
     }
     std::int64_t now = now_ns();
     Attributes to_after = to_dir;
+    TP_RETURN_IF_ERROR(check_entry_not_held(from_directory, from_name));
+    TP_RETURN_IF_ERROR(check_entry_not_held(to_directory, to_name));
+    if (sealed_.contains(to_directory)) return held_elsewhere();
     if (replaced) TP_RETURN_IF_ERROR(unlink_entry(db, to_after, to_name, *replaced, after));
     auto move = db.prepare("UPDATE dirents SET dir = ?, name = ? WHERE dir = ? AND name = ?");
     move.bind(1, to_directory).bind(2, std::string_view(to_name));
@@ -2413,7 +2884,9 @@ class StoreImpl final : public LocalStore {
     TP_RETURN_IF_ERROR(move.run());
     forget_entry(from_directory, from_name);
     forget_entry(to_directory, to_name);
-    if (moving_directory) listing_changes_.emplace_back(source.inode, nullptr);  // its ".." 
+    if (moving_directory && from_directory != to_directory) {
+      TP_RETURN_IF_ERROR(set_parent(db, source.inode, to_directory));
+    }
     // The same directory on both sides: one set of attributes, updated once.
     Attributes from_after = from_directory == to_directory ? to_after : from_dir;
     from_after.mtime_ns = from_after.ctime_ns = now;
@@ -2446,7 +2919,7 @@ class StoreImpl final : public LocalStore {
     }
     auto add = [&](InodeId inode, std::string name, std::uint64_t entry_cookie) -> Status {
       DirectoryEntry e{inode, std::move(name), entry_cookie, std::nullopt};
-      if (with_attributes) {
+      if (with_attributes && !is_foreign(inode)) {
         TP_ASSIGN_OR_RETURN(e.attributes, load(db, inode));
       }
       page.entries.push_back(std::move(e));
@@ -2458,17 +2931,26 @@ class StoreImpl final : public LocalStore {
       TP_RETURN_IF_ERROR(add(parent, "..", 2));
     }
     std::uint64_t after_row = cookie >= kFirstEntryCookie ? cookie - 2 : 0;
-    // One query returns the entries with their inodes' attributes (READDIRPLUS) in order.
+    // One query returns the entries with their inodes' attributes (READDIRPLUS) in order;
+    // none for an inode of another shard.
     auto rows = db.prepare(
         "SELECT i.ino, i.generation, i.type, i.mode, i.nlink, i.uid, i.gid, i.size, "
-        "i.rdev_major, i.rdev_minor, i.atime, i.mtime, i.ctime, i.birth, d.cookie, d.name "
-        "FROM dirents d JOIN inodes i ON i.ino = d.ino WHERE d.dir = ? AND d.cookie > ? "
+        "i.rdev_major, i.rdev_minor, i.atime, i.mtime, i.ctime, i.birth, d.cookie, d.name, d.ino "
+        "FROM dirents d LEFT JOIN inodes i ON i.ino = d.ino WHERE d.dir = ? AND d.cookie > ? "
         "ORDER BY d.cookie LIMIT ?");
     std::uint32_t room = max_entries - static_cast<std::uint32_t>(page.entries.size());
     rows.bind(1, dir.inode).bind(2, after_row).bind(3, room + 1);
     std::uint32_t seen = 0;
     while (rows.next_row()) {
       if (seen++ == room) break;
+      if (rows.is_null(0)) {
+        const auto inode = static_cast<InodeId>(rows.int64(16));
+        if (is_foreign(inode)) {
+          page.entries.push_back(
+              {inode, rows.blob(15), static_cast<std::uint64_t>(rows.int64(14)) + 2, std::nullopt});
+        }
+        continue;
+      }
       Attributes a = attributes_from_row(rows);
       overlay_memory_state(a);
       DirectoryEntry e{a.inode, rows.blob(15), static_cast<std::uint64_t>(rows.int64(14)) + 2,
@@ -2618,26 +3100,46 @@ class StoreImpl final : public LocalStore {
   internal::NameCache names_{kCachedInodes};
   internal::ListingCache listings_{kCachedListings};
 
+  // Owned by the shard thread: what the parts of changes across shards prepared here hold.
+  Participant participant_{*this};
+  std::uint64_t boot_ = 0;  // meta's boots, this store's
+  std::unordered_map<TransactionId, HeldKeys> held_parts_;
+  std::set<internal::EntryName> held_entries_;
+  std::unordered_set<InodeId> held_inodes_;
+  std::unordered_map<InodeId, int> pinned_;  // by how many parts
+  std::unordered_set<InodeId> sealed_;
+
   internal::ShardExecutor shard_;  // last: its thread stops before the state above goes
 };
 
-// Shards made before layouts named their nodes gain the column, empty as their files' data is
-// kept with the shard.
-Status add_layout_nodes_column(Database& db) {
-  auto columns = db.prepare("SELECT 1 FROM pragma_table_info('layouts') WHERE name = 'nodes'");
+// Shards made before a column was added gain it: layouts' nodes (empty, as their files' data
+// is kept with the shard) and inodes' parent (null: the entry naming the directory tells).
+// Both statements are constants, as Database::prepare wants.
+Status add_column_if_missing(Database& db, const char* find_column, const char* add_column) {
+  auto columns = db.prepare(find_column);
   if (columns.next_row()) return {};
   TP_RETURN_IF_ERROR(columns.status());
-  return db.exec("ALTER TABLE layouts ADD COLUMN nodes TEXT NOT NULL DEFAULT ''");
+  return db.exec(add_column);
 }
 
 Status StoreImpl::initialize(Database& db) {
   TP_RETURN_IF_ERROR(data_.prepare());
   TP_RETURN_IF_ERROR(db.exec(internal::kShardSchema));
-  TP_RETURN_IF_ERROR(add_layout_nodes_column(db));
+  TP_RETURN_IF_ERROR(
+      add_column_if_missing(db, "SELECT 1 FROM pragma_table_info('layouts') WHERE name = 'nodes'",
+                            "ALTER TABLE layouts ADD COLUMN nodes TEXT NOT NULL DEFAULT ''"));
+  TP_RETURN_IF_ERROR(
+      add_column_if_missing(db, "SELECT 1 FROM pragma_table_info('inodes') WHERE name = 'parent'",
+                            "ALTER TABLE inodes ADD COLUMN parent INTEGER"));
   TP_RETURN_IF_ERROR(db.exec("BEGIN IMMEDIATE"));
-  TP_RETURN_IF_ERROR(db.exec(
-      "INSERT OR IGNORE INTO meta(key, value) VALUES('next_inode', 2), ('next_cookie', 1), "
-      "('boots', 0)"));
+  {
+    // Shard 0's first number after the root's; another shard's first.
+    auto counters = db.prepare(
+        "INSERT OR IGNORE INTO meta(key, value) VALUES('next_inode', ?), ('next_cookie', 1), "
+        "('boots', 0)");
+    const InodeId first = (InodeId{options_.shard} << kShardShift) + (options_.shard == 0 ? 2 : 1);
+    TP_RETURN_IF_ERROR(counters.bind(1, first).run());
+  }
   TP_RETURN_IF_ERROR(db.exec("UPDATE meta SET value = value + 1 WHERE key = 'boots'"));
   {
     // meta holds how far numbers are claimed (reserve_numbers), past every one handed out;
@@ -2664,21 +3166,20 @@ Status StoreImpl::initialize(Database& db) {
     }
     TP_RETURN_IF_ERROR(autoincrement.status());
     write_verifier_ = (boots << 32) ^ (random_() & 0xffffffffu);
+    boot_ = boots;
   }
   // The first claims, durable with the boot count below.
   inode_limit_ = next_inode_ + 2 * kNumbersAhead;
   cookie_limit_ = next_cookie_ + 2 * kNumbersAhead;
   TP_RETURN_IF_ERROR(raise_counter(db, Counter::inode, inode_limit_));
   TP_RETURN_IF_ERROR(raise_counter(db, Counter::cookie, cookie_limit_));
-  std::int64_t now = now_ns();
-  auto root = db.prepare(
-      "INSERT OR IGNORE INTO inodes(ino, generation, type, mode, nlink, uid, gid, size, "
-      "rdev_major, rdev_minor, atime, mtime, ctime, birth) "
-      "VALUES(?, 1, ?, ?, 2, 0, 0, 0, 0, 0, ?, ?, ?, ?)");
-  // /ifs is open to everyone, as OneFS ships it; administrators narrow it with exports.
-  root.bind(1, kRootInode).bind(2, static_cast<std::uint32_t>(FileType::directory));
-  root.bind(3, std::uint32_t{0777}).bind(4, now).bind(5, now).bind(6, now).bind(7, now);
-  TP_RETURN_IF_ERROR(root.run());
+  if (options_.shard == 0) TP_RETURN_IF_ERROR(make_root(db));
+  {
+    // What earlier boots answered their coordinators: those coordinators are gone.
+    auto forget = db.prepare("DELETE FROM transactions WHERE state = ? AND boot < ?");
+    TP_RETURN_IF_ERROR(forget.bind(1, kAborted).bind(2, boot_).run());
+  }
+  TP_RETURN_IF_ERROR(hold_prepared_parts(db));
   auto placed = db.prepare(
       "SELECT ino, pool, protection, stripe_unit, nodes FROM layouts WHERE pool != ?");
   placed.bind(1, kWithShard);

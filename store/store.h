@@ -33,6 +33,8 @@ using boost::asio::awaitable;
 using InodeId = std::uint64_t;
 inline constexpr int kShardShift = 48;
 inline constexpr InodeId kRootInode = 1;  // shard 0, sequence 1
+using ShardId = std::uint16_t;
+inline ShardId shard_of(InodeId inode) { return static_cast<ShardId>(inode >> kShardShift); }
 
 inline constexpr std::size_t kMaxNameBytes = 255;
 inline constexpr std::size_t kMaxSymlinkBytes = 4096;
@@ -125,6 +127,9 @@ enum class Stability : std::uint8_t { unstable = 0, data_sync = 1, file_sync = 2
 struct LookupResult {
   Attributes object;
   Attributes directory;
+  // The object lives on another shard: `object` holds only its inode number, and the namespace
+  // over the shards (store/namespace.h) asks that shard for the rest. Never set by a namespace.
+  bool object_elsewhere = false;
 };
 
 struct AccessResult {
@@ -221,7 +226,9 @@ struct DirectoryEntry {
   InodeId inode = 0;
   std::string name;
   std::uint64_t cookie = 0;
-  std::optional<Attributes> attributes;  // filled when asked for (READDIRPLUS)
+  // Filled when asked for (READDIRPLUS); by one shard, only for the objects it holds: the
+  // namespace over the shards fills in the others.
+  std::optional<Attributes> attributes;
 };
 
 struct DirectoryPage {
@@ -310,6 +317,10 @@ class NewFilePlacement {
 
 struct StoreOptions {
   std::string data_dir;
+  // The shard of the namespace this store holds: its new inodes' numbers carry it, and shard 0
+  // holds the root directory. Its directories' entries may name inodes of other shards
+  // (store/namespace.h puts new directories on hashed shards).
+  ShardId shard = 0;
   // How the home reaches the node pools that hold file data; null outside a cluster, where
   // files keep their data with the shard and migrate() is not supported.
   std::shared_ptr<PoolPeers> peers;
@@ -338,6 +349,7 @@ std::uint32_t access_granted(const Attributes& a, const Caller& caller, std::uin
 
 class LocalStore;
 class MirrorTarget;
+class ShardParticipant;
 
 class Store {
  public:
@@ -460,6 +472,9 @@ class LocalStore : public Store {
   // L2 and the page cache's clean pages of its data files. Data written and not yet durable
   // stays.
   virtual awaitable<Status> drop_caches() = 0;
+  // The shard's part in changes that span shards (store/cross_shard.h); lives as long as the
+  // store.
+  virtual ShardParticipant& participant() = 0;
 };
 
 }  // namespace tidepool::store

@@ -76,7 +76,7 @@ class ShardedCache {
 struct EntryName {
   InodeId directory;
   std::string name;
-  bool operator==(const EntryName&) const = default;
+  auto operator<=>(const EntryName&) const = default;
 };
 struct EntryNameHash {
   std::size_t operator()(const EntryName& e) const {

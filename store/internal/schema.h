@@ -1,6 +1,8 @@
 // The schema of a shard database.
 #pragma once
 
+#include <string_view>
+
 namespace tidepool::store::internal {
 
 // Where a shard's copy lives under the data directory, on its home and on its mirror alike.
@@ -19,6 +21,12 @@ inline constexpr const char* kDataFilesPath = "/data";
 // a crash goes on from there. A row of `copies_behind` is a copy of a placed file's unit (every
 // unit it holds, for unit -1) on a node that missed a write or sync while it was down: nothing
 // reads that copy until the home has put the unit back on it (store.cc, catch_up).
+// A directory's `parent` is its ".." (null in databases made before directories could live on
+// another shard than their entry: the entry naming them tells). `transactions` and
+// `transaction_steps` hold this shard's parts of changes spanning shards
+// (store/cross_shard.h): prepared (state 0), decided on their coordinator (1), or aborted (2:
+// on their coordinator, so that it never commits them), with the boot of the store that
+// prepared them (meta's boots): parts of earlier boots are what recovery settles.
 inline constexpr const char* kShardSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta(
   key TEXT PRIMARY KEY,
@@ -39,7 +47,8 @@ CREATE TABLE IF NOT EXISTS inodes(
   ctime INTEGER NOT NULL,
   birth INTEGER NOT NULL,
   symlink_target BLOB,
-  create_verifier BLOB);
+  create_verifier BLOB,
+  parent INTEGER);
 DROP INDEX IF EXISTS inodes_by_atime;
 DROP INDEX IF EXISTS inodes_by_size;
 CREATE TABLE IF NOT EXISTS dirents(
@@ -68,6 +77,27 @@ CREATE TABLE IF NOT EXISTS copies_behind(
   node INTEGER NOT NULL,
   unit INTEGER NOT NULL,
   PRIMARY KEY(ino, node, unit)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS transactions(
+  id INTEGER PRIMARY KEY,
+  coordinator INTEGER NOT NULL,
+  state INTEGER NOT NULL,
+  participants TEXT NOT NULL,
+  boot INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS transaction_steps(
+  id INTEGER NOT NULL,
+  seq INTEGER NOT NULL,
+  kind INTEGER NOT NULL,
+  directory INTEGER NOT NULL,
+  name BLOB NOT NULL,
+  inode INTEGER NOT NULL,
+  delta INTEGER NOT NULL,
+  parent INTEGER NOT NULL,
+  PRIMARY KEY(id, seq)) WITHOUT ROWID;
 )sql";
+
+// Every table of kShardSchema: the tables whose changes a mirror takes.
+inline constexpr std::string_view kShardTables[] = {
+    "meta",  "inodes",        "dirents",      "layouts",
+    "moves", "copies_behind", "transactions", "transaction_steps"};
 
 }  // namespace tidepool::store::internal

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "common/crc32c.h"
+#include "store/internal/schema.h"
 
 namespace tidepool::store::internal {
 namespace {
@@ -22,8 +23,7 @@ struct Applying {
 // SQLite skips changes to tables it does not have; a shard changeset never names one, so one
 // that does is not a shard changeset.
 int only_shard_tables(void* applying, const char* table) {
-  static constexpr std::string_view kTables[] = {"meta", "inodes", "dirents", "layouts", "moves"};
-  for (std::string_view known : kTables) {
+  for (std::string_view known : kShardTables) {
     if (known == table) return 1;
   }
   static_cast<Applying*>(applying)->unknown_table = true;

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "store/internal/schema.h"
 
@@ -181,6 +184,36 @@ TEST(ShardReplication, ATornOrForeignChangesetIsRefusedNotHalfApplied) {
   ASSERT_FALSE(foreign->empty());
   auto mirror = shard_database();
   EXPECT_EQ(apply_changeset(*mirror, *foreign).code(), Errc::corrupt);
+}
+
+// A mirror that refused a table's changes would be dropped at each change to it.
+TEST(ShardReplication, EveryTableOfTheSchemaReplicates) {
+  auto home = shard_database();
+  std::vector<std::string> tables;
+  auto listed = home->prepare("SELECT name FROM sqlite_master WHERE type = 'table'");
+  while (listed.next_row()) tables.push_back(listed.blob(0));
+  ASSERT_TRUE(listed.status().ok());
+  ASSERT_EQ(tables.size(), std::size(kShardTables));
+  for (const std::string& table : tables) {
+    EXPECT_NE(std::find(std::begin(kShardTables), std::end(kShardTables), table),
+              std::end(kShardTables))
+        << table;
+  }
+  auto recorder = ChangeRecorder::attach(*home);
+  ASSERT_TRUE(recorder.ok());
+  ASSERT_TRUE(home->exec("INSERT INTO copies_behind(ino, node, unit) VALUES(5, 2, -1);"
+                         "INSERT INTO transactions(id, coordinator, state, participants, boot) "
+                         "VALUES(9, 1, 0, '2', 1);"
+                         "INSERT INTO transaction_steps(id, seq, kind, directory, name, inode, "
+                         "delta, parent) VALUES(9, 0, 1, 1, 'x', 7, 0, 0)")
+                  .ok());
+  auto changes = (*recorder)->take();
+  ASSERT_TRUE(changes.ok());
+  auto mirror = shard_database();
+  ASSERT_TRUE(apply_changeset(*mirror, *changes).ok());
+  auto steps = mirror->prepare("SELECT count(*) FROM transaction_steps");
+  ASSERT_TRUE(steps.next_row());
+  EXPECT_EQ(steps.int64(0), 1);
 }
 
 }  // namespace

@@ -1,0 +1,19 @@
+// Fail points, as FreeBSD's fail(9) (on which OneFS builds its own): named places in the code
+// where a fault-injection test makes a node pause, to kill it right there. Every pause is 0
+// (none) until set; the daemon sets them from the cluster's sysctls (debug.fail_point.NAME).
+// Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <string_view>
+
+namespace tidepool::fail_points {
+
+// A change across shards (store/namespace.h) with every part prepared, before its coordinator
+// decides: the point between its two phases.
+inline constexpr std::string_view kCrossShardDecide = "cross_shard_decide";
+
+void set_pause(std::string_view name, std::chrono::milliseconds pause);
+std::chrono::milliseconds pause_at(std::string_view name);
+
+}  // namespace tidepool::fail_points
