@@ -2,11 +2,12 @@
 
 #include <spdlog/spdlog.h>
 
-#include "cluster/ring.h"
-
 #include <algorithm>
 #include <charconv>
 #include <limits>
+
+#include "cluster/ring.h"
+#include "store/local_shards.h"
 
 namespace tidepool::daemon {
 namespace {
@@ -289,7 +290,7 @@ std::optional<NamespaceRecord> namespace_of(const cluster::GroupView& view) {
   record.mirror_in_step = in_step.get<bool>();
   const json shards = body.value("shards", json(1u));
   if (!shards.is_number_unsigned() || shards.get<std::uint64_t>() == 0 ||
-      shards.get<std::uint64_t>() > 256) {
+      shards.get<std::uint64_t>() > store::kMaxShards) {
     return std::nullopt;
   }
   record.shards = shards.get<std::uint32_t>();

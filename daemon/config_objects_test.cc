@@ -71,6 +71,7 @@ TEST(NamespaceRecordBody, RoundTripsAndReadsRecordsFromBeforeMirrors) {
   cluster::GroupView view;
   NamespaceRecord written = record(3, 4, true);
   written.handle_key[0] = 0xab;
+  written.shards = 16;
   view.objects.push_back({std::string(kClusterKind), std::string(kNamespaceName),
                           namespace_to_json(written).dump(), 42});
   EXPECT_EQ(namespace_of(view), written);
@@ -79,6 +80,12 @@ TEST(NamespaceRecordBody, RoundTripsAndReadsRecordsFromBeforeMirrors) {
   ASSERT_TRUE(old.has_value());
   EXPECT_EQ(old->home, 3u);
   EXPECT_EQ(old->mirror, 0u);
+  EXPECT_EQ(old->shards, 1u) << "records from before shards are of one";
+  for (const char* shards : {"0", "257", "\"four\""}) {
+    view.objects[0].body = R"({"home": 3, "shards": )" + std::string(shards) +
+                           R"(, "handle_key": ")" + std::string(64, '0') + R"("})";
+    EXPECT_FALSE(namespace_of(view).has_value()) << shards;
+  }
   view.objects[0].body = R"({"home": 3, "mirror": "two", "handle_key": ")" + std::string(64, '0') + R"("})";
   EXPECT_FALSE(namespace_of(view).has_value());
 }
@@ -102,6 +109,19 @@ TEST(Sysctls, TheTransferLimitIsAPercentageFromOneToAHundred) {
   EXPECT_EQ(transfer_limit_percent(view), 75u);
   view.objects.back().body = R"({"value":"900"})";
   EXPECT_EQ(transfer_limit_percent(view), kDefaultTransferLimitPercent) << "unreadable: default";
+}
+
+TEST(Sysctls, TheFailPointBetweenThePhasesIsADurationAndOffUnlessSet) {
+  const SysctlSpec* pause = find_sysctl("debug.fail_point.cross_shard_decide");
+  ASSERT_NE(pause, nullptr);
+  EXPECT_EQ(normalize_sysctl(*pause, "90s").value(), "90s");
+  EXPECT_FALSE(normalize_sysctl(*pause, "soon").ok());
+  EXPECT_EQ(sysctl_default(*pause, NodeConfig{}), "0s");
+  cluster::GroupView view;
+  EXPECT_EQ(cross_shard_decide_pause(view).count(), 0);
+  view.objects.push_back(
+      {std::string(kSysctlKind), "debug.fail_point.cross_shard_decide", R"({"value":"2s"})", 4});
+  EXPECT_EQ(cross_shard_decide_pause(view).count(), 2);
 }
 
 }  // namespace

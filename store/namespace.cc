@@ -181,9 +181,10 @@ ShardStep inode_step(StepKind kind, InodeId inode, std::int32_t delta = 0, Inode
 
 // Runs `plan` by two-phase commit (store/cross_shard.h): every other shard prepares, then the
 // coordinator, whose add_entry steps naming inode 0 name the first inode another part made;
-// then the coordinator commits (the decision), then the others. Fails, with nothing changed,
-// when a part cannot be prepared; once decided, succeeds even if another part's commit does
-// not get through (recovery commits it).
+// then the coordinator decides, then the others commit. Fails, with nothing changed, when a
+// part cannot be prepared or the decision is refused; once decided, succeeds even if another
+// part's commit does not get through (recovery commits it). Only a decision whose answer was
+// lost leaves the parts to recovery.
 static awaitable<Status> run_plan(ShardedNamespace::Impl& ns, Plan plan) {
   const TransactionId id = ns.new_transaction_id();
   std::vector<std::pair<ShardId, std::shared_ptr<ShardParticipant>>> prepared;
@@ -203,8 +204,10 @@ static awaitable<Status> run_plan(ShardedNamespace::Impl& ns, Plan plan) {
     if (shard == plan.coordinator) continue;
     participants.push_back(shard);
     Result<ShardAccess> access = ns.at(shard);
-    Result<std::vector<InodeId>> made_here = access.status();
-    if (access.ok()) {
+    Result<std::vector<InodeId>> made_here = std::vector<InodeId>();
+    if (!access.ok()) {
+      made_here = access.status();
+    } else {
       auto preparing =
           access->participant->prepare(TransactionPart{id, plan.coordinator, {}, steps});
       made_here = co_await std::move(preparing);
@@ -221,23 +224,29 @@ static awaitable<Status> run_plan(ShardedNamespace::Impl& ns, Plan plan) {
     if (step.kind == StepKind::add_entry && step.inode == 0) step.inode = made;
   }
   Result<ShardAccess> coordinator = ns.at(plan.coordinator);
-  Status decided = coordinator.status();
-  if (coordinator.ok()) {
+  Result<std::vector<InodeId>> prepared_here = std::vector<InodeId>();
+  if (!coordinator.ok()) {
+    prepared_here = coordinator.status();
+  } else {
     auto preparing =
         coordinator->participant->prepare(TransactionPart{id, plan.coordinator, participants, own});
-    const Result<std::vector<InodeId>> prepared_here = co_await std::move(preparing);
-    if (!prepared_here.ok()) {
-      co_await abort_prepared();
-      co_return retry_if_changed(prepared_here.status());
-    }
-    if (const auto pause = fail_points::pause_at(fail_points::kCrossShardDecide);
-        pause.count() > 0) {
-      asio::steady_timer between_phases(co_await asio::this_coro::executor, pause);
-      auto pausing = between_phases.async_wait(asio::use_awaitable);
-      co_await std::move(pausing);
-    }
-    auto deciding = coordinator->participant->decide(id);
-    decided = co_await std::move(deciding);
+    prepared_here = co_await std::move(preparing);
+  }
+  if (!prepared_here.ok()) {
+    co_await abort_prepared();
+    co_return retry_if_changed(prepared_here.status());
+  }
+  if (const auto pause = fail_points::pause_at(fail_points::kCrossShardDecide); pause.count() > 0) {
+    asio::steady_timer between_phases(co_await asio::this_coro::executor, pause);
+    auto pausing = between_phases.async_wait(asio::use_awaitable);
+    co_await std::move(pausing);
+  }
+  auto deciding = coordinator->participant->decide(id);
+  const Status decided = co_await std::move(deciding);
+  if (decided.code() == Errc::precondition_failed) {
+    // Refused: recovery gave the change up meanwhile. Not decided, so undone everywhere.
+    co_await abort_prepared();
+    co_return error(Errc::unavailable, "a change across shards was given up; retry");
   }
   if (!decided.ok()) {
     // Whether the coordinator decided is not known here: recovery settles it.
@@ -378,8 +387,12 @@ awaitable<Result<ReadPieces>> ShardedNamespace::read_pieces(InodeId inode, std::
 awaitable<Result<WriteResult>> ShardedNamespace::write(InodeId inode, std::uint64_t offset,
                                                        std::span<const std::uint8_t> data,
                                                        Stability stability, Caller caller) {
-  return on_shard<WriteResult>(
+  auto writing = on_shard<WriteResult>(
       *impl_, inode, [=](Store& s) { return s.write(inode, offset, data, stability, caller); });
+  Result<WriteResult> written = co_await std::move(writing);
+  // The namespace's verifier, as COMMIT answers it: a client compares like with like.
+  if (written.ok()) written->verifier = write_verifier();
+  co_return written;
 }
 
 awaitable<Result<NewObject>> ShardedNamespace::create(InodeId directory, std::string name,

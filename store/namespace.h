@@ -78,6 +78,7 @@ class ShardedNamespace final : public Store {
                                      std::span<std::uint8_t> into, Caller caller) override;
   awaitable<Result<ReadPieces>> read_pieces(InodeId inode, std::uint64_t offset,
                                             std::uint32_t count, Caller caller) override;
+  // Its verifier is the namespace's (write_verifier(): every shard's, folded), not its shard's.
   awaitable<Result<WriteResult>> write(InodeId inode, std::uint64_t offset,
                                        std::span<const std::uint8_t> data, Stability stability,
                                        Caller caller) override;

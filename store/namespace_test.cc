@@ -195,6 +195,22 @@ TEST_F(ShardedNamespaceTest, NewDirectoriesSpreadOverTheShardsAndTheirFilesFollo
   EXPECT_EQ(again.status().code(), Errc::already_exists);
 }
 
+// A client compares the verifier of its WRITE with its COMMIT's: they must be one verifier.
+TEST_F(ShardedNamespaceTest, WritesAnswerTheVerifierCommitsDo) {
+  const InodeId dir = directory_on(2, "away");
+  const InodeId file = create(dir, "f");
+  const std::string bytes = "unstable";
+  auto written = run_to_completion(
+      ns_->write(file, 0, {reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()},
+                 Stability::unstable, root_caller()));
+  ASSERT_TRUE(written.ok()) << written.status().to_string();
+  ASSERT_TRUE(run_to_completion(ns_->commit(file)).ok());
+  EXPECT_EQ(written->verifier, ns_->write_verifier());
+  crash(2);
+  open(2);
+  EXPECT_NE(written->verifier, ns_->write_verifier()) << "a shard restarted";
+}
+
 TEST_F(ShardedNamespaceTest, ADirectoryOnAnotherShardIsRemovedOnlyWhenEmpty) {
   const InodeId dir = directory_on(1, "away");
   ASSERT_EQ(shard_of(dir), 1);
