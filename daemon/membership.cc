@@ -1,6 +1,5 @@
 #include "daemon/membership.h"
 
-#include <fcntl.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
@@ -9,15 +8,12 @@
 #include <unistd.h>
 
 #include <boost/asio/ip/tcp.hpp>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "common/callback_awaitable.h"
 #include "daemon/config_objects.h"
+#include "daemon/files.h"
 
 namespace tidepool::daemon {
 namespace {
@@ -44,34 +40,6 @@ std::string sha256_hex(std::string_view text) {
   unsigned int length = 0;
   EVP_Digest(text.data(), text.size(), digest, &length, EVP_sha256(), nullptr);
   return to_hex(std::span<const std::uint8_t>(digest, length));
-}
-
-Result<std::string> read_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return error(Errc::not_found, "cannot read " + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Durable before it is visible: written aside, synced, renamed over, directory synced.
-Status write_file(const std::string& path, const std::string& contents, mode_t mode) {
-  const std::string aside = path + ".new";
-  const int fd = ::open(aside.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) return error(Errc::io_error, "cannot create " + aside + ": " + std::strerror(errno));
-  const bool written = ::write(fd, contents.data(), contents.size()) ==
-                           static_cast<ssize_t>(contents.size()) &&
-                       ::fsync(fd) == 0;
-  ::close(fd);
-  if (!written || ::rename(aside.c_str(), path.c_str()) != 0) {
-    return error(Errc::io_error, "cannot write " + path + ": " + std::strerror(errno));
-  }
-  const int dir = ::open(fs::path(path).parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {
-    ::fsync(dir);
-    ::close(dir);
-  }
-  return {};
 }
 
 Status check_bindable(const std::string& address) {

@@ -1,8 +1,6 @@
 #include "daemon/namespace_shipping.h"
 
-#include <fcntl.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -10,9 +8,9 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <charconv>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <future>
 #include <map>
@@ -22,6 +20,7 @@
 #include <vector>
 
 #include "common/callback_awaitable.h"
+#include "daemon/files.h"
 #include "daemon/membership.h"
 
 namespace tidepool::daemon {
@@ -80,33 +79,20 @@ T wait_on_strand(const asio::any_io_executor& strand, std::chrono::milliseconds 
 // namespace-shards in a data directory: how many shards this node's copy of the namespace has.
 std::string shard_count_path(const std::string& data_dir) { return data_dir + "/namespace-shards"; }
 
-// Durable before it counts: written aside, synced, renamed over.
 Status keep_shard_count(const std::string& data_dir, std::uint32_t shards) {
-  const std::string path = shard_count_path(data_dir);
-  const std::string aside = path + ".new";
   std::error_code ec;
   std::filesystem::create_directories(data_dir, ec);
-  {
-    std::ofstream out(aside, std::ios::trunc);
-    out << shards << "\n";
-    if (!out.flush()) return error(Errc::io_error, "cannot write " + aside);
-  }
-  const int fd = ::open(aside.c_str(), O_RDONLY | O_CLOEXEC);
-  const bool synced = fd >= 0 && ::fsync(fd) == 0;
-  if (fd >= 0) ::close(fd);
-  if (!synced || ::rename(aside.c_str(), path.c_str()) != 0) {
-    return error(Errc::io_error, "cannot write " + path);
-  }
-  return {};
+  return write_file(shard_count_path(data_dir), std::to_string(shards) + "\n", 0644);
 }
 
 // As many shards as the copy had when it was last opened (a node outside any cluster, or one
 // that restarts), or `configured` for a new one.
 Result<std::uint32_t> shard_count_of(const std::string& data_dir, std::uint32_t configured) {
   const std::string path = shard_count_path(data_dir);
-  if (std::ifstream in(path); in) {
+  if (Result<std::string> text = read_file(path); text.ok()) {
     std::uint32_t kept = 0;
-    if (!(in >> kept) || kept == 0 || kept > store::kMaxShards) {
+    const auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), kept);
+    if (ec != std::errc() || kept == 0 || kept > store::kMaxShards) {
       return error(Errc::corrupt, path + " does not hold a number of shards (1..256)");
     }
     if (kept != configured) {

@@ -35,14 +35,8 @@ using internal::permits;
 // How deep the walk up from a rename's target directory goes looking for the moved one.
 constexpr int kMaxDepth = 4096;
 
-PreAttributes pre_of(const Attributes& a) { return {a.size, a.mtime_ns, a.ctime_ns}; }
-
 // The namespace's own walks (".." of directories) look as root.
-Caller walker() {
-  Caller root;
-  root.uid = root.gid = 0;
-  return root;
-}
+const Caller kWalker{0, 0, {}};
 
 // A change across shards found the shard changed since it looked (a race with another
 // change): the client asks again.
@@ -458,7 +452,7 @@ awaitable<Result<NewObject>> ShardedNamespace::mkdir(InodeId directory, std::str
   plan.add(directory, entry_step(StepKind::add_entry, directory, name, 0, +1));
   auto running = run_plan(*impl_, std::move(plan));
   TP_CO_RETURN_IF_ERROR(co_await std::move(running));
-  auto finding = lookup(directory, name, walker());
+  auto finding = lookup(directory, name, kWalker);
   Result<LookupResult> made = co_await std::move(finding);
   if (!made.ok()) co_return made.status();
   co_return NewObject{made->object, Wcc{pre_of(*dir), made->directory}};
@@ -595,7 +589,7 @@ awaitable<Result<RenameResult>> ShardedNamespace::rename(InodeId from_directory,
       if (up == moved.inode)
         co_return error(Errc::invalid_argument, "cannot move a directory into itself");
       if (depth == kMaxDepth) co_return error(Errc::name_too_long, "path too deep");
-      auto climbing = lookup(up, "..", walker());
+      auto climbing = lookup(up, "..", kWalker);
       Result<LookupResult> parent = co_await std::move(climbing);
       if (!parent.ok()) co_return parent.status();
       up = parent->object.inode;

@@ -155,8 +155,6 @@ Status check_data_access(const Attributes& a, const Caller& caller, std::uint32_
   return {};
 }
 
-PreAttributes pre_of(const Attributes& a) { return {a.size, a.mtime_ns, a.ctime_ns}; }
-
 Wcc wcc_of(const Attributes& before, const Attributes& after) { return {pre_of(before), after}; }
 
 Attributes attributes_from_row(const sqlite::Statement& row) {

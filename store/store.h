@@ -81,6 +81,8 @@ struct PreAttributes {
   std::int64_t ctime_ns = 0;
 };
 
+inline PreAttributes pre_of(const Attributes& a) { return {a.size, a.mtime_ns, a.ctime_ns}; }
+
 struct Wcc {
   std::optional<PreAttributes> before;
   std::optional<Attributes> after;
