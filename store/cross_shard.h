@@ -31,6 +31,10 @@ namespace tidepool::store {
 
 using TransactionId = std::uint64_t;
 
+// The most steps one shard's part holds, and the most pending parts one call reports.
+inline constexpr std::size_t kMaxStepsPerPart = 16;
+inline constexpr std::size_t kMaxPendingParts = 16384;
+
 enum class StepKind : std::uint8_t {
   // directory/name -> inode; the name must be free (or freed by an earlier step of the part).
   // `delta`: the directory's link count changes by it (+1 for a subdirectory).

@@ -18,9 +18,6 @@
 
 namespace tidepool::store {
 
-// The most shards a namespace is cut into.
-inline constexpr std::uint32_t kMaxShards = 256;
-
 // Where shard `shard` of a node's namespace lives under its data directory: shard 0 in the
 // directory itself (where a namespace of one shard always was), shard k in "shard-k" (hex).
 std::string shard_directory(const std::string& data_dir, ShardId shard);

@@ -125,6 +125,12 @@ class ShardedNamespace::Impl {
     return shard_(shard);
   }
   Result<ShardAccess> of(InodeId inode) const { return at(shard_of(inode)); }
+  // Whether the changes across shards that `inode`'s shard coordinates run here (its home is
+  // this process); if not, they are shipped whole to it.
+  bool coordinates(InodeId inode) const {
+    Result<ShardAccess> shard = of(inode);
+    return shard.ok() && shard->local;
+  }
 
   TransactionId new_transaction_id() {
     std::unique_lock lock(random_mutex_);
@@ -433,7 +439,7 @@ awaitable<Result<Attributes>> ShardedNamespace::new_entry_in(InodeId directory, 
 awaitable<Result<NewObject>> ShardedNamespace::mkdir(InodeId directory, std::string name,
                                                      AttributeChanges initial, Caller caller) {
   const ShardId home = shard_for_directory(directory, name);
-  if (home == shard_of(directory)) {
+  if (home == shard_of(directory) || !impl_->coordinates(directory)) {
     auto making = on_shard<NewObject>(
         *impl_, directory, [=](Store& s) { return s.mkdir(directory, name, initial, caller); });
     co_return co_await std::move(making);
@@ -529,13 +535,17 @@ awaitable<Result<RenameResult>> ShardedNamespace::rename(InodeId from_directory,
   // Within one shard, the shard's own rename, unless it meets an inode of another shard. Within
   // one directory it needs no lock: nothing changes parent.
   const bool one_shard = shard_of(from_directory) == shard_of(to_directory);
-  auto on_one_shard = [&]() {
+  auto on_source_shard = [&]() {
     return on_shard<RenameResult>(*impl_, from_directory, [=](Store& s) {
       return s.rename(from_directory, from_name, to_directory, to_name, caller);
     });
   };
+  if (!impl_->coordinates(from_directory)) {
+    auto renaming = on_source_shard();
+    co_return co_await std::move(renaming);
+  }
   if (one_shard && from_directory == to_directory) {
-    auto renaming = on_one_shard();
+    auto renaming = on_source_shard();
     Result<RenameResult> renamed = co_await std::move(renaming);
     if (renamed.ok() || renamed.status().code() != Errc::cross_device) co_return renamed;
   }
@@ -564,7 +574,7 @@ awaitable<Result<RenameResult>> ShardedNamespace::rename(InodeId from_directory,
   }
   if (one_shard && from_directory != to_directory) {
     // Under the locks: a directory it moves cannot close a cycle with one moving across shards.
-    auto renaming = on_one_shard();
+    auto renaming = on_source_shard();
     Result<RenameResult> renamed = co_await std::move(renaming);
     if (renamed.ok() || renamed.status().code() != Errc::cross_device) co_return renamed;
   }
@@ -745,6 +755,7 @@ awaitable<Status> ShardedNamespace::recover() {
       keep_first(access.status());
       continue;
     }
+    if (!access->local) continue;  // its home settles it
     auto listing = access->participant->pending();
     Result<std::vector<PendingPart>> pending = co_await std::move(listing);
     if (!pending.ok()) {

@@ -28,9 +28,14 @@
 namespace tidepool::store {
 
 // One shard as the namespace reaches it now: its store, and its part in changes across shards.
+// A shard this process is not the home of (`local` false) is reached through the namespace as
+// its home serves it, not through the shard alone: every operation on its inodes, and every
+// change across shards it coordinates, runs there whole, so that the home of the coordinating
+// shard drives the change and its recovery settles it (store/cross_shard.h).
 struct ShardAccess {
   std::shared_ptr<Store> store;
   std::shared_ptr<ShardParticipant> participant;
+  bool local = true;
 };
 
 // Locks on directories held across the phases of a rename between shards.
@@ -52,10 +57,11 @@ class ShardedNamespace final : public Store {
   using ShardOf = std::function<Result<ShardAccess>(ShardId)>;
   ShardedNamespace(ShardId shard_count, ShardOf shard, std::shared_ptr<NamespaceLocks> locks);
 
-  // Settles what crashes left of changes across shards: a coordinator's prepared part is
-  // aborted on every shard, a decision is committed on every shard, another part is settled
-  // as its coordinator says. Run when shards come back; a shard that cannot be reached leaves
-  // its transactions for the next run (unavailable).
+  // Settles what crashes left of changes across shards on the shards this process is the home
+  // of: a coordinator's prepared part is aborted on every shard, a decision is committed on
+  // every shard, another part is settled as its coordinator says. Run when shards come back,
+  // or change home; a shard that cannot be reached leaves its transactions for the next run
+  // (unavailable).
   awaitable<Status> recover();
   // The shard a new directory named `name` in `parent` goes on.
   ShardId shard_for_directory(InodeId parent, std::string_view name) const;

@@ -15,6 +15,7 @@
 #include "store/cross_shard.h"
 #include "store/internal/test_util.h"
 #include "store/local_shards.h"
+#include "store/remote_store.h"
 
 namespace tidepool::store {
 namespace {
@@ -389,29 +390,37 @@ TEST_F(ShardedNamespaceTest, APreparedPartHoldsWhatItTouchesUntilItIsSettled) {
   ASSERT_TRUE(run_to_completion(participant.prepare(TransactionPart{53, 2, {}, {remove_c}})).ok());
   ASSERT_TRUE(run_to_completion(participant.abort(53)).ok());
 
-  // Its coordinator (shard 2) never heard of it: it is aborted, and stays so.
-  auto outcome = run_to_completion(shards_[2]->participant().outcome(42));
-  ASSERT_TRUE(outcome.ok());
-  EXPECT_EQ(*outcome, Outcome::aborted);
-  // Recovery settles what an earlier boot left: not yet.
-  ASSERT_TRUE(run_to_completion(ns_->recover()).ok());
-  EXPECT_EQ(run_to_completion(ns_->remove(a, "f", root_caller())).status().code(),
-            Errc::unavailable);
-  crash(1);
-  open(1);
-  ASSERT_EQ(pending(1).size(), 1u);
-  ASSERT_TRUE(run_to_completion(ns_->recover()).ok());
-  EXPECT_TRUE(pending(1).empty());
+  // A coordinator's own part of this boot is still being driven: recovery leaves it be.
   ShardStep add;
   add.kind = StepKind::add_entry;
   add.directory = b;
-  add.name = "late";
+  add.name = "driven";
   add.inode = file;
+  ASSERT_TRUE(
+      run_to_completion(shards_[2]->participant().prepare(TransactionPart{60, 2, {1}, {add}}))
+          .ok());
+  // Another shard's part is settled whenever recovery runs, as its coordinator says: shard 2
+  // never heard of 42, so it is aborted, and stays so.
+  ASSERT_EQ(pending(1).size(), 1u);
+  ASSERT_TRUE(run_to_completion(ns_->recover()).ok());
+  EXPECT_TRUE(pending(1).empty());
+  add.name = "late";
   EXPECT_EQ(run_to_completion(shards_[2]->participant().prepare(TransactionPart{42, 2, {1}, {add}}))
                 .status()
                 .code(),
             Errc::unavailable);
   ASSERT_TRUE(run_to_completion(ns_->remove(a, "f", root_caller())).ok());
+  auto driven = run_to_completion(
+      ns_->create(b, "driven", CreateMode::guarded, {}, CreateVerifier{}, root_caller()));
+  EXPECT_EQ(driven.status().code(), Errc::unavailable);
+  // Its coordinator's next boot gives it up.
+  crash(2);
+  open(2);
+  ASSERT_TRUE(run_to_completion(ns_->recover()).ok());
+  EXPECT_TRUE(pending(2).empty());
+  EXPECT_TRUE(run_to_completion(ns_->create(b, "driven", CreateMode::guarded, {}, CreateVerifier{},
+                                            root_caller()))
+                  .ok());
 }
 
 TEST_F(ShardedNamespaceTest, FindFilesGoesThroughEveryShardInTurn) {
@@ -490,6 +499,232 @@ TEST(LocalShardsTest, AHomeThatRestartsSettlesTheRenameItLeftBetweenThePhases) {
   EXPECT_TRUE(run_to_completion(store.rename(a, "f", b, "g", root_caller())).ok());
   shards->reset();
   std::filesystem::remove_all(root);
+}
+
+// Two homes in one process, each serving the namespace of three shards: node 0 is the home of
+// shards 0 and 2, node 1 of shard 1. A node reaches the other's shards as it would over the
+// network: operations shipped to the other's namespace, participant calls to its shard.
+class TwoHomesTest : public ::testing::Test {
+ protected:
+  static constexpr int kNodes = 2;
+  static int home_of(ShardId shard) { return shard == 1 ? 1 : 0; }
+
+  class StoreLoopback final : public ShardChannel {
+   public:
+    StoreLoopback(TwoHomesTest& test, int node) : test_(test), node_(node) {}
+    awaitable<Result<xdr::Buffer>> call(StoreMethod method, xdr::Buffer request) override {
+      ++test_.shipped_[node_][method];
+      auto served =
+          serve_store_call(*test_.namespaces_[node_], static_cast<std::uint32_t>(method), request);
+      co_return co_await std::move(served);
+    }
+
+   private:
+    TwoHomesTest& test_;
+    const int node_;
+  };
+
+  class ParticipantLoopback final : public ParticipantChannel {
+   public:
+    ParticipantLoopback(TwoHomesTest& test, ShardId shard) : test_(test), shard_(shard) {}
+    awaitable<Result<xdr::Buffer>> call(ParticipantMethod method, xdr::Buffer request) override {
+      ++test_.participant_calls_[home_of(shard_)];
+      Result<ShardAccess> local = test_.local_access(shard_);
+      if (!local.ok()) co_return local.status();
+      auto served =
+          serve_participant_call(*local->participant, static_cast<std::uint32_t>(method), request);
+      co_return co_await std::move(served);
+    }
+
+   private:
+    TwoHomesTest& test_;
+    const ShardId shard_;
+  };
+
+  void SetUp() override {
+    root_ = fresh_test_directory("tp-two-homes");
+    locks_ = make_process_locks();  // the cluster's lock service, as far as these nodes go
+    for (ShardId shard = 0; shard < kShards; ++shard) open(shard);
+    for (int node = 0; node < kNodes; ++node) {
+      for (ShardId shard = 0; shard < kShards; ++shard) {
+        remote_[node][shard] = ShardAccess{
+            make_remote_store(std::make_shared<StoreLoopback>(*this, home_of(shard))),
+            make_remote_participant(std::make_shared<ParticipantLoopback>(*this, shard)), false};
+      }
+      namespaces_[node] = std::make_unique<ShardedNamespace>(
+          kShards, [this, node](ShardId shard) { return access(node, shard); }, locks_);
+    }
+  }
+  void TearDown() override {
+    for (auto& ns : namespaces_) ns.reset();
+    for (auto& shard : shards_) shard.reset();
+    std::filesystem::remove_all(root_);
+  }
+
+  void open(ShardId shard) {
+    StoreOptions options;
+    options.data_dir = (root_ / ("shard-" + std::to_string(shard))).string();
+    options.shard = shard;
+    options.threads = 1;
+    auto store = Store::open(options);
+    ASSERT_TRUE(store.ok()) << store.status().to_string();
+    shards_[shard] = std::shared_ptr<LocalStore>(std::move(*store));
+  }
+
+  Result<ShardAccess> local_access(ShardId shard) {
+    std::shared_ptr<LocalStore> store = shards_[shard];
+    if (!store)
+      return error(Errc::unavailable, "node " + std::to_string(home_of(shard)) + " is down");
+    std::shared_ptr<ShardParticipant> participant(store, &store->participant());
+    if (dies_on_decide_ == shard) {
+      participant = std::make_shared<DyingParticipant>(participant, [this, shard] {
+        dies_on_decide_.reset();
+        shards_[shard]->close();
+        shards_[shard].reset();
+      });
+    }
+    return ShardAccess{store, participant};
+  }
+  Result<ShardAccess> access(int node, ShardId shard) {
+    if (home_of(shard) != node) return remote_[node][shard];
+    return local_access(shard);
+  }
+
+  ShardedNamespace& through(int node) { return *namespaces_[node]; }
+  InodeId directory_on(ShardId shard, const std::string& prefix) {
+    for (int i = 0; i < 100; ++i) {
+      const std::string name = prefix + std::to_string(i);
+      if (through(0).shard_for_directory(kRootInode, name) != shard) continue;
+      auto made = run_to_completion(through(0).mkdir(kRootInode, name, {}, root_caller()));
+      EXPECT_TRUE(made.ok()) << made.status().to_string();
+      return made.ok() ? made->attributes.inode : 0;
+    }
+    ADD_FAILURE() << "no name hashes to shard " << shard;
+    return 0;
+  }
+  Result<NewObject> create(int node, InodeId dir, const std::string& name) {
+    return run_to_completion(
+        through(node).create(dir, name, CreateMode::guarded, {}, CreateVerifier{}, root_caller()));
+  }
+  Status rename(int node, InodeId from, const std::string& from_name, InodeId to,
+                const std::string& to_name) {
+    return run_to_completion(through(node).rename(from, from_name, to, to_name, root_caller()))
+        .status();
+  }
+  Result<LookupResult> lookup(int node, InodeId dir, const std::string& name) {
+    return run_to_completion(through(node).lookup(dir, name, root_caller()));
+  }
+  std::set<std::string> names(int node, InodeId dir) {
+    auto page = run_to_completion(through(node).readdir(dir, 0, 0, 100, true, root_caller()));
+    EXPECT_TRUE(page.ok()) << page.status().to_string();
+    std::set<std::string> listed;
+    if (!page.ok()) return listed;
+    for (const DirectoryEntry& entry : page->entries) {
+      EXPECT_TRUE(entry.attributes) << entry.name;
+      listed.insert(entry.name);
+    }
+    return listed;
+  }
+  Status recover(int node) { return run_to_completion(through(node).recover()); }
+
+  std::filesystem::path root_;
+  std::shared_ptr<NamespaceLocks> locks_;
+  std::array<std::shared_ptr<LocalStore>, kShards> shards_;
+  std::array<std::array<ShardAccess, kShards>, kNodes> remote_;
+  std::array<std::unique_ptr<ShardedNamespace>, kNodes> namespaces_;
+  std::optional<ShardId> dies_on_decide_;
+  // What each node was sent.
+  std::array<std::map<StoreMethod, int>, kNodes> shipped_;
+  std::array<int, kNodes> participant_calls_{};
+};
+
+TEST_F(TwoHomesTest, AChangeAcrossShardsRunsAtTheHomeOfTheShardThatCoordinatesIt) {
+  const InodeId on_1 = directory_on(1, "a");
+  const InodeId on_2 = directory_on(2, "b");
+  auto made = create(0, on_1, "f");
+  ASSERT_TRUE(made.ok()) << made.status().to_string();
+  const InodeId file = made->attributes.inode;
+  EXPECT_EQ(shard_of(file), 1);
+  EXPECT_EQ(shipped_[1][StoreMethod::create], 1);
+  EXPECT_EQ(participant_calls_[0], 0);
+
+  // Through node 0, out of a directory of node 1's shard: node 1 runs it, and reaches
+  // shard 2's part on node 0.
+  ASSERT_TRUE(rename(0, on_1, "f", on_2, "g").ok());
+  EXPECT_EQ(shipped_[1][StoreMethod::rename], 1);
+  EXPECT_GT(participant_calls_[0], 0);
+  for (int node = 0; node < kNodes; ++node) {
+    EXPECT_EQ(lookup(node, on_1, "f").status().code(), Errc::not_found) << node;
+    auto found = lookup(node, on_2, "g");
+    ASSERT_TRUE(found.ok()) << node << ": " << found.status().to_string();
+    EXPECT_EQ(found->object.inode, file);
+  }
+
+  // Back through node 1: shard 2 coordinates, on node 0, and reaches shard 1 on node 1.
+  const int calls_to_1 = participant_calls_[1];
+  ASSERT_TRUE(rename(1, on_2, "g", on_1, "h").ok());
+  EXPECT_EQ(shipped_[0][StoreMethod::rename], 1);
+  EXPECT_GT(participant_calls_[1], calls_to_1);
+  EXPECT_EQ(names(0, on_1), (std::set<std::string>{".", "..", "h"}));
+  EXPECT_EQ(names(1, on_1), names(0, on_1));
+  EXPECT_EQ(names(1, on_2), (std::set<std::string>{".", ".."}));
+}
+
+TEST_F(TwoHomesTest, AHomeThatDiesBetweenThePhasesRollsItsChangeBackWhenItReturns) {
+  const InodeId on_1 = directory_on(1, "a");
+  const InodeId on_2 = directory_on(2, "b");
+  auto made = create(0, on_1, "f");
+  ASSERT_TRUE(made.ok()) << made.status().to_string();
+  dies_on_decide_ = 1;
+  EXPECT_EQ(rename(0, on_1, "f", on_2, "g").code(), Errc::unavailable);
+  ASSERT_FALSE(shards_[1]);
+  // Node 0 holds the name the rename would have made, and cannot settle it alone.
+  EXPECT_EQ(create(0, on_2, "g").status().code(), Errc::unavailable);
+  EXPECT_EQ(recover(0).code(), Errc::unavailable);
+
+  open(1);
+  ASSERT_TRUE(recover(1).ok());
+  for (int node = 0; node < kNodes; ++node) {
+    auto old_name = lookup(node, on_1, "f");
+    ASSERT_TRUE(old_name.ok()) << node << ": " << old_name.status().to_string();
+    EXPECT_EQ(old_name->object.inode, made->attributes.inode);
+    EXPECT_EQ(lookup(node, on_2, "g").status().code(), Errc::not_found) << node;
+  }
+  EXPECT_TRUE(create(0, on_2, "g").ok());
+}
+
+TEST_F(TwoHomesTest, APartWhoseCoordinatorNeverPreparedIsGivenUpByItsOwnHome) {
+  const InodeId on_1 = directory_on(1, "a");
+  const InodeId on_2 = directory_on(2, "b");
+  auto made = create(0, on_1, "f");
+  ASSERT_TRUE(made.ok()) << made.status().to_string();
+  // As if node 1 prepared shard 2's part of a change it coordinates, then lost track of it
+  // before it prepared its own.
+  ShardStep add;
+  add.kind = StepKind::add_entry;
+  add.directory = on_2;
+  add.name = "ghost";
+  add.inode = made->attributes.inode;
+  ASSERT_TRUE(
+      run_to_completion(shards_[2]->participant().prepare(TransactionPart{77, 1, {}, {add}})).ok());
+  EXPECT_EQ(create(0, on_2, "ghost").status().code(), Errc::unavailable);
+
+  // Node 1 leaves alone what node 0 is the home of; node 0 asks shard 1, which never heard of
+  // the change, and gives its part up.
+  ASSERT_TRUE(recover(1).ok());
+  EXPECT_EQ(create(0, on_2, "ghost").status().code(), Errc::unavailable);
+  ASSERT_TRUE(recover(0).ok());
+  EXPECT_TRUE(create(1, on_2, "ghost").ok());
+  // The coordinator's part, should it come late, is refused.
+  ShardStep remove = add;
+  remove.kind = StepKind::remove_entry;
+  remove.directory = on_1;
+  remove.name = "f";
+  EXPECT_EQ(
+      run_to_completion(shards_[1]->participant().prepare(TransactionPart{77, 1, {2}, {remove}}))
+          .status()
+          .code(),
+      Errc::unavailable);
 }
 
 TEST(ProcessLocksTest, OverlappingKeysWaitForEachOther) {

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <concepts>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <random>
 #include <string>
@@ -477,6 +478,70 @@ void fields(Io& io, VerifierReply& r) {
   io(r.verifier);
 }
 
+// A shard's part in changes across shards.
+struct TransactionArgs {
+  TransactionId id = 0;
+};
+
+struct MadeInodes {
+  std::vector<InodeId> inodes;
+};
+
+struct OutcomeReply {
+  Outcome outcome = Outcome::prepared;
+};
+
+struct PendingReply {
+  std::vector<PendingPart> parts;
+};
+
+template <class Io>
+void fields(Io& io, ShardStep& s) {
+  io(s.kind);
+  io(s.directory);
+  io(s.name, kMaxNameBytes);
+  io(s.inode);
+  io(s.delta);
+  io(s.parent);
+  io(s.attributes);
+}
+
+template <class Io>
+void fields(Io& io, TransactionPart& p) {
+  io(p.id);
+  io(p.coordinator);
+  io(p.participants, kMaxShards);
+  io(p.steps, kMaxStepsPerPart);
+}
+
+template <class Io>
+void fields(Io& io, PendingPart& p) {
+  io(p.id);
+  io(p.coordinator);
+  io(p.participants, kMaxShards);
+  io(p.decided);
+}
+
+template <class Io>
+void fields(Io& io, TransactionArgs& a) {
+  io(a.id);
+}
+
+template <class Io>
+void fields(Io& io, MadeInodes& m) {
+  io(m.inodes, kMaxStepsPerPart);
+}
+
+template <class Io>
+void fields(Io& io, OutcomeReply& r) {
+  io(r.outcome);
+}
+
+template <class Io>
+void fields(Io& io, PendingReply& r) {
+  io(r.parts, kMaxPendingParts);
+}
+
 // The values each enum may take on the wire; anything else is malformed.
 template <class E>
 struct EnumRange;
@@ -496,6 +561,14 @@ template <>
 struct EnumRange<Stability> {
   static constexpr Stability first = Stability::unstable, last = Stability::file_sync;
 };
+template <>
+struct EnumRange<StepKind> {
+  static constexpr StepKind first = StepKind::add_entry, last = StepKind::set_parent;
+};
+template <>
+struct EnumRange<Outcome> {
+  static constexpr Outcome first = Outcome::prepared, last = Outcome::aborted;
+};
 
 template <class T>
 concept Enum = std::is_enum_v<T>;
@@ -509,7 +582,9 @@ class Writer {
 
   const Status& status() const { return status_; }
 
+  void operator()(std::uint16_t& v) { out_.u32(v); }
   void operator()(std::uint32_t& v) { out_.u32(v); }
+  void operator()(std::int32_t& v) { out_.i32(v); }
   void operator()(std::uint64_t& v) { out_.u64(v); }
   void operator()(std::int64_t& v) { out_.i64(v); }
   void operator()(bool& v) { out_.boolean(v); }
@@ -570,7 +645,16 @@ class Reader {
   // A message is well formed only when its last field ends the buffer.
   bool read_all() const { return in_.ok() && in_.remaining() == 0; }
 
+  void operator()(std::uint16_t& v) {
+    const std::uint32_t raw = in_.u32();
+    if (raw > std::numeric_limits<std::uint16_t>::max()) {
+      in_.fail();
+      return;
+    }
+    v = static_cast<std::uint16_t>(raw);
+  }
   void operator()(std::uint32_t& v) { v = in_.u32(); }
+  void operator()(std::int32_t& v) { v = in_.i32(); }
   void operator()(std::uint64_t& v) { v = in_.u64(); }
   void operator()(std::int64_t& v) { v = in_.i64(); }
   void operator()(bool& v) { v = in_.boolean(); }
@@ -919,7 +1003,120 @@ awaitable<Result<VerifierReply>> verifier_reply(Store& store) {
 
 awaitable<Result<xdr::Buffer>> fail_with(Status status) { co_return status; }
 
+template <class Reply, class Args>
+awaitable<Result<Reply>> call_participant(ParticipantChannel& channel, ParticipantMethod method,
+                                          Args args) {
+  auto request = encode(args);
+  if (!request.ok()) co_return request.status();
+  auto call = channel.call(method, std::move(request).value());
+  auto reply = co_await std::move(call);
+  if (!reply.ok()) co_return reply.status();
+  auto decoded = decode<Reply>(*reply);
+  if (!decoded) co_return malformed_reply();
+  co_return std::move(*decoded);
+}
+
+awaitable<Status> call_for_status(ParticipantChannel& channel, ParticipantMethod method,
+                                  TransactionId id) {
+  auto op = call_participant<NoArgs>(channel, method, TransactionArgs{id});
+  const Result<NoArgs> done = co_await std::move(op);
+  co_return done.status();
+}
+
+class RemoteParticipant final : public ShardParticipant {
+ public:
+  explicit RemoteParticipant(std::shared_ptr<ParticipantChannel> channel)
+      : channel_(std::move(channel)) {}
+
+  awaitable<Result<std::vector<InodeId>>> prepare(TransactionPart part) override {
+    auto op = call_participant<MadeInodes>(*channel_, ParticipantMethod::prepare, std::move(part));
+    Result<MadeInodes> made = co_await std::move(op);
+    if (!made.ok()) co_return made.status();
+    co_return std::move(made->inodes);
+  }
+  awaitable<Status> decide(TransactionId id) override {
+    return call_for_status(*channel_, ParticipantMethod::decide, id);
+  }
+  awaitable<Status> commit(TransactionId id) override {
+    return call_for_status(*channel_, ParticipantMethod::commit, id);
+  }
+  awaitable<Status> abort(TransactionId id) override {
+    return call_for_status(*channel_, ParticipantMethod::abort, id);
+  }
+  awaitable<Status> finish(TransactionId id) override {
+    return call_for_status(*channel_, ParticipantMethod::finish, id);
+  }
+  awaitable<Result<Outcome>> outcome(TransactionId id) override {
+    auto op =
+        call_participant<OutcomeReply>(*channel_, ParticipantMethod::outcome, TransactionArgs{id});
+    Result<OutcomeReply> reply = co_await std::move(op);
+    if (!reply.ok()) co_return reply.status();
+    co_return reply->outcome;
+  }
+  awaitable<Result<std::vector<PendingPart>>> pending() override {
+    auto op = call_participant<PendingReply>(*channel_, ParticipantMethod::pending, NoArgs{});
+    Result<PendingReply> reply = co_await std::move(op);
+    if (!reply.ok()) co_return reply.status();
+    co_return std::move(reply->parts);
+  }
+
+ private:
+  const std::shared_ptr<ParticipantChannel> channel_;
+};
+
+// The participant's answers as messages.
+awaitable<Result<NoArgs>> empty_reply(awaitable<Status> op) {
+  const Status done = co_await std::move(op);
+  if (!done.ok()) co_return done;
+  co_return NoArgs{};
+}
+
+template <class Reply, class T>
+awaitable<Result<Reply>> reply_of(awaitable<Result<T>> op) {
+  Result<T> answer = co_await std::move(op);
+  if (!answer.ok()) co_return answer.status();
+  co_return Reply{std::move(answer).value()};
+}
+
 }  // namespace
+
+std::unique_ptr<ShardParticipant> make_remote_participant(
+    std::shared_ptr<ParticipantChannel> channel) {
+  return std::make_unique<RemoteParticipant>(std::move(channel));
+}
+
+awaitable<Result<xdr::Buffer>> serve_participant_call(ShardParticipant& participant,
+                                                      std::uint32_t method,
+                                                      std::span<const std::uint8_t> request) {
+  ShardParticipant* p = &participant;
+  switch (static_cast<ParticipantMethod>(method)) {
+    case ParticipantMethod::prepare:
+      return serve<TransactionPart>("prepare", request, [p](TransactionPart& part) {
+        return reply_of<MadeInodes>(p->prepare(std::move(part)));
+      });
+    case ParticipantMethod::decide:
+      return serve<TransactionArgs>(
+          "decide", request, [p](TransactionArgs& a) { return empty_reply(p->decide(a.id)); });
+    case ParticipantMethod::commit:
+      return serve<TransactionArgs>(
+          "commit", request, [p](TransactionArgs& a) { return empty_reply(p->commit(a.id)); });
+    case ParticipantMethod::abort:
+      return serve<TransactionArgs>(
+          "abort", request, [p](TransactionArgs& a) { return empty_reply(p->abort(a.id)); });
+    case ParticipantMethod::finish:
+      return serve<TransactionArgs>(
+          "finish", request, [p](TransactionArgs& a) { return empty_reply(p->finish(a.id)); });
+    case ParticipantMethod::outcome:
+      return serve<TransactionArgs>("outcome", request, [p](TransactionArgs& a) {
+        return reply_of<OutcomeReply>(p->outcome(a.id));
+      });
+    case ParticipantMethod::pending:
+      return serve<NoArgs>("pending", request,
+                           [p](NoArgs&) { return reply_of<PendingReply>(p->pending()); });
+  }
+  return fail_with(
+      error(Errc::not_supported, "unknown participant method " + std::to_string(method)));
+}
 
 std::unique_ptr<Store> make_remote_store(std::shared_ptr<ShardChannel> channel) {
   return std::make_unique<RemoteStore>(std::move(channel));

@@ -4,14 +4,14 @@
 // back. Errors cross as the Status the home's store returned, code and message intact.
 #pragma once
 
+#include <boost/asio/awaitable.hpp>
 #include <cstdint>
 #include <memory>
 #include <span>
 
-#include <boost/asio/awaitable.hpp>
-
 #include "common/status.h"
 #include "common/xdr.h"
+#include "store/cross_shard.h"
 #include "store/store.h"
 
 namespace tidepool::store {
@@ -64,5 +64,34 @@ std::unique_ptr<Store> make_remote_store(std::shared_ptr<ShardChannel> channel);
 // unknown method, not_supported.
 awaitable<Result<xdr::Buffer>> serve_store_call(Store& store, std::uint32_t method,
                                                 std::span<const std::uint8_t> request);
+
+// A shard's part in changes across shards (store/cross_shard.h), shipped the same way: the
+// coordinating node reaches the shards that other nodes are home of.
+enum class ParticipantMethod : std::uint32_t {
+  prepare = 1,
+  decide,
+  commit,
+  abort,
+  finish,
+  outcome,
+  pending,
+};
+inline constexpr std::uint32_t kLastParticipantMethod =
+    static_cast<std::uint32_t>(ParticipantMethod::pending);
+
+class ParticipantChannel {
+ public:
+  virtual ~ParticipantChannel() = default;
+  virtual awaitable<Result<xdr::Buffer>> call(ParticipantMethod method, xdr::Buffer request) = 0;
+};
+
+std::unique_ptr<ShardParticipant> make_remote_participant(
+    std::shared_ptr<ParticipantChannel> channel);
+
+// Runs one shipped participant call on `participant`; malformed requests and unknown methods
+// are refused as serve_store_call refuses them.
+awaitable<Result<xdr::Buffer>> serve_participant_call(ShardParticipant& participant,
+                                                      std::uint32_t method,
+                                                      std::span<const std::uint8_t> request);
 
 }  // namespace tidepool::store

@@ -1155,11 +1155,14 @@ class StoreImpl final : public LocalStore {
   awaitable<Result<std::vector<PendingPart>>> pending_parts() {
     return shard_.run<std::vector<PendingPart>>(
         false, [this](Database& db, AfterCommit&) -> Result<std::vector<PendingPart>> {
-          // A part of this boot is still driven by its coordinator, which is alive.
+          // This shard's own parts only from earlier boots: one of this boot is still driven
+          // by its coordinator, which is alive. Another shard's part may be asked about at
+          // any time: a coordinator told that it does not know one never decides it.
           auto rows = db.prepare(
               "SELECT id, coordinator, state, participants FROM transactions "
-              "WHERE state != ? AND boot < ? ORDER BY id");
-          rows.bind(1, kAborted).bind(2, boot_);
+              "WHERE state != ? AND (boot < ? OR coordinator != ?) ORDER BY id LIMIT ?");
+          rows.bind(1, kAborted).bind(2, boot_).bind(3, std::uint32_t{options_.shard});
+          rows.bind(4, static_cast<std::int64_t>(kMaxPendingParts));
           std::vector<PendingPart> parts;
           while (rows.next_row()) {
             PendingPart part{static_cast<TransactionId>(rows.int64(0)),
@@ -1181,7 +1184,6 @@ class StoreImpl final : public LocalStore {
   static constexpr std::int64_t kPrepared = 0;
   static constexpr std::int64_t kDecided = 1;
   static constexpr std::int64_t kAborted = 2;
-  static constexpr std::size_t kMaxStepsPerPart = 16;
 
   // Forwards store/cross_shard.h's calls to the store.
   class Participant final : public ShardParticipant {
@@ -1399,7 +1401,8 @@ class StoreImpl final : public LocalStore {
 
   Result<std::vector<InodeId>> prepare_in(Database& db, AfterCommit& after, TransactionPart& part) {
     if (part.steps.empty() || part.steps.size() > kMaxStepsPerPart) {
-      return error(Errc::invalid_argument, "a part holds 1 to 16 steps");
+      return error(Errc::invalid_argument,
+                   "a part holds 1 to " + std::to_string(kMaxStepsPerPart) + " steps");
     }
     TP_ASSIGN_OR_RETURN(std::optional<PartRow> known, part_row(db, part.id));
     if (known) {

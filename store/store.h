@@ -35,6 +35,8 @@ inline constexpr int kShardShift = 48;
 inline constexpr InodeId kRootInode = 1;  // shard 0, sequence 1
 using ShardId = std::uint16_t;
 inline ShardId shard_of(InodeId inode) { return static_cast<ShardId>(inode >> kShardShift); }
+// The most shards a namespace is cut into.
+inline constexpr std::uint32_t kMaxShards = 256;
 
 inline constexpr std::size_t kMaxNameBytes = 255;
 inline constexpr std::size_t kMaxSymlinkBytes = 4096;

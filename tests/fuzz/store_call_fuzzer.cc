@@ -1,7 +1,8 @@
-// libFuzzer target: arbitrary bytes as one shipped store operation arriving at a shard's home
-// (the first 4 bytes name the method, the rest is its request). The decoder must reject what
-// is malformed without reading past the request or allocating by a lying length; whatever
-// decodes runs against a real store.
+// libFuzzer target: arbitrary bytes as one shipped store operation, or one participant call of
+// a change across shards, arriving at a shard's home (the first 4 bytes name the method — with
+// the top bit set, a participant's — the rest is its request). The decoder must reject what is
+// malformed without reading past the request or allocating by a lying length; whatever decodes
+// runs against a real store.
 #include <unistd.h>
 
 #include <boost/asio/co_spawn.hpp>
@@ -27,14 +28,22 @@ struct Home {
     if (!opened.ok()) std::abort();
     store = std::move(opened).value();
   }
-  std::unique_ptr<store::Store> store;
+  std::unique_ptr<store::LocalStore> store;
   boost::asio::io_context io;
 };
 
-boost::asio::awaitable<void> serve(store::Store& store, std::uint32_t method,
+constexpr std::uint32_t kParticipantBit = 0x80000000u;
+
+boost::asio::awaitable<void> serve(store::LocalStore& store, std::uint32_t method,
                                    std::span<const std::uint8_t> request) {
-  auto served = store::serve_store_call(store, method, request);
-  (void)co_await std::move(served);
+  if ((method & kParticipantBit) != 0) {
+    auto served =
+        store::serve_participant_call(store.participant(), method & ~kParticipantBit, request);
+    (void)co_await std::move(served);
+  } else {
+    auto served = store::serve_store_call(store, method, request);
+    (void)co_await std::move(served);
+  }
 }
 
 }  // namespace

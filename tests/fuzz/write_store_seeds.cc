@@ -1,6 +1,7 @@
-// Writes a seed corpus for store_call_fuzzer: the requests a remote store really ships (one
-// file each: the method, big-endian, then the request), recorded while it runs a few of every
-// operation against a store in a scratch directory.
+// Writes a seed corpus for store_call_fuzzer: the requests a remote store and a remote
+// participant really ship (one file each: the method, big-endian — a participant's with the
+// top bit set — then the request), recorded while they run a few of every operation against a
+// store in a scratch directory.
 #include <unistd.h>
 
 #include <boost/asio/co_spawn.hpp>
@@ -20,18 +21,25 @@ namespace {
 using namespace tidepool;
 using namespace tidepool::store;
 
+constexpr std::uint32_t kParticipantBit = 0x80000000u;
+
+void record(const std::filesystem::path& file, std::uint32_t method, const xdr::Buffer& request) {
+  std::uint8_t prefix[4];
+  boost::endian::store_big_u32(prefix, method);
+  std::ofstream out(file, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(prefix), sizeof prefix);
+  out.write(reinterpret_cast<const char*>(request.data()),
+            static_cast<std::streamsize>(request.size()));
+}
+
 class RecordingChannel final : public ShardChannel {
  public:
   RecordingChannel(Store& home, std::filesystem::path corpus)
       : home_(home), corpus_(std::move(corpus)) {}
 
   awaitable<Result<xdr::Buffer>> call(StoreMethod method, xdr::Buffer request) override {
-    std::uint8_t prefix[4];
-    boost::endian::store_big_u32(prefix, static_cast<std::uint32_t>(method));
-    std::ofstream out(corpus_ / ("store-" + std::to_string(count_++)), std::ios::binary);
-    out.write(reinterpret_cast<const char*>(prefix), sizeof prefix);
-    out.write(reinterpret_cast<const char*>(request.data()),
-              static_cast<std::streamsize>(request.size()));
+    record(corpus_ / ("store-" + std::to_string(count_++)), static_cast<std::uint32_t>(method),
+           request);
     auto served = serve_store_call(home_, static_cast<std::uint32_t>(method), request);
     co_return co_await std::move(served);
   }
@@ -41,6 +49,55 @@ class RecordingChannel final : public ShardChannel {
   std::filesystem::path corpus_;
   int count_ = 0;
 };
+
+class RecordingParticipantChannel final : public ParticipantChannel {
+ public:
+  RecordingParticipantChannel(ShardParticipant& home, std::filesystem::path corpus)
+      : home_(home), corpus_(std::move(corpus)) {}
+
+  awaitable<Result<xdr::Buffer>> call(ParticipantMethod method, xdr::Buffer request) override {
+    record(corpus_ / ("participant-" + std::to_string(count_++)),
+           static_cast<std::uint32_t>(method) | kParticipantBit, request);
+    auto served = serve_participant_call(home_, static_cast<std::uint32_t>(method), request);
+    co_return co_await std::move(served);
+  }
+
+ private:
+  ShardParticipant& home_;
+  std::filesystem::path corpus_;
+  int count_ = 0;
+};
+
+// A part another shard coordinates, then one this shard coordinates, each carried through.
+awaitable<void> exercise_participant(ShardParticipant& p) {
+  ShardStep add;
+  add.kind = StepKind::add_entry;
+  add.directory = kRootInode;
+  add.name = "moved-in";
+  add.inode = (InodeId{1} << kShardShift) | 2;
+  add.delta = 1;
+  TransactionPart elsewhere;
+  elsewhere.id = 1;
+  elsewhere.coordinator = 1;
+  elsewhere.steps.push_back(add);
+  auto preparing = p.prepare(std::move(elsewhere));
+  (void)co_await std::move(preparing);
+  (void)co_await p.pending();
+  (void)co_await p.commit(1);
+  ShardStep remove = add;
+  remove.kind = StepKind::remove_entry;
+  remove.delta = -1;
+  TransactionPart here;
+  here.id = 2;
+  here.participants.push_back(1);
+  here.steps.push_back(remove);
+  auto preparing_here = p.prepare(std::move(here));
+  (void)co_await std::move(preparing_here);
+  (void)co_await p.outcome(2);
+  (void)co_await p.decide(2);
+  (void)co_await p.finish(2);
+  (void)co_await p.abort(3);
+}
 
 awaitable<void> exercise(Store& s) {
   const Caller user{1000, 1000, {}};
@@ -99,10 +156,17 @@ int main(int argc, char** argv) {
   }
   {
     auto remote = make_remote_store(std::make_shared<RecordingChannel>(**home, corpus));
+    auto participant = make_remote_participant(
+        std::make_shared<RecordingParticipantChannel>((*home)->participant(), corpus));
     boost::asio::io_context io;
     auto done = boost::asio::co_spawn(io, exercise(*remote), boost::asio::use_future);
     io.run();
     done.get();
+    io.restart();
+    auto carried =
+        boost::asio::co_spawn(io, exercise_participant(*participant), boost::asio::use_future);
+    io.run();
+    carried.get();
   }
   (*home)->close();
   std::filesystem::remove_all(scratch);
