@@ -245,9 +245,10 @@ Result<std::string> locks_target(const std::optional<std::string>& path,
     query.push_back("path=" + path_segment(*path));
   }
   if (kind) {
-    if (*kind != "data" && *kind != "attributes" && *kind != "advisory" && *kind != "share") {
+    if (*kind != "data" && *kind != "attributes" && *kind != "advisory" && *kind != "share" &&
+        *kind != "directory") {
       return error(Errc::invalid_argument,
-                   "--kind must be data, attributes, advisory or share: " + *kind);
+                   "--kind must be data, attributes, advisory, share or directory: " + *kind);
     }
     query.push_back("kind=" + *kind);
   }

@@ -83,7 +83,7 @@ TEST(LocksTarget, FiltersBecomeQueryParametersWithThePathEncoded) {
   EXPECT_EQ(error_of(locks_target("data/f", std::nullopt, false)),
             "--path must be absolute and under /ifs: data/f");
   EXPECT_EQ(error_of(locks_target(std::nullopt, "exclusive", false)),
-            "--kind must be data, attributes, advisory or share: exclusive");
+            "--kind must be data, attributes, advisory, share or directory: exclusive");
 }
 
 TEST(TierBody, NameAndChildren) {

@@ -404,8 +404,9 @@ void Grammar::add_lock_commands() {
   list->add_option("--path", arguments_.lock_path, "Only the locks on this file, under /ifs")
       ->type_name("PATH");
   list->add_option("--kind", arguments_.lock_kind,
-                   "Only locks of this kind: data, attributes, advisory (NLM byte ranges) or "
-                   "share (NLM share reservations)")
+                   "Only locks of this kind: data, attributes, advisory (NLM byte ranges), "
+                   "share (NLM share reservations) or directory (held across changes between "
+                   "shards)")
       ->type_name("KIND");
   list->add_flag("--waiters", arguments_.waiters, "Only requests and conversions still waiting");
   add_format_option(list);

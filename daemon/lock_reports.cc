@@ -10,11 +10,12 @@ namespace {
 using lockmgr::ResourceKind;
 using nlohmann::json;
 
-constexpr std::array<std::pair<ResourceKind, std::string_view>, 4> kKindNames{{
+constexpr std::array<std::pair<ResourceKind, std::string_view>, 5> kKindNames{{
     {ResourceKind::data, "data"},
     {ResourceKind::attributes, "attributes"},
     {ResourceKind::advisory, "advisory"},
     {ResourceKind::share, "share"},
+    {ResourceKind::directory, "directory"},
 }};
 
 std::string_view state_name(lockmgr::LockState state) {

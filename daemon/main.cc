@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "cache/coherent_store.h"
+#include "cache/directory_locks.h"
 #include "common/config.h"
 #include "common/fail_points.h"
 #include "common/log.h"
@@ -149,8 +150,10 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
   asio::io_context backend_io(1);
   auto backend_work = asio::make_work_guard(backend_io);
   auto strand = asio::make_strand(backend_io);
+  // Held across renames between shards: the cluster's once its lock manager runs.
+  auto directory_locks = std::make_shared<cache::DirectoryLocks>();
   daemon::NamespaceShipping shipping(strand, io.get_executor(), store_options, config.node_id,
-                                     config.namespace_shards);
+                                     config.namespace_shards, directory_locks);
   if (Status opened = shipping.open_local(); !opened.ok()) {
     report(opened.message());
     return 1;
@@ -195,6 +198,7 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
   };
   hooks.lock_manager = [&](cluster::EventLoop* loop, lockmgr::LockManager* manager) {
     cache.attach(loop, manager);
+    directory_locks->attach(loop, manager);
   };
   hooks.nlm_sessions = [&](std::function<void(std::vector<nfsd::NlmSession>)> done) {
     (*server)->nlm_sessions(std::move(done));

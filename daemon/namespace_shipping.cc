@@ -286,7 +286,8 @@ store::StoreOptions with_pools(store::StoreOptions options, std::shared_ptr<stor
 NamespaceShipping::NamespaceShipping(asio::any_io_executor strand,
                                      asio::any_io_executor store_executor,
                                      store::StoreOptions options, cluster::NodeId self,
-                                     std::uint32_t shards)
+                                     std::uint32_t shards,
+                                     std::shared_ptr<store::NamespaceLocks> locks)
     : strand_(std::move(strand)),
       store_executor_(std::move(store_executor)),
       units_(std::make_unique<store::UnitStore>(options.data_dir + "/units", options.l2,
@@ -296,6 +297,7 @@ NamespaceShipping::NamespaceShipping(asio::any_io_executor strand,
       options_(with_pools(std::move(options), peers_, placement_)),
       self_(self),
       configured_shards_(shards),
+      locks_(std::move(locks)),
       router_(self,
               [this](cluster::NodeId home) { return std::make_shared<Channel>(*this, home); }),
       release_timer_(strand_),
@@ -308,8 +310,8 @@ NamespaceShipping::~NamespaceShipping() { close(); }
 Status NamespaceShipping::open_local() {
   TP_ASSIGN_OR_RETURN(const std::uint32_t shards,
                       shard_count_of(options_.data_dir, configured_shards_));
-  TP_ASSIGN_OR_RETURN(local_,
-                      store::LocalShards::open(options_, static_cast<store::ShardId>(shards)));
+  TP_ASSIGN_OR_RETURN(
+      local_, store::LocalShards::open(options_, static_cast<store::ShardId>(shards), locks_));
   router_.set_home(self_, local_->served());
   settle_after_open();
   return {};
@@ -542,7 +544,7 @@ void NamespaceShipping::open_when_released(Role role) {
     return;
   }
   if (role == Role::home && !local_) {
-    auto opened = store::LocalShards::open(options_, shards);
+    auto opened = store::LocalShards::open(options_, shards, locks_);
     if (!opened.ok()) {
       spdlog::error("namespace: cannot open this node's copy to serve it: {}",
                     opened.status().to_string());

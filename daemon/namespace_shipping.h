@@ -39,10 +39,12 @@ class NamespaceShipping {
  public:
   // Shipped operations run on `store_executor` (the NFS threads), never on the backend strand.
   // `shards`: how many shards a namespace this node makes has (store.shards); one it joins
-  // says its own.
+  // says its own. `locks`: the cluster's locks on directories, which renames across shards
+  // hold (cache/directory_locks.h).
   NamespaceShipping(boost::asio::any_io_executor strand,
                     boost::asio::any_io_executor store_executor, store::StoreOptions options,
-                    cluster::NodeId self, std::uint32_t shards);
+                    cluster::NodeId self, std::uint32_t shards,
+                    std::shared_ptr<store::NamespaceLocks> locks);
   ~NamespaceShipping();
 
   // Opens this node's copy as the store it serves from, as a node outside any cluster does
@@ -110,6 +112,7 @@ class NamespaceShipping {
   const store::StoreOptions options_;  // with peers_ and placement_
   const cluster::NodeId self_;
   const std::uint32_t configured_shards_;
+  const std::shared_ptr<store::NamespaceLocks> locks_;
   Membership* membership_ = nullptr;  // on the strand
   store::ShardRouter router_;
 

@@ -24,7 +24,9 @@ enum class ResourceKind : std::uint8_t {
   attributes = 2,  // a file's attributes, cached under PR
   advisory = 3,    // NLM byte-range locks of NFS clients
   share = 4,       // share reservations (NLM SHARE)
+  directory = 5,   // a directory's entries moving to or from another shard (EX, whole)
 };
+inline constexpr ResourceKind kLastResourceKind = ResourceKind::directory;
 
 struct ResourceName {
   ResourceKind kind = ResourceKind::data;

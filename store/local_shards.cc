@@ -13,7 +13,8 @@ std::string shard_directory(const std::string& data_dir, ShardId shard) {
   return data_dir + name;
 }
 
-Result<std::shared_ptr<LocalShards>> LocalShards::open(const StoreOptions& options, ShardId count) {
+Result<std::shared_ptr<LocalShards>> LocalShards::open(const StoreOptions& options, ShardId count,
+                                                       std::shared_ptr<NamespaceLocks> locks) {
   if (count == 0 || count > kMaxShards) {
     return error(Errc::invalid_argument, "a namespace has 1 to 256 shards");
   }
@@ -41,7 +42,7 @@ Result<std::shared_ptr<LocalShards>> LocalShards::open(const StoreOptions& optio
         const std::shared_ptr<LocalStore>& store = open->stores_[shard];
         return ShardAccess{store, std::shared_ptr<ShardParticipant>(store, &store->participant())};
       },
-      make_process_locks());
+      std::move(locks));
   shards->served_ = shards->namespace_;
   return shards;
 }

@@ -24,8 +24,10 @@ std::string shard_directory(const std::string& data_dir, ShardId shard);
 
 class LocalShards {
  public:
-  // Opens (or creates) the `count` shards under options.data_dir.
-  static Result<std::shared_ptr<LocalShards>> open(const StoreOptions& options, ShardId count);
+  // Opens (or creates) the `count` shards under options.data_dir; a rename across shards holds
+  // `locks` on its directories.
+  static Result<std::shared_ptr<LocalShards>> open(const StoreOptions& options, ShardId count,
+                                                   std::shared_ptr<NamespaceLocks> locks);
   ~LocalShards();
 
   // What the node serves: the namespace over the shards.

@@ -454,7 +454,7 @@ TEST(LocalShardsTest, AHomeThatRestartsSettlesTheRenameItLeftBetweenThePhases) {
   InodeId b = 0;
   InodeId file = 0;
   {
-    auto shards = LocalShards::open(options, kShards);
+    auto shards = LocalShards::open(options, kShards, make_process_locks());
     ASSERT_TRUE(shards.ok()) << shards.status().to_string();
     auto* ns = dynamic_cast<ShardedNamespace*>((*shards)->served().get());
     ASSERT_NE(ns, nullptr);
@@ -487,7 +487,7 @@ TEST(LocalShardsTest, AHomeThatRestartsSettlesTheRenameItLeftBetweenThePhases) {
     EXPECT_NE(renamed.wait_for(std::chrono::seconds(0)), std::future_status::ready)
         << "the rename did not wait between its phases";
   }
-  auto shards = LocalShards::open(options, kShards);
+  auto shards = LocalShards::open(options, kShards, make_process_locks());
   ASSERT_TRUE(shards.ok()) << shards.status().to_string();
   ASSERT_TRUE(run_to_completion((*shards)->recover()).ok());
   Store& store = *(*shards)->served();

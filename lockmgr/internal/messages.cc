@@ -123,7 +123,7 @@ class Reader {
   }
   Mode mode() { return bounded<Mode>(kModeCount - 1); }
   ResourceName resource() {
-    auto kind = bounded<ResourceKind>(static_cast<std::uint32_t>(ResourceKind::share));
+    auto kind = bounded<ResourceKind>(static_cast<std::uint32_t>(kLastResourceKind));
     if (static_cast<std::uint32_t>(kind) == 0) in_.fail();
     return {kind, in_.u64()};
   }

@@ -119,7 +119,8 @@ TEST(LockMessages, ValuesOutsideTheirTypesAreRefused) {
   EXPECT_FALSE(lock_call_with(19, 12).has_value());    // kind past the last
   EXPECT_FALSE(lock_call_with(27, 0).has_value());     // lock of node 0
   EXPECT_FALSE(lock_call_with(39, 0).has_value());     // resource kind 0
-  EXPECT_FALSE(lock_call_with(39, 5).has_value());     // resource kind past share
+  EXPECT_TRUE(lock_call_with(39, 5).has_value());      // directory, the last resource kind
+  EXPECT_FALSE(lock_call_with(39, 6).has_value());     // resource kind past directory
   EXPECT_FALSE(lock_call_with(51, 6).has_value());     // mode past EX
   EXPECT_FALSE(lock_call_with(58, 0x30).has_value());  // range start past its end
   EXPECT_FALSE(lock_call_with(71, 2).has_value());     // a boolean of 2

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <thread>
@@ -186,6 +187,23 @@ TEST(CrossShardTest, ARenameCutShortByTheDeathOfItsCoordinatorLeavesEveryFileUnd
   EXPECT_EQ(back.list(root).size(), check.list(root).size());
   for (int pair = 0; pair < kDirectoryPairs; ++pair) {
     EXPECT_EQ(back.list(to[pair]).size(), 2u) << to_dir(pair) << ": only . and ..";
+  }
+
+  // A rename between directories holds the cluster's locks on both. The home's lock cache
+  // keeps them after use, until another node wants them: the lock manager lists them.
+  ASSERT_FALSE(back.make_file(to[0], "last", 0644, "x").empty());
+  ASSERT_EQ(back.rename(to[0], "last", to[1], "last").status, NFS3_OK);
+  std::set<std::uint64_t> locked;
+  const nlohmann::json listed = cluster.tide_json(1, {"locks", "list", "--kind", "directory"});
+  for (const nlohmann::json& lock : listed["locks"]) {
+    if (lock["state"] == "granted" && lock["node"] == mirror && lock["mode"] == "EX") {
+      locked.insert(lock["file"].get<std::uint64_t>());
+    }
+  }
+  for (int pair : {0, 1}) {
+    const LookupResult dir = check.lookup(root, to_dir(pair));
+    ASSERT_TRUE(dir.attr);
+    EXPECT_TRUE(locked.contains(dir.attr->fileid)) << to_dir(pair) << ": " << listed.dump();
   }
 }
 
