@@ -22,7 +22,8 @@ start_cluster() {  # n
     done
     mkdir -p "$CDIR/node$k"
     write_tided_conf "$CDIR/node$k.toml" "$k" "$CDIR/node$k/data" "${ADDRS[k - 1]}" "$NFS_PORT" \
-      "$MOUNT_PORT" "$(printf '\n[cluster]\nname = "%s"\n%s' "$name" "${BENCH_CLUSTER_KEYS:-}")" \
+      "$MOUNT_PORT" \
+      "$(printf '\n[cluster]\nname = "%s"\n%s\n%s' "$name" "${BENCH_CLUSTER_KEYS:-}" "$(store_table)")" \
       "${NODE_KEYS:-}"
     launch_tided "$TIDED" "$CDIR/node$k.toml" "$CDIR/node$k" || return 1
     NODE_PIDS+=("$LAUNCHED_PID")

@@ -43,7 +43,7 @@ read_knobs() {  # seq_size rand_size files
   SEQ_SIZE=${BENCH_SEQ_SIZE:-$1}     # seq-read / seq-write: bytes per thread (one file each)
   SEQ_BLOCK=${BENCH_SEQ_BLOCK:-1M}
   RAND_SIZE=${BENCH_RAND_SIZE:-$2}   # rand-read: the one shared file
-  FILES=${BENCH_FILES:-$3}           # small-file: files per run; metadata: files in the tree
+  FILES=${BENCH_FILES:-$3}           # small-file: files per run; metadata, rename: in the tree
   DURATION=${BENCH_DURATION:-5}      # seconds per measured run (an upper bound for seq/small)
   REPS=${BENCH_REPS:-3}              # measured runs per cell; the table shows their median
 }
@@ -148,13 +148,18 @@ launch_tided() {  # tided conf base
   LAUNCHED_PID=$(cat "$base.pid")
 }
 
+# tided's [store] table from BENCH_STORE_KEYS (e.g. 'shards = 4'), or nothing.
+store_table() {
+  if [ -n "${BENCH_STORE_KEYS:-}" ]; then printf '\n[store]\n%s\n' "$BENCH_STORE_KEYS"; fi
+}
+
 # tp-loadgen's options for `workload` from the knobs read_knobs read.
 common_args() {  # workload
   local a=(--threads "$THREADS" --depth "$DEPTH" --duration "$DURATION")
   case $1 in
     seq-read|seq-write) a+=(--file-size "$SEQ_SIZE" --block-size "$SEQ_BLOCK") ;;
     rand-read) a+=(--file-size "$RAND_SIZE" --block-size 4K) ;;
-    small-file|metadata) a+=(--files "$FILES") ;;
+    small-file|metadata|rename) a+=(--files "$FILES") ;;
   esac
   echo "${a[@]}"
 }

@@ -69,7 +69,17 @@ constexpr int kMaxPollMs = 100;
 
 constexpr const char* kBenchDir = "/tp-bench";
 
-enum class Workload { kSeqRead, kSeqWrite, kRandRead, kSmallFile, kMetadata, kDlTrain };
+// The rename tree: /tp-bench/rename/d<j>, j < kRenameDirs. File i, r<i>, is made in its first
+// directory and moves between that and its second, another for each run of kRenameDirs files.
+constexpr uint64_t kRenameDirs = 16;
+std::pair<size_t, size_t> rename_dirs_of(uint64_t file) {
+  const uint64_t first = file % kRenameDirs;
+  const uint64_t second = (first + 1 + (file / kRenameDirs) % (kRenameDirs - 1)) % kRenameDirs;
+  return {first, second};
+}
+std::string rename_file_name(uint64_t file) { return "r" + std::to_string(file); }
+
+enum class Workload { kSeqRead, kSeqWrite, kRandRead, kSmallFile, kMetadata, kRename, kDlTrain };
 
 const char* workload_name(Workload w) {
   switch (w) {
@@ -83,6 +93,8 @@ const char* workload_name(Workload w) {
       return "small-file";
     case Workload::kMetadata:
       return "metadata";
+    case Workload::kRename:
+      return "rename";
     case Workload::kDlTrain:
       return "dl-train";
   }
@@ -90,8 +102,9 @@ const char* workload_name(Workload w) {
 }
 
 std::optional<Workload> parse_workload(std::string_view s) {
-  for (Workload w : {Workload::kSeqRead, Workload::kSeqWrite, Workload::kRandRead,
-                     Workload::kSmallFile, Workload::kMetadata, Workload::kDlTrain}) {
+  for (Workload w :
+       {Workload::kSeqRead, Workload::kSeqWrite, Workload::kRandRead, Workload::kSmallFile,
+        Workload::kMetadata, Workload::kRename, Workload::kDlTrain}) {
     if (s == workload_name(w)) return w;
   }
   return std::nullopt;
@@ -1249,11 +1262,96 @@ class MetadataJob final : public Job {
   std::vector<Slot> slots_;
 };
 
+// Renames files between directories, as raw NFSv3 RENAMEs on handles: file i of the rename
+// tree moves back and forth between its first directory and its second (rename_dirs_of).
+// Slot s of thread k owns the files i = g, g + G, ... (g = k * depth + s, G = threads * depth)
+// and renames them in turn, so no two slots move one file. Where a file is is learnt from the
+// server: a RENAME that finds no source (NOENT) means the file is in its other directory (a
+// run before this one moved it), and JUKEBOX (a change across shards holding the name) means
+// again later; neither counts as an operation or an error.
+class RenameJob final : public Job {
+ public:
+  RenameJob(Connection& conn, int depth, const std::vector<Fh>* dirs, uint64_t files, int thread,
+            int threads)
+      : Job(conn, depth), dirs_(*dirs), slots_(depth) {
+    const uint64_t stride = static_cast<uint64_t>(threads) * depth;
+    for (int i = 0; i < depth; ++i) {
+      Slot& s = slots_[i];
+      s.job = this;
+      s.index = i;
+      for (uint64_t file = static_cast<uint64_t>(thread) * depth + i; file < files;
+           file += stride) {
+        s.files.push_back({file, false});
+      }
+    }
+  }
+
+  bool start(int slot) override {
+    Slot& s = slots_[slot];
+    if (s.files.empty()) return false;
+    const Placed& placed = s.files[s.next];
+    const auto [first, second] = rename_dirs_of(placed.file);
+    s.name = rename_file_name(placed.file);
+    RENAME3args args{};
+    set_fh(&args.from.dir, dirs_[placed.in_second ? second : first]);
+    args.from.name = s.name.data();
+    set_fh(&args.to.dir, dirs_[placed.in_second ? first : second]);
+    args.to.name = s.name.data();
+    if (rpc_nfs3_rename_async(conn_.rpc(), &on_rename, &args, &s) < 0) {
+      record_error("RPC", conn_.error());
+      return false;
+    }
+    return true;
+  }
+
+ private:
+  struct Placed {
+    uint64_t file = 0;
+    bool in_second = false;  // in its second directory, as far as this slot knows
+  };
+  struct Slot {
+    RenameJob* job = nullptr;
+    int index = 0;
+    std::vector<Placed> files;
+    size_t next = 0;  // the file the next RENAME moves
+    std::string name;
+  };
+
+  static void set_fh(nfs_fh3* out, const Fh& fh) {
+    out->data.data_len = static_cast<u_int>(fh.size());
+    out->data.data_val = const_cast<char*>(fh.data());
+  }
+
+  static void on_rename(rpc_context*, int status, void* data, void* private_data) {
+    auto& s = *static_cast<Slot*>(private_data);
+    RenameJob& job = *s.job;
+    Placed& placed = s.files[s.next];
+    if (job.aborted()) {
+      // cancelled: neither an operation nor an error
+    } else if (status != RPC_STATUS_SUCCESS) {
+      job.record_error("RENAME", error_text(data));
+    } else if (const nfsstat3 answer = static_cast<RENAME3res*>(data)->status; answer == NFS3_OK) {
+      ++job.counters_.ops;
+      placed.in_second = !placed.in_second;
+      s.next = (s.next + 1) % s.files.size();
+    } else if (answer == NFS3ERR_NOENT) {
+      placed.in_second = !placed.in_second;
+    } else if (answer != NFS3ERR_JUKEBOX) {
+      job.record_error("RENAME", "nfsstat3 " + std::to_string(answer));
+    }
+    job.release(s.index);
+  }
+
+  const std::vector<Fh>& dirs_;  // read-only, shared by all threads
+  std::vector<Slot> slots_;
+};
+
 // What the main thread prepared for the workers before they start.
 struct Plan {
   std::string run_id;  // names this run's own files (seq-write, small-file)
-  // metadata: /tp-bench/meta/d<j> handles, per URL: each server's own LOOKUPs found them, so
-  // no handle is sent to a server other than the one that issued it.
+  // metadata: /tp-bench/meta/d<j> handles (rename: /tp-bench/rename/d<j>), per URL: each
+  // server's own LOOKUPs found them, so no handle is sent to a server other than the one that
+  // issued it.
   std::vector<std::vector<Fh>> dirs;
   uint64_t block = 0;
   uint64_t file_size = 0;
@@ -1267,6 +1365,9 @@ std::string dl_train_path(uint64_t file) {
   return std::string(kBenchDir) + "/dl/s" + std::to_string(file);
 }
 std::string meta_dir(uint64_t j) { return std::string(kBenchDir) + "/meta/d" + std::to_string(j); }
+std::string rename_dir(uint64_t j) {
+  return std::string(kBenchDir) + "/rename/d" + std::to_string(j);
+}
 std::string small_dir(const Plan& plan, int thread) {
   // At the export's root: libnfs resolves every path from the root, one LOOKUP per component.
   return "/tp-small-" + plan.run_id + "-" + std::to_string(thread);
@@ -1278,25 +1379,26 @@ uint64_t share(uint64_t total, int k, int n) {
   return total / n + (static_cast<uint64_t>(k) < total % n ? 1 : 0);
 }
 
-// The handles of the metadata tree's directories, found through `conn` to `target`.
-bool lookup_meta_dirs(const Options& opt, const Target& target, Connection& conn,
+// The handles of the directories d0..d<count - 1> of the tree /tp-bench/<tree> (metadata's
+// or rename's), found through `conn` to `target`.
+bool lookup_tree_dirs(const Target& target, Connection& conn, const char* tree, uint64_t count,
                       std::vector<Fh>* dirs, std::string* error) {
   std::optional<Fh> fh = mount_root_fh(target, error);
   if (!fh) return false;
   Fh dir = std::move(*fh);
   std::string msg;
-  for (const char* name : {kBenchDir + 1, "meta"}) {
+  for (const char* name : {kBenchDir + 1, tree}) {
     if (!conn.lookup(dir, name, &dir, &msg)) {
       *error = std::string("LOOKUP ") + name + " on " + target.server + ": " + msg +
                " (run with --prepare first)";
       return false;
     }
   }
-  for (uint64_t j = 0; j < metadata_dirs(opt.files); ++j) {
+  for (uint64_t j = 0; j < count; ++j) {
     Fh d;
     if (!conn.lookup(dir, "d" + std::to_string(j), &d, &msg)) {
-      *error = "LOOKUP " + meta_dir(j) + " on " + target.server + ": " + msg +
-               " (run with --prepare and the same --files first)";
+      *error = "LOOKUP " + std::string(kBenchDir) + "/" + tree + "/d" + std::to_string(j) + " on " +
+               target.server + ": " + msg + " (run with --prepare and the same --files first)";
       return false;
     }
     dirs->push_back(std::move(d));
@@ -1357,27 +1459,33 @@ bool make_plan(const Options& opt, const std::vector<Target>& targets, Connectio
       }
       break;
     case Workload::kMetadata:
+    case Workload::kRename: {
+      const bool rename = opt.workload == Workload::kRename;
+      const char* tree = rename ? "rename" : "meta";
+      const uint64_t count = rename ? kRenameDirs : metadata_dirs(opt.files);
       if (opt.prepare) {
         if (!conn.ensure_dir(kBenchDir, error) ||
-            !conn.ensure_dir(std::string(kBenchDir) + "/meta", error))
+            !conn.ensure_dir(std::string(kBenchDir) + "/" + tree, error))
           return false;
-        for (uint64_t j = 0; j < metadata_dirs(opt.files); ++j) {
-          if (!conn.ensure_dir(meta_dir(j), error)) return false;
+        for (uint64_t j = 0; j < count; ++j) {
+          if (!conn.ensure_dir(rename ? rename_dir(j) : meta_dir(j), error)) return false;
         }
-      } else {
-        for (size_t t = 0; t < targets.size(); ++t) {
-          std::unique_ptr<Connection> own;  // to targets[t], t > 0
-          if (t > 0) {
-            own = Connection::mount(targets[t], std::random_device{}(), error);
-            if (!own) return false;
-          }
-          plan->dirs.emplace_back();
-          if (!lookup_meta_dirs(opt, targets[t], t > 0 ? *own : conn, &plan->dirs.back(), error)) {
-            return false;
-          }
+        break;
+      }
+      for (size_t t = 0; t < targets.size(); ++t) {
+        std::unique_ptr<Connection> own;  // to targets[t], t > 0
+        if (t > 0) {
+          own = Connection::mount(targets[t], std::random_device{}(), error);
+          if (!own) return false;
+        }
+        plan->dirs.emplace_back();
+        if (!lookup_tree_dirs(targets[t], t > 0 ? *own : conn, tree, count, &plan->dirs.back(),
+                              error)) {
+          return false;
         }
       }
       break;
+    }
   }
   return true;
 }
@@ -1437,6 +1545,18 @@ std::unique_ptr<Job> make_job(const Options& opt, const Plan& plan, Connection& 
         return std::make_unique<CreateFilesJob>(conn, depth, std::move(paths));
       }
       return std::make_unique<MetadataJob>(conn, depth, &plan.dirs[t], opt.files, seed);
+    case Workload::kRename:
+      if (opt.prepare) {
+        // Each file where it starts; one moved away by an earlier run is made again there,
+        // and the first RENAME of it then replaces the other.
+        std::vector<std::string> paths;
+        for (uint64_t i = static_cast<uint64_t>(k); i < opt.files;
+             i += static_cast<uint64_t>(opt.threads)) {
+          paths.push_back(rename_dir(rename_dirs_of(i).first) + "/" + rename_file_name(i));
+        }
+        return std::make_unique<CreateFilesJob>(conn, depth, std::move(paths));
+      }
+      return std::make_unique<RenameJob>(conn, depth, &plan.dirs[t], opt.files, k, opt.threads);
   }
   return nullptr;
 }
@@ -1648,6 +1768,7 @@ void usage(FILE* out) {
       "usage: tp-loadgen --url 'nfs://HOST/EXPORT?nfsport=P&mountport=M' --workload W [options]\n"
       "  --url URL            repeatable (nodes of one cluster): thread k uses URL k mod n\n"
       "  --workload W         seq-read | seq-write | rand-read | small-file | metadata |\n"
+      "                       rename (files moved between 16 directories) |\n"
       "                       dl-train (depth readers a thread, each reading random files\n"
       "                       of --files whole, one READ in flight; prepared by --threads\n"
       "                       as many as --files)\n"
@@ -1658,7 +1779,8 @@ void usage(FILE* out) {
       "  --block-size S       bytes per READ/WRITE (default 1M; rand-read 4K)\n"
       "  --file-size S        seq: per thread; rand-read: the shared file (default 1G);\n"
       "                       small-file: per file (default 115000)\n"
-      "  --files N            small-file / metadata / dl-train file count (default 2000)\n"
+      "  --files N            small-file / metadata / rename / dl-train file count\n"
+      "                       (default 2000)\n"
       "  --duration SEC       stop issuing after SEC seconds (default 10)\n"
       "  --max-ops N          and after N operations in all (default: no bound)\n"
       "  --prepare-timeout SEC  give up a prepare after SEC seconds (default 600)\n"
