@@ -6,6 +6,8 @@
 #include <array>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -179,6 +181,14 @@ ShardStep inode_step(StepKind kind, InodeId inode, std::int32_t delta = 0, Inode
 
 }  // namespace
 
+// The coordinator forgets a decision every part carried out. Nobody waits for it: until then
+// the decision only stays on record (recovery would finish it).
+static awaitable<void> finish(std::shared_ptr<ShardParticipant> coordinator, TransactionId id) {
+  auto finishing = coordinator->finish(id);
+  const Status finished = co_await std::move(finishing);
+  if (!finished.ok()) spdlog::warn("change across shards {:x}: {}", id, finished.to_string());
+}
+
 // Runs `plan` by two-phase commit (store/cross_shard.h): every other shard prepares, then the
 // coordinator, whose add_entry steps naming inode 0 name the first inode another part made;
 // then the coordinator decides, then the others commit. Fails, with nothing changed, when a
@@ -264,9 +274,8 @@ static awaitable<Status> run_plan(ShardedNamespace::Impl& ns, Plan plan) {
     }
   }
   if (all_committed) {
-    auto finishing = coordinator->participant->finish(id);
-    const Status finished = co_await std::move(finishing);
-    if (!finished.ok()) spdlog::warn("change across shards {:x}: {}", id, finished.to_string());
+    asio::co_spawn(co_await asio::this_coro::executor, finish(coordinator->participant, id),
+                   asio::detached);
   }
   co_return Status{};
 }
@@ -645,6 +654,7 @@ awaitable<Result<RenameResult>> ShardedNamespace::rename(InodeId from_directory,
   }
   auto running = run_plan(*impl_, std::move(plan));
   TP_CO_RETURN_IF_ERROR(co_await std::move(running));
+  held = std::shared_ptr<void>();  // the change is made: the attributes after it need no lock
   auto from_after = attributes_of(*impl_, from_directory);
   const Result<Attributes> from_now = co_await std::move(from_after);
   auto to_after = attributes_of(*impl_, to_directory);
