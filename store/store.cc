@@ -1435,6 +1435,7 @@ class StoreImpl final : public LocalStore {
       TP_RETURN_IF_ERROR(insert.run());
     }
     hold(part.id, std::move(keys));
+    after.rolled_back.push_back([this, id = part.id] { release(id); });
     return made;
   }
 

@@ -100,10 +100,12 @@ void ShardExecutor::run_batch(std::vector<std::unique_ptr<OperationBase>>& batch
       Status s = db_->exec("SAVEPOINT op");
       const std::size_t committed_mark = after.committed.size();
       const std::size_t durable_mark = after.durable.size();
+      const std::size_t rolled_back_mark = after.rolled_back.size();
       if (s.ok() && !op->execute(*db_, after)) {
         s = db_->exec("ROLLBACK TO op");
         after.committed.resize(committed_mark);
         after.durable.resize(durable_mark);
+        after.roll_back_to(rolled_back_mark);
       }
       if (s.ok()) s = db_->exec("RELEASE op");
       if (!s.ok()) op->fail(s);
@@ -112,6 +114,7 @@ void ShardExecutor::run_batch(std::vector<std::unique_ptr<OperationBase>>& batch
       if (Status commit = db_->exec("COMMIT"); !commit.ok()) {
         spdlog::error("shard commit failed: {}", commit.to_string());
         (void)db_->exec("ROLLBACK");
+        after.roll_back_to(0);
         after.clear();
         for (auto& op : batch) op->fail(error(Errc::io_error, "commit failed"));
         committed = false;

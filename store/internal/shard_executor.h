@@ -41,13 +41,25 @@ using sqlite::Database;
 // must agree with the shard's (where a new file's data goes). `durable` runs on the sync thread
 // once the transaction is durable and delivered: what a crash must not find done without it
 // (deleting a removed file's data); not at all when the sync or the delivery failed.
+// `rolled_back` runs on the shard thread when the operation's changes are rolled back (it
+// failed, or its batch did not commit): it undoes what the operation set in memory at once,
+// for the operations after it in the batch to see (what a prepared part holds).
 struct AfterCommit {
   std::vector<std::function<void()>> committed;
   std::vector<std::function<void()>> durable;
+  std::vector<std::function<void()>> rolled_back;
 
   void clear() {
     committed.clear();
     durable.clear();
+    rolled_back.clear();
+  }
+  // Runs rolled_back from its end back to `mark`, and forgets those.
+  void roll_back_to(std::size_t mark) {
+    while (rolled_back.size() > mark) {
+      rolled_back.back()();
+      rolled_back.pop_back();
+    }
   }
 };
 

@@ -31,6 +31,13 @@ class ShardExecutorTest : public ::testing::Test {
     auto db = Database::open((dir_ / "shard.db").string(), Database::Durability::synced_by_caller);
     ASSERT_TRUE(db.ok()) << db.status().to_string();
     ASSERT_TRUE((*db)->exec("CREATE TABLE t(v INTEGER)").ok());
+    // A change that breaks the deferred key fails its batch's COMMIT.
+    ASSERT_TRUE((*db)->exec("PRAGMA foreign_keys = ON").ok());
+    ASSERT_TRUE((*db)->exec("CREATE TABLE parent(id INTEGER PRIMARY KEY)").ok());
+    ASSERT_TRUE((*db)
+                    ->exec("CREATE TABLE child(p INTEGER REFERENCES parent(id) "
+                           "DEFERRABLE INITIALLY DEFERRED)")
+                    .ok());
     executor_ = std::make_unique<ShardExecutor>(
         std::move(*db), [](Database&) -> Delivery { return nullptr; },
         [this](bool, bool) -> Delivery {
@@ -161,6 +168,36 @@ TEST_F(ShardExecutorTest, AFailingChangeRollsBackAloneAndDropsItsAfterWork) {
   auto read = submit(false, &ShardExecutorTest::count);
   ASSERT_EQ(read.wait_for(kPatience), std::future_status::ready);
   EXPECT_EQ(value_of(read), 1);
+}
+
+TEST_F(ShardExecutorTest, WhatAChangeSetInMemoryIsUndoneWhenItsChangesAreRolledBack) {
+  std::atomic<int> undone = 0;
+  auto undo = [&](AfterCommit& after) { after.rolled_back.push_back([&] { ++undone; }); };
+  auto refused = submit(true, [&](Database&, AfterCommit& after) -> Result<int> {
+    undo(after);
+    return error(Errc::invalid_argument, "refused");
+  });
+  ASSERT_EQ(refused.wait_for(kPatience), std::future_status::ready);
+  EXPECT_EQ(refused.get().code(), Errc::invalid_argument);
+  EXPECT_EQ(undone.load(), 1);
+
+  auto made = submit(true, [&](Database& db, AfterCommit& after) -> Result<int> {
+    undo(after);
+    return insert(3)(db, after);
+  });
+  ASSERT_EQ(made.wait_for(kPatience), std::future_status::ready);
+  EXPECT_TRUE(made.get().ok());
+  EXPECT_EQ(undone.load(), 1);
+
+  auto orphan = submit(true, [&](Database& db, AfterCommit& after) -> Result<int> {
+    undo(after);
+    auto stmt = db.prepare("INSERT INTO child(p) VALUES(42)");
+    TP_RETURN_IF_ERROR(stmt.run());
+    return 0;
+  });
+  ASSERT_EQ(orphan.wait_for(kPatience), std::future_status::ready);
+  EXPECT_EQ(orphan.get().code(), Errc::io_error);
+  EXPECT_EQ(undone.load(), 2);
 }
 
 }  // namespace
