@@ -1314,6 +1314,7 @@ class RenameJob final : public Job {
     int index = 0;
     std::vector<Placed> files;
     size_t next = 0;  // the file the next RENAME moves
+    bool missed = false;  // its last RENAME found it in neither place it tried
     std::string name;
   };
 
@@ -1333,9 +1334,16 @@ class RenameJob final : public Job {
     } else if (const nfsstat3 answer = static_cast<RENAME3res*>(data)->status; answer == NFS3_OK) {
       ++job.counters_.ops;
       placed.in_second = !placed.in_second;
+      s.missed = false;
       s.next = (s.next + 1) % s.files.size();
-    } else if (answer == NFS3ERR_NOENT) {
+    } else if (answer == NFS3ERR_NOENT && !s.missed) {
       placed.in_second = !placed.in_second;
+      s.missed = true;
+    } else if (answer == NFS3ERR_NOENT) {
+      // In neither directory (removed from outside): counted once, then passed over.
+      job.record_error("RENAME", s.name + " is in neither of its directories");
+      s.missed = false;
+      s.next = (s.next + 1) % s.files.size();
     } else if (answer != NFS3ERR_JUKEBOX) {
       job.record_error("RENAME", "nfsstat3 " + std::to_string(answer));
     }

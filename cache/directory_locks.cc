@@ -1,33 +1,47 @@
 #include "cache/directory_locks.h"
 
 #include <algorithm>
-#include <atomic>
 #include <mutex>
 
 #include "cache/file_locks.h"
 #include "common/callback_awaitable.h"
 
 namespace tidepool::cache {
+namespace {
+
+lockmgr::ResourceName directory(store::InodeId key) {
+  return {lockmgr::ResourceKind::directory, key};
+}
+
+// What one lock() holds: the cluster's locks, given back before this process's.
+struct Held {
+  std::shared_ptr<void> here;
+  std::shared_ptr<FileLocks> cluster;
+  std::vector<lockmgr::LockId> acquired;
+  std::vector<store::InodeId> held_directly;  // FileLocks::try_acquire's
+
+  ~Held() {
+    for (const lockmgr::LockId& id : acquired) cluster->release(id);
+    for (store::InodeId key : held_directly) cluster->release_direct(directory(key));
+  }
+};
+
+}  // namespace
 
 class DirectoryLocks::Impl {
  public:
   std::shared_ptr<store::NamespaceLocks> here = store::make_process_locks();
 
-  // Null: no lock manager; `ever_attached` tells whether one went away.
+  // Null while there is no lock manager.
   std::shared_ptr<FileLocks> cluster() {
     std::lock_guard guard(mutex_);
     return locks_;
-  }
-  bool ever_attached() {
-    std::lock_guard guard(mutex_);
-    return ever_attached_;
   }
   void set(std::shared_ptr<FileLocks> next) {
     std::shared_ptr<FileLocks> previous;
     {
       std::lock_guard guard(mutex_);
       previous = std::exchange(locks_, std::move(next));
-      ever_attached_ = true;
     }
     if (previous) previous->close();
   }
@@ -35,23 +49,7 @@ class DirectoryLocks::Impl {
  private:
   std::mutex mutex_;
   std::shared_ptr<FileLocks> locks_;  // guarded by mutex_
-  bool ever_attached_ = false;        // guarded by mutex_
 };
-
-namespace {
-
-// What one lock() holds: the cluster's locks, given back before this process's.
-struct Held {
-  std::shared_ptr<void> here;
-  std::shared_ptr<FileLocks> cluster;
-  std::vector<lockmgr::LockId> ids;
-
-  ~Held() {
-    for (const lockmgr::LockId& id : ids) cluster->release(id);
-  }
-};
-
-}  // namespace
 
 DirectoryLocks::DirectoryLocks() : impl_(std::make_shared<Impl>()) {}
 
@@ -80,23 +78,24 @@ store::awaitable<Result<std::shared_ptr<void>>> DirectoryLocks::lock(
   Result<std::shared_ptr<void>> here = co_await std::move(locking);
   if (!here.ok()) co_return here.status();
   std::shared_ptr<FileLocks> cluster = impl->cluster();
-  if (!cluster) {
-    if (impl->ever_attached()) {
-      co_return error(Errc::unavailable, "the node's lock manager has stopped");
-    }
-    co_return here;
-  }
+  if (!cluster) co_return here;
   auto held = std::make_shared<Held>();
   held->here = std::move(here).value();
   held->cluster = cluster;
   for (store::InodeId key : keys) {
+    // A lock the node kept since its last use is held at once, with no trip to the loop; this
+    // process's lock on the key makes this change its only user here.
+    if (cluster->try_acquire(directory(key), lockmgr::Mode::exclusive)) {
+      held->held_directly.push_back(key);
+      continue;
+    }
     auto acquiring = await_callback<Result<lockmgr::CachedLock>>([&cluster, key](auto done) {
-      cluster->acquire({lockmgr::ResourceKind::directory, key}, lockmgr::Mode::exclusive,
-                       lockmgr::kWholeResource, std::move(done));
+      cluster->acquire(directory(key), lockmgr::Mode::exclusive, lockmgr::kWholeResource,
+                       std::move(done));
     });
     Result<lockmgr::CachedLock> granted = co_await std::move(acquiring);
     if (!granted.ok()) co_return granted.status();
-    held->ids.push_back(granted->id);
+    held->acquired.push_back(granted->id);
   }
   co_return std::shared_ptr<void>(held);
 }

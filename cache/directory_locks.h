@@ -6,9 +6,12 @@
 // until another node wants it, so a node that keeps moving entries between the same
 // directories asks the lock manager once.
 //
-// Before a lock manager is attached, and on a node outside any cluster, this process's own
-// locks are the namespace's: there is no other node to coordinate with. Once the lock manager
-// went, locking is unavailable.
+// While no lock manager is attached — on a node outside any cluster, before it joins or after
+// it left — this process's own locks are the namespace's: no other node coordinates with it.
+//
+// Known limit: a lock the lock manager takes from the node while a change holds it (the node
+// dropped from the view) is not told to that change, which goes on under the process's lock
+// and the keys its prepared parts hold.
 #pragma once
 
 #include <memory>

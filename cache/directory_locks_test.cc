@@ -117,7 +117,7 @@ TEST_F(DirectoryLocksTest, TwoChangesOfOneNodeWaitForEachOther) {
   EXPECT_TRUE(granted(*second));
 }
 
-TEST_F(DirectoryLocksTest, WithoutALockManagerTheProcesssLocksServeUntilOneWent) {
+TEST_F(DirectoryLocksTest, WithoutALockManagerTheProcesssLocksServe) {
   auto alone = std::make_shared<DirectoryLocks>();
   auto first = start(alone, {10});
   run_for(1);
@@ -130,11 +130,34 @@ TEST_F(DirectoryLocksTest, WithoutALockManagerTheProcesssLocksServeUntilOneWent)
   EXPECT_TRUE(granted(*second));
   second->held.reset();
 
+  // So they do again on a node that left its cluster.
   locks_[1]->attach(nullptr, nullptr);
   auto after = start(1, {10});
+  run_for(1);
+  ASSERT_TRUE(granted(*after));
+  auto waiting = start(1, {10});
   run_for(10);
-  ASSERT_TRUE(after->held.has_value());
-  EXPECT_EQ(after->held->code(), Errc::unavailable);
+  EXPECT_FALSE(waiting->held.has_value());
+  after->held.reset();
+  run_for(1);
+  EXPECT_TRUE(granted(*waiting));
+}
+
+TEST_F(DirectoryLocksTest, ALockTheNodeKeptIsTakenAgainWithoutTheLockManager) {
+  auto first = start(1, {10});
+  run_for(100);
+  ASSERT_TRUE(granted(*first));
+  first->held.reset();
+  run_for(10);
+  // Granted within the same turn of the coroutines: no message went to the loop.
+  auto again = start(1, {10});
+  run_coroutines();
+  EXPECT_TRUE(granted(*again));
+  // And still given up when another node wants it.
+  again->held.reset();
+  auto elsewhere = start(2, {10});
+  run_for(500);
+  EXPECT_TRUE(granted(*elsewhere));
 }
 
 }  // namespace

@@ -13,10 +13,10 @@
 //    coordinator remembers that it told so, and never decides that transaction afterwards; so
 //    does a coordinator whose part was aborted.
 //
-// Recovery (store/namespace.h) drives what a crash left — the parts prepared by an earlier boot
-// of their shard's store, whose coordinators are gone: a coordinator's prepared part is aborted
-// (there first), a decision committed everywhere, and another shard's prepared part asks its
-// coordinator.
+// Recovery (store/namespace.h) drives what a crash left. A coordinator's parts prepared by an
+// earlier boot of its store, whose driver is gone, are aborted (there first) or, decided,
+// committed everywhere. Another shard's prepared part, of any boot, asks its coordinator: its
+// driver may have died while this shard lived on, and asking is safe while it lives (see 3).
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -108,8 +108,9 @@ class ShardParticipant {
   virtual boost::asio::awaitable<Status> finish(TransactionId id) = 0;
   // On the coordinator: what became of `id`. Unknown is aborted from then on.
   virtual boost::asio::awaitable<Result<Outcome>> outcome(TransactionId id) = 0;
-  // The parts this shard holds that recovery must drive: those an earlier boot of its store
-  // prepared, or decided with others to commit.
+  // The parts this shard holds that recovery must drive: its own (as coordinator) that an
+  // earlier boot of its store prepared or decided with others to commit, and every part
+  // another shard coordinates; at most kMaxPendingParts, the lowest ids first.
   virtual boost::asio::awaitable<Result<std::vector<PendingPart>>> pending() = 0;
 };
 

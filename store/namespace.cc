@@ -6,8 +6,6 @@
 #include <array>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -127,11 +125,11 @@ class ShardedNamespace::Impl {
     return shard_(shard);
   }
   Result<ShardAccess> of(InodeId inode) const { return at(shard_of(inode)); }
-  // Whether the changes across shards that `inode`'s shard coordinates run here (its home is
-  // this process); if not, they are shipped whole to it.
-  bool coordinates(InodeId inode) const {
-    Result<ShardAccess> shard = of(inode);
-    return shard.ok() && shard->local;
+  // Whether the changes across shards that `shard` coordinates run here (its home is this
+  // process); if not, they are shipped whole to it.
+  bool coordinates(ShardId shard) const {
+    Result<ShardAccess> access = at(shard);
+    return access.ok() && access->local;
   }
 
   TransactionId new_transaction_id() {
@@ -181,21 +179,20 @@ ShardStep inode_step(StepKind kind, InodeId inode, std::int32_t delta = 0, Inode
 
 }  // namespace
 
-// The coordinator forgets a decision every part carried out. Nobody waits for it: until then
-// the decision only stays on record (recovery would finish it).
-static awaitable<void> finish(std::shared_ptr<ShardParticipant> coordinator, TransactionId id) {
-  auto finishing = coordinator->finish(id);
-  const Status finished = co_await std::move(finishing);
-  if (!finished.ok()) spdlog::warn("change across shards {:x}: {}", id, finished.to_string());
-}
-
 // Runs `plan` by two-phase commit (store/cross_shard.h): every other shard prepares, then the
 // coordinator, whose add_entry steps naming inode 0 name the first inode another part made;
-// then the coordinator decides, then the others commit. Fails, with nothing changed, when a
-// part cannot be prepared or the decision is refused; once decided, succeeds even if another
-// part's commit does not get through (recovery commits it). Only a decision whose answer was
-// lost leaves the parts to recovery.
-static awaitable<Status> run_plan(ShardedNamespace::Impl& ns, Plan plan) {
+// then the coordinator decides, then the others commit, then `locks` (the caller's, if any)
+// go before the coordinator forgets its decision. Fails, with nothing changed, when a part
+// cannot be prepared or the decision is refused; once decided, succeeds even if another part's
+// commit does not get through (recovery commits it). Only a decision whose answer was lost
+// leaves the parts to recovery. Only the coordinating shard's home drives a change: a shard
+// whose home moved away is refused, so a deposed home cannot decide what the new one settled.
+static awaitable<Status> run_plan(ShardedNamespace::Impl& ns, Plan plan,
+                                  std::shared_ptr<void>* locks = nullptr) {
+  if (!ns.coordinates(plan.coordinator)) {
+    co_return error(Errc::unavailable, "this node no longer coordinates shard " +
+                                           std::to_string(plan.coordinator) + "'s changes");
+  }
   const TransactionId id = ns.new_transaction_id();
   std::vector<std::pair<ShardId, std::shared_ptr<ShardParticipant>>> prepared;
   auto abort_prepared = [&]() -> awaitable<void> {
@@ -237,6 +234,9 @@ static awaitable<Status> run_plan(ShardedNamespace::Impl& ns, Plan plan) {
   Result<std::vector<InodeId>> prepared_here = std::vector<InodeId>();
   if (!coordinator.ok()) {
     prepared_here = coordinator.status();
+  } else if (!coordinator->local) {
+    prepared_here = error(Errc::unavailable, "shard " + std::to_string(plan.coordinator) +
+                                                 "'s home moved during the change");
   } else {
     auto preparing =
         coordinator->participant->prepare(TransactionPart{id, plan.coordinator, participants, own});
@@ -259,7 +259,8 @@ static awaitable<Status> run_plan(ShardedNamespace::Impl& ns, Plan plan) {
     co_return error(Errc::unavailable, "a change across shards was given up; retry");
   }
   if (!decided.ok()) {
-    // Whether the coordinator decided is not known here: recovery settles it.
+    // Whether the coordinator decided is not known here: recovery settles it, when the
+    // coordinator's store opens again.
     co_return error(Errc::unavailable, "a change across shards was cut short (" +
                                            decided.to_string() + "); recovery settles it");
   }
@@ -273,9 +274,12 @@ static awaitable<Status> run_plan(ShardedNamespace::Impl& ns, Plan plan) {
                    shard, id, committed.to_string());
     }
   }
+  // The change is made: what comes after needs no lock.
+  if (locks != nullptr) locks->reset();
   if (all_committed) {
-    asio::co_spawn(co_await asio::this_coro::executor, finish(coordinator->participant, id),
-                   asio::detached);
+    auto finishing = coordinator->participant->finish(id);
+    const Status finished = co_await std::move(finishing);
+    if (!finished.ok()) spdlog::warn("change across shards {:x}: {}", id, finished.to_string());
   }
   co_return Status{};
 }
@@ -448,7 +452,7 @@ awaitable<Result<Attributes>> ShardedNamespace::new_entry_in(InodeId directory, 
 awaitable<Result<NewObject>> ShardedNamespace::mkdir(InodeId directory, std::string name,
                                                      AttributeChanges initial, Caller caller) {
   const ShardId home = shard_for_directory(directory, name);
-  if (home == shard_of(directory) || !impl_->coordinates(directory)) {
+  if (home == shard_of(directory) || !impl_->coordinates(shard_of(directory))) {
     auto making = on_shard<NewObject>(
         *impl_, directory, [=](Store& s) { return s.mkdir(directory, name, initial, caller); });
     co_return co_await std::move(making);
@@ -549,7 +553,7 @@ awaitable<Result<RenameResult>> ShardedNamespace::rename(InodeId from_directory,
       return s.rename(from_directory, from_name, to_directory, to_name, caller);
     });
   };
-  if (!impl_->coordinates(from_directory)) {
+  if (!impl_->coordinates(shard_of(from_directory))) {
     auto renaming = on_source_shard();
     co_return co_await std::move(renaming);
   }
@@ -652,9 +656,8 @@ awaitable<Result<RenameResult>> ShardedNamespace::rename(InodeId from_directory,
   if (new_parent) {
     plan.add(moved.inode, inode_step(StepKind::set_parent, moved.inode, 0, to_directory));
   }
-  auto running = run_plan(*impl_, std::move(plan));
+  auto running = run_plan(*impl_, std::move(plan), &*held);
   TP_CO_RETURN_IF_ERROR(co_await std::move(running));
-  held = std::shared_ptr<void>();  // the change is made: the attributes after it need no lock
   auto from_after = attributes_of(*impl_, from_directory);
   const Result<Attributes> from_now = co_await std::move(from_after);
   auto to_after = attributes_of(*impl_, to_directory);

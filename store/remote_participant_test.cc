@@ -5,6 +5,7 @@
 #include <boost/endian/conversion.hpp>
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include "store/internal/test_util.h"
 #include "store/remote_store.h"
@@ -74,6 +75,12 @@ class RemoteParticipantTest : public ::testing::Test {
                                  id, coordinator, std::move(participants), std::move(steps)}))
         .status();
   }
+  // What the coordinator says of `id`; nullopt (and a failure) when it said nothing.
+  std::optional<Outcome> outcome(TransactionId id) {
+    auto said = run_to_completion(remote_->outcome(id));
+    EXPECT_TRUE(said.ok()) << said.status().to_string();
+    return said.ok() ? std::optional(*said) : std::nullopt;
+  }
   Status create(const std::string& name) {
     return run_to_completion(
                home_->create(kRootInode, name, CreateMode::guarded, {}, CreateVerifier{}, kRoot))
@@ -122,15 +129,15 @@ TEST_F(RemoteParticipantTest, TheCoordinatorsCallsDecideAndTellOutcomes) {
   ASSERT_TRUE(prepare(42, 1, {}, {entry(StepKind::add_entry, "moved-in")}).ok());
   ASSERT_TRUE(run_to_completion(remote_->commit(42)).ok());
   ASSERT_TRUE(prepare(43, 0, {1}, {entry(StepKind::remove_entry, "moved-in")}).ok());
-  EXPECT_EQ(*run_to_completion(remote_->outcome(43)), Outcome::prepared);
+  EXPECT_EQ(outcome(43), Outcome::prepared);
   ASSERT_TRUE(run_to_completion(remote_->decide(43)).ok());
-  EXPECT_EQ(*run_to_completion(remote_->outcome(43)), Outcome::committed);
+  EXPECT_EQ(outcome(43), Outcome::committed);
   ASSERT_TRUE(run_to_completion(remote_->finish(43)).ok());
   EXPECT_EQ(run_to_completion(home_->lookup(kRootInode, "moved-in", kRoot)).code(),
             Errc::not_found);
 
   // Unknown, so aborted from now on: its coordinator's part is refused if it comes late.
-  EXPECT_EQ(*run_to_completion(remote_->outcome(99)), Outcome::aborted);
+  EXPECT_EQ(outcome(99), Outcome::aborted);
   EXPECT_EQ(prepare(99, 0, {1}, {entry(StepKind::add_entry, "late")}).code(), Errc::unavailable);
   // The shard's errors come back with their code.
   EXPECT_EQ(run_to_completion(remote_->decide(77)).code(), Errc::precondition_failed);
@@ -158,10 +165,8 @@ TEST_F(RemoteParticipantTest, MalformedRequestsAreRefusedBeforeTheyRun) {
     expect_malformed(ParticipantMethod::prepare, request);
   };
   expect_refused_at(8, 0x10000);  // a shard id above 16 bits
-  expect_refused_at(12, kMaxShards + 1);
   expect_refused_at(12, 0xffffffffu);
   expect_refused_at(16, 0x10000);
-  expect_refused_at(20, kMaxStepsPerPart + 1);
   expect_refused_at(20, 0xffffffffu);
   expect_refused_at(24, 0);  // step kinds
   expect_refused_at(24, static_cast<std::uint32_t>(StepKind::set_parent) + 1);
@@ -172,6 +177,51 @@ TEST_F(RemoteParticipantTest, MalformedRequestsAreRefusedBeforeTheyRun) {
         run_to_completion(serve_participant_call(home_->participant(), method, some_bytes)).code(),
         Errc::not_supported);
   }
+}
+
+// A list one longer than its bound is malformed, made of elements that decode: the bound, not
+// the bytes left, refuses it.
+TEST_F(RemoteParticipantTest, AListPastItsBoundIsMalformedAtItsBound) {
+  std::vector<ShardId> participants;
+  for (ShardId shard = 1; participants.size() < kMaxShards; ++shard) participants.push_back(shard);
+  // Steps of one size: names of one length.
+  std::vector<ShardStep> steps;
+  for (char c = 'a'; steps.size() < kMaxStepsPerPart; ++c) {
+    steps.push_back(entry(StepKind::add_entry, std::string("x") + c));
+  }
+  ASSERT_TRUE(prepare(42, 0, participants, steps).ok());
+  const xdr::Buffer at_bounds = channel_->requests.at(ParticipantMethod::prepare);
+
+  // One participant more: its count (at 12) and one more shard id after the last.
+  xdr::Buffer more_participants = at_bounds;
+  put_u32(more_participants, 12, kMaxShards + 1);
+  const std::size_t after_participants = 16 + 4 * kMaxShards;
+  const std::uint8_t shard[4] = {0, 0, 1, 1};
+  more_participants.insert(more_participants.begin() + after_participants, shard, shard + 4);
+  expect_malformed(ParticipantMethod::prepare, more_participants);
+
+  // One step more: its count, then a copy of the last step.
+  xdr::Buffer more_steps = at_bounds;
+  const std::size_t step_bytes = (at_bounds.size() - after_participants - 4) / kMaxStepsPerPart;
+  put_u32(more_steps, after_participants, kMaxStepsPerPart + 1);
+  more_steps.insert(more_steps.end(), at_bounds.end() - step_bytes, at_bounds.end());
+  expect_malformed(ParticipantMethod::prepare, more_steps);
+}
+
+TEST_F(RemoteParticipantTest, APartThatSaysTheImpossibleIsRefused) {
+  ShardStep twice = entry(StepKind::add_entry, "x");
+  twice.delta = 2;
+  EXPECT_EQ(prepare(1, 0, {1}, {twice}).code(), Errc::invalid_argument);
+  ShardStep no_links = twice;
+  no_links.kind = StepKind::add_links;
+  no_links.delta = 0;
+  EXPECT_EQ(prepare(2, 0, {1}, {no_links}).code(), Errc::invalid_argument);
+  const ShardStep add = entry(StepKind::add_entry, "x");
+  EXPECT_EQ(prepare(3, 0, {0}, {add}).code(), Errc::invalid_argument);       // itself
+  EXPECT_EQ(prepare(4, 0, {1, 1}, {add}).code(), Errc::invalid_argument);    // twice
+  EXPECT_EQ(prepare(5, 1, {2}, {add}).code(), Errc::invalid_argument);       // not its to name
+  EXPECT_EQ(prepare(6, 0, {1}, {add, add}).code(), Errc::invalid_argument);  // one name twice
+  EXPECT_TRUE(prepare(7, 0, {1}, {add}).ok());
 }
 
 }  // namespace

@@ -1399,11 +1399,44 @@ class StoreImpl final : public LocalStore {
     return error(Errc::invalid_argument, "unknown step of a change across shards");
   }
 
-  Result<std::vector<InodeId>> prepare_in(Database& db, AfterCommit& after, TransactionPart& part) {
+  // What a part says of itself, before the shard is looked at: its steps' counts, and who
+  // takes part. A shipped part may say anything.
+  Status check_part_shape(const TransactionPart& part) const {
     if (part.steps.empty() || part.steps.size() > kMaxStepsPerPart) {
       return error(Errc::invalid_argument,
                    "a part holds 1 to " + std::to_string(kMaxStepsPerPart) + " steps");
     }
+    const bool coordinating = part.coordinator == options_.shard;
+    if (!coordinating && !part.participants.empty()) {
+      return error(Errc::invalid_argument, "only the coordinator's part names the participants");
+    }
+    std::set<ShardId> participants;
+    for (ShardId shard : part.participants) {
+      if (shard == part.coordinator || !participants.insert(shard).second) {
+        return error(Errc::invalid_argument, "a change's participants are other shards, once each");
+      }
+    }
+    std::set<internal::EntryName> added;
+    for (const ShardStep& step : part.steps) {
+      const internal::EntryName name{step.directory, step.name};
+      if (step.kind == StepKind::add_entry && !added.insert(name).second) {
+        return error(Errc::invalid_argument, "a part adds one name twice");
+      }
+      if (step.kind == StepKind::remove_entry) added.erase(name);
+      const bool entry = step.kind == StepKind::add_entry || step.kind == StepKind::remove_entry;
+      const bool link_count_step = entry || step.kind == StepKind::add_links;
+      if (link_count_step ? step.delta < -1 || step.delta > 1 : step.delta != 0) {
+        return error(Errc::invalid_argument, "a step changes a link count by -1, 0 or 1");
+      }
+      if (step.kind == StepKind::add_links && step.delta == 0) {
+        return error(Errc::invalid_argument, "a step adding links adds or takes one");
+      }
+    }
+    return {};
+  }
+
+  Result<std::vector<InodeId>> prepare_in(Database& db, AfterCommit& after, TransactionPart& part) {
+    TP_RETURN_IF_ERROR(check_part_shape(part));
     TP_ASSIGN_OR_RETURN(std::optional<PartRow> known, part_row(db, part.id));
     if (known) {
       return known->state == kAborted
