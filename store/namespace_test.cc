@@ -25,6 +25,17 @@ using internal::run_to_completion;
 
 constexpr ShardId kShards = 3;
 
+// Shard `shard` of a test's namespace, under `root`; null (and a failure) if it cannot open.
+std::shared_ptr<LocalStore> open_shard(const std::filesystem::path& root, ShardId shard) {
+  StoreOptions options;
+  options.data_dir = (root / ("shard-" + std::to_string(shard))).string();
+  options.shard = shard;
+  options.threads = 1;
+  auto store = Store::open(options);
+  EXPECT_TRUE(store.ok()) << store.status().to_string();
+  return store.ok() ? std::shared_ptr<LocalStore>(std::move(*store)) : nullptr;
+}
+
 Caller root_caller() {
   Caller c;
   c.uid = c.gid = 0;
@@ -70,15 +81,7 @@ class ShardedNamespaceTest : public ::testing::Test {
     std::filesystem::remove_all(root_);
   }
 
-  void open(ShardId shard) {
-    StoreOptions options;
-    options.data_dir = (root_ / ("shard-" + std::to_string(shard))).string();
-    options.shard = shard;
-    options.threads = 1;
-    auto store = Store::open(options);
-    ASSERT_TRUE(store.ok()) << store.status().to_string();
-    shards_[shard] = std::shared_ptr<LocalStore>(std::move(*store));
-  }
+  void open(ShardId shard) { shards_[shard] = open_shard(root_, shard); }
   // The shard's home dies: the namespace cannot reach it until it is opened again.
   void crash(ShardId shard) {
     shards_[shard]->close();
@@ -561,15 +564,7 @@ class TwoHomesTest : public ::testing::Test {
     std::filesystem::remove_all(root_);
   }
 
-  void open(ShardId shard) {
-    StoreOptions options;
-    options.data_dir = (root_ / ("shard-" + std::to_string(shard))).string();
-    options.shard = shard;
-    options.threads = 1;
-    auto store = Store::open(options);
-    ASSERT_TRUE(store.ok()) << store.status().to_string();
-    shards_[shard] = std::shared_ptr<LocalStore>(std::move(*store));
-  }
+  void open(ShardId shard) { shards_[shard] = open_shard(root_, shard); }
 
   Result<ShardAccess> local_access(ShardId shard) {
     std::shared_ptr<LocalStore> store = shards_[shard];

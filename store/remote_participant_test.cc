@@ -13,15 +13,12 @@
 namespace tidepool::store {
 namespace {
 
+using internal::put_u32;
 using internal::run_to_completion;
 
 const Caller kRoot{0, 0, {}};
 // A directory's inode on shard 1, which the tests' shard 0 only names.
 constexpr InodeId kElsewhere = (InodeId{1} << kShardShift) | 7;
-
-void put_u32(xdr::Buffer& buffer, std::size_t at, std::uint32_t value) {
-  boost::endian::store_big_u32(buffer.data() + at, value);
-}
 
 // Carries calls to a participant in this process, keeping the last request of each method.
 class LoopbackChannel final : public ParticipantChannel {

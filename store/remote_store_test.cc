@@ -21,15 +21,12 @@ namespace asio = boost::asio;
 const Caller kAlice{1000, 1000, {}};
 const Caller kBob{1001, 1001, {2000, 2001}};
 
+using internal::put_u32;
 using internal::run_to_completion;
 
 template <typename T>
 T run(asio::awaitable<T> op) {
   return run_to_completion(std::move(op));
-}
-
-void put_u32(xdr::Buffer& buffer, std::size_t at, std::uint32_t value) {
-  boost::endian::store_big_u32(buffer.data() + at, value);
 }
 
 // Ships to a home store in this process. Keeps the last request of each method, and lets a

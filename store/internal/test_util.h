@@ -9,6 +9,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
+#include <boost/endian/conversion.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -20,9 +21,15 @@
 #include <string>
 #include <vector>
 
+#include "common/xdr.h"
 #include "store/pool_data.h"
 
 namespace tidepool::store::internal {
+
+// Overwrites the big-endian word at `at` of an encoded message: how a test makes one lie.
+inline void put_u32(xdr::Buffer& buffer, std::size_t at, std::uint32_t value) {
+  boost::endian::store_big_u32(buffer.data() + at, value);
+}
 
 // Runs one store coroutine to completion on a private io_context.
 template <typename T>
