@@ -589,8 +589,9 @@ TEST_F(NamespaceTest, AStreamThroughANodeHoldingNoneOfTheFileReadsFromL1) {
   EXPECT_GE(statistics["total"]["l1"]["data"]["accessed_bytes"].get<std::int64_t>(), accessed);
   EXPECT_GE(statistics["total"]["l2"]["data"]["read_bytes"].get<std::int64_t>(), kSize);
 
-  // The home marked the units it sent; its own read of the file keeps them in its L2 (their
-  // second read), and its next read comes from there.
+  // The home marked the units it sent; its own reads of the file keep them in its L2 from their
+  // second read on, and a read then comes wholly from there. A unit that another read holds
+  // busy is passed over and kept by a later read (under a loaded machine, some are).
   auto home_l2 = [&] {
     const json all = cluster_->tide_json(home, {"statistics", "cache"});
     for (const json& node : all["statistics"]) {
@@ -599,15 +600,14 @@ TEST_F(NamespaceTest, AStreamThroughANodeHoldingNoneOfTheFileReadsFromL1) {
     ADD_FAILURE() << "no statistics of node " << home << ": " << all.dump();
     return json::object();
   };
-  EXPECT_TRUE(NfsClient(endpoint(home)).read_all(fh, kLibnfsMaxTransfer) == contents);
-  const json sent = home_l2();
-  EXPECT_GE(sent["cached_bytes"].get<std::int64_t>(), static_cast<std::int64_t>(kSize))
-      << sent.dump();
-  EXPECT_TRUE(NfsClient(endpoint(home)).read_all(fh, kLibnfsMaxTransfer) == contents);
-  EXPECT_GE(home_l2()["data"]["hit_bytes"].get<std::int64_t>() -
-                sent["data"]["hit_bytes"].get<std::int64_t>(),
-            static_cast<std::int64_t>(kSize))
-      << home_l2().dump();
+  std::int64_t whole_read_hits = 0;
+  for (int read = 0; read < 3 && whole_read_hits < static_cast<std::int64_t>(kSize); ++read) {
+    const std::int64_t hits_before = home_l2()["data"]["hit_bytes"].get<std::int64_t>();
+    EXPECT_TRUE(NfsClient(endpoint(home)).read_all(fh, kLibnfsMaxTransfer) == contents);
+    whole_read_hits = home_l2()["data"]["hit_bytes"].get<std::int64_t>() - hits_before;
+  }
+  EXPECT_GE(whole_read_hits, static_cast<std::int64_t>(kSize)) << home_l2().dump();
+  EXPECT_GE(home_l2()["cached_bytes"].get<std::int64_t>(), static_cast<std::int64_t>(kSize));
 
   // `tide flush --l1 --node` empties the reader's L1: the file's first unit is fetched again.
   const Ran flushed = cluster_->tide(home, {"flush", "--l1", "--node", std::to_string(reader)});
