@@ -187,10 +187,12 @@ class NamespaceShipping::MirrorLink final : public store::MirrorTarget {
 
  private:
   Result<xdr::Buffer> send(store::MirrorMethod method, std::span<const std::uint8_t> request) {
-    xdr::Buffer message;
-    xdr::Encoder out(message);
+    // The message's one copy of the request (a write's data): every attempt sends it.
+    auto message = std::make_shared<xdr::Buffer>();
+    message->reserve(4 + request.size());
+    xdr::Encoder out(*message);
     out.u32(shard_);
-    message.insert(message.end(), request.begin(), request.end());
+    message->insert(message->end(), request.begin(), request.end());
     Result<xdr::Buffer> sent = shipping_.send_to_mirror(mirror_, method, message);
     for (int attempt = 0; sent.status().code() == Errc::behind && attempt < kBehindRetries;
          ++attempt) {
@@ -582,19 +584,17 @@ void NamespaceShipping::follow_again_after(std::chrono::milliseconds delay) {
 
 Result<xdr::Buffer> NamespaceShipping::send_to_mirror(cluster::NodeId mirror,
                                                       store::MirrorMethod method,
-                                                      std::span<const std::uint8_t> request) {
-  // The caller's bytes may be gone when a late answer arrives: the strand works on its own.
-  std::vector<std::uint8_t> body(request.begin(), request.end());
+                                                      std::shared_ptr<const xdr::Buffer> message) {
   return wait_on_strand<Result<xdr::Buffer>>(
       strand_, kMirrorCallDeadline + 1s,
       [this, mirror, method,
-       body = std::move(body)](std::function<void(Result<xdr::Buffer>)> done) {
+       message = std::move(message)](std::function<void(Result<xdr::Buffer>)> done) {
         cluster::RpcEndpoint* rpc = this->rpc();
         if (rpc == nullptr) {
           done(error(Errc::unavailable, "this node is not in a cluster"));
           return;
         }
-        rpc->call(mirror, kMirrorMethodBase + static_cast<std::uint32_t>(method), body,
+        rpc->call(mirror, kMirrorMethodBase + static_cast<std::uint32_t>(method), *message,
                   kMirrorCallDeadline, std::move(done));
       });
 }

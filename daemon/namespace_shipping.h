@@ -96,10 +96,11 @@ class NamespaceShipping {
   void release_local();
   void release_copy();
   void open_when_released(Role role);
-  // Blocking, from the store's threads: sends one mirror message; asks the cluster to stop
-  // counting on `mirror` as a mirror.
+  // Blocking, from the store's threads: sends one mirror message (shared: the strand may still
+  // send it after the caller gave up waiting); asks the cluster to stop counting on `mirror` as
+  // a mirror.
   Result<xdr::Buffer> send_to_mirror(cluster::NodeId mirror, store::MirrorMethod method,
-                                     std::span<const std::uint8_t> request);
+                                     std::shared_ptr<const xdr::Buffer> message);
   Status drop_mirror(cluster::NodeId mirror);
 
   boost::asio::any_io_executor strand_;
