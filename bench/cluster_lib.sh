@@ -11,7 +11,8 @@ url() { echo "nfs://${ADDRS[$1 - 1]}/ifs?nfsport=$NFS_PORT&mountport=$MOUNT_PORT
 admin() { echo "${ADDRS[$1 - 1]}:$ADMIN_PORT"; }                                       # node
 
 # Starts nodes 1..n, each with its own configuration and data under $CDIR, and forms them into
-# the cluster `name` with tide; returns once every node answers NFS through the cluster.
+# the cluster `name` with tide; returns once every node answers NFS through the cluster and the
+# namespace's shards are settled.
 start_cluster() {  # n
   local n=$1 k port name="bench$1"
   CDIR=$WORK/c$n
@@ -36,6 +37,35 @@ start_cluster() {  # n
   for k in $(seq "$n"); do
     wait_nfs "node $k" "${NODE_PIDS[k - 1]}" "$(url "$k")" "$CDIR/node$k.log" || return 1
   done
+  wait_settled
+}
+
+# Each shard's home in the status wait_settled saw last: "node 1" or "nodes 2, 1, 4, 3"
+# (shard 0 first).
+shard_homes() {
+  local homes
+  # The namespace's own "home" (shard 0's) comes first, then each shard's.
+  homes=$(grep -o '"home": [0-9]*' "$CDIR/status.json" | tail -n +2 | awk '{print $2}' | paste -sd, -)
+  case "$homes" in
+    *,*) echo "nodes ${homes//,/, }" ;;
+    *) echo "node ${homes:-?}" ;;
+  esac
+}
+
+# Until the leader has spread the namespace's shards over the nodes and each is served, with
+# its mirror in step (bounded: 120 s): measuring while shards move would measure the moves.
+wait_settled() {
+  local deadline=$((SECONDS + 120)) out=$CDIR/status.json
+  while [ "$SECONDS" -lt "$deadline" ]; do
+    if timeout 20 "$TIDE" --workdir "$CDIR/tide" status --format json >"$out" 2>&1 &&
+      grep -q '"settled": true' "$out" && ! grep -qE '"(copying|home down|unknown)"' "$out"; then
+      return 0
+    fi
+    sleep 0.5
+  done
+  warn "the namespace's shards were not all served and in step within 120 s:"
+  cat "$out" >&2
+  return 1
 }
 
 wait_admin() {  # node: until its admin API answers /health (bounded: 30 s)

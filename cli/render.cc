@@ -308,6 +308,18 @@ void render_status(std::ostream& out, const Json& status, std::time_t now) {
                 Align::left);
   out << "\nNodes:\n";
   node_table(field(status, "nodes")).render(out);
+  // One shard is the namespace's home and mirror above.
+  const Json& shards = field(field(status, "namespace"), "shards");
+  if (as_list(shards).size() > 1) {
+    out << "\nShards:\n";
+    Table table({{"Shard", Align::right}, {"Home"}, {"Mirror"}});
+    for (const Json& shard : as_list(shards)) {
+      table.add_row({display(field(shard, "id")),
+                     node_and_state(field(shard, "home"), field(shard, "state")),
+                     node_and_state(field(shard, "mirror"), field(shard, "mirror_state"))});
+    }
+    table.render(out);
+  }
   out << "\nNode Pools:\n";
   nodepool_table(field(status, "nodepools")).render(out);
   out << "\nTiers:\n";

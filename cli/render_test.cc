@@ -201,6 +201,24 @@ TEST(Status, ShowsTheClusterThenNodesPoolsTiersAndJobs) {
             "No running jobs.\n");
 }
 
+TEST(Status, ANamespaceOfSeveralShardsListsWhereEachLives) {
+  Json status = sample_status(Json::array());
+  status["namespace"]["shards"] = Json::parse(R"([
+      {"id": 0, "home": 1, "state": "serving", "mirror": 2, "mirror_state": "down"},
+      {"id": 1, "home": null, "state": "unknown", "mirror": null, "mirror_state": "none"}])");
+  const std::string text = rendered_status(status);
+  EXPECT_NE(text.find("Shards:\n"
+                      "Shard  Home              Mirror\n"
+                      "--------------------------------------\n"
+                      "    0  node 1 (serving)  node 2 (down)\n"
+                      "    1  - (unknown)       - (none)\n"
+                      "\nNode Pools:"),
+            std::string::npos)
+      << text;
+  status["namespace"]["shards"].erase(1);
+  EXPECT_EQ(rendered_status(status).find("Shards:"), std::string::npos) << "one is the namespace";
+}
+
 TEST(Status, JobsNotEndedAreRowsAsJobJobsListShowsThem) {
   const std::string text =
       rendered_status(sample_status(Json::array({sample_job(), sample_waiting_job()})));

@@ -449,23 +449,42 @@ json stats_json(const NodeStats& stats) {
               {"size_bytes", stats.size_bytes}};
 }
 
-// Where the namespace lives: its home serves every NFS operation, shipped from the others; its
-// mirror holds a second copy, ready to take over while it is in step.
-json namespace_json(const GroupView& view) {
-  const std::optional<NamespaceRecord> record = namespace_of(view);
-  const cluster::NodeInfo* home = record ? view.node(record->home) : nullptr;
+// Where a shard lives: its home serves every NFS operation on its inodes, shipped from the
+// others; its mirror holds a second copy, ready to take over while it is in step.
+json shard_json(const GroupView& view, const std::optional<NamespaceRecord>& record,
+                store::ShardId shard) {
+  const ShardPlace* place = record && shard < record->shards() ? &record->places[shard] : nullptr;
+  const cluster::NodeInfo* home = place ? view.node(place->home) : nullptr;
   if (home == nullptr) {
-    return json{{"home", nullptr}, {"state", "unknown"}, {"mirror", nullptr}, {"mirror_state", "none"}};
+    return json{{"id", shard},
+                {"home", nullptr},
+                {"state", "unknown"},
+                {"mirror", nullptr},
+                {"mirror_state", "none"}};
   }
-  json where{{"home", home->id}, {"state", home->up ? "serving" : "home down"}};
-  const cluster::NodeInfo* mirror = view.node(record->mirror);
+  json where{{"id", shard}, {"home", home->id}, {"state", home->up ? "serving" : "home down"}};
+  const cluster::NodeInfo* mirror = view.node(place->mirror);
   if (mirror == nullptr) {
     where["mirror"] = nullptr;
     where["mirror_state"] = "none";
   } else {
     where["mirror"] = mirror->id;
-    where["mirror_state"] = !mirror->up ? "down" : record->mirror_in_step ? "in step" : "copying";
+    where["mirror_state"] = !mirror->up ? "down" : place->mirror_in_step ? "in step" : "copying";
   }
+  return where;
+}
+
+// The namespace as `tide status` shows it: where its root's shard lives, and every shard.
+json namespace_json(const GroupView& view) {
+  const std::optional<NamespaceRecord> record = namespace_of(view);
+  json where = shard_json(view, record, 0);
+  where.erase("id");
+  json shards = json::array();
+  for (store::ShardId shard = 0; record && shard < record->shards(); ++shard) {
+    shards.push_back(shard_json(view, record, shard));
+  }
+  where["shards"] = std::move(shards);
+  where["settled"] = record && !plan_namespace(*record, view);
   return where;
 }
 
@@ -571,7 +590,8 @@ asio::awaitable<HttpResponse> file_info(store::Store& store, Membership& m,
   const store::Attributes& a = *attributes;
   char mode[8];
   std::snprintf(mode, sizeof mode, "%04o", a.mode);
-  json where = namespace_json(m.group()->view());
+  const GroupView& view = m.group()->view();
+  json where = shard_json(view, namespace_of(view), store::shard_of(a.inode));
   json info{{"path", shown_path(path)},
             {"inode", a.inode},
             {"type", type_name(a.type)},
@@ -583,12 +603,7 @@ asio::awaitable<HttpResponse> file_info(store::Store& store, Membership& m,
             {"mtime_ns", a.mtime_ns},
             {"atime_ns", a.atime_ns},
             {"ctime_ns", a.ctime_ns},
-            {"shard",
-             {{"id", a.inode >> store::kShardShift},
-              {"home", where["home"]},
-              {"state", where["state"]},
-              {"mirror", where["mirror"]},
-              {"mirror_state", where["mirror_state"]}}}};
+            {"shard", where}};
   if (a.type != store::FileType::regular) co_return reply(200, info);
   auto laying = store.layout(a.inode);
   Result<store::Layout> layout = co_await std::move(laying);

@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "cluster/ring.h"
-#include "store/local_shards.h"
+#include "store/store.h"
 
 namespace tidepool::daemon {
 namespace {
@@ -232,13 +232,22 @@ std::string to_hex(std::span<const std::uint8_t> bytes) {
   return out;
 }
 
+NamespaceRecord new_namespace(cluster::NodeId home, std::uint32_t shards) {
+  NamespaceRecord record;
+  record.places.assign(shards, ShardPlace{home, 0, false});
+  return record;
+}
+
 json namespace_to_json(const NamespaceRecord& record) {
+  json places = json::array();
+  for (const ShardPlace& place : record.places) {
+    places.push_back(
+        {{"home", place.home}, {"mirror", place.mirror}, {"mirror_in_step", place.mirror_in_step}});
+  }
   json body;
-  body["home"] = record.home;
-  body["mirror"] = record.mirror;
-  body["mirror_in_step"] = record.mirror_in_step;
+  body["places"] = std::move(places);
   body["handle_key"] = to_hex(record.handle_key);
-  body["shards"] = record.shards;
+  body["shards"] = record.shards();
   return body;
 }
 
@@ -247,53 +256,91 @@ cluster::Change namespace_update(const NamespaceRecord& next) {
                                         namespace_to_json(next).dump(), next.changed);
 }
 
+namespace {
+
+// The next place of one shard, by plan_namespace's rules; `nodes`: the up nodes in the order
+// the ring prefers them for the shard.
+ShardPlace plan_shard(const ShardPlace& place, const std::vector<cluster::NodeId>& nodes,
+                      const cluster::GroupView& view, bool spread) {
+  ShardPlace next = place;
+  if (!view.is_up(place.home)) {
+    if (place.mirror != 0 && place.mirror_in_step && view.is_up(place.mirror)) {
+      next = ShardPlace{place.mirror, 0, false};
+    }
+    return next;
+  }
+  if (spread && !nodes.empty() && nodes.front() != place.home) {
+    if (place.mirror != nodes.front()) return ShardPlace{place.home, nodes.front(), false};
+    if (place.mirror_in_step) return ShardPlace{nodes.front(), place.home, false};
+    return next;
+  }
+  if (place.mirror != 0 && place.mirror != place.home && view.is_up(place.mirror)) return next;
+  for (cluster::NodeId candidate : nodes) {
+    if (candidate == place.home || candidate == place.mirror) continue;
+    return ShardPlace{place.home, candidate, false};
+  }
+  return next;
+}
+
+// Where the ring puts a shard: a namespace of one shard where it put the namespace before
+// shards.
+std::uint64_t shard_ring_key(const NamespaceRecord& record, store::ShardId shard) {
+  const std::uint64_t key = cluster::Ring::key_of(kNamespaceName);
+  return record.shards() == 1 ? key : cluster::Ring::key_of(key, shard);
+}
+
+// {"home", "mirror", "mirror_in_step"}; records written before mirrors existed have only the
+// home.
+std::optional<ShardPlace> shard_place_of(const json& body) {
+  if (!body.is_object() || !body.value("home", json()).is_number_unsigned()) return std::nullopt;
+  const json mirror = body.value("mirror", json(0u));
+  const json in_step = body.value("mirror_in_step", json(false));
+  if (!mirror.is_number_unsigned() || !in_step.is_boolean()) return std::nullopt;
+  return ShardPlace{body["home"].get<cluster::NodeId>(), mirror.get<cluster::NodeId>(),
+                    in_step.get<bool>()};
+}
+
+}  // namespace
+
 std::optional<NamespaceRecord> plan_namespace(const NamespaceRecord& record,
                                               const cluster::GroupView& view) {
-  NamespaceRecord next = record;
-  if (!view.is_up(record.home)) {
-    if (record.mirror == 0 || !record.mirror_in_step || !view.is_up(record.mirror)) {
-      return std::nullopt;
-    }
-    next.home = record.mirror;
-    next.mirror = 0;
-    next.mirror_in_step = false;
-    return next;
-  }
-  if (record.mirror != 0 && record.mirror != record.home && view.is_up(record.mirror)) {
-    return std::nullopt;
-  }
   const cluster::Ring ring(view.up_nodes());
-  for (cluster::NodeId candidate : ring.owners(cluster::Ring::key_of(kNamespaceName), 2)) {
-    if (candidate == record.home || candidate == record.mirror) continue;
-    next.mirror = candidate;
-    next.mirror_in_step = false;
-    return next;
+  const bool spread = record.shards() > 1;
+  NamespaceRecord next = record;
+  for (store::ShardId shard = 0; shard < record.shards(); ++shard) {
+    const std::vector<cluster::NodeId> nodes =
+        ring.owners(shard_ring_key(record, shard), ring.nodes().size());
+    next.places[shard] = plan_shard(record.places[shard], nodes, view, spread);
   }
-  return std::nullopt;
+  if (next == record) return std::nullopt;
+  return next;
 }
 
 std::optional<NamespaceRecord> namespace_of(const cluster::GroupView& view) {
   const cluster::ConfigObject* object = view.object(kClusterKind, kNamespaceName);
   if (object == nullptr) return std::nullopt;
   const json body = json::parse(object->body, nullptr, false);
-  if (!body.is_object() || !body.value("home", json()).is_number_unsigned() ||
-      !body.value("handle_key", json()).is_string()) {
-    return std::nullopt;
-  }
-  NamespaceRecord record;
-  record.home = body["home"].get<cluster::NodeId>();
-  // Records written before mirrors existed have neither field.
-  const json mirror = body.value("mirror", json(0u));
-  const json in_step = body.value("mirror_in_step", json(false));
-  if (!mirror.is_number_unsigned() || !in_step.is_boolean()) return std::nullopt;
-  record.mirror = mirror.get<cluster::NodeId>();
-  record.mirror_in_step = in_step.get<bool>();
+  if (!body.is_object() || !body.value("handle_key", json()).is_string()) return std::nullopt;
   const json shards = body.value("shards", json(1u));
   if (!shards.is_number_unsigned() || shards.get<std::uint64_t>() == 0 ||
       shards.get<std::uint64_t>() > store::kMaxShards) {
     return std::nullopt;
   }
-  record.shards = shards.get<std::uint32_t>();
+  NamespaceRecord record;
+  if (body.contains("places")) {
+    const json& places = body["places"];
+    if (!places.is_array() || places.size() != shards.get<std::uint64_t>()) return std::nullopt;
+    record.places.clear();
+    for (const json& place : places) {
+      std::optional<ShardPlace> parsed = shard_place_of(place);
+      if (!parsed) return std::nullopt;
+      record.places.push_back(*parsed);
+    }
+  } else {
+    std::optional<ShardPlace> every = shard_place_of(body);
+    if (!every) return std::nullopt;
+    record.places.assign(shards.get<std::uint32_t>(), *every);
+  }
   record.changed = object->changed;
   const std::string key = body["handle_key"];
   if (key.size() != 2 * record.handle_key.size()) return std::nullopt;

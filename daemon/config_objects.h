@@ -69,21 +69,32 @@ std::chrono::seconds cross_shard_decide_pause(const cluster::GroupView& view);
 // Lowercase hex, as the cluster's ids, token hashes and keys are written.
 std::string to_hex(std::span<const std::uint8_t> bytes);
 
-// Where the namespace lives — its home, and the mirror that takes the home's place if it dies
-// — and the key every node seals file handles under, so that a handle one node gave out is
-// good on all. Body: {"home": node id, "mirror": node id or 0, "mirror_in_step": bool,
-// "handle_key": 64 hex digits, "shards": 1..256}. A mirror is promoted only while in step: it
-// holds everything the home acknowledged. Every shard has the record's home and mirror (for
-// now); their number is fixed when the cluster is made (records made before have 1).
-struct NamespaceRecord {
+// Where one shard of the namespace lives: its home, and the mirror that takes the home's place
+// if it dies. A mirror is promoted only while in step: it holds everything the home
+// acknowledged.
+struct ShardPlace {
   cluster::NodeId home = 0;
   cluster::NodeId mirror = 0;
   bool mirror_in_step = false;
-  std::uint32_t shards = 1;
+  bool operator==(const ShardPlace&) const = default;
+};
+
+// Where the namespace's shards live, and the key every node seals file handles under, so that
+// a handle one node gave out is good on all. Body: {"places": [{"home": node id, "mirror":
+// node id or 0, "mirror_in_step": bool}, ...one per shard], "handle_key": 64 hex digits,
+// "shards": 1..256}. The number of shards is fixed when the cluster is made. Records written
+// before shards had places of their own say {"home", "mirror", "mirror_in_step"} once, for
+// every shard (and before shards, have one).
+struct NamespaceRecord {
+  std::vector<ShardPlace> places{1};
   std::array<std::uint8_t, 32> handle_key{};
   cluster::Epoch changed = 0;  // when the record was last written (not in the body)
+
+  std::uint32_t shards() const { return static_cast<std::uint32_t>(places.size()); }
   bool operator==(const NamespaceRecord&) const = default;
 };
+// A new namespace of `shards` shards, every one at `home` until the leader spreads them.
+NamespaceRecord new_namespace(cluster::NodeId home, std::uint32_t shards);
 nlohmann::json namespace_to_json(const NamespaceRecord& record);
 // Null when the view has no namespace record or it does not parse.
 std::optional<NamespaceRecord> namespace_of(const cluster::GroupView& view);
@@ -91,9 +102,12 @@ std::optional<NamespaceRecord> namespace_of(const cluster::GroupView& view);
 // since).
 cluster::Change namespace_update(const NamespaceRecord& next);
 
-// What the group leader changes next about where the namespace lives, if anything: promote an
-// in-step mirror when the home is down; name a mirror when there is none, or it is down or gone
-// (the next up node on the ring after the home).
+// What the group leader changes next about where the namespace's shards live, if anything; for
+// each shard: promote an in-step mirror when the home is down; name a mirror when there is
+// none, or it is down or gone (the next up node on the ring after the home). A namespace of
+// several shards also spreads them: a shard whose home is not the first up node on the ring
+// for it is handed to that node — made its mirror first, then, once in step, its home, with
+// the old home as its mirror. (A namespace of one shard has nothing to spread, and stays.)
 std::optional<NamespaceRecord> plan_namespace(const NamespaceRecord& record,
                                               const cluster::GroupView& view);
 

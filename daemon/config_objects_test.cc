@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 namespace tidepool::daemon {
 namespace {
 
@@ -19,9 +21,7 @@ cluster::GroupView view_with(std::vector<std::pair<cluster::NodeId, bool>> nodes
 
 NamespaceRecord record(cluster::NodeId home, cluster::NodeId mirror, bool in_step) {
   NamespaceRecord r;
-  r.home = home;
-  r.mirror = mirror;
-  r.mirror_in_step = in_step;
+  r.places = {ShardPlace{home, mirror, in_step}};
   r.changed = 42;
   return r;
 }
@@ -29,9 +29,9 @@ NamespaceRecord record(cluster::NodeId home, cluster::NodeId mirror, bool in_ste
 TEST(PlanNamespace, AHomeWithoutAMirrorGetsOneOfTheOtherUpNodes) {
   auto next = plan_namespace(record(1, 0, false), view_with({{1, true}, {2, true}, {3, false}}));
   ASSERT_TRUE(next.has_value());
-  EXPECT_EQ(next->home, 1u);
-  EXPECT_EQ(next->mirror, 2u);
-  EXPECT_FALSE(next->mirror_in_step);
+  EXPECT_EQ(next->places[0].home, 1u);
+  EXPECT_EQ(next->places[0].mirror, 2u);
+  EXPECT_FALSE(next->places[0].mirror_in_step);
   EXPECT_EQ(next->changed, 42u) << "the update is conditional on the record as read";
 }
 
@@ -48,39 +48,96 @@ TEST(PlanNamespace, AnUpMirrorIsLeftAloneInStepOrNot) {
 TEST(PlanNamespace, ADownOrRemovedMirrorIsReplaced) {
   auto replaced = plan_namespace(record(1, 2, true), view_with({{1, true}, {2, false}, {3, true}}));
   ASSERT_TRUE(replaced.has_value());
-  EXPECT_EQ(replaced->mirror, 3u);
-  EXPECT_FALSE(replaced->mirror_in_step);
+  EXPECT_EQ(replaced->places[0].mirror, 3u);
+  EXPECT_FALSE(replaced->places[0].mirror_in_step);
   auto gone = plan_namespace(record(1, 7, true), view_with({{1, true}, {3, true}}));
   ASSERT_TRUE(gone.has_value());
-  EXPECT_EQ(gone->mirror, 3u);
+  EXPECT_EQ(gone->places[0].mirror, 3u);
 }
 
 TEST(PlanNamespace, ADownHomeIsReplacedByItsMirrorOnlyWhileTheMirrorIsInStepAndUp) {
   const auto view = view_with({{1, false}, {2, true}, {3, true}});
   auto promoted = plan_namespace(record(1, 2, true), view);
   ASSERT_TRUE(promoted.has_value());
-  EXPECT_EQ(promoted->home, 2u);
-  EXPECT_EQ(promoted->mirror, 0u);
-  EXPECT_FALSE(promoted->mirror_in_step);
+  EXPECT_EQ(promoted->places[0].home, 2u);
+  EXPECT_EQ(promoted->places[0].mirror, 0u);
+  EXPECT_FALSE(promoted->places[0].mirror_in_step);
   EXPECT_FALSE(plan_namespace(record(1, 2, false), view)) << "a copy under way is not promoted";
   EXPECT_FALSE(plan_namespace(record(1, 3, true), view_with({{1, false}, {3, false}, {2, true}})));
   EXPECT_FALSE(plan_namespace(record(1, 0, false), view));
+}
+
+// Plans from `record` until there is nothing left to change, each mirror named coming in step
+// at once (as its whole copy would complete); at most 20 rounds.
+NamespaceRecord settle(NamespaceRecord record, const cluster::GroupView& view) {
+  for (int round = 0; round < 20; ++round) {
+    std::optional<NamespaceRecord> next = plan_namespace(record, view);
+    if (!next) return record;
+    record = *next;
+    for (ShardPlace& place : record.places) place.mirror_in_step = place.mirror != 0;
+  }
+  ADD_FAILURE() << "the plan did not settle in 20 rounds";
+  return record;
+}
+
+TEST(PlanNamespace, ShardsSpreadOverTheNodesMirrorFirstThenHome) {
+  const auto view = view_with({{1, true}, {2, true}, {3, true}, {4, true}});
+  const NamespaceRecord made = new_namespace(1, 8);
+  auto first = plan_namespace(made, view);
+  ASSERT_TRUE(first.has_value());
+  for (const ShardPlace& place : first->places) {
+    EXPECT_EQ(place.home, 1u) << "a shard's home changes only once its new home is in step";
+    EXPECT_NE(place.mirror, 0u);
+    EXPECT_NE(place.mirror, 1u);
+    EXPECT_FALSE(place.mirror_in_step);
+  }
+  const NamespaceRecord spread = settle(made, view);
+  std::set<cluster::NodeId> homes;
+  for (std::uint32_t shard = 0; shard < spread.shards(); ++shard) {
+    const ShardPlace& place = spread.places[shard];
+    homes.insert(place.home);
+    EXPECT_NE(place.mirror, place.home) << shard;
+    EXPECT_NE(place.mirror, 0u) << shard;
+    if (place.home != first->places[shard].home) {
+      EXPECT_EQ(place.home, first->places[shard].mirror) << "the mirror named first took over";
+      EXPECT_EQ(place.mirror, 1u) << "the old home keeps a copy";
+    }
+  }
+  EXPECT_GE(homes.size(), 3u) << "eight shards over four nodes";
+  EXPECT_EQ(settle(spread, view), spread);
+}
+
+TEST(PlanNamespace, OneShardStaysWhereItIs) {
+  const auto view = view_with({{1, true}, {2, true}, {3, true}, {4, true}});
+  const NamespaceRecord settled = settle(new_namespace(1, 1), view);
+  EXPECT_EQ(settled.places[0].home, 1u);
+}
+
+TEST(PlanNamespace, EveryShardOfADownNodeIsPromotedAtOnce) {
+  NamespaceRecord record = new_namespace(1, 3);
+  record.places = {ShardPlace{1, 2, true}, ShardPlace{1, 3, true}, ShardPlace{2, 1, true}};
+  auto next = plan_namespace(record, view_with({{1, false}, {2, true}, {3, true}}));
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->places[0], (ShardPlace{2, 0, false}));
+  EXPECT_EQ(next->places[1], (ShardPlace{3, 0, false}));
+  EXPECT_EQ(next->places[2].home, 2u);
+  EXPECT_NE(next->places[2].mirror, 1u) << "a down mirror is replaced";
 }
 
 TEST(NamespaceRecordBody, RoundTripsAndReadsRecordsFromBeforeMirrors) {
   cluster::GroupView view;
   NamespaceRecord written = record(3, 4, true);
   written.handle_key[0] = 0xab;
-  written.shards = 16;
+  written.places.resize(16, ShardPlace{5, 0, false});
   view.objects.push_back({std::string(kClusterKind), std::string(kNamespaceName),
                           namespace_to_json(written).dump(), 42});
   EXPECT_EQ(namespace_of(view), written);
   view.objects[0].body = R"({"home": 3, "handle_key": ")" + std::string(64, '0') + R"("})";
   auto old = namespace_of(view);
   ASSERT_TRUE(old.has_value());
-  EXPECT_EQ(old->home, 3u);
-  EXPECT_EQ(old->mirror, 0u);
-  EXPECT_EQ(old->shards, 1u) << "records from before shards are of one";
+  EXPECT_EQ(old->places[0].home, 3u);
+  EXPECT_EQ(old->places[0].mirror, 0u);
+  EXPECT_EQ(old->shards(), 1u) << "records from before shards are of one";
   for (const char* shards : {"0", "257", "\"four\""}) {
     view.objects[0].body = R"({"home": 3, "shards": )" + std::string(shards) +
                            R"(, "handle_key": ")" + std::string(64, '0') + R"("})";
@@ -88,6 +145,21 @@ TEST(NamespaceRecordBody, RoundTripsAndReadsRecordsFromBeforeMirrors) {
   }
   view.objects[0].body = R"({"home": 3, "mirror": "two", "handle_key": ")" + std::string(64, '0') + R"("})";
   EXPECT_FALSE(namespace_of(view).has_value());
+
+  view.objects[0].body = R"({"home": 3, "mirror": 4, "mirror_in_step": true, "shards": 4, )"
+                         R"("handle_key": ")" +
+                         std::string(64, '0') + R"("})";
+  auto before_places = namespace_of(view);
+  ASSERT_TRUE(before_places.has_value());
+  EXPECT_EQ(before_places->places, std::vector<ShardPlace>(4, ShardPlace{3, 4, true}))
+      << "records from before places put every shard at their home";
+  const std::string key = R"("handle_key": ")" + std::string(64, '0') + R"(")";
+  for (const char* places :
+       {R"([{"home": 1}])", R"([{"home": 1}, {"mirror": 2}])",
+        R"([{"home": 1}, {"home": 2, "mirror_in_step": 1}])", R"({"home": 1})"}) {
+    view.objects[0].body = R"({"shards": 2, "places": )" + std::string(places) + ", " + key + "}";
+    EXPECT_FALSE(namespace_of(view).has_value()) << places;
+  }
 }
 
 TEST(Sysctls, TheTransferLimitIsAPercentageFromOneToAHundred) {

@@ -321,9 +321,7 @@ asio::awaitable<Result<CreatedCluster>> Membership::create(std::string name) {
       identity_body(name, created.identity.id, sha256_hex(created.token))));
   seed.push_back(cluster::Change::create_object(std::string(kClusterKind), std::string(kCaName),
                                                 ca_body(*ca)));
-  NamespaceRecord namespace_record;
-  namespace_record.home = config_.node_id;
-  namespace_record.shards = config_.namespace_shards;
+  NamespaceRecord namespace_record = new_namespace(config_.node_id, config_.namespace_shards);
   if (RAND_bytes(namespace_record.handle_key.data(),
                  static_cast<int>(namespace_record.handle_key.size())) != 1) {
     co_return error(Errc::internal, "no randomness for the file handle key");

@@ -29,10 +29,12 @@ namespace {
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
-// Backend RPC methods 100 + StoreMethod carry shipped store operations; 400 + MirrorMethod,
-// what a home sends its mirror, each message led by its shard's number (200 + MirrorMethod
-// carried them without: a node of either kind answers the other's as unknown).
-constexpr std::uint32_t kStoreMethodBase = 100;
+// Backend RPC methods, each message led by its shard's number: 500 + StoreMethod, shipped store
+// operations; 600 + ParticipantMethod, a shard's part in changes across shards; 400 +
+// MirrorMethod, what a home sends its mirror. (100 + StoreMethod and 200 + MirrorMethod carried
+// them without the shard's number: a node of either kind answers the other's as unknown.)
+constexpr std::uint32_t kStoreMethodBase = 500;
+constexpr std::uint32_t kParticipantMethodBase = 600;
 constexpr std::uint32_t kMirrorMethodBase = 400;
 // 300 + UnitMethod: a home's messages to the nodes holding the units of files placed in pools.
 constexpr std::uint32_t kUnitMethodBase = 300;
@@ -48,6 +50,9 @@ constexpr std::chrono::milliseconds kProposalDeadline{5'000};
 // After a whole copy or a change to the record failed, the next attempt waits this long.
 constexpr auto kRetryAfter = 1s;
 constexpr auto kReleasePoll = 20ms;
+// A recovery that could not reach every shard tries again after this, doubling up to the most.
+constexpr std::chrono::milliseconds kSettleRetryFirst{500};
+constexpr std::chrono::milliseconds kSettleRetryMost{30'000};
 // A node answers `behind` to a caller whose view is older than its own: the caller's catches
 // up within a heartbeat or two, so it asks again this often, this many times.
 constexpr auto kBehindPause = 20ms;
@@ -74,6 +79,16 @@ T wait_on_strand(const asio::any_io_executor& strand, std::chrono::milliseconds 
     return error(Errc::timed_out, "no answer from the cluster in time");
   }
   return outcome.get();
+}
+
+// A shipped message: the shard's number, then `request`.
+xdr::Buffer shard_message(store::ShardId shard, std::span<const std::uint8_t> request) {
+  xdr::Buffer message;
+  message.reserve(4 + request.size());
+  xdr::Encoder out(message);
+  out.u32(shard);
+  message.insert(message.end(), request.begin(), request.end());
+  return message;
 }
 
 // namespace-shards in a data directory: how many shards this node's copy of the namespace has.
@@ -106,7 +121,7 @@ Result<std::uint32_t> shard_count_of(const std::string& data_dir, std::uint32_t 
 }
 
 // Held by the coroutine: the shards may be released while it runs.
-asio::awaitable<Status> recover_shards(std::shared_ptr<store::LocalShards> shards) {
+asio::awaitable<Status> recover_shards(std::shared_ptr<store::ShardedNamespace> shards) {
   auto recovering = shards->recover();
   co_return co_await std::move(recovering);
 }
@@ -119,24 +134,46 @@ bool is_whole_copy(store::MirrorMethod method) {
 
 }  // namespace
 
-class NamespaceShipping::Channel final : public store::ShardChannel {
+// Ships store calls to a shard's home (which runs them on the namespace it serves) and the
+// calls of the shard's part in changes across shards (which it runs on the shard). Each
+// message leads with the shard's number: the home refuses a shard it is not the home of, so a
+// call is never forwarded twice.
+class NamespaceShipping::Channel final : public store::ShardChannel,
+                                         public store::ParticipantChannel {
  public:
-  Channel(NamespaceShipping& shipping, cluster::NodeId home) : shipping_(shipping), home_(home) {}
+  Channel(NamespaceShipping& shipping, cluster::NodeId home, store::ShardId shard)
+      : shipping_(shipping), home_(home), shard_(shard) {}
 
   asio::awaitable<Result<xdr::Buffer>> call(store::StoreMethod method,
                                             xdr::Buffer request) override {
+    auto sent =
+        send(kStoreMethodBase + static_cast<std::uint32_t>(method), std::move(request),
+             method == store::StoreMethod::migrate ? kShippedMoveDeadline : kShippedCallDeadline);
+    co_return co_await std::move(sent);
+  }
+
+  asio::awaitable<Result<xdr::Buffer>> call(store::ParticipantMethod method,
+                                            xdr::Buffer request) override {
+    auto sent = send(kParticipantMethodBase + static_cast<std::uint32_t>(method),
+                     std::move(request), kShippedCallDeadline);
+    co_return co_await std::move(sent);
+  }
+
+ private:
+  asio::awaitable<Result<xdr::Buffer>> send(std::uint32_t method, xdr::Buffer request,
+                                            std::chrono::milliseconds deadline) {
+    // The one copy of the request (a write's data) every attempt sends.
+    auto message = std::make_shared<xdr::Buffer>(shard_message(shard_, request));
     for (int attempt = 0;; ++attempt) {
-      auto start = [this, method, &request](auto done) mutable {
-        asio::post(shipping_.strand_, [this, method, request, done = std::move(done)]() mutable {
+      auto start = [this, method, message, deadline](auto done) mutable {
+        asio::post(shipping_.strand_, [this, method, message, deadline,
+                                       done = std::move(done)]() mutable {
           cluster::RpcEndpoint* rpc = shipping_.rpc();
           if (rpc == nullptr) {
             done(Result<xdr::Buffer>(error(Errc::unavailable, "this node is not in a cluster")));
             return;
           }
-          rpc->call(home_, kStoreMethodBase + static_cast<std::uint32_t>(method), request,
-                    method == store::StoreMethod::migrate ? kShippedMoveDeadline
-                                                          : kShippedCallDeadline,
-                    std::move(done));
+          rpc->call(home_, method, *message, deadline, std::move(done));
         });
       };
       auto sent = await_callback<Result<xdr::Buffer>>(std::move(start));
@@ -148,9 +185,47 @@ class NamespaceShipping::Channel final : public store::ShardChannel {
     }
   }
 
- private:
   NamespaceShipping& shipping_;
   const cluster::NodeId home_;
+  const store::ShardId shard_;
+};
+
+// Where each shard is reached from this node, for the front end's threads: this node's own
+// store while it serves the shard, the namespace at its home through a channel otherwise, or
+// nowhere (unavailable).
+class NamespaceShipping::Routes {
+ public:
+  void reset(store::ShardId count) {
+    std::lock_guard lock(mutex_);
+    routes_.assign(count, std::nullopt);
+  }
+  void set(store::ShardId shard, std::optional<store::ShardAccess> access) {
+    std::lock_guard lock(mutex_);
+    if (shard < routes_.size()) routes_[shard] = std::move(access);
+  }
+  Result<store::ShardAccess> get(store::ShardId shard) const {
+    std::lock_guard lock(mutex_);
+    if (shard >= routes_.size() || !routes_[shard]) {
+      return error(Errc::unavailable,
+                   "shard " + std::to_string(shard) + "'s home is down or not ready");
+    }
+    return *routes_[shard];
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::optional<store::ShardAccess>> routes_;  // guarded by mutex_
+};
+
+// This node's part in one shard, on the strand.
+struct NamespaceShipping::Shard {
+  std::shared_ptr<store::LocalStore> store;  // while this node is its home
+  std::shared_ptr<store::ShardCopy> copy;    // while this node is its mirror
+  std::weak_ptr<void> releasing;             // the store or copy last released, until it is gone
+  cluster::NodeId mirroring_to = 0;          // the mirror the store was last told to keep in step
+  bool mirror_copy_running = false;
+  bool mirror_copied = false;     // the last whole copy to mirroring_to completed
+  cluster::NodeId routed_to = 0;  // the home the front end reaches it at (0: none)
 };
 
 // The home's store sends its mirror's messages through this. A change the mirror did not take
@@ -171,7 +246,7 @@ class NamespaceShipping::MirrorLink final : public store::MirrorTarget {
     if (dropped_.load()) return {};
     spdlog::warn("mirror node {} did not take a change ({}): the namespace goes on without it",
                  mirror_, sent.to_string());
-    if (Status dropped = shipping_.drop_mirror(mirror_); !dropped.ok()) {
+    if (Status dropped = shipping_.drop_mirror(shard_, mirror_); !dropped.ok()) {
       return error(Errc::unavailable, "the mirror did not take a change and could not be "
                                       "dropped from the namespace: " + dropped.message());
     }
@@ -188,11 +263,7 @@ class NamespaceShipping::MirrorLink final : public store::MirrorTarget {
  private:
   Result<xdr::Buffer> send(store::MirrorMethod method, std::span<const std::uint8_t> request) {
     // The message's one copy of the request (a write's data): every attempt sends it.
-    auto message = std::make_shared<xdr::Buffer>();
-    message->reserve(4 + request.size());
-    xdr::Encoder out(*message);
-    out.u32(shard_);
-    message->insert(message->end(), request.begin(), request.end());
+    auto message = std::make_shared<const xdr::Buffer>(shard_message(shard_, request));
     Result<xdr::Buffer> sent = shipping_.send_to_mirror(mirror_, method, message);
     for (int attempt = 0; sent.status().code() == Errc::behind && attempt < kBehindRetries;
          ++attempt) {
@@ -301,61 +372,124 @@ NamespaceShipping::NamespaceShipping(asio::any_io_executor strand,
       configured_shards_(shards),
       locks_(std::move(locks)),
       router_(self,
-              [this](cluster::NodeId home) { return std::make_shared<Channel>(*this, home); }),
-      release_timer_(strand_),
+              [this](cluster::NodeId home) { return std::make_shared<Channel>(*this, home, 0); }),
+      routes_(std::make_shared<Routes>()),
       retry_timer_(strand_),
+      settle_timer_(strand_),
       atime_enabled_(options_.atime_enabled),
       atime_grace_period_(options_.atime_grace_period) {}
 
 NamespaceShipping::~NamespaceShipping() { close(); }
 
+Result<std::shared_ptr<store::LocalStore>> NamespaceShipping::open_store(
+    store::ShardId shard) const {
+  store::StoreOptions options = options_;
+  options.data_dir = store::shard_directory(options_.data_dir, shard);
+  options.shard = shard;
+  TP_ASSIGN_OR_RETURN(std::shared_ptr<store::LocalStore> store, store::Store::open(options));
+  store->set_atime_policy(atime_enabled_, atime_grace_period_);
+  return store;
+}
+
 Status NamespaceShipping::open_local() {
-  TP_ASSIGN_OR_RETURN(const std::uint32_t shards,
+  TP_ASSIGN_OR_RETURN(const std::uint32_t count,
                       shard_count_of(options_.data_dir, configured_shards_));
-  TP_ASSIGN_OR_RETURN(
-      local_, store::LocalShards::open(options_, static_cast<store::ShardId>(shards), locks_));
-  router_.set_home(self_, local_->served());
-  settle_after_open();
+  reshape(static_cast<store::ShardId>(count));
+  for (store::ShardId shard = 0; shard < shards_.size(); ++shard) {
+    TP_ASSIGN_OR_RETURN(shards_[shard].store, open_store(shard));
+  }
+  route(nullptr, nullptr);
+  settle();
   return {};
 }
 
-// What a crash of the last home left half done across shards; what the shards prepared stays
-// held (refused to other changes) until then.
-void NamespaceShipping::settle_after_open() {
-  asio::co_spawn(store_executor_, recover_shards(local_),
-                 [](std::exception_ptr failure, Status recovered) {
-                   if (failure) recovered = error(Errc::internal, "recovery threw");
-                   if (!recovered.ok()) {
-                     spdlog::warn("namespace: changes across shards left to settle: {}",
-                                  recovered.to_string());
-                   }
-                 });
+void NamespaceShipping::reshape(store::ShardId count) {
+  if (shards_.size() == count) return;
+  for (store::ShardId shard = 0; shard < shards_.size(); ++shard) {
+    if (shards_[shard].store) release_store(shard);
+    if (shards_[shard].copy) release_copy(shard);
+  }
+  std::vector<Shard> reshaped(count);
+  // A shard's directory opens again only once its last store or copy is closed.
+  for (store::ShardId shard = 0; shard < std::min<std::size_t>(count, shards_.size()); ++shard) {
+    reshaped[shard].releasing = shards_[shard].releasing;
+  }
+  shards_ = std::move(reshaped);
+  routes_->reset(count);
+  namespace_.reset();
+  if (count > 1) {
+    namespace_ = std::make_shared<store::ShardedNamespace>(
+        count, [routes = routes_](store::ShardId shard) { return routes->get(shard); }, locks_);
+  }
+}
+
+// What a crash left half done across shards; what the shards prepared stays held (refused to
+// other changes) until then. A shard whose home cannot be reached leaves it for a later try.
+void NamespaceShipping::settle() {
+  if (!namespace_) return;
+  if (settling_) {
+    settle_again_ = true;
+    return;
+  }
+  settling_ = true;
+  settle_again_ = false;
+  asio::co_spawn(
+      store_executor_, recover_shards(namespace_),
+      [this, alive = alive_](std::exception_ptr failure, Status recovered) {
+        if (failure) recovered = error(Errc::internal, "recovery threw");
+        asio::post(strand_, [this, alive, recovered] {
+          if (!*alive) return;
+          settling_ = false;
+          if (recovered.ok()) settle_backoff_ = 0ms;
+          // A shard moved while it ran: what failed may go through now.
+          if (settle_again_) return settle();
+          if (recovered.ok()) return;
+          settle_backoff_ = std::clamp(settle_backoff_ * 2, kSettleRetryFirst, kSettleRetryMost);
+          spdlog::warn(
+              "namespace: changes across shards left to settle ({}); trying again in {} ms",
+              recovered.to_string(), settle_backoff_.count());
+          settle_timer_.expires_after(settle_backoff_);
+          settle_timer_.async_wait([this, alive](const boost::system::error_code& ec) {
+            if (!ec && *alive) settle();
+          });
+        });
+      });
 }
 
 void NamespaceShipping::close() {
   *alive_ = false;
   router_.set_home(0);
-  if (local_) local_->close();
-  if (copies_) {
-    for (auto& copy : *copies_) copy->close();
+  routes_->reset(0);
+  all_served_here_ = false;
+  for (Shard& shard : shards_) {
+    if (shard.store) shard.store->close();
+    if (shard.copy) shard.copy->close();
   }
-  local_.reset();
-  copies_.reset();
+  shards_.clear();
+  namespace_.reset();
   blocking_.join();
 }
 
 void NamespaceShipping::set_atime_policy(bool enabled, std::chrono::seconds grace_period) {
   atime_enabled_ = enabled;
   atime_grace_period_ = grace_period;
-  if (local_) local_->set_atime_policy(enabled, grace_period);
+  for (Shard& shard : shards_) {
+    if (shard.store) shard.store->set_atime_policy(enabled, grace_period);
+  }
 }
 
 namespace {
 
-asio::awaitable<void> drop_store_caches(std::shared_ptr<store::LocalShards> store,
+asio::awaitable<void> drop_store_caches(std::vector<std::shared_ptr<store::LocalStore>> stores,
                                         std::function<void(Status)> done) {
-  auto dropping = store->drop_caches();
-  done(co_await std::move(dropping));
+  for (const auto& store : stores) {
+    auto dropping = store->drop_caches();
+    if (Status dropped = co_await std::move(dropping); !dropped.ok()) {
+      done(dropped);
+      co_return;
+    }
+  }
+  done({});
 }
 
 }  // namespace
@@ -367,14 +501,19 @@ store::L2Usage NamespaceShipping::l2_usage() const {
 
 void NamespaceShipping::drop_caches(std::function<void(Status)> done) {
   units_->clear_l2();
-  if (!local_) return done({});
-  asio::co_spawn(store_executor_, drop_store_caches(local_, std::move(done)), asio::detached);
+  std::vector<std::shared_ptr<store::LocalStore>> stores;
+  for (const Shard& shard : shards_) {
+    if (shard.store) stores.push_back(shard.store);
+  }
+  asio::co_spawn(store_executor_, drop_store_caches(std::move(stores), std::move(done)),
+                 asio::detached);
 }
 
-NamespaceShipping::Role NamespaceShipping::role() const {
-  if (!record_) return Role::none;
-  if (record_->home == self_) return Role::home;
-  return record_->mirror == self_ ? Role::mirror : Role::none;
+NamespaceShipping::Role NamespaceShipping::role(store::ShardId shard) const {
+  if (!record_ || shard >= record_->shards()) return Role::none;
+  const ShardPlace& place = record_->places[shard];
+  if (place.home == self_) return Role::home;
+  return place.mirror == self_ ? Role::mirror : Role::none;
 }
 
 cluster::RpcEndpoint* NamespaceShipping::rpc() const {
@@ -385,7 +524,7 @@ void NamespaceShipping::attach(Membership* membership) {
   membership_ = membership;
   // A member must not answer from its own copy before the view says it is the home: the copy
   // may be behind the one that serves.
-  if (membership_ != nullptr && membership_->identity() && !record_) router_.set_home(0);
+  if (membership_ != nullptr && membership_->identity() && !record_) route(nullptr, nullptr);
 }
 
 void NamespaceShipping::follow(const std::optional<NamespaceRecord>& record,
@@ -395,28 +534,71 @@ void NamespaceShipping::follow(const std::optional<NamespaceRecord>& record,
   record_ = record;
   if (!record) {
     spdlog::warn("the group view has no namespace record yet: NFS answers 'retry later'");
-    router_.set_home(0);
+    route(nullptr, nullptr);
     return;
   }
+  reshape(static_cast<store::ShardId>(record->shards()));
   lead(*record, view);
-  take_role(role(), *record);
-
-  cluster::NodeId home = view.is_up(record->home) ? record->home : 0;
-  // While the record promises an in-step mirror this store is not feeding (the home restarted,
-  // and says otherwise only once the record changed), what it acknowledged could be lost if
-  // the mirror were promoted: it serves nothing until then.
-  if (home == self_ && record->mirror != 0 && record->mirror_in_step &&
-      !(mirroring_to_ == record->mirror && mirror_copied_)) {
-    home = 0;
+  for (store::ShardId shard = 0; shard < shards_.size(); ++shard) {
+    take_role(shard, role(shard), *record);
   }
-  if (home != router_.home()) {
+  route(&*record, &view);
+}
+
+void NamespaceShipping::route(const NamespaceRecord* record, const cluster::GroupView* view) {
+  // Outside any cluster, this node serves every shard it opened; a member, only what the view
+  // says it is the home of.
+  const bool member = membership_ != nullptr && membership_->identity().has_value();
+  bool all_here = !shards_.empty();
+  bool moved = false;
+  for (store::ShardId shard = 0; shard < shards_.size(); ++shard) {
+    Shard& state = shards_[shard];
+    cluster::NodeId home = 0;
+    if (record != nullptr) {
+      const ShardPlace& place = record->places[shard];
+      home = view->is_up(place.home) ? place.home : 0;
+      // While the record promises an in-step mirror this store is not feeding (the home
+      // restarted, and says otherwise only once the record changed), what it acknowledged
+      // could be lost if the mirror were promoted: it serves nothing until then.
+      if (home == self_ &&
+          (!state.store || (place.mirror != 0 && place.mirror_in_step &&
+                            !(state.mirroring_to == place.mirror && state.mirror_copied)))) {
+        home = 0;
+      }
+    } else if (!member && state.store) {
+      home = self_;
+    }
+    all_here = all_here && home == self_;
+    if (home == state.routed_to) continue;
+    moved = true;
     if (home == 0) {
-      spdlog::warn("the namespace's home is down or not ready: NFS answers 'retry later'");
+      spdlog::warn("shard {}'s home is down or not ready: NFS answers 'retry later'", shard);
     } else {
-      spdlog::info("the namespace's home is node {}{}", home, home == self_ ? " (this node)" : "");
+      spdlog::info("shard {}'s home is node {}{}", shard, home,
+                   home == self_ ? " (this node)" : "");
+    }
+    state.routed_to = home;
+    if (home == 0) {
+      routes_->set(shard, std::nullopt);
+    } else if (home == self_) {
+      routes_->set(shard,
+                   store::ShardAccess{state.store, std::shared_ptr<store::ShardParticipant>(
+                                                       state.store, &state.store->participant())});
+    } else {
+      auto channel = std::make_shared<Channel>(*this, home, shard);
+      routes_->set(shard, store::ShardAccess{
+                              std::shared_ptr<store::Store>(store::make_remote_store(channel)),
+                              store::make_remote_participant(channel), false});
     }
   }
-  router_.set_home(home, home == self_ && local_ ? local_->served() : nullptr);
+  all_served_here_ = all_here;
+  if (shards_.size() == 1) {
+    const cluster::NodeId home = shards_[0].routed_to;
+    router_.set_home(home, home == self_ ? shards_[0].store : nullptr);
+  } else {
+    router_.set_home(record != nullptr || !member ? self_ : 0, namespace_);
+  }
+  if (moved) settle();
 }
 
 void NamespaceShipping::lead(const NamespaceRecord& record, const cluster::GroupView& view) {
@@ -426,19 +608,26 @@ void NamespaceShipping::lead(const NamespaceRecord& record, const cluster::Group
   }
   std::optional<NamespaceRecord> next = plan_namespace(record, view);
   if (!next) return;
-  if (next->home != record.home) {
-    propose(*next, "the home is down: promoting its mirror");
-  } else {
-    propose(*next, "naming a mirror for the namespace");
+  std::string why;
+  for (store::ShardId shard = 0; shard < record.shards(); ++shard) {
+    const ShardPlace& was = record.places[shard];
+    const ShardPlace& will = next->places[shard];
+    if (was == will) continue;
+    if (!why.empty()) why += "; ";
+    why += "shard " + std::to_string(shard) + ": home " + std::to_string(will.home) + ", mirror " +
+           std::to_string(will.mirror);
+    if (will.home != was.home) {
+      why += view.is_up(was.home) ? " (handed over)" : " (its home is down: mirror promoted)";
+    }
   }
+  propose(*next, why);
 }
 
-void NamespaceShipping::propose(const NamespaceRecord& next, const char* why) {
+void NamespaceShipping::propose(const NamespaceRecord& next, const std::string& why) {
   cluster::GroupClient* client = membership_ ? membership_->client() : nullptr;
   if (proposing_ || client == nullptr) return;
   proposing_ = true;
-  spdlog::info("namespace: {} (home {}, mirror {}{})", why, next.home, next.mirror,
-               next.mirror_in_step ? ", in step" : "");
+  spdlog::info("namespace: {}", why);
   client->propose(namespace_update(next), kProposalDeadline,
                   [this, alive = alive_](Status outcome) {
                     if (!*alive) return;
@@ -453,68 +642,79 @@ void NamespaceShipping::propose(const NamespaceRecord& next, const char* why) {
                   });
 }
 
-void NamespaceShipping::take_role(Role role, const NamespaceRecord& record) {
-  // A copy opened with another number of shards than the record's (a node's own, before it
-  // joined) is not this namespace's.
-  if (local_ && (role != Role::home || local_->count() != record.shards)) release_local();
-  if (role != Role::mirror && copies_) release_copy();
-  if (role == Role::home && !local_) open_when_released(role);
-  if (role == Role::mirror && !copies_) open_when_released(role);
-  if (role == Role::home && local_) keep_mirror_in_step(record);
+void NamespaceShipping::take_role(store::ShardId shard, Role role, const NamespaceRecord& record) {
+  Shard& state = shards_[shard];
+  if (state.store && role != Role::home) release_store(shard);
+  if (state.copy && role != Role::mirror) release_copy(shard);
+  if (role == Role::home && !state.store) open_when_released(shard, role);
+  if (role == Role::mirror && !state.copy) open_when_released(shard, role);
+  if (role == Role::home && state.store) keep_mirror_in_step(shard, record);
 }
 
-void NamespaceShipping::keep_mirror_in_step(const NamespaceRecord& record) {
-  if (mirror_copy_running_) return;  // when it ends, the record is looked at again
-  const cluster::NodeId wanted = record.mirror;
-  if (wanted == mirroring_to_) {
-    if (wanted != 0 && mirror_copied_ && !record.mirror_in_step) {
+void NamespaceShipping::keep_mirror_in_step(store::ShardId shard, const NamespaceRecord& record) {
+  Shard& state = shards_[shard];
+  if (state.mirror_copy_running) return;  // when it ends, the record is looked at again
+  const ShardPlace& place = record.places[shard];
+  const cluster::NodeId wanted = place.mirror;
+  if (wanted == state.mirroring_to) {
+    if (wanted != 0 && state.mirror_copied && !place.mirror_in_step) {
       NamespaceRecord next = record;
-      next.mirror_in_step = true;
-      propose(next, "the mirror holds a whole copy");
+      next.places[shard].mirror_in_step = true;
+      propose(next, "shard " + std::to_string(shard) + "'s mirror, node " + std::to_string(wanted) +
+                        ", holds a whole copy");
     }
     return;
   }
   // A whole copy starts by discarding the mirror's old one: the record must stop promising an
   // in-step mirror first.
-  if (record.mirror_in_step) {
+  if (place.mirror_in_step) {
     NamespaceRecord next = record;
-    next.mirror_in_step = false;
-    propose(next, "copying the namespace to its mirror anew");
+    next.places[shard].mirror_in_step = false;
+    propose(next, "copying shard " + std::to_string(shard) + " to its mirror anew");
     return;
   }
-  mirror_copy_running_ = true;
-  mirroring_to_ = wanted;
-  mirror_copied_ = false;
-  std::shared_ptr<store::LocalShards> store = local_;
-  auto link = [this, wanted](store::ShardId shard) -> std::shared_ptr<store::MirrorTarget> {
-    if (wanted == 0) return nullptr;
-    return std::make_shared<MirrorLink>(*this, wanted, shard);
-  };
+  state.mirror_copy_running = true;
+  state.mirroring_to = wanted;
+  state.mirror_copied = false;
+  std::shared_ptr<store::LocalStore> store = state.store;
+  std::shared_ptr<store::MirrorTarget> link;
+  if (wanted != 0) link = std::make_shared<MirrorLink>(*this, wanted, shard);
   asio::co_spawn(
       store_executor_, store->mirror_to(std::move(link)),
-      [this, alive = alive_, store, wanted](std::exception_ptr failure, Status copied) {
+      [this, alive = alive_, store, wanted, shard](std::exception_ptr failure, Status copied) {
         if (failure) copied = error(Errc::internal, "the whole copy threw");
-        asio::post(strand_, [this, alive, store, wanted, copied] {
-          if (!*alive) return;
-          mirror_copy_running_ = false;
-          if (local_ != store || mirroring_to_ != wanted) return;
-          mirror_copied_ = copied.ok();
+        asio::post(strand_, [this, alive, store, wanted, shard, copied] {
+          if (!*alive || shard >= shards_.size()) return;
+          Shard& state = shards_[shard];
+          if (state.store != store) return;
+          state.mirror_copy_running = false;
+          if (state.mirroring_to != wanted) return;
+          state.mirror_copied = copied.ok();
           if (!copied.ok()) {
-            spdlog::warn("namespace: no whole copy for mirror node {} ({}); trying again",
-                         wanted, copied.to_string());
-            mirroring_to_ = 0;
+            spdlog::warn(
+                "namespace: no whole copy of shard {} for mirror node {} ({}); trying "
+                "again",
+                shard, wanted, copied.to_string());
+            state.mirroring_to = 0;
           }
           follow_again_after(copied.ok() ? 0s : kRetryAfter);
         });
       });
 }
 
-void NamespaceShipping::release_local() {
-  std::shared_ptr<store::LocalShards> store = std::move(local_);
-  router_.set_home(0);
-  mirroring_to_ = 0;
-  mirror_copied_ = false;
-  releasing_ = store;
+void NamespaceShipping::release_store(store::ShardId shard) {
+  Shard& state = shards_[shard];
+  std::shared_ptr<store::LocalStore> store = std::move(state.store);
+  state.mirroring_to = 0;
+  state.mirror_copied = false;
+  state.mirror_copy_running = false;
+  state.releasing = store;
+  if (state.routed_to == self_) {
+    state.routed_to = 0;
+    routes_->set(shard, std::nullopt);
+    all_served_here_ = false;
+    if (shards_.size() == 1) router_.set_home(0);
+  }
   // Closing waits for the store's queued work, which may wait on the strand.
   asio::post(blocking_, [store = std::move(store)]() mutable {
     store->close();
@@ -522,53 +722,44 @@ void NamespaceShipping::release_local() {
   });
 }
 
-void NamespaceShipping::release_copy() {
-  std::shared_ptr<Copies> copies = std::move(copies_);
-  releasing_ = copies;
-  asio::post(blocking_, [copies = std::move(copies)]() mutable {
-    for (auto& copy : *copies) copy->close();
-    copies.reset();
+void NamespaceShipping::release_copy(store::ShardId shard) {
+  Shard& state = shards_[shard];
+  std::shared_ptr<store::ShardCopy> copy = std::move(state.copy);
+  state.releasing = copy;
+  asio::post(blocking_, [copy = std::move(copy)]() mutable {
+    copy->close();
+    copy.reset();
   });
 }
 
-void NamespaceShipping::open_when_released(Role role) {
-  if (!releasing_.expired()) {
-    release_timer_.expires_after(kReleasePoll);
-    release_timer_.async_wait([this, alive = alive_, role](const boost::system::error_code& ec) {
-      if (!ec && *alive) open_when_released(role);
-    });
+void NamespaceShipping::open_when_released(store::ShardId shard, Role role) {
+  Shard& state = shards_[shard];
+  if (!state.releasing.expired()) {
+    follow_again_after(kReleasePoll);
     return;
   }
-  if (role != this->role()) return;
-  const auto shards = static_cast<store::ShardId>(record_->shards);
-  if (Status kept = keep_shard_count(options_.data_dir, shards); !kept.ok()) {
+  if (Status kept = keep_shard_count(options_.data_dir, record_->shards()); !kept.ok()) {
     spdlog::error("namespace: {}", kept.to_string());
     return;
   }
-  if (role == Role::home && !local_) {
-    auto opened = store::LocalShards::open(options_, shards, locks_);
+  if (role == Role::home) {
+    auto opened = open_store(shard);
     if (!opened.ok()) {
-      spdlog::error("namespace: cannot open this node's copy to serve it: {}",
+      spdlog::error("namespace: cannot open this node's copy of shard {} to serve it: {}", shard,
                     opened.status().to_string());
       return;
     }
-    local_ = std::move(opened).value();
-    local_->set_atime_policy(atime_enabled_, atime_grace_period_);
-    spdlog::info("namespace: serving this node's copy ({} shards) as the home", shards);
-    settle_after_open();
-  } else if (role == Role::mirror && !copies_) {
-    auto copies = std::make_shared<Copies>();
-    for (store::ShardId shard = 0; shard < shards; ++shard) {
-      auto opened = store::ShardCopy::open(store::shard_directory(options_.data_dir, shard));
-      if (!opened.ok()) {
-        spdlog::error("namespace: cannot open this node's copy of shard {} as the mirror: {}",
-                      shard, opened.status().to_string());
-        return;
-      }
-      copies->push_back(std::move(opened).value());
+    state.store = std::move(opened).value();
+    spdlog::info("namespace: serving this node's copy of shard {} as its home", shard);
+  } else {
+    auto opened = store::ShardCopy::open(store::shard_directory(options_.data_dir, shard));
+    if (!opened.ok()) {
+      spdlog::error("namespace: cannot open this node's copy of shard {} as its mirror: {}", shard,
+                    opened.status().to_string());
+      return;
     }
-    copies_ = std::move(copies);
-    spdlog::info("namespace: keeping this node's copy ({} shards) as the mirror", shards);
+    state.copy = std::move(opened).value();
+    spdlog::info("namespace: keeping this node's copy of shard {} as its mirror", shard);
   }
   follow_again_after(0s);
 }
@@ -580,6 +771,12 @@ void NamespaceShipping::follow_again_after(std::chrono::milliseconds delay) {
     const cluster::GroupView& view = membership_->group()->view();
     follow(namespace_of(view), view);
   });
+}
+
+std::shared_ptr<store::Store> NamespaceShipping::served() const {
+  if (namespace_) return namespace_;
+  if (shards_.empty()) return nullptr;
+  return shards_[0].store;
 }
 
 Result<xdr::Buffer> NamespaceShipping::send_to_mirror(cluster::NodeId mirror,
@@ -599,54 +796,109 @@ Result<xdr::Buffer> NamespaceShipping::send_to_mirror(cluster::NodeId mirror,
       });
 }
 
-Status NamespaceShipping::drop_mirror(cluster::NodeId mirror) {
+Status NamespaceShipping::drop_mirror(store::ShardId shard, cluster::NodeId mirror) {
   return wait_on_strand<Status>(
-      strand_, kProposalDeadline + 1s, [this, mirror](std::function<void(Status)> done) {
+      strand_, kProposalDeadline + 1s, [this, shard, mirror](std::function<void(Status)> done) {
         cluster::GroupClient* client = membership_ ? membership_->client() : nullptr;
         if (client == nullptr) {
           done(error(Errc::unavailable, "this node is not in a cluster"));
           return;
         }
         std::optional<NamespaceRecord> record = namespace_of(membership_->group()->view());
-        if (!record || record->home != self_) {
-          done(error(Errc::unavailable, "this node is no longer the namespace's home"));
+        if (!record || shard >= record->shards() || record->places[shard].home != self_) {
+          done(error(Errc::unavailable,
+                     "this node is no longer shard " + std::to_string(shard) + "'s home"));
           return;
         }
-        if (record->mirror != mirror) {
+        if (record->places[shard].mirror != mirror) {
           done(Status{});
           return;
         }
         NamespaceRecord next = *record;
-        next.mirror = 0;
-        next.mirror_in_step = false;
+        next.places[shard] = ShardPlace{self_, 0, false};
         client->propose(namespace_update(next), kProposalDeadline, std::move(done));
       });
 }
 
+namespace {
+
+// The shard a shipped message is for, and the message after its number.
+struct ShardMessage {
+  store::ShardId shard = 0;
+  std::span<const std::uint8_t> body;
+};
+std::optional<ShardMessage> shard_message_of(std::span<const std::uint8_t> request) {
+  xdr::Decoder in(request);
+  const std::uint32_t shard = in.u32();
+  if (!in.ok() || shard >= store::kMaxShards) return std::nullopt;
+  return ShardMessage{static_cast<store::ShardId>(shard), in.rest()};
+}
+
+// Runs a shipped call on the store's threads and replies on the strand.
+template <typename Run>
+void run_and_reply(const asio::any_io_executor& store_executor, asio::any_io_executor strand,
+                   Run run, cluster::RpcEndpoint::Reply reply) {
+  asio::co_spawn(store_executor, std::move(run),
+                 [strand = std::move(strand), reply](std::exception_ptr failure,
+                                                     Result<xdr::Buffer> result) mutable {
+                   if (failure) result = error(Errc::internal, "a shipped operation threw");
+                   // Moved, not copied: a read's reply holds its data.
+                   asio::post(strand,
+                              [reply = std::move(reply), result = std::move(result)]() mutable {
+                                reply(std::move(result));
+                              });
+                 });
+}
+
+asio::awaitable<Result<xdr::Buffer>> run_participant_call(std::shared_ptr<store::LocalStore> store,
+                                                          std::uint32_t method,
+                                                          std::vector<std::uint8_t> request) {
+  auto served = store::serve_participant_call(store->participant(), method, request);
+  co_return co_await std::move(served);
+}
+
+}  // namespace
+
 void NamespaceShipping::serve(cluster::RpcEndpoint& rpc) {
+  // A shipped call for a shard this node does not serve: the caller is behind (or ahead) of
+  // this node's view, and retries later.
+  auto served_shard = [this](std::span<const std::uint8_t> request,
+                             cluster::RpcEndpoint::Reply& reply) -> std::optional<ShardMessage> {
+    std::optional<ShardMessage> message = shard_message_of(request);
+    if (!message) {
+      reply(error(Errc::invalid_argument, "a shipped call for no shard"));
+    } else if (message->shard >= shards_.size() || shards_[message->shard].routed_to != self_) {
+      reply(error(Errc::unavailable, "node " + std::to_string(self_) + " is not shard " +
+                                         std::to_string(message->shard) + "'s home"));
+      message.reset();
+    }
+    return message;
+  };
   for (std::uint32_t method = 1; method <= store::kLastStoreMethod; ++method) {
-    rpc.handle(kStoreMethodBase + method, [this, method](cluster::NodeId,
-                                                         std::span<const std::uint8_t> request,
-                                                         cluster::RpcEndpoint::Reply reply) {
-      // A node that thinks we are the home while we do not is behind: it retries later.
-      if (router_.home() != self_ || !local_) {
-        reply(error(Errc::unavailable, "node " + std::to_string(self_) +
-                                           " is not the namespace's home"));
-        return;
-      }
-      asio::co_spawn(store_executor_,
-                     run_shipped(local_->served(), method,
-                                 std::vector<std::uint8_t>(request.begin(), request.end())),
-                     [strand = strand_, reply](std::exception_ptr failure,
-                                               Result<xdr::Buffer> result) mutable {
-                       if (failure) result = error(Errc::internal, "a shipped operation threw");
-                       // Moved, not copied: a read's reply holds its data.
-                       asio::post(strand,
-                                  [reply = std::move(reply), result = std::move(result)]() mutable {
-                                    reply(std::move(result));
-                                  });
-                     });
-    });
+    rpc.handle(kStoreMethodBase + method,
+               [this, method, served_shard](cluster::NodeId, std::span<const std::uint8_t> request,
+                                            cluster::RpcEndpoint::Reply reply) {
+                 std::optional<ShardMessage> message = served_shard(request, reply);
+                 if (!message) return;
+                 run_and_reply(store_executor_, strand_,
+                               run_shipped(served(), method,
+                                           std::vector<std::uint8_t>(message->body.begin(),
+                                                                     message->body.end())),
+                               std::move(reply));
+               });
+  }
+  for (std::uint32_t method = 1; method <= store::kLastParticipantMethod; ++method) {
+    rpc.handle(kParticipantMethodBase + method,
+               [this, method, served_shard](cluster::NodeId, std::span<const std::uint8_t> request,
+                                            cluster::RpcEndpoint::Reply reply) {
+                 std::optional<ShardMessage> message = served_shard(request, reply);
+                 if (!message) return;
+                 run_and_reply(store_executor_, strand_,
+                               run_participant_call(shards_[message->shard].store, method,
+                                                    std::vector<std::uint8_t>(message->body.begin(),
+                                                                              message->body.end())),
+                               std::move(reply));
+               });
   }
   for (std::uint32_t method = 1; method <= store::kLastUnitMethod; ++method) {
     rpc.handle(kUnitMethodBase + method, [this, method](cluster::NodeId,
@@ -665,27 +917,27 @@ void NamespaceShipping::serve(cluster::RpcEndpoint& rpc) {
     rpc.handle(kMirrorMethodBase + method, [this, method](cluster::NodeId from,
                                                           std::span<const std::uint8_t> request,
                                                           cluster::RpcEndpoint::Reply reply) {
-      // Only the home the view names may change the copy: a deposed one must not.
-      if (role() != Role::mirror || !copies_ || from != record_->home) {
-        reply(error(Errc::unavailable, "node " + std::to_string(self_) +
-                                           " is not the namespace's mirror for node " +
-                                           std::to_string(from)));
-        return;
-      }
-      xdr::Decoder in(request);
-      const std::uint32_t shard = in.u32();
-      if (!in.ok() || shard >= copies_->size()) {
+      std::optional<ShardMessage> message = shard_message_of(request);
+      if (!message) {
         reply(error(Errc::invalid_argument, "a mirror message for no shard of the namespace"));
         return;
       }
-      const std::span<const std::uint8_t> message = in.rest();
-      asio::post(blocking_, [copies = copies_, shard, method, strand = strand_, reply,
-                             body = std::vector<std::uint8_t>(message.begin(), message.end())] {
-        store::ShardCopy& copy = *(*copies)[shard];
+      const store::ShardId shard = message->shard;
+      // Only the home the view names may change the copy: a deposed one must not.
+      if (role(shard) != Role::mirror || !shards_[shard].copy ||
+          from != record_->places[shard].home) {
+        reply(error(Errc::unavailable, "node " + std::to_string(self_) + " is not shard " +
+                                           std::to_string(shard) + "'s mirror for node " +
+                                           std::to_string(from)));
+        return;
+      }
+      asio::post(blocking_, [copy = shards_[shard].copy, method, strand = strand_, reply,
+                             body = std::vector<std::uint8_t>(message->body.begin(),
+                                                              message->body.end())] {
         Result<xdr::Buffer> answer = xdr::Buffer{};
         if (method == static_cast<std::uint32_t>(store::MirrorMethod::read)) {
-          answer = copy.read(body);
-        } else if (Status applied = copy.apply(method, body); !applied.ok()) {
+          answer = copy->read(body);
+        } else if (Status applied = copy->apply(method, body); !applied.ok()) {
           answer = applied;
         }
         asio::post(strand, [reply, answer = std::move(answer)]() mutable {

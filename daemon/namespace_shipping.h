@@ -1,31 +1,38 @@
-// How this node takes part in the namespace: the shard router its NFS front end serves from,
-// the channels that ship operations to the namespace's home over backend RPC, and this node's
-// own copy of the namespace — the shards it serves from while it is the home (each kept in
-// step with its copy on the mirror), or the ShardCopy of each shard it keeps while it is the
-// mirror. It also keeps the stripe
-// units of files placed in node pools that this node holds (store/pool_data.h), and carries
-// the home's messages to the other nodes' units.
+// How this node takes part in the namespace: the front end its NFS server serves from, the
+// channels that ship operations to the shards' homes over backend RPC, and this node's own
+// copies of shards — the LocalStore of each shard it is the home of (kept in step with its
+// copy on the shard's mirror), and the ShardCopy of each shard it is the mirror of. It also
+// keeps the stripe units of files placed in node pools that this node holds
+// (store/pool_data.h), and carries the homes' messages to the other nodes' units.
+//
+// The front end is a ShardRouter: for a namespace of one shard, to that shard's home; for
+// several, to this node's ShardedNamespace (store/namespace.h), which reaches each shard here
+// or, through the namespace at its home, there.
 //
 // It follows the namespace record of the group view (daemon/config_objects.h): it opens and
-// closes the copy as the node's role changes, and on the group leader it makes the record's
-// next change (naming a mirror, promoting it when the home dies).
+// closes each shard's copy as the node's role in it changes, and on the group leader it makes
+// the record's next change (naming mirrors, promoting them when a home dies, spreading the
+// shards).
 //
-// The router and the channels may be used from any thread; everything else runs on the
+// The front end and the channels may be used from any thread; everything else runs on the
 // backend strand.
 #pragma once
 
+#include <atomic>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "cluster/group.h"
 #include "cluster/rpc.h"
 #include "daemon/config_objects.h"
 #include "daemon/filepool.h"
-#include "store/local_shards.h"
+#include "store/namespace.h"
 #include "store/pool_data.h"
 #include "store/shard_mirror.h"
 #include "store/shard_router.h"
@@ -53,8 +60,8 @@ class NamespaceShipping {
   // cannot open. Call once, before the strand runs.
   Status open_local();
   store::Store& store() { return router_; }
-  // Whether the namespace's file data is on this node's disks now (it is the home).
-  bool data_is_local() const { return router_.home() == self_; }
+  // Whether the namespace's file data is on this node's disks now: it serves every shard.
+  bool data_is_local() const { return all_served_here_.load(); }
   void set_atime_policy(bool enabled, std::chrono::seconds grace_period);
   // What the checks of this node's copies of file data found since the daemon started.
   const store::IntegrityCounters& integrity() const { return *options_.integrity; }
@@ -80,28 +87,39 @@ class NamespaceShipping {
   class Channel;
   class MirrorLink;
   class UnitPeers;
+  class Routes;
+  struct Shard;
   enum class Role { none, home, mirror };
 
   cluster::RpcEndpoint* rpc() const;
-  Role role() const;  // this node's, by the last record followed
+  Role role(store::ShardId shard) const;  // this node's, by the last record followed
+  // Makes room for `count` shards, releasing the copies of a namespace of another count.
+  void reshape(store::ShardId count);
   void lead(const NamespaceRecord& record, const cluster::GroupView& view);
-  void take_role(Role role, const NamespaceRecord& record);
-  void keep_mirror_in_step(const NamespaceRecord& record);
-  void propose(const NamespaceRecord& next, const char* why);
+  void take_role(store::ShardId shard, Role role, const NamespaceRecord& record);
+  void keep_mirror_in_step(store::ShardId shard, const NamespaceRecord& record);
+  // Points the front end at each shard's home as `record` and `view` have it (null: nowhere).
+  void route(const NamespaceRecord* record, const cluster::GroupView* view);
+  void propose(const NamespaceRecord& next, const std::string& why);
   // Follows the current view again: after something this node waited for ended.
   void follow_again_after(std::chrono::milliseconds delay);
-  // Settles, in the background, the changes across shards the shards just opened hold.
-  void settle_after_open();
-  // Releases the store or the copy; the other opens only once the first is gone.
-  void release_local();
-  void release_copy();
-  void open_when_released(Role role);
+  // Settles, in the background, the changes across shards that the shards served here hold:
+  // after a shard opens here and when a shard's home changes; again, later, until it succeeds.
+  void settle();
+  // Releases a shard's store or copy; the other opens only once the first is gone.
+  void release_store(store::ShardId shard);
+  void release_copy(store::ShardId shard);
+  void open_when_released(store::ShardId shard, Role role);
+  Result<std::shared_ptr<store::LocalStore>> open_store(store::ShardId shard) const;
+  // What serves the calls shipped to this node as a shard's home: the one shard, or the
+  // namespace over them all.
+  std::shared_ptr<store::Store> served() const;
   // Blocking, from the store's threads: sends one mirror message (shared: the strand may still
   // send it after the caller gave up waiting); asks the cluster to stop counting on `mirror` as
-  // a mirror.
+  // `shard`'s mirror.
   Result<xdr::Buffer> send_to_mirror(cluster::NodeId mirror, store::MirrorMethod method,
                                      std::shared_ptr<const xdr::Buffer> message);
-  Status drop_mirror(cluster::NodeId mirror);
+  Status drop_mirror(store::ShardId shard, cluster::NodeId mirror);
 
   boost::asio::any_io_executor strand_;
   boost::asio::any_io_executor store_executor_;
@@ -116,19 +134,20 @@ class NamespaceShipping {
   const std::shared_ptr<store::NamespaceLocks> locks_;
   Membership* membership_ = nullptr;  // on the strand
   store::ShardRouter router_;
+  // Where each shard is reached from this node: set on the strand, read from any thread.
+  const std::shared_ptr<Routes> routes_;
+  std::atomic<bool> all_served_here_ = false;
 
   // On the strand.
   std::optional<NamespaceRecord> record_;  // the last record followed
-  std::shared_ptr<store::LocalShards> local_;
-  using Copies = std::vector<std::unique_ptr<store::ShardCopy>>;
-  std::shared_ptr<Copies> copies_;
-  std::weak_ptr<void> releasing_;  // the store or copy last released, until it is gone
-  boost::asio::steady_timer release_timer_;
-  cluster::NodeId mirroring_to_ = 0;  // the mirror the store was last told to keep in step
-  bool mirror_copy_running_ = false;
-  bool mirror_copied_ = false;  // the last whole copy to mirroring_to_ completed
+  std::vector<Shard> shards_;
+  std::shared_ptr<store::ShardedNamespace> namespace_;  // null for one shard
   boost::asio::steady_timer retry_timer_;
   bool proposing_ = false;
+  bool settling_ = false;
+  bool settle_again_ = false;
+  std::chrono::milliseconds settle_backoff_{0};
+  boost::asio::steady_timer settle_timer_;
   bool atime_enabled_;
   std::chrono::seconds atime_grace_period_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

@@ -6,15 +6,10 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/use_future.hpp>
-#include <future>
 #include <set>
-#include <thread>
 
-#include "common/fail_points.h"
 #include "store/cross_shard.h"
 #include "store/internal/test_util.h"
-#include "store/local_shards.h"
 #include "store/remote_store.h"
 
 namespace tidepool::store {
@@ -444,64 +439,6 @@ TEST_F(ShardedNamespaceTest, FindFilesGoesThroughEveryShardInTurn) {
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].attributes.inode, top);
   EXPECT_EQ(found[0].path, "/ifs/top");
-}
-
-// A node's shards as its daemon opens them: a home that dies with a rename between its phases
-// (held there by the fail point) settles it when it opens them again.
-TEST(LocalShardsTest, AHomeThatRestartsSettlesTheRenameItLeftBetweenThePhases) {
-  const auto root = fresh_test_directory("tp-local-shards");
-  StoreOptions options;
-  options.data_dir = root.string();
-  options.threads = 1;
-  InodeId a = 0;
-  InodeId b = 0;
-  InodeId file = 0;
-  {
-    auto shards = LocalShards::open(options, kShards, make_process_locks());
-    ASSERT_TRUE(shards.ok()) << shards.status().to_string();
-    auto* ns = dynamic_cast<ShardedNamespace*>((*shards)->served().get());
-    ASSERT_NE(ns, nullptr);
-    Store& store = *(*shards)->served();
-    for (int i = 0; i < 100 && (a == 0 || b == 0); ++i) {
-      const std::string name = "d" + std::to_string(i);
-      const ShardId shard = ns->shard_for_directory(kRootInode, name);
-      InodeId& slot = shard == 1 ? a : b;
-      if (shard == 0 || slot != 0) continue;
-      auto made = run_to_completion(store.mkdir(kRootInode, name, {}, root_caller()));
-      ASSERT_TRUE(made.ok()) << made.status().to_string();
-      slot = made->attributes.inode;
-    }
-    ASSERT_TRUE(a != 0 && b != 0);
-    auto made = run_to_completion(
-        store.create(a, "f", CreateMode::guarded, {}, CreateVerifier{}, root_caller()));
-    ASSERT_TRUE(made.ok());
-    file = made->attributes.inode;
-
-    fail_points::set_pause(fail_points::kCrossShardDecide, std::chrono::seconds(30));
-    boost::asio::io_context io;
-    auto renamed = boost::asio::co_spawn(io, store.rename(a, "f", b, "g", root_caller()),
-                                         boost::asio::use_future);
-    std::thread running([&io] { io.run(); });
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // prepared, and pausing
-    (*shards)->close();                                           // the node dies
-    fail_points::set_pause(fail_points::kCrossShardDecide, std::chrono::milliseconds(0));
-    io.stop();
-    running.join();
-    EXPECT_NE(renamed.wait_for(std::chrono::seconds(0)), std::future_status::ready)
-        << "the rename did not wait between its phases";
-  }
-  auto shards = LocalShards::open(options, kShards, make_process_locks());
-  ASSERT_TRUE(shards.ok()) << shards.status().to_string();
-  ASSERT_TRUE(run_to_completion((*shards)->recover()).ok());
-  Store& store = *(*shards)->served();
-  auto old_name = run_to_completion(store.lookup(a, "f", root_caller()));
-  ASSERT_TRUE(old_name.ok()) << old_name.status().to_string();
-  EXPECT_EQ(old_name->object.inode, file);
-  EXPECT_EQ(run_to_completion(store.lookup(b, "g", root_caller())).status().code(),
-            Errc::not_found);
-  EXPECT_TRUE(run_to_completion(store.rename(a, "f", b, "g", root_caller())).ok());
-  shards->reset();
-  std::filesystem::remove_all(root);
 }
 
 // Two homes in one process, each serving the namespace of three shards: node 0 is the home of

@@ -2,8 +2,8 @@
 // the shard — on this node's own store when it is the home, shipped to the home otherwise, and
 // refused as unavailable (NFS3ERR_JUKEBOX: retry later) while the home is unknown or down.
 //
-// The namespace is one shard for now; the router is where many shards on the ring will be told
-// apart, without the front end knowing.
+// A namespace of one shard is routed so as a whole; one of several is routed to the node's
+// ShardedNamespace (store/namespace.h), which reaches each shard at its own home.
 #pragma once
 
 #include <atomic>

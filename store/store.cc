@@ -16,6 +16,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <cctype>
 #include <charconv>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -3278,6 +3279,13 @@ awaitable<Result<ReadPieces>> Store::read_pieces(InodeId inode, std::uint64_t of
   ReadPieces pieces{*read, {}, bytes};
   if (read->count > 0) pieces.pieces.emplace_back(bytes.get(), read->count);
   co_return pieces;
+}
+
+std::string shard_directory(const std::string& data_dir, ShardId shard) {
+  if (shard == 0) return data_dir;
+  char name[16];
+  std::snprintf(name, sizeof name, "/shard-%04x", static_cast<unsigned>(shard));
+  return data_dir + name;
 }
 
 Result<std::unique_ptr<LocalStore>> Store::open(const StoreOptions& options) {

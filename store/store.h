@@ -343,6 +343,10 @@ struct StoreOptions {
   std::shared_ptr<ReadCounters> reads = std::make_shared<ReadCounters>();
 };
 
+// Where shard `shard` of a node's namespace lives under its data directory: shard 0 in the
+// directory itself (where a namespace of one shard always was), shard k in "shard-k" (hex).
+std::string shard_directory(const std::string& data_dir, ShardId shard);
+
 // Whether `caller` may read a file's data as the store's own read checks it: is_a_directory,
 // invalid_argument for another file that is not regular, access_denied when the permission bits
 // refuse (a file's owner always may, as NFS servers allow).

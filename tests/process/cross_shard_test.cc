@@ -1,10 +1,11 @@
-// A namespace of several shards across real tided processes: directories spread over the
-// shards, and renames between directories of different shards are two-phase changes that the
-// node coordinating them — the namespace's home — may die in the middle of. The fail point
-// between the phases (debug.fail_point.cross_shard_decide) holds every such rename there for a
-// second, so the home dies with renames prepared and not decided. After its mirror takes over
-// and settles what the crash left, every file is under exactly one of its names — the new one
-// if its rename was acknowledged — and its bytes are intact.
+// A namespace of several shards across real tided processes: the shards spread over the nodes,
+// directories spread over the shards, and renames between directories of different shards are
+// two-phase changes that the node coordinating them — the home of the source directory's shard
+// — may die in the middle of. The fail point between the phases
+// (debug.fail_point.cross_shard_decide) holds every such rename there for a second, so the
+// home dies with renames prepared and not decided. After the mirrors of its shards take over
+// and settle what the crash left, every file is under exactly one of its names — the new one if
+// its rename was acknowledged — and its bytes are intact.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -12,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -41,15 +43,18 @@ TEST(CrossShardTest, ARenameCutShortByTheDeathOfItsCoordinatorLeavesEveryFileUnd
   TideCluster cluster("xs", {"f800", "f800", "f800", "f800"}, "cross-shard",
                       "[store]\nshards = 4\n");
   ASSERT_NO_FATAL_FAILURE(cluster.start_serving());
-  const auto [home, mirror] = cluster.wait_for_full_protection(1, 30s);
-  ASSERT_EQ(home, 1u) << "node 1 made the cluster";
-  ASSERT_NE(mirror, 0u);
-  std::size_t survivor = 2;
-  while (survivor == mirror) ++survivor;
+  const std::vector<TideCluster::ShardPlace> spread = cluster.wait_for_every_shard(1, 60s);
+  ASSERT_EQ(spread.size(), 4u);
+  std::set<std::uint64_t> homes;
+  for (const auto& [home, mirror] : spread) {
+    homes.insert(home);
+    EXPECT_NE(mirror, home);
+  }
+  EXPECT_GE(homes.size(), 2u) << "the shards spread over the nodes";
 
   // Pairs of directories on different shards, each "from" directory with its files.
-  NfsClient setup(cluster.node(survivor).endpoint());
-  const FileHandle root = cluster.root_via(survivor);
+  NfsClient setup(cluster.node(1).endpoint());
+  const FileHandle root = cluster.root_via(1);
   std::vector<FileHandle> from(kDirectoryPairs), to(kDirectoryPairs);
   std::set<std::uint64_t> shards_used;
   for (int pair = 0; pair < kDirectoryPairs; ++pair) {
@@ -73,6 +78,16 @@ TEST(CrossShardTest, ARenameCutShortByTheDeathOfItsCoordinatorLeavesEveryFileUnd
     ASSERT_FALSE(to[pair].empty()) << "no directory on another shard than " << from_dir(pair);
   }
   EXPECT_GE(shards_used.size(), 2u);
+  // The node to kill coordinates the renames out of the first "from" directory; the others
+  // rename through every other node.
+  const LookupResult first_from = setup.lookup(root, from_dir(0));
+  ASSERT_TRUE(first_from.attr);
+  const std::uint64_t home = spread.at(first_from.attr->fileid >> kShardBits).first;
+  std::vector<std::size_t> survivors;
+  for (std::size_t id = 1; id <= cluster.size(); ++id) {
+    if (id != home) survivors.push_back(id);
+  }
+  const std::size_t survivor = survivors.front();
   for (int file = 0; file < kFiles; ++file) {
     ASSERT_FALSE(
         setup.make_file(from[file % kDirectoryPairs], old_name(file), 0644, contents_of(file))
@@ -102,8 +117,8 @@ TEST(CrossShardTest, ARenameCutShortByTheDeathOfItsCoordinatorLeavesEveryFileUnd
   } joiner{stop, renamers};
   // Two renamers through each other node: the more renames in flight when the home dies,
   // the likelier one is between its phases (the log says when one was).
-  for (std::size_t renamer = 0; renamer < 2 * (cluster.size() - 1); ++renamer) {
-    const std::size_t id = 2 + renamer % (cluster.size() - 1);
+  for (std::size_t renamer = 0; renamer < 2 * survivors.size(); ++renamer) {
+    const std::size_t id = survivors[renamer % survivors.size()];
     renamers.emplace_back([&, id] {
       NfsClient nfs(cluster.node(id).endpoint());
       for (int file = next++; file < kFiles && !stop; file = next++) {
@@ -130,13 +145,11 @@ TEST(CrossShardTest, ARenameCutShortByTheDeathOfItsCoordinatorLeavesEveryFileUnd
   for (auto& renamer : renamers) renamer.join();
   renamers.clear();
 
-  // The mirror serves, and every file is under exactly one name.
-  const auto [new_home, new_mirror] = cluster.wait_for_full_protection(survivor, 60s);
-  ASSERT_EQ(new_home, mirror) << cluster.node(mirror).log_tail();
-  (void)new_mirror;
-  EXPECT_NE(cluster.node(mirror).log_tail(1 << 22).find("rolled back after a crash"),
-            std::string::npos)
-      << "no rename was between its phases when the home died";
+  // The mirrors of its shards serve them, and every file is under exactly one name.
+  for (const auto& [new_home, new_mirror] : cluster.wait_for_every_shard(survivor, 60s)) {
+    EXPECT_NE(new_home, home);
+    EXPECT_NE(new_mirror, home);
+  }
   NfsClient check(cluster.node(survivor).endpoint());
   std::size_t moved = 0;
   for (int file = 0; file < kFiles; ++file) {
@@ -176,27 +189,43 @@ TEST(CrossShardTest, ARenameCutShortByTheDeathOfItsCoordinatorLeavesEveryFileUnd
   for (int pair = 0; pair < kDirectoryPairs; ++pair) {
     EXPECT_EQ(check.rmdir(root, from_dir(pair)).status, NFS3_OK) << from_dir(pair);
   }
+  // Settled by the new homes of the dead node's shards, each once it could reach the other
+  // shards of a change: the removals above waited for that.
+  bool rolled_back = false;
+  for (std::size_t id : survivors) {
+    rolled_back = rolled_back || cluster.node(id).log_tail(1 << 22).find(
+                                     "rolled back after a crash") != std::string::npos;
+  }
+  EXPECT_TRUE(rolled_back) << "no rename was between its phases when the home died\n"
+                           << cluster.node(survivor).log_tail();
 
-  // The node comes back as the mirror, and everything is listed the same through it.
+  // The node comes back, its shards are handed back to it, and everything is listed the same
+  // through it.
   std::string error;
   ASSERT_TRUE(cluster.node(home).start(&error)) << error;
-  const auto [last_home, last_mirror] = cluster.wait_for_full_protection(home, 60s);
-  EXPECT_EQ(last_home, mirror);
-  EXPECT_NE(last_mirror, 0u);
+  const std::vector<TideCluster::ShardPlace> back_again = cluster.wait_for_every_shard(home, 60s);
+  ASSERT_EQ(back_again.size(), spread.size());
+  for (std::size_t shard = 0; shard < spread.size(); ++shard) {
+    EXPECT_EQ(back_again[shard].first, spread[shard].first) << "shard " << shard;
+  }
   NfsClient back(cluster.node(home).endpoint());
   EXPECT_EQ(back.list(root).size(), check.list(root).size());
   for (int pair = 0; pair < kDirectoryPairs; ++pair) {
     EXPECT_EQ(back.list(to[pair]).size(), 2u) << to_dir(pair) << ": only . and ..";
   }
 
-  // A rename between directories holds the cluster's locks on both. The home's lock cache
-  // keeps them after use, until another node wants them: the lock manager lists them.
+  // A rename between directories holds the cluster's locks on both. The lock cache of the
+  // home of the source directory's shard keeps them after use, until another node wants them:
+  // the lock manager lists them.
   ASSERT_FALSE(back.make_file(to[0], "last", 0644, "x").empty());
   ASSERT_EQ(back.rename(to[0], "last", to[1], "last").status, NFS3_OK);
+  const LookupResult source = check.lookup(root, to_dir(0));
+  ASSERT_TRUE(source.attr);
+  const std::uint64_t coordinator = back_again.at(source.attr->fileid >> kShardBits).first;
   std::set<std::uint64_t> locked;
   const nlohmann::json listed = cluster.tide_json(1, {"locks", "list", "--kind", "directory"});
   for (const nlohmann::json& lock : listed["locks"]) {
-    if (lock["state"] == "granted" && lock["node"] == mirror && lock["mode"] == "EX") {
+    if (lock["state"] == "granted" && lock["node"] == coordinator && lock["mode"] == "EX") {
       locked.insert(lock["file"].get<std::uint64_t>());
     }
   }
@@ -204,6 +233,109 @@ TEST(CrossShardTest, ARenameCutShortByTheDeathOfItsCoordinatorLeavesEveryFileUnd
     const LookupResult dir = check.lookup(root, to_dir(pair));
     ASSERT_TRUE(dir.attr);
     EXPECT_TRUE(locked.contains(dir.attr->fileid)) << to_dir(pair) << ": " << listed.dump();
+  }
+}
+
+// The acceptance's process test over shards whose homes are on different nodes: a client on
+// every node writes files in its own directory (each on a hashed shard), reads them back, moves
+// some into the next client's directory and removes others, all at once. Every node then lists
+// the same namespace and reads every file as its writer wrote it — and still does after the
+// home of a shard dies and its mirror takes the shard over.
+TEST(CrossShardTest, ClientsOnEveryNodeSeeOneNamespaceOverShardsHomedOnDifferentNodes) {
+  if (tide_path().empty()) GTEST_SKIP() << "no tide binary in this build";
+  constexpr int kFilesPerClient = 12;
+  TideCluster cluster("xs", {"f800", "f800", "f800", "f800"}, "sharded-namespace",
+                      "[store]\nshards = 4\n");
+  ASSERT_NO_FATAL_FAILURE(cluster.start_serving());
+  const std::vector<TideCluster::ShardPlace> spread = cluster.wait_for_every_shard(1, 60s);
+  ASSERT_EQ(spread.size(), 4u);
+  const std::size_t nodes = cluster.size();
+  std::vector<FileHandle> roots;
+  for (std::size_t id = 1; id <= nodes; ++id) roots.push_back(cluster.root_via(id));
+  auto dir_of = [](std::size_t id) { return "c" + std::to_string(id); };
+  NfsClient setup(cluster.node(1).endpoint());
+  std::set<std::uint64_t> dir_shards;
+  for (std::size_t id = 1; id <= nodes; ++id) {
+    ASSERT_FALSE(setup.make_dir(roots[0], dir_of(id)).empty());
+    dir_shards.insert(setup.lookup(roots[0], dir_of(id)).attr->fileid >> kShardBits);
+  }
+  EXPECT_GE(dir_shards.size(), 2u) << "the directories spread over the shards";
+
+  // What each directory holds afterwards: name -> contents.
+  std::mutex mutex;
+  std::map<std::string, std::map<std::string, std::string>> expected;
+  std::vector<std::thread> clients;
+  for (std::size_t id = 1; id <= nodes; ++id) {
+    clients.emplace_back([&, id] {
+      std::mt19937_64 random(id);
+      NfsClient nfs(cluster.node(id).endpoint());
+      const std::size_t next = id % nodes + 1;
+      const LookupResult own = nfs.lookup(roots[id - 1], dir_of(id));
+      const LookupResult theirs = nfs.lookup(roots[id - 1], dir_of(next));
+      ASSERT_EQ(own.status, NFS3_OK);
+      ASSERT_EQ(theirs.status, NFS3_OK);
+      for (int i = 0; i < kFilesPerClient; ++i) {
+        const std::string name = "n" + std::to_string(id) + "-" + std::to_string(i);
+        std::string contents(1000 + random() % 150'000, '\0');
+        for (char& c : contents) c = static_cast<char>(random());
+        const FileHandle fh = nfs.make_file(own.fh, name, 0644, contents);
+        ASSERT_FALSE(fh.empty()) << name;
+        EXPECT_TRUE(nfs.read_all(fh) == contents) << name << " read back via node " << id;
+        std::string where = dir_of(id);
+        std::string final_name = name;
+        if (i % 3 == 1) {
+          final_name = name + ".moved";
+          ASSERT_EQ(nfs.rename(own.fh, name, theirs.fh, final_name).status, NFS3_OK) << name;
+          where = dir_of(next);
+        } else if (i % 4 == 2) {
+          ASSERT_EQ(nfs.remove(own.fh, name).status, NFS3_OK) << name;
+          continue;
+        }
+        std::lock_guard lock(mutex);
+        expected[where][final_name] = contents;
+      }
+    });
+  }
+  for (auto& client : clients) client.join();
+  if (::testing::Test::HasFatalFailure()) return;
+
+  // Every node lists every directory the same, and reads every file as it was written.
+  auto check_through = [&](std::size_t id) {
+    NfsClient nfs(cluster.node(id).endpoint());
+    for (std::size_t owner = 1; owner <= nodes; ++owner) {
+      const LookupResult dir = nfs.lookup(roots[id - 1], dir_of(owner));
+      ASSERT_EQ(dir.status, NFS3_OK) << dir_of(owner) << " via node " << id;
+      std::set<std::string> listed;
+      for (const DirEntry& entry : nfs.list(dir.fh)) {
+        if (entry.name != "." && entry.name != "..") listed.insert(entry.name);
+      }
+      std::set<std::string> wanted;
+      for (const auto& [name, contents] : expected[dir_of(owner)]) {
+        wanted.insert(name);
+        const LookupResult file = nfs.lookup(dir.fh, name);
+        ASSERT_EQ(file.status, NFS3_OK) << name << " via node " << id;
+        EXPECT_TRUE(nfs.read_all(file.fh) == contents) << name << " read via node " << id;
+      }
+      EXPECT_EQ(listed, wanted) << dir_of(owner) << " listed via node " << id;
+    }
+  };
+  for (std::size_t id = 1; id <= nodes; ++id) ASSERT_NO_FATAL_FAILURE(check_through(id));
+
+  // The home of the first client's directory's shard dies: the shard's mirror takes it over,
+  // and nothing is lost.
+  const LookupResult first = setup.lookup(roots[0], dir_of(1));
+  ASSERT_TRUE(first.attr);
+  const std::size_t victim = spread.at(first.attr->fileid >> kShardBits).first;
+  const std::size_t survivor = victim == 1 ? 2 : 1;
+  cluster.node(victim).kill();
+  for (const auto& [home, mirror] : cluster.wait_for_every_shard(survivor, 60s)) {
+    EXPECT_NE(home, victim);
+    EXPECT_NE(mirror, victim);
+  }
+  for (std::size_t id = 1; id <= nodes; ++id) {
+    if (id != victim) {
+      ASSERT_NO_FATAL_FAILURE(check_through(id));
+    }
   }
 }
 

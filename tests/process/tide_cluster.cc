@@ -148,8 +148,14 @@ FileHandle TideCluster::root_via(std::size_t id) {
   return {};
 }
 
-std::pair<std::uint64_t, std::uint64_t> TideCluster::wait_for_full_protection(
-    std::size_t via, std::chrono::seconds limit) {
+TideCluster::ShardPlace TideCluster::wait_for_full_protection(std::size_t via,
+                                                              std::chrono::seconds limit) {
+  const std::vector<ShardPlace> places = wait_for_every_shard(via, limit);
+  return places.empty() ? ShardPlace{0, 0} : places.front();
+}
+
+std::vector<TideCluster::ShardPlace> TideCluster::wait_for_every_shard(std::size_t via,
+                                                                       std::chrono::seconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   std::string last;
   while (std::chrono::steady_clock::now() < deadline) {
@@ -159,14 +165,30 @@ std::pair<std::uint64_t, std::uint64_t> TideCluster::wait_for_full_protection(
     last = ran.output;
     if (ran.exit_code == 0 && !status.is_discarded()) {
       const nlohmann::json& where = status["namespace"];
-      if (where["state"] == "serving" && where["mirror_state"] == "in step") {
-        return {where["home"].get<std::uint64_t>(), where["mirror"].get<std::uint64_t>()};
+      const nlohmann::json shards = where.value("shards", nlohmann::json::array());
+      bool served = where.value("settled", false) && !shards.empty();
+      // Settled as the view has the nodes: the one this test started, and no other, up.
+      for (const nlohmann::json& listed : status.value("nodes", nlohmann::json::array())) {
+        const std::uint64_t id = listed.value("id", std::uint64_t{0});
+        const bool running = id >= 1 && id <= size() && node(id).running();
+        served = served && (listed.value("state", "") == "up") == running;
+      }
+      for (const nlohmann::json& shard : shards) {
+        served = served && shard["state"] == "serving" && shard["mirror_state"] == "in step";
+      }
+      if (served) {
+        std::vector<ShardPlace> places;
+        for (const nlohmann::json& shard : shards) {
+          places.emplace_back(shard["home"].get<std::uint64_t>(),
+                              shard["mirror"].get<std::uint64_t>());
+        }
+        return places;
       }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
   ADD_FAILURE() << "never fully protected: " << last << node(via).log_tail();
-  return {0, 0};
+  return {};
 }
 
 void TideCluster::place_new_files_in(const std::string& pool) {

@@ -63,10 +63,14 @@ class TideCluster {
   // The value of an unlabelled counter or gauge in node `id`'s /metrics (gtest failure and -1
   // if it cannot be read).
   std::int64_t metric(std::size_t id, const std::string& name);
-  // Waits (bounded by `limit`) until `tide status` through `via` shows the namespace served by
-  // a home with an in-step mirror; returns {home, mirror}, or {0, 0} with a gtest failure.
-  std::pair<std::uint64_t, std::uint64_t> wait_for_full_protection(std::size_t via,
-                                                                   std::chrono::seconds limit);
+  // Waits (bounded by `limit`) until `tide status` through `via` shows the nodes this test runs
+  // up and no others, every shard of the namespace served by a home with an in-step mirror,
+  // and nothing left to move; returns each
+  // shard's {home, mirror}, or none with a gtest failure.
+  using ShardPlace = std::pair<std::uint64_t, std::uint64_t>;
+  std::vector<ShardPlace> wait_for_every_shard(std::size_t via, std::chrono::seconds limit);
+  // As wait_for_every_shard, for a namespace of one shard: its {home, mirror}, or {0, 0}.
+  ShardPlace wait_for_full_protection(std::size_t via, std::chrono::seconds limit);
 
  private:
   std::string name_;
