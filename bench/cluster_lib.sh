@@ -40,12 +40,17 @@ start_cluster() {  # n
   wait_settled
 }
 
-# Each shard's home in the status wait_settled saw last: "node 1" or "nodes 2, 1, 4, 3"
-# (shard 0 first).
+# Each shard's home in the status wait_settled saw last, shard 0 first, one per line.
+homes_of_shards() {
+  # The namespace's own "home" (shard 0's) comes first, then each shard's.
+  grep -o '"home": [0-9]*' "$CDIR/status.json" | tail -n +2 | awk '{print $2}'
+}
+shard_home() { homes_of_shards | sed -n "$(($1 + 1))p"; }  # shard
+
+# The same as "node 1" or "nodes 2, 1, 4, 3".
 shard_homes() {
   local homes
-  # The namespace's own "home" (shard 0's) comes first, then each shard's.
-  homes=$(grep -o '"home": [0-9]*' "$CDIR/status.json" | tail -n +2 | awk '{print $2}' | paste -sd, -)
+  homes=$(homes_of_shards | paste -sd, -)
   case "$homes" in
     *,*) echo "nodes ${homes//,/, }" ;;
     *) echo "node ${homes:-?}" ;;

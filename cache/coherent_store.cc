@@ -120,7 +120,7 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
  public:
   using Blocks = std::vector<BlockCache::Handle>;
 
-  Impl(store::Store& inner, std::function<bool()> data_is_local, CacheOptions options)
+  Impl(store::Store& inner, DataIsLocal data_is_local, CacheOptions options)
       : inner_(inner),
         data_is_local_(std::move(data_is_local)),
         block_bytes_(options.block_bytes),
@@ -220,7 +220,7 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
 
   awaitable<Result<store::ReadResult>> read(InodeId inode, std::uint64_t offset,
                                             std::span<std::uint8_t> into, store::Caller caller) {
-    const bool local = data_is_local_();
+    const bool local = data_is_local_(inode);
     if (!local) {
       const auto count = static_cast<std::uint32_t>(
           std::min<std::size_t>(into.size(), std::numeric_limits<std::uint32_t>::max()));
@@ -240,7 +240,7 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
 
   awaitable<Result<store::ReadPieces>> read_pieces(InodeId inode, std::uint64_t offset,
                                                    std::uint32_t count, store::Caller caller) {
-    const bool local = data_is_local_();
+    const bool local = data_is_local_(inode);
     if (!local) {
       auto trying = read_from_l1(inode, offset, count, caller, true);
       std::optional<Result<store::ReadPieces>> l1 = co_await std::move(trying);
@@ -355,12 +355,12 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
 
   // Has the node hold a regular file's attributes' lock in PR, cached, once the lock manager
   // grants it; at most kMaxAttributeLocksTaken at once, one per file. Nothing when L1 answers
-  // for no file here: the node is no member of a cluster, or it is the namespace's home (which
-  // answers from its own attribute cache).
+  // for no file here: the node is no member of a cluster, or it is the home of the file's shard
+  // (which answers from its own attribute cache).
   void take_attributes_lock(const store::Attributes& attributes) {
     std::shared_ptr<FileLocks> locks = locks_.load();
-    if (!locks || data_is_local_() || attributes.type != store::FileType::regular) return;
     const InodeId inode = attributes.inode;
+    if (!locks || data_is_local_(inode) || attributes.type != store::FileType::regular) return;
     {
       std::lock_guard guard(attribute_locks_mutex_);
       if (auto paused = attribute_locks_paused_.find(inode);
@@ -387,7 +387,7 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
   // that lock already and L1 may answer for the file; never asks the lock manager.
   std::optional<HeldLock> held_already(InodeId inode) {
     std::shared_ptr<FileLocks> locks = locks_.load();
-    if (data_is_local_() || !locks) return std::nullopt;
+    if (data_is_local_(inode) || !locks) return std::nullopt;
     for (const lockmgr::ResourceName& resource : {data_lock(inode), attributes_lock(inode)}) {
       if (locks->try_acquire(resource, Mode::protected_read)) {
         return std::optional<HeldLock>{std::in_place, locks, resource};
@@ -880,7 +880,7 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
   }
 
   store::Store& inner_;
-  const std::function<bool()> data_is_local_;
+  const DataIsLocal data_is_local_;
   const std::uint32_t block_bytes_;
   BlockCache blocks_;
   FetchTable fetches_;
@@ -918,8 +918,7 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
   const std::chrono::milliseconds attributes_lock_pause_;
 };
 
-CoherentStore::CoherentStore(store::Store& inner, std::function<bool()> data_is_local,
-                             CacheOptions options)
+CoherentStore::CoherentStore(store::Store& inner, DataIsLocal data_is_local, CacheOptions options)
     : impl_(std::make_shared<Impl>(inner, std::move(data_is_local), options)) {}
 
 CoherentStore::~CoherentStore() = default;

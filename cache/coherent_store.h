@@ -80,8 +80,10 @@ struct CacheStatistics {
 class CoherentStore final : public store::Store {
  public:
   // `inner` is the namespace as this node reaches it (store::ShardRouter); `data_is_local`
-  // whether file data is on this node's own disks now. Both outlive the cache.
-  CoherentStore(store::Store& inner, std::function<bool()> data_is_local, CacheOptions options);
+  // whether an inode's data is on this node's own disks now (the node is its shard's home).
+  // Both outlive the cache.
+  using DataIsLocal = std::function<bool(store::InodeId)>;
+  CoherentStore(store::Store& inner, DataIsLocal data_is_local, CacheOptions options);
   ~CoherentStore() override;
 
   // The node's lock manager started, or, with null, is about to stop: caching starts, or every

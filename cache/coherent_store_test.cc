@@ -54,7 +54,7 @@ class CoherentStoreTest : public ::testing::Test {
       CacheOptions cache_options;
       cache_options.l1_bytes = 64 << 20;
       caches_[node] = std::make_unique<CoherentStore>(
-          *home_, [node] { return node == kHome; }, cache_options);
+          *home_, [node](store::InodeId) { return node == kHome; }, cache_options);
       caches_[node]->attach(&world_.loop(node), managers_[node].get());
     }
     for (NodeId node : kNodes) managers_[node]->set_view(1, {kNodes.begin(), kNodes.end()});
@@ -125,7 +125,7 @@ class CoherentStoreTest : public ::testing::Test {
     options.read_report_interval = read_report_interval;
     options.prefetch = prefetch;
     caches_[node] = std::make_unique<CoherentStore>(
-        *home_, [node] { return node == kHome; }, options);
+        *home_, [node](store::InodeId) { return node == kHome; }, options);
     caches_[node]->attach(&world_.loop(node), managers_[node].get());
   }
 

@@ -462,7 +462,11 @@ json shard_json(const GroupView& view, const std::optional<NamespaceRecord>& rec
                 {"mirror", nullptr},
                 {"mirror_state", "none"}};
   }
-  json where{{"id", shard}, {"home", home->id}, {"state", home->up ? "serving" : "home down"}};
+  json where{{"id", shard},
+             {"home", home->id},
+             {"state", !home->up             ? "home down"
+                       : place->handing_over ? "handing over"
+                                             : "serving"}};
   const cluster::NodeInfo* mirror = view.node(place->mirror);
   if (mirror == nullptr) {
     where["mirror"] = nullptr;
@@ -533,7 +537,7 @@ std::uint64_t units_of(const store::Attributes& a, const store::Layout& layout) 
 
 // The nodes holding each stripe unit of a file, as runs of consecutive units held by the same
 // nodes: in a node pool, each unit's owners on the ring over the layout's nodes; kept with the
-// shard, every unit on the namespace's home and, once in step, its mirror.
+// shard, every unit on the shard's home and, once in step, its mirror.
 json stripe_units_json(const store::Attributes& a, const store::Layout& layout, const json& where) {
   const std::uint64_t units = units_of(a, layout);
   if (layout.pool != store::kWithShard) {

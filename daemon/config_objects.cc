@@ -241,8 +241,10 @@ NamespaceRecord new_namespace(cluster::NodeId home, std::uint32_t shards) {
 json namespace_to_json(const NamespaceRecord& record) {
   json places = json::array();
   for (const ShardPlace& place : record.places) {
-    places.push_back(
-        {{"home", place.home}, {"mirror", place.mirror}, {"mirror_in_step", place.mirror_in_step}});
+    json written{
+        {"home", place.home}, {"mirror", place.mirror}, {"mirror_in_step", place.mirror_in_step}};
+    if (place.handing_over) written["handing_over"] = true;
+    places.push_back(std::move(written));
   }
   json body;
   body["places"] = std::move(places);
@@ -265,19 +267,21 @@ ShardPlace plan_shard(const ShardPlace& place, const std::vector<cluster::NodeId
   ShardPlace next = place;
   if (!view.is_up(place.home)) {
     if (place.mirror != 0 && place.mirror_in_step && view.is_up(place.mirror)) {
-      next = ShardPlace{place.mirror, 0, false};
+      next = ShardPlace{place.mirror, 0, false, false};
     }
     return next;
   }
   if (spread && !nodes.empty() && nodes.front() != place.home) {
-    if (place.mirror != nodes.front()) return ShardPlace{place.home, nodes.front(), false};
-    if (place.mirror_in_step) return ShardPlace{nodes.front(), place.home, false};
+    if (place.mirror != nodes.front()) return ShardPlace{place.home, nodes.front(), false, false};
+    // Once in step, the home is asked to hand over; it finishes that itself.
+    if (place.mirror_in_step) next.handing_over = true;
     return next;
   }
+  next.handing_over = false;  // the ring changed its mind while the home was handing over
   if (place.mirror != 0 && place.mirror != place.home && view.is_up(place.mirror)) return next;
   for (cluster::NodeId candidate : nodes) {
     if (candidate == place.home || candidate == place.mirror) continue;
-    return ShardPlace{place.home, candidate, false};
+    return ShardPlace{place.home, candidate, false, false};
   }
   return next;
 }
@@ -289,30 +293,52 @@ std::uint64_t shard_ring_key(const NamespaceRecord& record, store::ShardId shard
   return record.shards() == 1 ? key : cluster::Ring::key_of(key, shard);
 }
 
-// {"home", "mirror", "mirror_in_step"}; records written before mirrors existed have only the
-// home.
+// The up nodes in the order the ring prefers them for shard `shard`.
+std::vector<cluster::NodeId> ring_order(const NamespaceRecord& record, std::uint32_t shard,
+                                        const cluster::GroupView& view) {
+  const cluster::Ring ring(view.up_nodes());
+  return ring.owners(shard_ring_key(record, shard), ring.nodes().size());
+}
+
+// {"home", "mirror", "mirror_in_step", "handing_over"}; records written before mirrors existed
+// have only the home.
 std::optional<ShardPlace> shard_place_of(const json& body) {
   if (!body.is_object() || !body.value("home", json()).is_number_unsigned()) return std::nullopt;
   const json mirror = body.value("mirror", json(0u));
   const json in_step = body.value("mirror_in_step", json(false));
-  if (!mirror.is_number_unsigned() || !in_step.is_boolean()) return std::nullopt;
+  const json handing_over = body.value("handing_over", json(false));
+  if (!mirror.is_number_unsigned() || !in_step.is_boolean() || !handing_over.is_boolean()) {
+    return std::nullopt;
+  }
   return ShardPlace{body["home"].get<cluster::NodeId>(), mirror.get<cluster::NodeId>(),
-                    in_step.get<bool>()};
+                    in_step.get<bool>(), handing_over.get<bool>()};
 }
 
 }  // namespace
 
 std::optional<NamespaceRecord> plan_namespace(const NamespaceRecord& record,
                                               const cluster::GroupView& view) {
-  const cluster::Ring ring(view.up_nodes());
   const bool spread = record.shards() > 1;
   NamespaceRecord next = record;
   for (store::ShardId shard = 0; shard < record.shards(); ++shard) {
-    const std::vector<cluster::NodeId> nodes =
-        ring.owners(shard_ring_key(record, shard), ring.nodes().size());
-    next.places[shard] = plan_shard(record.places[shard], nodes, view, spread);
+    next.places[shard] =
+        plan_shard(record.places[shard], ring_order(record, shard, view), view, spread);
   }
   if (next == record) return std::nullopt;
+  return next;
+}
+
+NamespaceRecord handed_over(const NamespaceRecord& record, std::uint32_t shard,
+                            const cluster::GroupView& view) {
+  NamespaceRecord next = record;
+  ShardPlace& place = next.places.at(shard);
+  const cluster::NodeId home = place.mirror;
+  place = ShardPlace{home, 0, false, false};
+  for (cluster::NodeId candidate : ring_order(record, shard, view)) {
+    if (candidate == home) continue;
+    place.mirror = candidate;
+    break;
+  }
   return next;
 }
 

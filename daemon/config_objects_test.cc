@@ -68,13 +68,20 @@ TEST(PlanNamespace, ADownHomeIsReplacedByItsMirrorOnlyWhileTheMirrorIsInStepAndU
 }
 
 // Plans from `record` until there is nothing left to change, each mirror named coming in step
-// at once (as its whole copy would complete); at most 20 rounds.
+// at once (as its whole copy would complete) and each home asked to hand over doing so; at
+// most 20 rounds.
 NamespaceRecord settle(NamespaceRecord record, const cluster::GroupView& view) {
   for (int round = 0; round < 20; ++round) {
     std::optional<NamespaceRecord> next = plan_namespace(record, view);
     if (!next) return record;
     record = *next;
-    for (ShardPlace& place : record.places) place.mirror_in_step = place.mirror != 0;
+    for (std::uint32_t shard = 0; shard < record.shards(); ++shard) {
+      if (record.places[shard].handing_over) {
+        record = handed_over(record, shard, view);
+      } else {
+        record.places[shard].mirror_in_step = record.places[shard].mirror != 0;
+      }
+    }
   }
   ADD_FAILURE() << "the plan did not settle in 20 rounds";
   return record;
@@ -86,25 +93,57 @@ TEST(PlanNamespace, ShardsSpreadOverTheNodesMirrorFirstThenHome) {
   auto first = plan_namespace(made, view);
   ASSERT_TRUE(first.has_value());
   for (const ShardPlace& place : first->places) {
-    EXPECT_EQ(place.home, 1u) << "a shard's home changes only once its new home is in step";
+    EXPECT_EQ(place.home, 1u);
     EXPECT_NE(place.mirror, 0u);
     EXPECT_NE(place.mirror, 1u);
     EXPECT_FALSE(place.mirror_in_step);
+    EXPECT_FALSE(place.handing_over);
   }
+  EXPECT_FALSE(plan_namespace(*first, view)) << "nothing moves before its new home is in step";
+
+  NamespaceRecord copied = *first;
+  for (ShardPlace& place : copied.places) place.mirror_in_step = true;
+  auto asked = plan_namespace(copied, view);
+  ASSERT_TRUE(asked.has_value());
+  std::size_t moving = 0;
+  for (std::uint32_t shard = 0; shard < asked->shards(); ++shard) {
+    const ShardPlace& place = asked->places[shard];
+    EXPECT_EQ(place.home, 1u) << "the home hands a shard over itself";
+    moving += place.handing_over;
+    if (!place.handing_over) continue;
+    const ShardPlace moved = handed_over(*asked, shard, view).places[shard];
+    EXPECT_EQ(moved.home, place.mirror) << shard;
+    EXPECT_NE(moved.mirror, moved.home) << shard;
+    EXPECT_NE(moved.mirror, 0u) << shard;
+    EXPECT_FALSE(moved.mirror_in_step) << shard;
+    EXPECT_FALSE(moved.handing_over) << shard;
+  }
+  EXPECT_GE(moving, 4u) << "most of eight shards belong elsewhere than node 1";
+
   const NamespaceRecord spread = settle(made, view);
   std::set<cluster::NodeId> homes;
-  for (std::uint32_t shard = 0; shard < spread.shards(); ++shard) {
-    const ShardPlace& place = spread.places[shard];
+  for (const ShardPlace& place : spread.places) {
     homes.insert(place.home);
-    EXPECT_NE(place.mirror, place.home) << shard;
-    EXPECT_NE(place.mirror, 0u) << shard;
-    if (place.home != first->places[shard].home) {
-      EXPECT_EQ(place.home, first->places[shard].mirror) << "the mirror named first took over";
-      EXPECT_EQ(place.mirror, 1u) << "the old home keeps a copy";
-    }
+    EXPECT_NE(place.mirror, place.home);
+    EXPECT_NE(place.mirror, 0u);
+    EXPECT_FALSE(place.handing_over);
   }
   EXPECT_GE(homes.size(), 3u) << "eight shards over four nodes";
   EXPECT_EQ(settle(spread, view), spread);
+}
+
+TEST(PlanNamespace, AHandOverTheRingNoLongerWantsIsCalledOff) {
+  NamespaceRecord record = new_namespace(1, 2);
+  const auto all_up = view_with({{1, true}, {2, true}});
+  const NamespaceRecord spread = settle(record, all_up);
+  // A shard whose home is node 2, asked to move back to node 1 while node 1 goes down.
+  for (std::uint32_t shard = 0; shard < spread.shards(); ++shard) {
+    NamespaceRecord handing = spread;
+    handing.places[shard] = ShardPlace{2, 1, true, true};
+    auto next = plan_namespace(handing, view_with({{1, false}, {2, true}}));
+    ASSERT_TRUE(next.has_value());
+    EXPECT_EQ(next->places[shard], (ShardPlace{2, 1, true, false})) << shard;
+  }
 }
 
 TEST(PlanNamespace, OneShardStaysWhereItIs) {
@@ -129,6 +168,7 @@ TEST(NamespaceRecordBody, RoundTripsAndReadsRecordsFromBeforeMirrors) {
   NamespaceRecord written = record(3, 4, true);
   written.handle_key[0] = 0xab;
   written.places.resize(16, ShardPlace{5, 0, false});
+  written.places[3] = ShardPlace{5, 6, true, true};
   view.objects.push_back({std::string(kClusterKind), std::string(kNamespaceName),
                           namespace_to_json(written).dump(), 42});
   EXPECT_EQ(namespace_of(view), written);
@@ -156,7 +196,8 @@ TEST(NamespaceRecordBody, RoundTripsAndReadsRecordsFromBeforeMirrors) {
   const std::string key = R"("handle_key": ")" + std::string(64, '0') + R"(")";
   for (const char* places :
        {R"([{"home": 1}])", R"([{"home": 1}, {"mirror": 2}])",
-        R"([{"home": 1}, {"home": 2, "mirror_in_step": 1}])", R"({"home": 1})"}) {
+        R"([{"home": 1}, {"home": 2, "mirror_in_step": 1}])",
+        R"([{"home": 1}, {"home": 2, "handing_over": "yes"}])", R"({"home": 1})"}) {
     view.objects[0].body = R"({"shards": 2, "places": )" + std::string(places) + ", " + key + "}";
     EXPECT_FALSE(namespace_of(view).has_value()) << places;
   }

@@ -162,7 +162,8 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
   cache_options.l1_bytes = config.ram_budget_bytes;
   cache_options.block_bytes = config.stripe_unit_bytes;
   cache::CoherentStore cache(
-      shipping.store(), [&shipping] { return shipping.data_is_local(); }, cache_options);
+      shipping.store(), [&shipping](store::InodeId inode) { return shipping.data_is_local(inode); },
+      cache_options);
   cache.set_atime_policy(config.atime_enabled, config.atime_grace_period);
   auto server = nfsd::NfsServer::start(contexts, config, cache);
   if (!server.ok()) {

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <array>
+#include <atomic>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
@@ -47,6 +49,10 @@ constexpr std::chrono::milliseconds kShippedMoveDeadline{60 * 60'000};
 // A mirror that takes longer than this for one change is given up on: the home goes on alone.
 constexpr std::chrono::milliseconds kMirrorCallDeadline{5'000};
 constexpr std::chrono::milliseconds kProposalDeadline{5'000};
+// Dropping a mirror from the record is tried this many times, this far apart, while other
+// shards' changes to the record get there first.
+constexpr int kDropAttempts = 10;
+constexpr std::chrono::milliseconds kDropRetryPause{50};
 // After a whole copy or a change to the record failed, the next attempt waits this long.
 constexpr auto kRetryAfter = 1s;
 constexpr auto kReleasePoll = 20ms;
@@ -198,10 +204,13 @@ class NamespaceShipping::Routes {
   void reset(store::ShardId count) {
     std::lock_guard lock(mutex_);
     routes_.assign(count, std::nullopt);
+    for (auto& local : local_) local.store(false, std::memory_order_relaxed);
   }
   void set(store::ShardId shard, std::optional<store::ShardAccess> access) {
     std::lock_guard lock(mutex_);
-    if (shard < routes_.size()) routes_[shard] = std::move(access);
+    if (shard >= routes_.size()) return;
+    local_[shard].store(access && access->local, std::memory_order_relaxed);
+    routes_[shard] = std::move(access);
   }
   Result<store::ShardAccess> get(store::ShardId shard) const {
     std::lock_guard lock(mutex_);
@@ -211,10 +220,15 @@ class NamespaceShipping::Routes {
     }
     return *routes_[shard];
   }
+  // Whether this node serves the shard now; without the lock, for every read's cache.
+  bool is_local(store::ShardId shard) const {
+    return shard < local_.size() && local_[shard].load(std::memory_order_relaxed);
+  }
 
  private:
   mutable std::mutex mutex_;
   std::vector<std::optional<store::ShardAccess>> routes_;  // guarded by mutex_
+  std::array<std::atomic<bool>, store::kMaxShards> local_{};
 };
 
 // This node's part in one shard, on the strand.
@@ -223,6 +237,7 @@ struct NamespaceShipping::Shard {
   std::shared_ptr<store::ShardCopy> copy;    // while this node is its mirror
   std::weak_ptr<void> releasing;             // the store or copy last released, until it is gone
   cluster::NodeId mirroring_to = 0;          // the mirror the store was last told to keep in step
+  std::shared_ptr<MirrorLink> mirror_link;   // the store's link to it (null: none)
   bool mirror_copy_running = false;
   bool mirror_copied = false;     // the last whole copy to mirroring_to completed
   cluster::NodeId routed_to = 0;  // the home the front end reaches it at (0: none)
@@ -259,6 +274,9 @@ class NamespaceShipping::MirrorLink final : public store::MirrorTarget {
     if (dropped_.load()) return error(Errc::unavailable, "the mirror was dropped");
     return send(method, request);
   }
+
+  // Whether the link stopped sending: the mirror missed a change, and needs a whole copy.
+  bool dropped() const { return dropped_.load(); }
 
  private:
   Result<xdr::Buffer> send(store::MirrorMethod method, std::span<const std::uint8_t> request) {
@@ -398,8 +416,7 @@ Status NamespaceShipping::open_local() {
   for (store::ShardId shard = 0; shard < shards_.size(); ++shard) {
     TP_ASSIGN_OR_RETURN(shards_[shard].store, open_store(shard));
   }
-  route(nullptr, nullptr);
-  settle();
+  route(nullptr, nullptr);  // which settles what the shards hold
   return {};
 }
 
@@ -433,6 +450,7 @@ void NamespaceShipping::settle() {
   }
   settling_ = true;
   settle_again_ = false;
+  settle_timer_.cancel();
   asio::co_spawn(
       store_executor_, recover_shards(namespace_),
       [this, alive = alive_](std::exception_ptr failure, Status recovered) {
@@ -460,7 +478,6 @@ void NamespaceShipping::close() {
   *alive_ = false;
   router_.set_home(0);
   routes_->reset(0);
-  all_served_here_ = false;
   for (Shard& shard : shards_) {
     if (shard.store) shard.store->close();
     if (shard.copy) shard.copy->close();
@@ -543,13 +560,27 @@ void NamespaceShipping::follow(const std::optional<NamespaceRecord>& record,
     take_role(shard, role(shard), *record);
   }
   route(&*record, &view);
+  hand_over(*record, view);
+}
+
+// Once a shard asked to be handed over is served here no more, its mirror takes it.
+void NamespaceShipping::hand_over(const NamespaceRecord& record, const cluster::GroupView& view) {
+  for (store::ShardId shard = 0; shard < shards_.size(); ++shard) {
+    const ShardPlace& place = record.places[shard];
+    if (place.home != self_ || !place.handing_over || !place.mirror_in_step ||
+        !view.is_up(place.mirror) || !shards_[shard].store || shards_[shard].routed_to != 0) {
+      continue;
+    }
+    propose(handed_over(record, shard, view), "handing shard " + std::to_string(shard) +
+                                                  " over to node " + std::to_string(place.mirror));
+    return;
+  }
 }
 
 void NamespaceShipping::route(const NamespaceRecord* record, const cluster::GroupView* view) {
   // Outside any cluster, this node serves every shard it opened; a member, only what the view
   // says it is the home of.
   const bool member = membership_ != nullptr && membership_->identity().has_value();
-  bool all_here = !shards_.empty();
   bool moved = false;
   for (store::ShardId shard = 0; shard < shards_.size(); ++shard) {
     Shard& state = shards_[shard];
@@ -559,16 +590,16 @@ void NamespaceShipping::route(const NamespaceRecord* record, const cluster::Grou
       home = view->is_up(place.home) ? place.home : 0;
       // While the record promises an in-step mirror this store is not feeding (the home
       // restarted, and says otherwise only once the record changed), what it acknowledged
-      // could be lost if the mirror were promoted: it serves nothing until then.
-      if (home == self_ &&
-          (!state.store || (place.mirror != 0 && place.mirror_in_step &&
-                            !(state.mirroring_to == place.mirror && state.mirror_copied)))) {
+      // could be lost if the mirror were promoted: it serves nothing until then. Nor while
+      // it hands the shard over: its mirror serves it next.
+      if (home == self_ && (!state.store || place.handing_over ||
+                            (place.mirror != 0 && place.mirror_in_step &&
+                             !(state.mirroring_to == place.mirror && state.mirror_copied)))) {
         home = 0;
       }
     } else if (!member && state.store) {
       home = self_;
     }
-    all_here = all_here && home == self_;
     if (home == state.routed_to) continue;
     moved = true;
     if (home == 0) {
@@ -591,7 +622,6 @@ void NamespaceShipping::route(const NamespaceRecord* record, const cluster::Grou
                               store::make_remote_participant(channel), false});
     }
   }
-  all_served_here_ = all_here;
   if (shards_.size() == 1) {
     const cluster::NodeId home = shards_[0].routed_to;
     router_.set_home(home, home == self_ ? shards_[0].store : nullptr);
@@ -654,6 +684,13 @@ void NamespaceShipping::take_role(store::ShardId shard, Role role, const Namespa
 void NamespaceShipping::keep_mirror_in_step(store::ShardId shard, const NamespaceRecord& record) {
   Shard& state = shards_[shard];
   if (state.mirror_copy_running) return;  // when it ends, the record is looked at again
+  // A mirror the link dropped missed changes: named again, it gets a whole copy anew, even
+  // when this node never saw the record without it.
+  if (state.mirror_link && state.mirror_link->dropped()) {
+    state.mirror_link.reset();
+    state.mirroring_to = 0;
+    state.mirror_copied = false;
+  }
   const ShardPlace& place = record.places[shard];
   const cluster::NodeId wanted = place.mirror;
   if (wanted == state.mirroring_to) {
@@ -677,8 +714,9 @@ void NamespaceShipping::keep_mirror_in_step(store::ShardId shard, const Namespac
   state.mirroring_to = wanted;
   state.mirror_copied = false;
   std::shared_ptr<store::LocalStore> store = state.store;
-  std::shared_ptr<store::MirrorTarget> link;
+  std::shared_ptr<MirrorLink> link;
   if (wanted != 0) link = std::make_shared<MirrorLink>(*this, wanted, shard);
+  state.mirror_link = link;
   asio::co_spawn(
       store_executor_, store->mirror_to(std::move(link)),
       [this, alive = alive_, store, wanted, shard](std::exception_ptr failure, Status copied) {
@@ -705,6 +743,7 @@ void NamespaceShipping::keep_mirror_in_step(store::ShardId shard, const Namespac
 void NamespaceShipping::release_store(store::ShardId shard) {
   Shard& state = shards_[shard];
   std::shared_ptr<store::LocalStore> store = std::move(state.store);
+  state.mirror_link.reset();
   state.mirroring_to = 0;
   state.mirror_copied = false;
   state.mirror_copy_running = false;
@@ -712,7 +751,6 @@ void NamespaceShipping::release_store(store::ShardId shard) {
   if (state.routed_to == self_) {
     state.routed_to = 0;
     routes_->set(shard, std::nullopt);
-    all_served_here_ = false;
     if (shards_.size() == 1) router_.set_home(0);
   }
   // Closing waits for the store's queued work, which may wait on the strand.
@@ -773,6 +811,10 @@ void NamespaceShipping::follow_again_after(std::chrono::milliseconds delay) {
   });
 }
 
+bool NamespaceShipping::data_is_local(store::InodeId inode) const {
+  return routes_->is_local(store::shard_of(inode));
+}
+
 std::shared_ptr<store::Store> NamespaceShipping::served() const {
   if (namespace_) return namespace_;
   if (shards_.empty()) return nullptr;
@@ -797,6 +839,18 @@ Result<xdr::Buffer> NamespaceShipping::send_to_mirror(cluster::NodeId mirror,
 }
 
 Status NamespaceShipping::drop_mirror(store::ShardId shard, cluster::NodeId mirror) {
+  // The record holds every shard's place: a change to another shard's since this node read it
+  // fails the update, and the next try reads the record again once the view has it.
+  Status dropped;
+  for (int attempt = 0; attempt < kDropAttempts; ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(kDropRetryPause);
+    dropped = try_drop_mirror(shard, mirror);
+    if (dropped.code() != Errc::precondition_failed) break;
+  }
+  return dropped;
+}
+
+Status NamespaceShipping::try_drop_mirror(store::ShardId shard, cluster::NodeId mirror) {
   return wait_on_strand<Status>(
       strand_, kProposalDeadline + 1s, [this, shard, mirror](std::function<void(Status)> done) {
         cluster::GroupClient* client = membership_ ? membership_->client() : nullptr;
@@ -880,11 +934,20 @@ void NamespaceShipping::serve(cluster::RpcEndpoint& rpc) {
                                             cluster::RpcEndpoint::Reply reply) {
                  std::optional<ShardMessage> message = served_shard(request, reply);
                  if (!message) return;
-                 run_and_reply(store_executor_, strand_,
-                               run_shipped(served(), method,
-                                           std::vector<std::uint8_t>(message->body.begin(),
-                                                                     message->body.end())),
-                               std::move(reply));
+                 // A write or commit (of one inode of the shard) answers the shard's own write
+                 // verifier. The namespace's would fold in what this node last heard of the
+                 // other shards' — which the caller's fold feeds back, each changing the other
+                 // on every exchange, and clients would resend their writes without end.
+                 const auto called = static_cast<store::StoreMethod>(method);
+                 const bool own_verifier = called == store::StoreMethod::write ||
+                                           called == store::StoreMethod::commit ||
+                                           called == store::StoreMethod::write_verifier;
+                 run_and_reply(
+                     store_executor_, strand_,
+                     run_shipped(
+                         own_verifier ? shards_[message->shard].store : served(), method,
+                         std::vector<std::uint8_t>(message->body.begin(), message->body.end())),
+                     std::move(reply));
                });
   }
   for (std::uint32_t method = 1; method <= store::kLastParticipantMethod; ++method) {

@@ -60,8 +60,8 @@ class NamespaceShipping {
   // cannot open. Call once, before the strand runs.
   Status open_local();
   store::Store& store() { return router_; }
-  // Whether the namespace's file data is on this node's disks now: it serves every shard.
-  bool data_is_local() const { return all_served_here_.load(); }
+  // Whether `inode`'s data is on this node's disks now: it serves the inode's shard.
+  bool data_is_local(store::InodeId inode) const;
   void set_atime_policy(bool enabled, std::chrono::seconds grace_period);
   // What the checks of this node's copies of file data found since the daemon started.
   const store::IntegrityCounters& integrity() const { return *options_.integrity; }
@@ -100,6 +100,7 @@ class NamespaceShipping {
   void keep_mirror_in_step(store::ShardId shard, const NamespaceRecord& record);
   // Points the front end at each shard's home as `record` and `view` have it (null: nowhere).
   void route(const NamespaceRecord* record, const cluster::GroupView* view);
+  void hand_over(const NamespaceRecord& record, const cluster::GroupView& view);
   void propose(const NamespaceRecord& next, const std::string& why);
   // Follows the current view again: after something this node waited for ended.
   void follow_again_after(std::chrono::milliseconds delay);
@@ -120,6 +121,7 @@ class NamespaceShipping {
   Result<xdr::Buffer> send_to_mirror(cluster::NodeId mirror, store::MirrorMethod method,
                                      std::shared_ptr<const xdr::Buffer> message);
   Status drop_mirror(store::ShardId shard, cluster::NodeId mirror);
+  Status try_drop_mirror(store::ShardId shard, cluster::NodeId mirror);
 
   boost::asio::any_io_executor strand_;
   boost::asio::any_io_executor store_executor_;
@@ -136,7 +138,6 @@ class NamespaceShipping {
   store::ShardRouter router_;
   // Where each shard is reached from this node: set on the strand, read from any thread.
   const std::shared_ptr<Routes> routes_;
-  std::atomic<bool> all_served_here_ = false;
 
   // On the strand.
   std::optional<NamespaceRecord> record_;  // the last record followed

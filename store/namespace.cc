@@ -763,12 +763,9 @@ awaitable<Status> ShardedNamespace::recover() {
     if (!status.ok() && left.ok()) left = status;
   };
   for (ShardId shard = 0; shard < impl_->count(); ++shard) {
+    // A shard not reached now is settled by its home, here or elsewhere, when it is again.
     Result<ShardAccess> access = impl_->at(shard);
-    if (!access.ok()) {
-      keep_first(access.status());
-      continue;
-    }
-    if (!access->local) continue;  // its home settles it
+    if (!access.ok() || !access->local) continue;
     auto listing = access->participant->pending();
     Result<std::vector<PendingPart>> pending = co_await std::move(listing);
     if (!pending.ok()) {

@@ -60,7 +60,8 @@ class ShardedNamespace final : public Store {
   // Settles what crashes left of changes across shards on the shards this process is the home
   // of: a coordinator's prepared part is aborted on every shard, a decision is committed on
   // every shard, another part is settled as its coordinator says. Run when shards come back,
-  // or change home; a shard that cannot be reached leaves its transactions for the next run
+  // or change home. A shard not reached now is left alone (its home settles it once it is
+  // served); a part whose other shards cannot be reached is left for the next run
   // (unavailable).
   awaitable<Status> recover();
   // The shard a new directory named `name` in `parent` goes on.
