@@ -63,7 +63,7 @@ wait_settled() {
   local deadline=$((SECONDS + 120)) out=$CDIR/status.json
   while [ "$SECONDS" -lt "$deadline" ]; do
     if timeout 20 "$TIDE" --workdir "$CDIR/tide" status --format json >"$out" 2>&1 &&
-      grep -q '"settled": true' "$out" && ! grep -qE '"(copying|home down|unknown)"' "$out"; then
+      grep -q '"settled": true' "$out" && ! grep -qE '"(copying|handing over|home down|unknown)"' "$out"; then
       return 0
     fi
     sleep 0.5

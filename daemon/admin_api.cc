@@ -488,7 +488,11 @@ json namespace_json(const GroupView& view) {
     shards.push_back(shard_json(view, record, shard));
   }
   where["shards"] = std::move(shards);
-  where["settled"] = record && !plan_namespace(*record, view);
+  bool handing_over = false;
+  for (const ShardPlace& place : record ? record->places : std::vector<ShardPlace>{}) {
+    handing_over = handing_over || place.handing_over;
+  }
+  where["settled"] = record && !handing_over && !plan_namespace(*record, view);
   return where;
 }
 

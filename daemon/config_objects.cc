@@ -273,8 +273,9 @@ ShardPlace plan_shard(const ShardPlace& place, const std::vector<cluster::NodeId
   }
   if (spread && !nodes.empty() && nodes.front() != place.home) {
     if (place.mirror != nodes.front()) return ShardPlace{place.home, nodes.front(), false, false};
-    // Once in step, the home is asked to hand over; it finishes that itself.
-    if (place.mirror_in_step) next.handing_over = true;
+    // Once in step, the home is asked to hand over; it finishes that itself. A mirror no
+    // longer in step (its home restarted) is copied anew first.
+    next.handing_over = place.mirror_in_step;
     return next;
   }
   next.handing_over = false;  // the ring changed its mind while the home was handing over

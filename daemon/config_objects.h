@@ -71,8 +71,8 @@ std::string to_hex(std::span<const std::uint8_t> bytes);
 
 // Where one shard of the namespace lives: its home, and the mirror that takes the home's place
 // if it dies. A mirror is promoted only while in step: it holds everything the home
-// acknowledged. A home asked to hand the shard over to its in-step mirror stops serving it,
-// then makes the mirror the home (handed_over()): the two never serve it at once.
+// acknowledged. A home asked to hand the shard over (only while its mirror is in step) stops
+// serving it, then makes the mirror the home (handed_over()): the two never serve it at once.
 struct ShardPlace {
   cluster::NodeId home = 0;
   cluster::NodeId mirror = 0;

@@ -132,6 +132,25 @@ TEST(PlanNamespace, ShardsSpreadOverTheNodesMirrorFirstThenHome) {
   EXPECT_EQ(settle(spread, view), spread);
 }
 
+TEST(PlanNamespace, AHomeIsAskedToHandOverOnlyWhileItsMirrorIsInStep) {
+  const auto view = view_with({{1, true}, {2, true}, {3, true}, {4, true}});
+  const NamespaceRecord spread = settle(new_namespace(1, 8), view);
+  for (std::uint32_t shard = 0; shard < spread.shards(); ++shard) {
+    const cluster::NodeId preferred = spread.places[shard].home;
+    const cluster::NodeId elsewhere = preferred % 4 + 1;
+    NamespaceRecord record = spread;
+    record.places[shard] = ShardPlace{elsewhere, preferred, false, true};
+    auto next = plan_namespace(record, view);
+    ASSERT_TRUE(next.has_value()) << shard;
+    EXPECT_EQ(next->places[shard], (ShardPlace{elsewhere, preferred, false, false})) << shard;
+    record.places[shard].mirror_in_step = true;
+    record.places[shard].handing_over = false;
+    next = plan_namespace(record, view);
+    ASSERT_TRUE(next.has_value()) << shard;
+    EXPECT_EQ(next->places[shard], (ShardPlace{elsewhere, preferred, true, true})) << shard;
+  }
+}
+
 TEST(PlanNamespace, AHandOverTheRingNoLongerWantsIsCalledOff) {
   NamespaceRecord record = new_namespace(1, 2);
   const auto all_up = view_with({{1, true}, {2, true}});

@@ -55,6 +55,7 @@ constexpr int kDropAttempts = 10;
 constexpr std::chrono::milliseconds kDropRetryPause{50};
 // After a whole copy or a change to the record failed, the next attempt waits this long.
 constexpr auto kRetryAfter = 1s;
+constexpr std::chrono::milliseconds kRaceRetry{50};
 constexpr auto kReleasePoll = 20ms;
 // A recovery that could not reach every shard tries again after this, doubling up to the most.
 constexpr std::chrono::milliseconds kSettleRetryFirst{500};
@@ -143,7 +144,7 @@ bool is_whole_copy(store::MirrorMethod method) {
 // Ships store calls to a shard's home (which runs them on the namespace it serves) and the
 // calls of the shard's part in changes across shards (which it runs on the shard). Each
 // message leads with the shard's number: the home refuses a shard it is not the home of, so a
-// call is never forwarded twice.
+// call is never forwarded back and forth.
 class NamespaceShipping::Channel final : public store::ShardChannel,
                                          public store::ParticipantChannel {
  public:
@@ -563,7 +564,7 @@ void NamespaceShipping::follow(const std::optional<NamespaceRecord>& record,
   hand_over(*record, view);
 }
 
-// Once a shard asked to be handed over is served here no more, its mirror takes it.
+// Once a shard asked to be handed over is served here no more, its in-step mirror takes it.
 void NamespaceShipping::hand_over(const NamespaceRecord& record, const cluster::GroupView& view) {
   for (store::ShardId shard = 0; shard < shards_.size(); ++shard) {
     const ShardPlace& place = record.places[shard];
@@ -592,7 +593,7 @@ void NamespaceShipping::route(const NamespaceRecord* record, const cluster::Grou
       // restarted, and says otherwise only once the record changed), what it acknowledged
       // could be lost if the mirror were promoted: it serves nothing until then. Nor while
       // it hands the shard over: its mirror serves it next.
-      if (home == self_ && (!state.store || place.handing_over ||
+      if (home == self_ && (!state.store || (place.handing_over && place.mirror_in_step) ||
                             (place.mirror != 0 && place.mirror_in_step &&
                              !(state.mirroring_to == place.mirror && state.mirror_copied)))) {
         home = 0;
@@ -647,7 +648,7 @@ void NamespaceShipping::lead(const NamespaceRecord& record, const cluster::Group
     why += "shard " + std::to_string(shard) + ": home " + std::to_string(will.home) + ", mirror " +
            std::to_string(will.mirror);
     if (will.home != was.home) {
-      why += view.is_up(was.home) ? " (handed over)" : " (its home is down: mirror promoted)";
+      why += " (its home is down: mirror promoted)";
     }
   }
   propose(*next, why);
@@ -667,8 +668,12 @@ void NamespaceShipping::propose(const NamespaceRecord& next, const std::string& 
                                    outcome.to_string());
                     }
                     // The view that has the change may have been followed while this was
-                    // still under way.
-                    follow_again_after(outcome.ok() ? 0s : kRetryAfter);
+                    // still under way. A change another node made first is in a view that
+                    // is at most a heartbeat away: the next try is soon.
+                    follow_again_after(outcome.ok() ? 0ms
+                                       : outcome.code() == Errc::precondition_failed
+                                           ? kRaceRetry
+                                           : std::chrono::milliseconds(kRetryAfter));
                   });
 }
 
@@ -702,6 +707,9 @@ void NamespaceShipping::keep_mirror_in_step(store::ShardId shard, const Namespac
     }
     return;
   }
+  // Handing over, the in-step mirror holds all this node acknowledged (a home that restarted
+  // served nothing since): it takes the shard as it is.
+  if (place.handing_over && place.mirror_in_step) return;
   // A whole copy starts by discarding the mirror's old one: the record must stop promising an
   // in-step mirror first.
   if (place.mirror_in_step) {
@@ -783,8 +791,11 @@ void NamespaceShipping::open_when_released(store::ShardId shard, Role role) {
   if (role == Role::home) {
     auto opened = open_store(shard);
     if (!opened.ok()) {
-      spdlog::error("namespace: cannot open this node's copy of shard {} to serve it: {}", shard,
-                    opened.status().to_string());
+      spdlog::error(
+          "namespace: cannot open this node's copy of shard {} to serve it ({}); "
+          "trying again",
+          shard, opened.status().to_string());
+      follow_again_after(kRetryAfter);
       return;
     }
     state.store = std::move(opened).value();
@@ -792,8 +803,11 @@ void NamespaceShipping::open_when_released(store::ShardId shard, Role role) {
   } else {
     auto opened = store::ShardCopy::open(store::shard_directory(options_.data_dir, shard));
     if (!opened.ok()) {
-      spdlog::error("namespace: cannot open this node's copy of shard {} as its mirror: {}", shard,
-                    opened.status().to_string());
+      spdlog::error(
+          "namespace: cannot open this node's copy of shard {} as its mirror ({}); "
+          "trying again",
+          shard, opened.status().to_string());
+      follow_again_after(kRetryAfter);
       return;
     }
     state.copy = std::move(opened).value();
@@ -864,13 +878,25 @@ Status NamespaceShipping::try_drop_mirror(store::ShardId shard, cluster::NodeId 
                      "this node is no longer shard " + std::to_string(shard) + "'s home"));
           return;
         }
+        // From here the mirror no longer counts as in step with this store, whatever record
+        // the strand follows next: named again, it gets a whole copy anew.
+        auto forget_mirror = [this, shard, mirror] {
+          if (shard >= shards_.size() || shards_[shard].mirroring_to != mirror) return;
+          shards_[shard].mirroring_to = 0;
+          shards_[shard].mirror_copied = false;
+        };
         if (record->places[shard].mirror != mirror) {
+          forget_mirror();
           done(Status{});
           return;
         }
         NamespaceRecord next = *record;
         next.places[shard] = ShardPlace{self_, 0, false};
-        client->propose(namespace_update(next), kProposalDeadline, std::move(done));
+        client->propose(namespace_update(next), kProposalDeadline,
+                        [alive = alive_, forget_mirror, done = std::move(done)](Status outcome) {
+                          if (outcome.ok() && *alive) forget_mirror();
+                          done(outcome);
+                        });
       });
 }
 

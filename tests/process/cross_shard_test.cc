@@ -363,7 +363,9 @@ TEST(CrossShardTest, ClientsOnEveryNodeSeeOneNamespaceOverShardsHomedOnDifferent
   }
 
   // The node returns, and its shard is handed back to it while a client writes into the
-  // directory on that shard: every write acknowledged reads back through every node.
+  // directory on that shard — UNSTABLE, then COMMIT, and again should the verifiers differ (as
+  // a client does when the server may have lost what it had not committed): every write
+  // committed reads back through every node.
   std::atomic<bool> stop = false;
   std::map<std::string, std::string> acknowledged;
   std::thread writer([&] {
@@ -376,11 +378,17 @@ TEST(CrossShardTest, ClientsOnEveryNodeSeeOneNamespaceOverShardsHomedOnDifferent
       const std::string contents(1000 + random() % 20'000, static_cast<char>('a' + i % 26));
       const CreateResult made = until_served([&] { return nfs.create(dir.fh, name, GUARDED); });
       if (made.status != NFS3_OK || made.fh.empty()) continue;
-      const WriteResult written =
-          until_served([&] { return nfs.write(made.fh, 0, contents, FILE_SYNC); });
-      if (written.status == NFS3_OK && written.count == contents.size()) {
-        std::lock_guard lock(mutex);
-        acknowledged[name] = contents;
+      for (int attempt = 0; attempt < 3; ++attempt) {
+        const WriteResult written =
+            until_served([&] { return nfs.write(made.fh, 0, contents, UNSTABLE); });
+        if (written.status != NFS3_OK || written.count != contents.size()) break;
+        const CommitResult committed = until_served([&] { return nfs.commit(made.fh); });
+        if (committed.status != NFS3_OK) break;
+        if (committed.verf == written.verf) {
+          std::lock_guard lock(mutex);
+          acknowledged[name] = contents;
+          break;
+        }
       }
     }
   });

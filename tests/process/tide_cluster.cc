@@ -187,7 +187,11 @@ std::vector<TideCluster::ShardPlace> TideCluster::wait_for_every_shard(std::size
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
-  ADD_FAILURE() << "never fully protected: " << last << node(via).log_tail();
+  std::string logs;
+  for (std::size_t id = 1; id <= size(); ++id) {
+    if (node(id).running()) logs += "\n--- node " + std::to_string(id) + "\n" + node(id).log_tail();
+  }
+  ADD_FAILURE() << "never fully protected: " << last << logs;
   return {};
 }
 
