@@ -788,28 +788,20 @@ void NamespaceShipping::open_when_released(store::ShardId shard, Role role) {
     spdlog::error("namespace: {}", kept.to_string());
     return;
   }
+  // A copy that does not open now is tried again shortly.
+  auto not_opened = [this, shard](const Status& status, const char* as) {
+    spdlog::error("namespace: cannot open this node's copy of shard {} {} ({}); trying again",
+                  shard, as, status.to_string());
+    follow_again_after(kRetryAfter);
+  };
   if (role == Role::home) {
     auto opened = open_store(shard);
-    if (!opened.ok()) {
-      spdlog::error(
-          "namespace: cannot open this node's copy of shard {} to serve it ({}); "
-          "trying again",
-          shard, opened.status().to_string());
-      follow_again_after(kRetryAfter);
-      return;
-    }
+    if (!opened.ok()) return not_opened(opened.status(), "to serve it");
     state.store = std::move(opened).value();
     spdlog::info("namespace: serving this node's copy of shard {} as its home", shard);
   } else {
     auto opened = store::ShardCopy::open(store::shard_directory(options_.data_dir, shard));
-    if (!opened.ok()) {
-      spdlog::error(
-          "namespace: cannot open this node's copy of shard {} as its mirror ({}); "
-          "trying again",
-          shard, opened.status().to_string());
-      follow_again_after(kRetryAfter);
-      return;
-    }
+    if (!opened.ok()) return not_opened(opened.status(), "as its mirror");
     state.copy = std::move(opened).value();
     spdlog::info("namespace: keeping this node's copy of shard {} as its mirror", shard);
   }
