@@ -345,6 +345,50 @@ TEST(CrossShardTest, ClientsOnEveryNodeSeeOneNamespaceOverShardsHomedOnDifferent
   };
   for (std::size_t id = 1; id <= nodes; ++id) ASSERT_NO_FATAL_FAILURE(check_through(id));
 
+  // Clients on every node at once write UNSTABLE and COMMIT into a file of their own in every
+  // directory (whose shards' homes are spread over the nodes, so each node's writes reach the
+  // others' shards): with no node restarting and no shard moving, a COMMIT answers the
+  // verifier its WRITE did, or clients would resend what they wrote without end.
+  constexpr int kCommitRounds = 5;
+  std::atomic<int> differing = 0;
+  std::vector<std::thread> committers;
+  for (std::size_t id = 1; id <= nodes; ++id) {
+    committers.emplace_back([&, id] {
+      NfsClient nfs(cluster.node(id).endpoint());
+      const std::string name = "committed-" + std::to_string(id);
+      std::vector<FileHandle> files;
+      for (std::size_t owner = 1; owner <= nodes; ++owner) {
+        const LookupResult dir =
+            until_served([&] { return nfs.lookup(roots[id - 1], dir_of(owner)); });
+        ASSERT_EQ(dir.status, NFS3_OK);
+        const CreateResult made = until_served([&] { return nfs.create(dir.fh, name, GUARDED); });
+        ASSERT_EQ(made.status, NFS3_OK);
+        files.push_back(made.fh);
+      }
+      for (int round = 0; round < kCommitRounds; ++round) {
+        const std::string data(4096, static_cast<char>('a' + round));
+        for (const FileHandle& file : files) {
+          const WriteResult written =
+              until_served([&] { return nfs.write(file, round * 4096, data, UNSTABLE); });
+          ASSERT_EQ(written.status, NFS3_OK);
+          const CommitResult committed = until_served([&] { return nfs.commit(file); });
+          ASSERT_EQ(committed.status, NFS3_OK);
+          differing += committed.verf != written.verf;
+        }
+      }
+    });
+  }
+  for (auto& committer : committers) committer.join();
+  if (::testing::Test::HasFatalFailure()) return;
+  EXPECT_EQ(differing, 0) << "COMMITs whose verifier was not their WRITE's";
+  std::string committed;
+  for (int round = 0; round < kCommitRounds; ++round) committed += std::string(4096, 'a' + round);
+  for (std::size_t id = 1; id <= nodes; ++id) {
+    for (std::size_t owner = 1; owner <= nodes; ++owner) {
+      expected[dir_of(owner)]["committed-" + std::to_string(id)] = committed;
+    }
+  }
+
   // The home of the first client's directory's shard dies: the shard's mirror takes it over,
   // and nothing is lost.
   const LookupResult first = setup.lookup(roots[0], dir_of(1));
