@@ -57,7 +57,8 @@ constexpr std::chrono::milliseconds kDropRetryPause{50};
 constexpr auto kRetryAfter = 1s;
 constexpr std::chrono::milliseconds kRaceRetry{50};
 constexpr auto kReleasePoll = 20ms;
-// A recovery that could not reach every shard tries again after this, doubling up to the most.
+// A recovery that left a change unsettled (a shard it needed out of reach) runs again after
+// this, doubling up to the most.
 constexpr std::chrono::milliseconds kSettleRetryFirst{500};
 constexpr std::chrono::milliseconds kSettleRetryMost{30'000};
 // A node answers `behind` to a caller whose view is older than its own: the caller's catches
