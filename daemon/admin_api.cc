@@ -488,11 +488,10 @@ json namespace_json(const GroupView& view) {
     shards.push_back(shard_json(view, record, shard));
   }
   where["shards"] = std::move(shards);
-  bool handing_over = false;
-  for (const ShardPlace& place : record ? record->places : std::vector<ShardPlace>{}) {
-    handing_over = handing_over || place.handing_over;
-  }
-  where["settled"] = record && !handing_over && !plan_namespace(*record, view);
+  where["settled"] = record &&
+                     std::none_of(record->places.begin(), record->places.end(),
+                                  [](const ShardPlace& place) { return place.handing_over; }) &&
+                     !plan_namespace(*record, view);
   return where;
 }
 

@@ -294,10 +294,9 @@ std::uint64_t shard_ring_key(const NamespaceRecord& record, store::ShardId shard
   return record.shards() == 1 ? key : cluster::Ring::key_of(key, shard);
 }
 
-// The up nodes in the order the ring prefers them for shard `shard`.
-std::vector<cluster::NodeId> ring_order(const NamespaceRecord& record, std::uint32_t shard,
-                                        const cluster::GroupView& view) {
-  const cluster::Ring ring(view.up_nodes());
+// The nodes of `ring` (the up ones) in the order it prefers them for shard `shard`.
+std::vector<cluster::NodeId> ring_order(const cluster::Ring& ring, const NamespaceRecord& record,
+                                        std::uint32_t shard) {
   return ring.owners(shard_ring_key(record, shard), ring.nodes().size());
 }
 
@@ -320,10 +319,11 @@ std::optional<ShardPlace> shard_place_of(const json& body) {
 std::optional<NamespaceRecord> plan_namespace(const NamespaceRecord& record,
                                               const cluster::GroupView& view) {
   const bool spread = record.shards() > 1;
+  const cluster::Ring ring(view.up_nodes());
   NamespaceRecord next = record;
   for (store::ShardId shard = 0; shard < record.shards(); ++shard) {
     next.places[shard] =
-        plan_shard(record.places[shard], ring_order(record, shard, view), view, spread);
+        plan_shard(record.places[shard], ring_order(ring, record, shard), view, spread);
   }
   if (next == record) return std::nullopt;
   return next;
@@ -335,7 +335,7 @@ NamespaceRecord handed_over(const NamespaceRecord& record, std::uint32_t shard,
   ShardPlace& place = next.places.at(shard);
   const cluster::NodeId home = place.mirror;
   place = ShardPlace{home, 0, false, false};
-  for (cluster::NodeId candidate : ring_order(record, shard, view)) {
+  for (cluster::NodeId candidate : ring_order(cluster::Ring(view.up_nodes()), record, shard)) {
     if (candidate == home) continue;
     place.mirror = candidate;
     break;
