@@ -799,10 +799,12 @@ json status_json(Membership& m, const GroupView& view) {
 asio::awaitable<HttpResponse> cluster_status(Membership& m) {
   json status = status_json(m, m.group()->view());
   const std::vector<cluster::NodeInfo> nodes = m.group()->view().nodes;
+  const LostNodes lost = lost_nodes_of(m.group()->view());
   bool any_down = false;
   json list = json::array();
   for (const cluster::NodeInfo& node : nodes) {
     json entry = node_json(node);
+    if (!node.up && lost.nodes.contains(node.id)) entry["state"] = "lost";
     any_down = any_down || !node.up;
     if (node.up) {
       auto asking = m.stats_of(node.id, kStatsDeadline);

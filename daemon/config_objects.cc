@@ -17,6 +17,9 @@ using nlohmann::json;
 constexpr std::string_view kAtimeEnabled = "efs.bam.atime_enabled";
 constexpr std::string_view kAtimeGracePeriod = "efs.bam.atime_grace_period";
 constexpr std::string_view kTransferLimit = "efs.smartpools.transfer_limit";
+constexpr std::string_view kRepairDelay = "efs.flexprotect.repair_delay";
+constexpr std::chrono::seconds kMinRepairDelay{1};
+constexpr std::chrono::seconds kMaxRepairDelay{4 * 7 * 86400};
 constexpr std::string_view kCrossShardDecidePause = "debug.fail_point.cross_shard_decide";
 
 // A transfer limit as written: a whole percentage, 1 to 100, with or without '%'.
@@ -64,6 +67,13 @@ std::optional<std::string> cluster_value(const cluster::GroupView& view, std::st
     return std::nullopt;
   }
   return body["value"].get<std::string>();
+}
+
+std::chrono::seconds duration_value(const cluster::GroupView& view, std::string_view name,
+                                    std::chrono::seconds unset) {
+  const std::optional<std::string> value = cluster_value(view, name);
+  Result<std::chrono::seconds> duration = value ? parse_duration(*value) : unset;
+  return duration.ok() ? *duration : unset;
 }
 
 }  // namespace
@@ -140,6 +150,9 @@ const std::vector<SysctlSpec>& sysctl_specs() {
        "persist an access time only once it has moved by this much (90s, 5m, 12h, 1D, 2W)"},
       {kTransferLimit,
        "a node pool this full (percent of its disks, 1-100) receives no data SmartPools moves"},
+      {kRepairDelay,
+       "how long a node is down before its data is protected again on the other nodes of its "
+       "pool (90s, 10m, 1h)"},
       {kCrossShardDecidePause,
        "fault injection: a change across shards waits this long between its two phases (0s: "
        "not at all)"},
@@ -172,6 +185,9 @@ Result<std::string> normalize_sysctl(const SysctlSpec& spec, std::string_view va
     return error(Errc::invalid_argument,
                  std::string(spec.name) + ": " + duration.status().message());
   }
+  if (spec.name == kRepairDelay && (*duration < kMinRepairDelay || *duration > kMaxRepairDelay)) {
+    return error(Errc::invalid_argument, std::string(spec.name) + " must be from 1s to 4W");
+  }
   return format_duration(*duration);
 }
 
@@ -179,6 +195,7 @@ std::string sysctl_default(const SysctlSpec& spec, const NodeConfig& config) {
   if (spec.name == kAtimeEnabled) return config.atime_enabled ? "true" : "false";
   if (spec.name == kTransferLimit) return std::to_string(kDefaultTransferLimitPercent);
   if (spec.name == kCrossShardDecidePause) return "0s";
+  if (spec.name == kRepairDelay) return format_duration(kDefaultRepairDelay);
   return format_duration(config.atime_grace_period);
 }
 
@@ -199,16 +216,77 @@ AtimePolicy atime_policy(const cluster::GroupView& view, const NodeConfig& confi
 }
 
 std::chrono::seconds cross_shard_decide_pause(const cluster::GroupView& view) {
-  const std::optional<std::string> value = cluster_value(view, kCrossShardDecidePause);
-  Result<std::chrono::seconds> pause =
-      value ? parse_duration(*value) : Result<std::chrono::seconds>(std::chrono::seconds(0));
-  return pause.ok() ? *pause : std::chrono::seconds(0);
+  return duration_value(view, kCrossShardDecidePause, std::chrono::seconds(0));
+}
+
+std::chrono::seconds repair_delay(const cluster::GroupView& view) {
+  const std::chrono::seconds delay = duration_value(view, kRepairDelay, kDefaultRepairDelay);
+  return delay < kMinRepairDelay || delay > kMaxRepairDelay ? kDefaultRepairDelay : delay;
 }
 
 std::uint32_t transfer_limit_percent(const cluster::GroupView& view) {
   const std::optional<std::string> value = cluster_value(view, kTransferLimit);
   const std::optional<std::uint32_t> percent = value ? parse_percent(*value) : std::nullopt;
   return percent.value_or(kDefaultTransferLimitPercent);
+}
+
+LostNodes lost_nodes_of(const cluster::GroupView& view) {
+  const cluster::ConfigObject* object = view.object(kClusterKind, kLostNodesName);
+  if (object == nullptr) return {};
+  const json body = json::parse(object->body, nullptr, false);
+  LostNodes lost;
+  lost.changed = object->changed;
+  const json nodes = body.is_object() ? body.value("nodes", json()) : json();
+  const json generation = body.is_object() ? body.value("generation", json()) : json();
+  const json protected_generation = body.is_object() ? body.value("protected", json()) : json();
+  const bool parses = nodes.is_array() && generation.is_number_unsigned() &&
+                      protected_generation.is_number_unsigned() &&
+                      std::ranges::all_of(nodes, &json::is_number_unsigned);
+  if (!parses) {
+    spdlog::warn("ignoring the cluster's record of lost nodes: it does not parse");
+    return lost;
+  }
+  for (const json& node : nodes) lost.nodes.insert(node.get<cluster::NodeId>());
+  lost.generation = generation.get<std::uint64_t>();
+  lost.protected_generation = protected_generation.get<std::uint64_t>();
+  return lost;
+}
+
+cluster::Change lost_nodes_update(const LostNodes& next) {
+  const std::string body = json{{"nodes", next.nodes},
+                                {"generation", next.generation},
+                                {"protected", next.protected_generation}}
+                               .dump();
+  if (next.changed == 0) {
+    return cluster::Change::create_object(std::string(kClusterKind), std::string(kLostNodesName),
+                                          body);
+  }
+  return cluster::Change::update_object(std::string(kClusterKind), std::string(kLostNodesName),
+                                        body, next.changed);
+}
+
+std::optional<LostNodes> plan_lost_nodes(const LostNodes& lost, const cluster::GroupView& view,
+                                         const std::set<cluster::NodeId>& down_past_delay) {
+  std::set<cluster::NodeId> nodes = down_past_delay;
+  for (const cluster::NodeId node : lost.nodes) {
+    const bool down = std::ranges::any_of(
+        view.nodes, [node](const cluster::NodeInfo& info) { return info.id == node && !info.up; });
+    if (down) nodes.insert(node);
+  }
+  if (nodes == lost.nodes) return std::nullopt;
+  LostNodes next = lost;
+  next.nodes = std::move(nodes);
+  ++next.generation;
+  return next;
+}
+
+std::map<std::string, std::vector<cluster::NodeId>> pool_nodes(const cluster::GroupView& view) {
+  const LostNodes lost = lost_nodes_of(view);
+  std::map<std::string, std::vector<cluster::NodeId>> pools;
+  for (const cluster::NodeInfo& node : view.nodes) {
+    if (!lost.nodes.contains(node.id)) pools[node.pool].push_back(node.id);
+  }
+  return pools;
 }
 
 std::vector<std::string> tier_children(const cluster::ConfigObject& tier) {

@@ -8,6 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -61,6 +62,11 @@ AtimePolicy atime_policy(const cluster::GroupView& view, const NodeConfig& confi
 // still receive the data the SmartPools job moves (OneFS's transfer limit).
 inline constexpr std::uint32_t kDefaultTransferLimitPercent = 90;
 std::uint32_t transfer_limit_percent(const cluster::GroupView& view);
+
+// efs.flexprotect.repair_delay: how long a node is down before the cluster stops placing file
+// data on it and restores the protection of the data it held elsewhere (FlexProtect).
+inline constexpr std::chrono::seconds kDefaultRepairDelay{600};
+std::chrono::seconds repair_delay(const cluster::GroupView& view);
 
 // debug.fail_point.cross_shard_decide: the pause of fail point kCrossShardDecide
 // (common/fail_points.h) on every node; 0 when unset.
@@ -117,6 +123,31 @@ std::optional<NamespaceRecord> plan_namespace(const NamespaceRecord& record,
 // its home, and the first other up node the ring lists for it its mirror, to be copied.
 NamespaceRecord handed_over(const NamespaceRecord& record, std::uint32_t shard,
                             const cluster::GroupView& view);
+
+// The nodes the cluster places file data on no more: down past the repair delay. The leader
+// writes the record; every home leaves these nodes out of their pools (pool_nodes), for new
+// files and restripes, and the FlexProtect job restripes the files with units on them over the
+// rest of their pools. A lost node that is up again is placed on again, and FlexProtect spreads
+// the files over it. Body: {"nodes": [id, ...], "generation": changes of `nodes` so far,
+// "protected": the generation FlexProtect was last started for}.
+inline constexpr std::string_view kLostNodesName = "lost_nodes";
+struct LostNodes {
+  std::set<cluster::NodeId> nodes;
+  std::uint64_t generation = 0;
+  std::uint64_t protected_generation = 0;
+  cluster::Epoch changed = 0;  // when the record was last written; 0: there is none yet
+  bool operator==(const LostNodes&) const = default;
+};
+// No nodes when the view has no record, or it does not parse (logged).
+LostNodes lost_nodes_of(const cluster::GroupView& view);
+// Creates the record, or writes `next` over it as it was when read.
+cluster::Change lost_nodes_update(const LostNodes& next);
+// What the leader writes next, if anything: the nodes of `down_past_delay` are lost, and a lost
+// node that is up again or gone from the view is lost no more; a change counts a generation.
+std::optional<LostNodes> plan_lost_nodes(const LostNodes& lost, const cluster::GroupView& view,
+                                         const std::set<cluster::NodeId>& down_past_delay);
+// The nodes of each node pool that file data is placed on: those not lost, in the view's order.
+std::map<std::string, std::vector<cluster::NodeId>> pool_nodes(const cluster::GroupView& view);
 
 // A tier's body: {"children": [pool, ...]}.
 std::vector<std::string> tier_children(const cluster::ConfigObject& tier);

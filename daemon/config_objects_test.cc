@@ -256,5 +256,77 @@ TEST(Sysctls, TheFailPointBetweenThePhasesIsADurationAndOffUnlessSet) {
   EXPECT_EQ(cross_shard_decide_pause(view).count(), 2);
 }
 
+TEST(Sysctls, TheRepairDelayIsTenMinutesUnlessSet) {
+  const SysctlSpec* delay = find_sysctl("efs.flexprotect.repair_delay");
+  ASSERT_NE(delay, nullptr);
+  EXPECT_EQ(sysctl_default(*delay, NodeConfig{}), "10m");
+  EXPECT_FALSE(normalize_sysctl(*delay, "later").ok());
+  EXPECT_FALSE(normalize_sysctl(*delay, "0s").ok()) << "every restart would restripe";
+  EXPECT_FALSE(normalize_sysctl(*delay, "5W").ok());
+  EXPECT_EQ(normalize_sysctl(*delay, "4W").value(), "4W");
+  cluster::GroupView view;
+  EXPECT_EQ(repair_delay(view), std::chrono::minutes(10));
+  view.objects.push_back(
+      {std::string(kSysctlKind), "efs.flexprotect.repair_delay", R"({"value":"3s"})", 4});
+  EXPECT_EQ(repair_delay(view).count(), 3);
+}
+
+// `view` with the lost-node record `body`, written at epoch 9.
+cluster::GroupView with_lost(cluster::GroupView view, std::string body) {
+  view.objects.push_back(
+      {std::string(kClusterKind), std::string(kLostNodesName), std::move(body), 9});
+  return view;
+}
+
+TEST(LostNodes, ANodeDownPastTheDelayIsLostUntilItIsUpOrGone) {
+  const auto view = view_with({{1, true}, {2, false}, {3, false}, {4, true}});
+  EXPECT_FALSE(plan_lost_nodes(LostNodes{}, view, {})) << "no node down long enough";
+  const std::optional<LostNodes> lost = plan_lost_nodes(LostNodes{}, view, {2});
+  ASSERT_TRUE(lost.has_value());
+  EXPECT_EQ(lost->nodes, std::set<cluster::NodeId>{2});
+  EXPECT_EQ(lost->generation, 1u);
+  EXPECT_EQ(lost->protected_generation, 0u) << "FlexProtect is still to start for it";
+  EXPECT_FALSE(plan_lost_nodes(*lost, view, {2})) << "nothing changed";
+  EXPECT_FALSE(plan_lost_nodes(*lost, view, {})) << "a leader that just began counts anew";
+
+  const std::optional<LostNodes> back =
+      plan_lost_nodes(*lost, view_with({{1, true}, {2, true}, {3, false}, {4, true}}), {});
+  ASSERT_TRUE(back.has_value());
+  EXPECT_TRUE(back->nodes.empty());
+  EXPECT_EQ(back->generation, 2u);
+  const std::optional<LostNodes> gone =
+      plan_lost_nodes(*lost, view_with({{1, true}, {3, false}, {4, true}}), {3});
+  ASSERT_TRUE(gone.has_value());
+  EXPECT_EQ(gone->nodes, std::set<cluster::NodeId>{3}) << "a node removed is lost no more";
+}
+
+TEST(LostNodes, TheRecordRoundTripsAndLeavesLostNodesOutOfTheirPools) {
+  cluster::GroupView view = view_with({{1, true}, {2, false}, {3, true}, {4, true}});
+  view.nodes[0].pool = view.nodes[1].pool = view.nodes[2].pool = "f800";
+  view.nodes[3].pool = "h500";
+  EXPECT_EQ(lost_nodes_of(view), LostNodes{});
+  EXPECT_EQ(pool_nodes(view).at("f800"), (std::vector<cluster::NodeId>{1, 2, 3}));
+
+  LostNodes lost{{2, 4}, 3, 2, 0};
+  const cluster::Change created = lost_nodes_update(lost);
+  EXPECT_EQ(created.kind, cluster::Change::Kind::create_object) << "there was no record";
+  const cluster::GroupView marked = with_lost(view, created.object.body);
+  lost.changed = 9;
+  EXPECT_EQ(lost_nodes_of(marked), lost);
+  const auto pools = pool_nodes(marked);
+  EXPECT_EQ(pools.at("f800"), (std::vector<cluster::NodeId>{1, 3}));
+  EXPECT_FALSE(pools.contains("h500")) << "its one node is lost";
+
+  const cluster::Change updated = lost_nodes_update(lost);
+  EXPECT_EQ(updated.kind, cluster::Change::Kind::update_object);
+  EXPECT_EQ(updated.object.changed, 9u) << "only over the record as read";
+
+  for (const char* bad :
+       {R"({"nodes":[2],"generation":1})", R"({"nodes":["2"],"generation":1,"protected":0})",
+        R"([2])", "not json"}) {
+    EXPECT_TRUE(lost_nodes_of(with_lost(view, bad)).nodes.empty()) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace tidepool::daemon

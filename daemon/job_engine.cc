@@ -19,6 +19,7 @@ using tiering::Job;
 using tiering::JobState;
 
 constexpr std::chrono::milliseconds kProposeDeadline{5000};
+constexpr std::chrono::seconds kLastProtectRetry{3600};
 
 }  // namespace
 
@@ -122,15 +123,99 @@ asio::awaitable<void> JobEngine::start_due_schedules(std::int64_t now) {
   }
 }
 
+asio::awaitable<void> JobEngine::keep_protection(std::int64_t now) {
+  const auto steady_now = std::chrono::steady_clock::now();
+  const std::chrono::seconds delay = repair_delay(membership_.group()->view());
+  std::map<cluster::NodeId, std::chrono::steady_clock::time_point> down;
+  std::set<cluster::NodeId> past_delay;
+  for (const cluster::NodeInfo& node : membership_.group()->view().nodes) {
+    if (node.up) continue;
+    const auto since = down_since_.try_emplace(node.id, steady_now).first->second;
+    down.emplace(node.id, since);
+    if (steady_now - since >= delay) past_delay.insert(node.id);
+  }
+  down_since_ = std::move(down);
+  const LostNodes lost = lost_nodes_of(membership_.group()->view());
+  if (const std::optional<LostNodes> next =
+          plan_lost_nodes(lost, membership_.group()->view(), past_delay)) {
+    auto marking = propose(lost_nodes_update(*next));
+    if (const Status s = co_await std::move(marking); !s.ok()) {
+      spdlog::warn("jobs: the lost nodes could not be marked: {}", s.message());
+      co_return;
+    }
+    std::string names;
+    for (const cluster::NodeId node : next->nodes) {
+      names += (names.empty() ? "" : ", ") + std::to_string(node);
+    }
+    spdlog::info("jobs: nodes lost (down past the repair delay of {} s): {}", delay.count(),
+                 names.empty() ? std::string("none") : names);
+    if (!leading()) co_return;
+  }
+  const LostNodes marked = lost_nodes_of(membership_.group()->view());
+  if (marked.protected_generation >= marked.generation) {
+    protecting_.reset();
+    co_return;
+  }
+  const std::vector<StoredJob> jobs = jobs_of(membership_.group()->view());
+  if (protecting_) {
+    const auto ran = std::ranges::find_if(
+        jobs, [this](const StoredJob& stored) { return stored.job.id == protecting_->job; });
+    if (ran != jobs.end() && !tiering::ended(ran->job.state)) co_return;
+    const tiering::Progress* progress = ran != jobs.end() ? &ran->job.checkpoint.progress : nullptr;
+    const bool whole = progress != nullptr && ran->job.state == JobState::succeeded &&
+                       progress->files_misplaced == 0 && progress->errors == 0;
+    const Protecting ended = *protecting_;
+    protecting_.reset();
+    if (!whole) {
+      protect_retry_at_ = steady_now + protect_backoff_;
+      spdlog::info("jobs: FlexProtect[{}] left files it could not restripe: it runs again in {} s",
+                   ended.job, protect_backoff_.count());
+      protect_backoff_ = std::min(2 * protect_backoff_, kLastProtectRetry);
+      co_return;
+    }
+    protect_backoff_ = kFirstProtectRetry;
+    LostNodes done = marked;
+    done.protected_generation = ended.generation;
+    auto noting = propose(lost_nodes_update(done));
+    if (const Status s = co_await std::move(noting); !s.ok()) {
+      spdlog::warn("jobs: what FlexProtect[{}] protected could not be noted: {}", ended.job,
+                   s.message());
+    }
+    co_return;
+  }
+  if (steady_now < protect_retry_at_) co_return;
+  const tiering::JobTypeSpec& spec = *tiering::find_job_type(tiering::kFlexProtectJob);
+  const tiering::JobTypeView type =
+      tiering::settle(spec, job_type_of(membership_.group()->view(), spec).settings);
+  // One under way (started by hand, or by a leader before) ends first: it may have passed
+  // files by.
+  auto job = tiering::start_job({.type = std::string(spec.name)}, type, plain_jobs(jobs),
+                                next_job_id(jobs), now);
+  if (!job.ok()) co_return;
+  auto creating = propose(job_create(*job));
+  if (const Status s = co_await std::move(creating); !s.ok()) {
+    spdlog::warn("jobs: {} could not be started: {}", spec.name, s.message());
+    co_return;
+  }
+  spdlog::info("jobs: {}[{}] started: the nodes file data is placed on changed", spec.name,
+               job->id);
+  protecting_ = Protecting{job->id, marked.generation};
+}
+
 asio::awaitable<void> JobEngine::plan() {
   if (!leading()) {
     counting_since_.reset();
+    down_since_.clear();
+    protecting_.reset();
     if (running_) running_->stopping = true;
     co_return;
   }
   const std::int64_t now = unix_now();
   auto scheduling = start_due_schedules(now);
   co_await std::move(scheduling);
+  if (!leading()) co_return;
+  auto protecting = keep_protection(now);
+  co_await std::move(protecting);
   if (!leading()) co_return;
 
   const std::vector<StoredJob> jobs = jobs_of(membership_.group()->view());
@@ -256,6 +341,10 @@ asio::awaitable<void> JobEngine::run(std::uint64_t id, std::shared_ptr<Run> stat
     job = stored->job;
     tiering::RunHooks hooks;
     hooks.policies = [&view] { return policies_of(view).set; };
+    hooks.placed_nodes = [placed = pool_nodes(view)](const std::string& pool) {
+      const auto found = placed.find(pool);
+      return found == placed.end() ? std::vector<std::uint64_t>{} : found->second;
+    };
     hooks.pool_for = [&view, &full](const std::string& target,
                                     const std::string& pool) -> std::optional<std::string> {
       std::optional<std::string> to = pool_for(view, target, pool);

@@ -5,6 +5,12 @@
 // administrator's pause or cancel is a change of that object: the run sees it through
 // view_changed and stops after the file it is working on, keeping what it did.
 //
+// The leader also keeps the data protected: a node down past efs.flexprotect.repair_delay (as
+// this leader saw it go down) is marked lost (daemon/config_objects.h, LostNodes), and a lost
+// node up again is not lost any more. After either change it starts FlexProtect, once the one
+// before has ended, and notes the change protected when a run restriped every file it had to;
+// a run that could not is followed by another, later each time.
+//
 // Not thread-safe: a JobEngine lives on the strand of the node's Membership.
 #pragma once
 
@@ -13,6 +19,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -64,6 +71,7 @@ class JobEngine {
   boost::asio::awaitable<void> plan_until_settled();
   boost::asio::awaitable<void> plan();
   boost::asio::awaitable<void> start_due_schedules(std::int64_t now);
+  boost::asio::awaitable<void> keep_protection(std::int64_t now);
   boost::asio::awaitable<void> run(std::uint64_t id, std::shared_ptr<Run> state);
   boost::asio::awaitable<Status> save(const tiering::Job& job, const Run& state);
   boost::asio::awaitable<void> keep_progress(const tiering::Job& job);
@@ -87,6 +95,19 @@ class JobEngine {
   std::optional<std::chrono::steady_clock::time_point> retry_at_;
   // Unix seconds from which schedules never started count, since this node began to lead.
   std::optional<std::int64_t> counting_since_;
+  // Since when each node that is down has been, as seen while leading.
+  std::map<cluster::NodeId, std::chrono::steady_clock::time_point> down_since_;
+  // The FlexProtect run this leader started, for the lost nodes' generation it saw.
+  struct Protecting {
+    std::uint64_t job = 0;
+    std::uint64_t generation = 0;
+  };
+  std::optional<Protecting> protecting_;
+  // After a FlexProtect run that left files unprotected, the next starts this long after, twice
+  // as long each time up to an hour.
+  static constexpr std::chrono::seconds kFirstProtectRetry{30};
+  std::chrono::steady_clock::time_point protect_retry_at_{};
+  std::chrono::seconds protect_backoff_ = kFirstProtectRetry;
   bool planning_ = false;
   bool plan_again_ = false;
   bool stopped_ = false;

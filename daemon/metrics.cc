@@ -102,6 +102,10 @@ std::string render_metrics(Membership& membership, const nfsd::NfsServer& server
   out.metric("tidepool_units_caught_up_total", "counter",
              "Stripe units put back on nodes that had missed writes to them.",
              integrity.units_caught_up.load());
+  out.metric("tidepool_units_left", "gauge",
+             "Files whose units stay on a node where no placement reads them, one per file, pool "
+             "and node: the node was down when they were to go, and they go when it is up.",
+             integrity.units_left.load());
   out.metric("tidepool_cache_l1_accessed_bytes_total", "counter",
              "READ bytes of files whose data is on other nodes, asked while L1 could serve them.",
              cache.l1_bytes_accessed);

@@ -300,7 +300,8 @@ class NamespaceShipping::MirrorLink final : public store::MirrorTarget {
   std::atomic<bool> dropped_ = false;
 };
 
-// The nodes of each pool as the last view followed has them, and calls to their units: this
+// The nodes of each pool as the last view followed has them, less those lost (down past the
+// repair delay: new files and restripes leave them out), and calls to their units: this
 // node's own answered here, the others' over backend RPC.
 class NamespaceShipping::UnitPeers final : public store::PoolPeers {
  public:
@@ -310,6 +311,11 @@ class NamespaceShipping::UnitPeers final : public store::PoolPeers {
     std::lock_guard lock(mutex_);
     auto found = pools_.find(pool);
     return found == pools_.end() ? std::vector<cluster::NodeId>{} : found->second;
+  }
+  std::size_t nodes_left_out(const std::string& pool) override {
+    std::lock_guard lock(mutex_);
+    auto found = left_out_.find(pool);
+    return found == left_out_.end() ? 0 : found->second;
   }
 
   Result<xdr::Buffer> call(cluster::NodeId node, store::UnitMethod method,
@@ -331,14 +337,19 @@ class NamespaceShipping::UnitPeers final : public store::PoolPeers {
   }
 
   void follow(const cluster::GroupView& view) {
-    std::map<std::string, std::vector<cluster::NodeId>> pools;
+    std::map<std::string, std::vector<cluster::NodeId>> pools = pool_nodes(view);
+    std::map<std::string, std::size_t> left_out;
     std::set<cluster::NodeId> up;
     for (const cluster::NodeInfo& node : view.nodes) {
-      pools[node.pool].push_back(node.id);
       if (node.up) up.insert(node.id);
+      ++left_out[node.pool];
+    }
+    for (auto& [pool, count] : left_out) {
+      if (auto placed = pools.find(pool); placed != pools.end()) count -= placed->second.size();
     }
     std::lock_guard lock(mutex_);
     pools_ = std::move(pools);
+    left_out_ = std::move(left_out);
     up_ = std::move(up);
   }
 
@@ -362,6 +373,7 @@ class NamespaceShipping::UnitPeers final : public store::PoolPeers {
   NamespaceShipping& shipping_;
   std::mutex mutex_;
   std::map<std::string, std::vector<cluster::NodeId>> pools_;  // guarded by mutex_
+  std::map<std::string, std::size_t> left_out_;                // guarded by mutex_
   std::set<cluster::NodeId> up_;                               // guarded by mutex_
 };
 

@@ -432,7 +432,8 @@ std::vector<std::uint64_t> PoolData::units_held_by(const Placement& where, Inode
 }
 
 Status PoolData::drop_units(const Placement& from, const Placement& keep, InodeId inode,
-                            std::uint64_t begin, std::uint64_t end, const CopyBehind& behind) {
+                            std::uint64_t begin, std::uint64_t end, const CopyBehind& behind,
+                            std::vector<cluster::NodeId>* left) {
   if (from.stripe_unit == 0 || from.stripe_unit != keep.stripe_unit || begin >= end) return {};
   // Per node, runs of consecutive units: as few messages as the bound on each allows.
   std::map<cluster::NodeId, std::vector<std::pair<std::uint64_t, std::uint64_t>>> runs;
@@ -457,20 +458,26 @@ Status PoolData::drop_units(const Placement& from, const Placement& keep, InodeI
       });
   Status first;
   for (const auto& [node, node_runs] : runs) {
-    for (const auto& [first_unit, end_unit] : node_runs) {
+    // A node down is not waited for, nor one that failed once: its units stay.
+    Status node_status =
+        peers_->is_up(node) ? Status{}
+                            : error(Errc::unavailable, "node " + std::to_string(node) + " is down");
+    for (auto run = node_runs.begin(); node_status.ok() && run != node_runs.end(); ++run) {
       // Only [begin, end) of the run's first and last units.
-      std::uint64_t at = std::max(begin, first_unit * from.stripe_unit);
-      const std::uint64_t stop = std::min(end, end_unit * from.stripe_unit);
-      while (at < stop) {
+      std::uint64_t at = std::max(begin, run->first * from.stripe_unit);
+      const std::uint64_t stop = std::min(end, run->second * from.stripe_unit);
+      while (node_status.ok() && at < stop) {
         const std::uint64_t length = std::min(stop - at, kMaxDropBytes);
-        const Status dropped = peers_
-                                   ->call(node, UnitMethod::drop,
-                                          encode_unit_request({from.pool, inode, at, length, {}}))
-                                   .status();
-        if (!dropped.ok() && first.ok()) first = dropped;
+        node_status = peers_
+                          ->call(node, UnitMethod::drop,
+                                 encode_unit_request({from.pool, inode, at, length, {}}))
+                          .status();
         at += length;
       }
     }
+    if (node_status.ok()) continue;
+    if (first.ok()) first = node_status;
+    if (left != nullptr) left->push_back(node);
   }
   return first;
 }
@@ -499,14 +506,19 @@ Status PoolData::truncate(const Placement& where, InodeId inode, std::uint64_t s
   return {};
 }
 
-void PoolData::remove(const Placement& where, InodeId inode) {
+std::vector<cluster::NodeId> PoolData::remove(const Placement& where, InodeId inode) {
   const xdr::Buffer body = encode_unit_request({where.pool, inode, 0, 0, {}});
+  std::vector<cluster::NodeId> left;
   for (cluster::NodeId node : where.nodes) {
-    if (Status s = peers_->call(node, UnitMethod::remove, body).status(); !s.ok()) {
-      spdlog::warn("inode {}: node {} may keep its units in pool {}: {}", inode, node, where.pool,
-                   s.to_string());
+    if (!peers_->is_up(node)) {
+      left.push_back(node);
+    } else if (Status s = peers_->call(node, UnitMethod::remove, body).status(); !s.ok()) {
+      spdlog::warn("inode {}: node {} keeps its units in pool {} for now: {}", inode, node,
+                   where.pool, s.to_string());
+      left.push_back(node);
     }
   }
+  return left;
 }
 
 }  // namespace tidepool::store

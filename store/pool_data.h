@@ -123,8 +123,12 @@ std::vector<cluster::NodeId> unit_owners(std::vector<cluster::NodeId> pool_nodes
 class PoolPeers {
  public:
   virtual ~PoolPeers() = default;
-  // The nodes of `pool`, up or not, in order; empty for a pool no node is in.
+  // The nodes of `pool` to place file data on, up or not, in order; empty for a pool no node
+  // is in. A node down for long may be left out, so that its data is protected again on the
+  // others.
   virtual std::vector<cluster::NodeId> nodes_of(const std::string& pool) = 0;
+  // How many nodes of `pool` nodes_of() leaves out.
+  virtual std::size_t nodes_left_out(const std::string& pool) = 0;
   // Whether the group view has `node` up: reads ask such owners first.
   virtual bool is_up(cluster::NodeId node) = 0;
   virtual Result<xdr::Buffer> call(cluster::NodeId node, UnitMethod method,
@@ -157,8 +161,9 @@ class PoolData {
  public:
   PoolData(std::shared_ptr<PoolPeers> peers, std::shared_ptr<IntegrityCounters> integrity);
 
-  // The nodes of `pool` now, to place a file there.
+  // The nodes of `pool` now, to place a file there, and how many of its nodes that leaves out.
   std::vector<cluster::NodeId> nodes_of(const std::string& pool) const;
+  std::size_t nodes_left_out(const std::string& pool) const { return peers_->nodes_left_out(pool); }
   bool is_up(cluster::NodeId node) const { return peers_->is_up(node); }
   // The nodes holding unit `unit` of `inode`; unavailable when the placement has no node.
   Result<std::vector<cluster::NodeId>> owners(const Placement& where, InodeId inode,
@@ -197,16 +202,19 @@ class PoolData {
   // Within one pool: makes [begin, end) (whole checksum blocks) of each unit a hole on the
   // nodes `from` places it on and `keep` does not, or does with a copy `behind` (what a restripe
   // leaves behind, or a given-up one wrote). Durable once the nodes sync the file. Tries every
-  // node; the first failure is returned.
+  // node the view has up; the first failure is returned (unavailable for a node down), and the
+  // nodes that keep some of the units go into `left`, when given.
   Status drop_units(const Placement& from, const Placement& keep, InodeId inode,
-                    std::uint64_t begin, std::uint64_t end, const CopyBehind& behind);
+                    std::uint64_t begin, std::uint64_t end, const CopyBehind& behind,
+                    std::vector<cluster::NodeId>* left = nullptr);
   // Puts a good copy of the whole unit (one not `behind`, not `node`'s) on `node`, durably.
   // io_error when there is no good copy to read; the write's own error otherwise.
   Status copy_unit_to(const Placement& where, InodeId inode, std::uint64_t unit,
                       cluster::NodeId node, const CopyBehind& behind);
   Status truncate(const Placement& where, InodeId inode, std::uint64_t size);
-  // Best effort: a node that cannot be reached keeps its units of the file, logged.
-  void remove(const Placement& where, InodeId inode);
+  // Removes the file's units from every node of the placement the view has up; returns the
+  // nodes that keep them (down, or not answering).
+  std::vector<cluster::NodeId> remove(const Placement& where, InodeId inode);
 
  private:
   // Calls `visit` with each unit of [begin, end) of the file and its owners, in order, until it

@@ -301,6 +301,14 @@ class MigrateTest : public ::testing::Test {
     std::snprintf(name, sizeof name, "%016llx", static_cast<unsigned long long>(inode));
     return root / dir / name;
   }
+  // Waits (bounded) until the home's gauge of units left on nodes is `count`; false if it is
+  // not.
+  bool units_left_become(std::uint64_t count) {
+    for (int i = 0; i < 1000 && integrity_->units_left.load() != count; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return integrity_->units_left.load() == count;
+  }
   bool shard_holds_data_of(InodeId inode) const {
     return std::filesystem::exists(data_file(dir_ / "shard" / "data", inode));
   }
@@ -578,6 +586,17 @@ TEST_F(MigrateTest, ANewFileIsPlacedWhereThePlacementSays) {
   const InodeId while_down = make("c.hot");
   EXPECT_EQ(internal::run_to_completion(store_->layout(while_down))->pool, kWithShard)
       << "a pool with a node down is not chosen";
+
+  // Down for long, the node is lost: the pool places over the others, while they keep as many
+  // copies as the policy asks for.
+  nodes_->set_lost({2});
+  const Layout without_lost = internal::run_to_completion(store_->layout(make("d.hot"))).value();
+  EXPECT_EQ(without_lost.pool, "f800");
+  EXPECT_EQ(without_lost.nodes, (std::vector<std::uint64_t>{1, 3}));
+  nodes_->set_down({2, 3});
+  nodes_->set_lost({2, 3});
+  EXPECT_EQ(internal::run_to_completion(store_->layout(make("e.hot")))->pool, kWithShard)
+      << "one node left keeps one copy, the shard two";
 }
 
 // `tide statistics cache` sums L2 Read over the nodes: a byte read once is counted once, where
@@ -625,6 +644,25 @@ TEST_F(MigrateTest, APlacedFileIsTruncatedAndRemovedOnItsPoolsNodes) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_FALSE(any_left());
+}
+
+TEST_F(MigrateTest, TheUnitsOfAFileRemovedWhileAnOwnerIsDownGoWhenItIsBack) {
+  const InodeId inode = file_with(PoolDataTest::random_bytes(4 * kUnit, 62));
+  ASSERT_TRUE(migrate(inode, "f800").ok());
+  constexpr cluster::NodeId kDown = 2;
+  nodes_->set_down({kDown});
+  ASSERT_TRUE(internal::run_to_completion(store_->remove(kRootInode, "f1", kRoot)).ok());
+  EXPECT_TRUE(units_left_become(1));
+  const auto units = [&](cluster::NodeId node) {
+    return std::filesystem::exists(data_file(nodes_->units_of(node, "f800"), inode));
+  };
+  EXPECT_TRUE(units(kDown));
+  // Kept across the home's restart.
+  reopen();
+  EXPECT_EQ(integrity_->units_left.load(), 1u);
+  nodes_->set_down({});
+  EXPECT_TRUE(units_left_become(0));
+  for (cluster::NodeId node = 1; node <= 3; ++node) EXPECT_FALSE(units(node)) << "node " << node;
 }
 
 TEST_F(MigrateTest, AMoveThatCannotReachThePoolChangesNothing) {
@@ -749,6 +787,61 @@ TEST_F(MigrateTest, WhileAnOwnerIsDownWritesGoOnAndItCatchesUpWhenBack) {
     ASSERT_TRUE(direct.read(placed, inode, unit * kUnit, got, all_but_node_3).ok());
     EXPECT_TRUE(std::equal(got.begin(), got.end(), expected.begin() + unit * kUnit))
         << "unit " << unit;
+  }
+}
+
+TEST_F(MigrateTest, ALostNodesUnitsAreRestripedOverTheOthersAndBackWhenItReturns) {
+  const auto bytes = PoolDataTest::random_bytes(8 * kUnit, 60);
+  const InodeId inode = file_with(bytes);
+  ASSERT_TRUE(migrate(inode, "f800").ok());
+  auto stayed = migrate(inode, "f800");
+  ASSERT_TRUE(stayed.ok()) << stayed.status().to_string();
+  EXPECT_EQ(stayed->bytes_copied, 0u) << "placed over the pool's nodes already";
+
+  constexpr cluster::NodeId kLost = 3;
+  nodes_->set_down({kLost});
+  auto expected = PoolDataTest::random_bytes(8 * kUnit, 61);
+  auto write = internal::run_to_completion(
+      store_->write(inode, 0, std::span(expected), Stability::file_sync, kRoot));
+  ASSERT_TRUE(write.ok()) << write.status().to_string();
+  EXPECT_EQ(integrity_->copies_behind.load(), 1u);
+  nodes_->set_lost({kLost});
+  auto restriped = migrate(inode, "f800");
+  ASSERT_TRUE(restriped.ok()) << restriped.status().to_string();
+  EXPECT_EQ(restriped->layout.nodes, (std::vector<std::uint64_t>{1, 2}));
+  EXPECT_EQ(integrity_->copies_behind.load(), 0u) << "no copy of the new placement is behind";
+  EXPECT_EQ(contents(inode, expected.size()), expected);
+  // Two copies over the two nodes left: each alone holds every unit.
+  expect_every_node_alone_reads({"f800", 2, kUnit, restriped->layout.nodes}, inode, expected);
+  EXPECT_TRUE(units_left_become(1)) << "the lost node keeps units of the old placement";
+
+  // Up again but still lost: what it kept goes.
+  nodes_->set_down({});
+  EXPECT_TRUE(units_left_become(0));
+  EXPECT_FALSE(std::filesystem::exists(data_file(nodes_->units_of(kLost, "f800"), inode)));
+
+  nodes_->set_lost({});
+  auto back = migrate(inode, "f800");
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_TRUE(same_nodes(back->layout.nodes, {1, 2, 3}));
+  EXPECT_EQ(contents(inode, expected.size()), expected);
+  // The returned node holds its units as written since, and none of the stale ones it kept.
+  const Placement spread{"f800", 2, kUnit, back->layout.nodes};
+  PoolData direct(nodes_, integrity_);
+  for (std::uint64_t unit = 0; unit < 8; ++unit) {
+    const auto owners = *direct.owners(spread, inode, unit);
+    const bool owned = std::find(owners.begin(), owners.end(), kLost) != owners.end();
+    auto read = nodes_->call(kLost, UnitMethod::read,
+                             encode_unit_request({"f800", inode, unit * kUnit, kUnit, {}}));
+    ASSERT_TRUE(read.ok()) << read.status().to_string();
+    if (owned) {
+      ASSERT_EQ(read->size(), kUnit);
+      EXPECT_TRUE(std::equal(read->begin(), read->end(), expected.begin() + unit * kUnit))
+          << "unit " << unit;
+    } else {
+      EXPECT_TRUE(std::all_of(read->begin(), read->end(), [](std::uint8_t b) { return b == 0; }))
+          << "a stale unit " << unit << " stays on the returned node";
+    }
   }
 }
 

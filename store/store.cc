@@ -84,6 +84,8 @@ constexpr std::chrono::milliseconds kMoveWaitPoll{100};
 constexpr std::uint64_t kMaxInodesExamined = 1u << 20;
 // How many times in a row a range is copied again because a node restarted meanwhile.
 constexpr int kMaxRangeCopies = 3;
+// Rows of units_left one catch-up pass goes through.
+constexpr std::size_t kUnitsLeftPerPass = 256;
 
 // Whether `where` has the shape policy::to_sql() gives a predicate — parentheses, AND, OR, the
 // inodes columns it names, comparisons, ?N and 1 — so that nothing else, wherever it came from,
@@ -142,6 +144,16 @@ std::vector<std::uint64_t> nodes_from_text(std::string_view text) {
   }
   return nodes;
 }
+
+}  // namespace
+
+bool same_nodes(std::vector<std::uint64_t> a, std::vector<std::uint64_t> b) {
+  std::ranges::sort(a);
+  std::ranges::sort(b);
+  return a == b;
+}
+
+namespace {
 
 Placement placement_of(const Layout& layout) {
   return Placement{layout.pool, layout.protection, layout.stripe_unit, layout.nodes};
@@ -219,6 +231,7 @@ class StoreImpl final : public LocalStore {
     close();
     pool_.join();
     // The next home of the shard counts the copies behind.
+    options_.integrity->units_left.fetch_sub(units_left_here_.load());
     for (const auto& [inode, nodes] : behind_) {
       options_.integrity->copies_behind.fetch_sub(nodes.size());
     }
@@ -948,14 +961,21 @@ class StoreImpl final : public LocalStore {
     auto reading = layout(inode);
     const Result<Layout> current = co_await std::move(reading);
     if (!current.ok()) co_return current.status();
-    // Within its pool at the same protection a file keeps its placement, whatever nodes the
-    // pool has now.
-    const bool stays =
-        current->pool == pool && (pool == kWithShard || current->protection == protection);
     const Placement target =
         pool == kWithShard
             ? Placement{}
             : Placement{pool, protection, current->stripe_unit, pools_->nodes_of(pool)};
+    // Within its pool at the same protection a file is restriped over the nodes the pool places
+    // on now (a node lost, or back), unless that keeps fewer copies: a lost node's copies are
+    // then still the file's best.
+    const auto copies_over = [protection](const std::vector<cluster::NodeId>& nodes) {
+      return std::min<std::size_t>(protection, nodes.size());
+    };
+    const bool stays =
+        current->pool == pool &&
+        (pool == kWithShard || (current->protection == protection &&
+                                (same_nodes(current->nodes, target.nodes) ||
+                                 copies_over(target.nodes) < copies_over(current->nodes))));
     // A move a crash cut short goes on from its watermark, if writes have gone to both copies
     // ever since; one to elsewhere is given up first.
     const std::optional<Placement> dual_writes_to = where_of(inode).moving_to;
@@ -1081,27 +1101,30 @@ class StoreImpl final : public LocalStore {
     auto resizing = getattr(inode);
     const Result<Attributes> now = co_await std::move(resizing);
     const std::uint64_t end = whole_units(now.ok() ? now->size : size, target.stripe_unit);
-    auto freeing = offload([this, inode, source, target, restripe, end] {
+    std::vector<cluster::NodeId> kept_by;  // nodes that keep units of the source
+    auto freeing = offload([this, inode, source, target, restripe, end, &kept_by] {
       if (restripe) {
         // Readers of the new placement never ask the nodes losing units: once the old one's
         // are done, the units go without holding the slot. One that stays is never read.
         drain_slot(inode);
-        if (Status s = pools_->drop_units(*source, target, inode, 0, end, nullptr); !s.ok()) {
-          spdlog::warn("inode {}: some units its old placement had stay on their nodes: {}", inode,
-                       s.to_string());
+        if (Status s = pools_->drop_units(*source, target, inode, 0, end, nullptr, &kept_by);
+            !s.ok()) {
+          spdlog::info("inode {}: some units its old placement had stay on their nodes for now: {}",
+                       inode, s.to_string());
         }
         return Status{};
       }
       std::shared_lock gate(mirror_gate_);
       std::unique_lock slot(move_slot(inode));
       if (source) {
-        pools_->remove(*source, inode);
+        kept_by = pools_->remove(*source, inode);
       } else {
         remove_shard_data(inode);
       }
       return Status{};
     });
     (void)co_await std::move(freeing);
+    if (source) note_units_left(inode, source->pool, std::move(kept_by));
     if (!switched.ok()) co_return switched.status();
     spdlog::info("inode {}: its data {} from {} to pool {} ({} copies){}", inode,
                  restripe ? "restriped" : "moved",
@@ -1766,7 +1789,7 @@ class StoreImpl final : public LocalStore {
     if (!pools_ || closed_.load()) return;
     {
       std::shared_lock lock(placement_mutex_);
-      if (behind_.empty()) return;
+      if (behind_.empty() && !any_units_left_.load()) return;
     }
     if (catching_up_.exchange(true)) return;
     asio::co_spawn(pool_, catch_up(), asio::detached);
@@ -1816,6 +1839,120 @@ class StoreImpl final : public LocalStore {
                      node, forgot.to_string());
       }
     }
+    auto clearing = clear_units_left();
+    co_await std::move(clearing);
+  }
+
+  // Has the shard keep that `nodes` hold units of the file in `pool` where no placement reads
+  // them, until clear_units_left() removes them there. Any thread.
+  void note_units_left(InodeId inode, const std::string& pool, std::vector<cluster::NodeId> nodes) {
+    if (nodes.empty() || closed_.load()) return;
+    asio::co_spawn(pool_, keep_units_left(inode, pool, std::move(nodes)), asio::detached);
+  }
+  awaitable<void> keep_units_left(InodeId inode, std::string pool,
+                                  std::vector<cluster::NodeId> nodes) {
+    auto keeping = shard_.run<bool>(
+        true, [this, inode, pool, nodes](Database& db, AfterCommit& after) -> Result<bool> {
+          std::int64_t added = 0;
+          for (const cluster::NodeId node : nodes) {
+            auto insert =
+                db.prepare("INSERT OR IGNORE INTO units_left(ino, pool, node) VALUES(?, ?, ?)");
+            TP_RETURN_IF_ERROR(insert.bind(1, inode).bind(2, pool).bind(3, node).run());
+            added += db.changes();
+          }
+          after.committed.push_back([this, added] { count_units_left(added); });
+          return true;
+        });
+    if (const Result<bool> kept = co_await std::move(keeping); !kept.ok()) {
+      spdlog::warn(
+          "inode {}: the nodes that keep its units in pool {} could not be noted, and "
+          "keep them: {}",
+          inode, pool, kept.status().to_string());
+      co_return;
+    }
+    any_units_left_.store(true);
+  }
+  // This shard's rows of units_left, and the node's gauge, change by `delta`.
+  void count_units_left(std::int64_t delta) {
+    units_left_here_.fetch_add(static_cast<std::uint64_t>(delta));
+    options_.integrity->units_left.fetch_add(static_cast<std::uint64_t>(delta));
+  }
+  // Removes the units that nodes up keep where no placement reads them (units_left), a page of
+  // rows a pass from where the last one ended — unless the file is placed on the node again:
+  // its move cleared the node's file first. The file's move reservation keeps its placement
+  // still until its row is gone.
+  awaitable<void> clear_units_left() {
+    if (!any_units_left_.exchange(false)) co_return;
+    auto listing = shard_.run<std::vector<LeftUnits>>(
+        false, [this](Database& db, AfterCommit&) -> Result<std::vector<LeftUnits>> {
+          auto rows = db.prepare(
+              "SELECT ino, pool, node FROM units_left WHERE (ino, pool, node) > (?, ?, ?) "
+              "ORDER BY ino, pool, node LIMIT ?");
+          rows.bind(1, units_left_after_.inode).bind(2, units_left_after_.pool);
+          rows.bind(3, units_left_after_.node);
+          rows.bind(4, static_cast<std::int64_t>(kUnitsLeftPerPass));
+          std::vector<LeftUnits> left;
+          while (rows.next_row()) {
+            left.push_back({static_cast<InodeId>(rows.int64(0)), rows.blob(1),
+                            static_cast<cluster::NodeId>(rows.int64(2))});
+          }
+          TP_RETURN_IF_ERROR(rows.status());
+          return left;
+        });
+    const Result<std::vector<LeftUnits>> page = co_await std::move(listing);
+    if (!page.ok()) {
+      any_units_left_.store(true);
+      co_return;
+    }
+    // A page shorter than a whole one ends the table: the next pass starts again from its top.
+    bool remaining = page->size() == kUnitsLeftPerPass || units_left_after_ != LeftUnits{};
+    units_left_after_ = page->size() == kUnitsLeftPerPass ? page->back() : LeftUnits{};
+    std::set<cluster::NodeId> failing;  // not waited for again in this pass
+    std::size_t cleared = 0;
+    for (const LeftUnits& row : *page) {
+      if (closed_.load() || failing.contains(row.node) || !pools_->is_up(row.node) ||
+          !reserve_move(row.inode)) {
+        remaining = true;
+        continue;
+      }
+      const MoveReservation reservation(this, row.inode);
+      const Where where = where_of(row.inode);
+      const auto placed_there = [&row](const std::optional<Placement>& placement) {
+        return placement && placement->pool == row.pool &&
+               std::ranges::find(placement->nodes, row.node) != placement->nodes.end();
+      };
+      if (!placed_there(where.placed) && !placed_there(where.moving_to)) {
+        auto removing = offload([this, &row] {
+          return pools_->remove(Placement{row.pool, 1, 0, {row.node}}, row.inode).empty()
+                     ? Status{}
+                     : error(Errc::unavailable, "not removed");
+        });
+        if (const Status removed = co_await std::move(removing); !removed.ok()) {
+          failing.insert(row.node);
+          remaining = true;
+          continue;
+        }
+      }
+      auto forgetting =
+          shard_.run<bool>(true, [this, &row](Database& db, AfterCommit& after) -> Result<bool> {
+            auto forget =
+                db.prepare("DELETE FROM units_left WHERE ino = ? AND pool = ? AND node = ?");
+            TP_RETURN_IF_ERROR(forget.bind(1, row.inode).bind(2, row.pool).bind(3, row.node).run());
+            after.committed.push_back(
+                [this, removed = db.changes()] { count_units_left(-removed); });
+            return true;
+          });
+      if (const Result<bool> forgot = co_await std::move(forgetting); !forgot.ok()) {
+        remaining = true;
+        continue;
+      }
+      ++cleared;
+    }
+    if (cleared > 0) {
+      spdlog::info("units of {} files left on nodes now up where no placement reads them are gone",
+                   cleared);
+    }
+    if (remaining) any_units_left_.store(true);
   }
   // On the pool: copies each unit of the file that `node` is behind on (all it holds of the
   // first `size` bytes, for every_unit) from a good copy, a unit at a time under the file's
@@ -1972,13 +2109,16 @@ class StoreImpl final : public LocalStore {
     TP_CO_RETURN_IF_ERROR(forgot.status());
     const std::optional<Placement> placed = where_of(inode).placed;
     end_move(inode, target, false);
+    std::vector<cluster::NodeId> left;  // nodes that keep units of the target
     if (!placed || placed->pool != target.pool) {
-      auto freeing = offload([this, inode, target] {
+      auto freeing = offload([this, inode, target, &left] {
         std::unique_lock slot(move_slot(inode));
-        pools_->remove(target, inode);
+        left = pools_->remove(target, inode);
         return Status{};
       });
-      co_return co_await std::move(freeing);
+      const Status freed = co_await std::move(freeing);
+      note_units_left(inode, target.pool, std::move(left));
+      co_return freed;
     }
     // A restripe given up: the units it wrote on nodes its placement alone has are never read,
     // and a later restripe writes or drops every unit it adds; they go, as far as they can.
@@ -1986,15 +2126,18 @@ class StoreImpl final : public LocalStore {
     const Result<Attributes> attributes = co_await std::move(sizing);
     if (!attributes.ok()) co_return Status{};
     auto dropping = offload([this, inode, target, keep = *placed,
-                             end = whole_units(attributes->size, target.stripe_unit)] {
+                             end = whole_units(attributes->size, target.stripe_unit), &left] {
       drain_slot(inode);
-      if (Status s = pools_->drop_units(target, keep, inode, 0, end, nullptr); !s.ok()) {
-        spdlog::warn("inode {}: some units a restripe given up wrote stay on their nodes: {}",
-                     inode, s.to_string());
+      if (Status s = pools_->drop_units(target, keep, inode, 0, end, nullptr, &left); !s.ok()) {
+        spdlog::info(
+            "inode {}: some units a restripe given up wrote stay on their nodes for now: {}", inode,
+            s.to_string());
       }
       return Status{};
     });
-    co_return co_await std::move(dropping);
+    const Status dropped = co_await std::move(dropping);
+    note_units_left(inode, target.pool, std::move(left));
+    co_return dropped;
   }
 
   // Waits for the operations holding the file's move slot when it is called, and lets the
@@ -2453,9 +2596,11 @@ class StoreImpl final : public LocalStore {
     asio::post(pool_, [this, inode, where] {
       std::shared_lock gate(mirror_gate_);
       std::shared_lock slot(move_slot(inode));
-      if (where.moving_to) pools_->remove(*where.moving_to, inode);
+      if (where.moving_to) {
+        note_units_left(inode, where.moving_to->pool, pools_->remove(*where.moving_to, inode));
+      }
       if (where.placed) {
-        pools_->remove(*where.placed, inode);
+        note_units_left(inode, where.placed->pool, pools_->remove(*where.placed, inode));
       } else {
         remove_shard_data(inode);
       }
@@ -2515,6 +2660,12 @@ class StoreImpl final : public LocalStore {
     }
     Placement placed{choice->pool, choice->protection, options_.stripe_unit_bytes,
                      pools_->nodes_of(choice->pool)};
+    // Without the pool's lost nodes, fewer copies than the pool can keep: the shard's two.
+    const std::size_t pool_nodes = placed.nodes.size() + pools_->nodes_left_out(choice->pool);
+    if (std::min<std::size_t>(placed.copies, placed.nodes.size()) <
+        std::min<std::size_t>(placed.copies, pool_nodes)) {
+      return std::nullopt;
+    }
     if (placed.nodes.empty() || placed.nodes.size() > kMaxPoolNodes ||
         !std::all_of(placed.nodes.begin(), placed.nodes.end(),
                      [this](std::uint64_t node) { return pools_->is_up(node); })) {
@@ -3124,6 +3275,17 @@ class StoreImpl final : public LocalStore {
   std::unordered_map<InodeId, std::map<cluster::NodeId, Behind>> behind_;
   std::uint64_t behind_notes_ = 0;
   std::atomic<bool> catching_up_ = false;  // a catch_up() is under way
+  // units_left may have rows: set after one is written, cleared before a pass reads them.
+  std::atomic<bool> any_units_left_ = false;
+  std::atomic<std::uint64_t> units_left_here_ = 0;  // its rows
+  // A row of units_left, and where clear_units_left() goes on from: on the catch-up pass only.
+  struct LeftUnits {
+    InodeId inode = 0;
+    std::string pool;
+    cluster::NodeId node = 0;
+    bool operator==(const LeftUnits&) const = default;
+  };
+  LeftUnits units_left_after_;
   // Bumped when a move of a file in the slot begins; writes compare it before and after
   // their data goes out, as they do truncations_.
   std::array<std::atomic<std::uint64_t>, kMoveSlots> moves_{};
@@ -3254,6 +3416,10 @@ Status StoreImpl::initialize(Database& db) {
     auto forget = db.prepare("DELETE FROM copies_behind WHERE ino = ?");
     TP_RETURN_IF_ERROR(forget.bind(1, inode).run());
   }
+  auto left = db.prepare("SELECT count(*) FROM units_left");
+  if (!left.next_row()) return left.status();
+  count_units_left(left.int64(0));
+  any_units_left_.store(left.int64(0) > 0);
   TP_RETURN_IF_ERROR(db.exec("COMMIT"));
   // The boot counted durably before the verifier it makes is handed out.
   return db.sync_wal();

@@ -173,6 +173,8 @@ struct Move {
   std::uint64_t resumed_at = 0;
   std::uint64_t bytes_copied = 0;  // copied from there on
 };
+// Whether two layouts' nodes are the same, in any order: a unit's owners do not depend on it.
+bool same_nodes(std::vector<std::uint64_t> a, std::vector<std::uint64_t> b);
 // The most nodes a layout names.
 inline constexpr std::size_t kMaxPoolNodes = 1024;
 inline constexpr std::uint32_t kDefaultProtection = 2;
@@ -260,6 +262,9 @@ struct IntegrityCounters {
   // node, until caught up (a gauge); and the units put back on such nodes.
   std::atomic<std::uint64_t> copies_behind{0};
   std::atomic<std::uint64_t> units_caught_up{0};
+  // Nodes keeping units of a file where no placement reads them (down when they were to go),
+  // one per file, pool and node, until removed there (a gauge).
+  std::atomic<std::uint64_t> units_left{0};
 };
 
 // How the store's own caches — its node's L2 — answered reads, counted like IntegrityCounters:
@@ -432,7 +437,9 @@ class Store {
   // fewer when the pool has fewer), while the file stays readable and writable: its data is
   // copied under the file's old layout, with writes made meanwhile going to both, then one
   // metadata change switches the layout and the old copy is freed. A file already there is
-  // left as it is. invalid_argument for another type, a pool name that is not one, or a
+  // left as it is — but for one placed over other nodes than the pool places on now (a node
+  // lost, or back), which is restriped over those unless that would keep fewer copies.
+  // invalid_argument for another type, a pool name that is not one, or a
   // protection of 0 or over kMaxProtection; unavailable while a node of either pool that holds
   // its units cannot be reached (the move is then given up, and the old copy stays in use).
   // The copy goes no faster than `bytes_per_second` (0: as fast as it can).

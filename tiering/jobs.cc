@@ -128,6 +128,10 @@ const std::vector<JobTypeSpec>& job_types() {
        "Apply the file pool policies to the files their filters select, found through each "
        "shard's database",
        "", 6, Impact::low, false},
+      {kFlexProtectJob,
+       "Restore the protection of file data that had copies on nodes down past the repair "
+       "delay, and spread it over nodes that return",
+       "", 1, Impact::medium, false},
   };
   return types;
 }

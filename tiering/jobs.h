@@ -42,10 +42,13 @@ struct JobTypeSpec {
   Impact default_impact;
   bool needs_paths;  // works on the paths it is given rather than on all of /ifs
 };
-// SmartPools, SmartPoolsTree and FilePolicy.
+// SmartPools, SmartPoolsTree, FilePolicy and FlexProtect.
 const std::vector<JobTypeSpec>& job_types();
 // The type that finds its files through each shard's database rather than a walk.
 inline constexpr std::string_view kFilePolicyJob = "FilePolicy";
+// The type that restripes files over the nodes their pools place data on now, whatever the
+// policies say: the leader starts it when nodes are lost or return (daemon/job_engine.h).
+inline constexpr std::string_view kFlexProtectJob = "FlexProtect";
 const JobTypeSpec* find_job_type(std::string_view name);
 
 // What an administrator set for a type (`tide job types modify`); unset: the spec's default.

@@ -225,8 +225,17 @@ class Walk {
     co_return co_await pace();
   }
 
-  // Brings one file to what its policy asks for; counts it once that is done.
+  // Brings one file to what its policy asks for (FlexProtect: to its pool's nodes); counts it
+  // once that is done.
   awaitable<Status> work_on(const store::Attributes& attributes, const std::string& path) {
+    if (job_.type == kFlexProtectJob) {
+      if (attributes.type == store::FileType::regular) {
+        auto protecting = protect(attributes.inode, path);
+        TP_CO_RETURN_IF_ERROR(co_await std::move(protecting));
+      }
+      ++job_.checkpoint.progress.files_scanned;
+      co_return Status{};
+    }
     const policy::Resolution wanted = policy::resolve(policies_, facts_of(attributes, path), now_);
     if (attributes.type == store::FileType::regular) {
       auto applying = apply(attributes, path, wanted);
@@ -266,8 +275,10 @@ class Walk {
       }
     } else if (!layout->moving_to.empty() && !job_.dry_run) {
       // A move a crash cut short, to where the file is no longer to go: asking the file to
-      // stay where it is gives the move up (its writes stop going to both copies).
-      auto staying = store_.migrate(inode, layout->pool, layout->protection, 0);
+      // stay where it is gives the move up (its writes stop going to both copies), and may
+      // restripe it over the nodes its pool places on now.
+      const std::uint64_t pace = budget_of(job_.impact, now_).bytes_per_second;
+      auto staying = store_.migrate(inode, layout->pool, layout->protection, pace);
       if (Result<store::Move> stayed = co_await std::move(staying); !stayed.ok()) {
         co_return noted(path, stayed.status());
       }
@@ -287,6 +298,46 @@ class Walk {
     }
     if (pattern_differs) ++progress.patterns_set;
     co_return Status{};
+  }
+
+  // Restripes the file over the nodes its pool places data on now, when they are not the ones
+  // its data is placed over.
+  awaitable<Status> protect(store::InodeId inode, const std::string& path) {
+    auto reading = store_.layout(inode);
+    Result<store::Layout> layout = co_await std::move(reading);
+    if (!layout.ok()) co_return noted(path, layout.status());
+    if (layout->pool == store::kWithShard || placed_as_wanted(*layout)) co_return Status{};
+    Progress& progress = job_.checkpoint.progress;
+    ++progress.files_matched;
+    if (job_.dry_run) {
+      ++progress.files_misplaced;
+      co_return Status{};
+    }
+    const std::uint64_t pace = budget_of(job_.impact, now_).bytes_per_second;
+    auto restriping = store_.migrate(inode, layout->pool, layout->protection, pace);
+    Result<store::Move> restriped = co_await std::move(restriping);
+    if (restriped.code() == Errc::not_found || restriped.code() == Errc::stale) co_return Status{};
+    if (!restriped.ok()) {
+      // A file that cannot be restriped now (a node it needs down) stays, noted.
+      ++progress.files_misplaced;
+      note_error(job_, path + ": not restriped: " + restriped.status().message());
+      co_return Status{};
+    }
+    // The home places over the nodes its own view has: one a change has not reached yet may
+    // leave the file as it was.
+    if (!placed_as_wanted(restriped->layout)) {
+      ++progress.files_misplaced;
+      co_return Status{};
+    }
+    ++progress.files_moved;
+    progress.bytes_moved += restriped->bytes_copied;
+    if (restriped->resumed_at > 0) ++progress.files_resumed;
+    co_return Status{};
+  }
+
+  bool placed_as_wanted(const store::Layout& layout) const {
+    return layout.moving_to.empty() &&
+           store::same_nodes(layout.nodes, hooks_.placed_nodes(layout.pool));
   }
 
   // What a failure on one file or directory does to the run: a transient one stops it (it is

@@ -11,6 +11,11 @@
 // the root down, each with the cookie to list on from, and the counts at that point. Work done
 // after the last saved checkpoint is done again after a take-over, and counted once.
 //
+// The FlexProtect job walks as SmartPools does but leaves the policies aside: a file whose data is
+// in a node pool but placed over other nodes than the pool places data on now (a node lost, or
+// back) is restriped over those, at its protection (Store::migrate to its own pool). It counts
+// such files as matched, and those it could not restripe as misplaced.
+//
 // The FilePolicy job does not walk: each policy's filter, compiled to SQL (policy::to_sql),
 // finds its candidates in the shard's database (Store::find_files), and a candidate is brought
 // to what its policy asks for when that policy is the first to match it. Its checkpoint is the
@@ -46,6 +51,8 @@ struct RunHooks {
   // nodes.
   std::function<std::optional<std::string>(const std::string& target, const std::string& pool)>
       pool_for;
+  // The nodes data in node pool `pool` is placed over now (FlexProtect).
+  std::function<std::vector<std::uint64_t>(const std::string& pool)> placed_nodes;
   // Keeps the job as it stands (its checkpoint included). A failure stops the run and is
   // returned: the job was paused, cancelled or taken over meanwhile.
   std::function<boost::asio::awaitable<Status>(const Job&)> save;

@@ -25,7 +25,7 @@ class SmartPoolsTest : public ::testing::Test {
     options.data_dir = (dir_ / "shard").string();
     options.threads = 2;
     options.clock = &clock_;
-    options.peers = pools_ = std::make_shared<store::internal::InProcessPools>(dir_ / "nodes", 2);
+    options.peers = pools_ = std::make_shared<store::internal::InProcessPools>(dir_ / "nodes", 3);
     auto opened = store::Store::open(options);
     ASSERT_TRUE(opened.ok()) << opened.status().to_string();
     store_ = std::move(opened).value();
@@ -89,13 +89,15 @@ class SmartPoolsTest : public ::testing::Test {
       co_return Status{};
     };
     h.stopping = [] { return false; };
+    h.placed_nodes = [this](const std::string& pool) { return pools_->nodes_of(pool); };
     return h;
   }
 
-  Job job_for(std::vector<std::string> paths, bool dry_run = false) {
-    StartRequest request{.type = "SmartPools", .paths = std::move(paths), .dry_run = dry_run};
+  Job job_for(std::vector<std::string> paths, bool dry_run = false,
+              std::string_view type = "SmartPools") {
+    StartRequest request{.type = std::string(type), .paths = std::move(paths), .dry_run = dry_run};
     request.impact = Impact::high;
-    return *start_job(request, settle(*find_job_type("SmartPools"), {}), {}, 1, 0);
+    return *start_job(request, settle(*find_job_type(type), {}), {}, 1, 0);
   }
 
   RunOptions options(std::chrono::milliseconds save_every = std::chrono::milliseconds(0)) {
@@ -165,6 +167,64 @@ TEST_F(SmartPoolsTest, FilesMoveToThePoolTheirPolicyNamesWithTheirData) {
   ASSERT_TRUE(run_to_completion(run_smartpools(*store_, unplaceable, hooks(streaming_data("nowhere")), options())).ok());
   EXPECT_EQ(unplaceable.checkpoint.progress.files_misplaced, 1u) << "no pool to move it to";
   EXPECT_EQ(unplaceable.checkpoint.progress.files_moved, 0u);
+}
+
+TEST_F(SmartPoolsTest, FlexProtectRestripesFilesOverThePoolsNodesNowWhateverThePolicies) {
+  make_tree();
+  const std::vector<std::uint8_t> bytes(300'000, 0x3d);
+  for (store::InodeId inode : data_files_) {
+    ASSERT_TRUE(
+        run_to_completion(store_->write(inode, 0, bytes, store::Stability::file_sync, kRoot)).ok());
+    ASSERT_TRUE(run_to_completion(store_->migrate(inode, "f800", 2, 0)).ok());
+  }
+  const auto flexprotect = [&](bool dry_run) {
+    Job job = job_for({}, dry_run, kFlexProtectJob);
+    // Policies that would move every file elsewhere: FlexProtect leaves them aside.
+    const Status done =
+        run_to_completion(run_smartpools(*store_, job, hooks(streaming_data("h500")), options()));
+    EXPECT_TRUE(done.ok()) << done.to_string();
+    return job.checkpoint.progress;
+  };
+  const Progress placed = flexprotect(false);
+  EXPECT_EQ(placed.files_scanned, 7u);
+  EXPECT_EQ(placed.files_matched, 0u) << "every file is placed over the pool's nodes";
+
+  pools_->set_lost({2});
+  const Progress dry = flexprotect(true);
+  EXPECT_EQ(dry.files_matched, 4u);
+  EXPECT_EQ(dry.files_misplaced, 4u);
+  EXPECT_EQ(layout_of(data_files_[0]).nodes, (std::vector<std::uint64_t>{1, 2, 3}));
+
+  const Progress lost = flexprotect(false);
+  EXPECT_EQ(lost.files_matched, 4u);
+  EXPECT_EQ(lost.files_moved, 4u);
+  EXPECT_EQ(lost.files_misplaced, 0u);
+  EXPECT_EQ(lost.patterns_set, 0u);
+  for (store::InodeId inode : data_files_) {
+    const store::Layout layout = layout_of(inode);
+    EXPECT_EQ(layout.pool, "f800");
+    EXPECT_EQ(layout.nodes, (std::vector<std::uint64_t>{1, 3}));
+    EXPECT_EQ(layout.access_pattern, "concurrency");
+  }
+  for (store::InodeId inode : other_files_) EXPECT_EQ(layout_of(inode).pool, store::kWithShard);
+
+  // One node left: a restripe would keep one copy, fewer than the two there are.
+  pools_->set_lost({2, 3});
+  const Progress too_few = flexprotect(false);
+  EXPECT_EQ(too_few.files_matched, 4u);
+  EXPECT_EQ(too_few.files_moved, 0u);
+  EXPECT_EQ(too_few.files_misplaced, 4u);
+  EXPECT_EQ(layout_of(data_files_[0]).nodes, (std::vector<std::uint64_t>{1, 3}));
+
+  pools_->set_lost({});
+  const Progress back = flexprotect(false);
+  EXPECT_EQ(back.files_moved, 4u);
+  for (store::InodeId inode : data_files_) {
+    EXPECT_EQ(layout_of(inode).nodes, (std::vector<std::uint64_t>{1, 2, 3}));
+    std::vector<std::uint8_t> read(bytes.size());
+    ASSERT_TRUE(run_to_completion(store_->read(inode, 0, read, kRoot)).ok());
+    EXPECT_EQ(read, bytes);
+  }
 }
 
 TEST_F(SmartPoolsTest, ADryRunCountsWithoutChanging) {

@@ -20,7 +20,10 @@ inline constexpr const char* kDataFilesPath = "/data";
 // (Store::migrate): the new copy holds its first `copied` bytes durably, so a move cut short by
 // a crash goes on from there. A row of `copies_behind` is a copy of a placed file's unit (every
 // unit it holds, for unit -1) on a node that missed a write or sync while it was down: nothing
-// reads that copy until the home has put the unit back on it (store.cc, catch_up).
+// reads that copy until the home has put the unit back on it (store.cc, catch_up). A row of
+// `units_left` is a node that keeps units of a file in a pool where no placement reads them:
+// it was down when they were to be removed (the file removed, moved or restriped); they are
+// removed there once it is up (store.cc, clear_units_left).
 // A directory's `parent` is its ".." (null in databases made before directories could live on
 // another shard than their entry: the entry naming them tells). `transactions` and
 // `transaction_steps` hold this shard's parts of changes spanning shards
@@ -77,6 +80,11 @@ CREATE TABLE IF NOT EXISTS copies_behind(
   node INTEGER NOT NULL,
   unit INTEGER NOT NULL,
   PRIMARY KEY(ino, node, unit)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS units_left(
+  ino INTEGER NOT NULL,
+  pool TEXT NOT NULL,
+  node INTEGER NOT NULL,
+  PRIMARY KEY(ino, pool, node)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS transactions(
   id INTEGER PRIMARY KEY,
   coordinator INTEGER NOT NULL,
@@ -97,7 +105,7 @@ CREATE TABLE IF NOT EXISTS transaction_steps(
 
 // Every table of kShardSchema: the tables whose changes a mirror takes.
 inline constexpr std::string_view kShardTables[] = {
-    "meta",  "inodes",        "dirents",      "layouts",
-    "moves", "copies_behind", "transactions", "transaction_steps"};
+    "meta",          "inodes",     "dirents",      "layouts",          "moves",
+    "copies_behind", "units_left", "transactions", "transaction_steps"};
 
 }  // namespace tidepool::store::internal

@@ -86,7 +86,16 @@ class InProcessPools final : public PoolPeers {
     } else if (pool == "h500") {
       ids.push_back(f800_ + 1);
     }
+    std::lock_guard lock(down_mutex_);
+    std::erase_if(ids, [this](cluster::NodeId id) { return lost_.contains(id); });
     return ids;
+  }
+  std::size_t nodes_left_out(const std::string& pool) override {
+    std::lock_guard lock(down_mutex_);
+    return static_cast<std::size_t>(
+        std::count_if(lost_.begin(), lost_.end(), [&](cluster::NodeId id) {
+          return pool == (static_cast<int>(id) <= f800_ ? "f800" : "h500");
+        }));
   }
   bool is_up(cluster::NodeId node) override {
     std::lock_guard lock(down_mutex_);
@@ -137,12 +146,19 @@ class InProcessPools final : public PoolPeers {
     std::lock_guard lock(down_mutex_);
     down_ = std::move(nodes);
   }
+  // Leaves `nodes` out of their pools (down for long: data is placed on them no more), and
+  // every other node in.
+  void set_lost(std::set<cluster::NodeId> nodes) {
+    std::lock_guard lock(down_mutex_);
+    lost_ = std::move(nodes);
+  }
   // The unit reads every node served, counted together.
   const std::shared_ptr<ReadCounters> unit_reads = std::make_shared<ReadCounters>();
 
  private:
   std::mutex down_mutex_;
   std::set<cluster::NodeId> down_;  // guarded by down_mutex_
+  std::set<cluster::NodeId> lost_;  // guarded by down_mutex_
   std::filesystem::path root_;
   int f800_;
   std::vector<std::unique_ptr<UnitStore>> stores_;

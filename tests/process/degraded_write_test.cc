@@ -4,17 +4,22 @@
 // UNSTABLE then COMMIT: the writes go on with the copies left, every acknowledged byte reads
 // back through each survivor, and when the node returns the home puts back the units it missed
 // — proved by reading every file with another owner down, so that the units the two shared come
-// from the returned node alone.
+// from the returned node alone. A second test keeps the node down past the repair delay: the
+// cluster then restores two copies of every unit on the others, and spreads the files over the
+// node again when it returns.
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -161,6 +166,80 @@ class DegradedWriteTest : public ::testing::Test {
     return value;
   }
 
+  // Files made in /ifs/work through node 1, each written whole FILE_SYNC.
+  Files make_files() {
+    Files files;
+    NfsClient nfs(cluster_->node(1).endpoint());
+    const FileHandle dir = nfs.make_dir(cluster_->root_via(1), "work");
+    EXPECT_FALSE(dir.empty());
+    std::mt19937_64 random(1);
+    for (std::size_t f = 0; f < kFiles; ++f) {
+      files.contents.push_back(random_text(random, kFileBytes));
+      files.handles.push_back(nfs.make_file(dir, "f" + std::to_string(f)));
+      EXPECT_FALSE(files.handles.back().empty());
+      EXPECT_EQ(nfs.write(files.handles.back(), 0, files.contents.back(), FILE_SYNC).status,
+                NFS3_OK);
+    }
+    return files;
+  }
+
+  // The nodes `tide get -D` (through `via`) lists for each stripe unit of file `f`, in order.
+  std::vector<std::set<std::uint64_t>> unit_nodes(std::size_t via, std::size_t f) {
+    const nlohmann::json file =
+        cluster_->tide_json(via, {"get", "-D", "/ifs/work/f" + std::to_string(f)});
+    std::vector<std::set<std::uint64_t>> units;
+    for (const nlohmann::json& run : file.value("stripe_units", nlohmann::json::array())) {
+      std::set<std::uint64_t> nodes;
+      for (const nlohmann::json& node : run["nodes"]) nodes.insert(node.get<std::uint64_t>());
+      for (std::uint64_t i = 0; i < run["count"].get<std::uint64_t>(); ++i) units.push_back(nodes);
+    }
+    return units;
+  }
+
+  using UnitTest = std::function<bool(const std::set<std::uint64_t>& nodes)>;
+  // Whether `placed` holds for every unit of every file, as `tide get -D` shows them through
+  // `via`.
+  bool every_unit(std::size_t via, const UnitTest& placed) {
+    for (std::size_t f = 0; f < kFiles; ++f) {
+      const auto units = unit_nodes(via, f);
+      if (units.size() != kFileBytes / (128 * 1024) ||
+          !std::all_of(units.begin(), units.end(), placed)) {
+        return false;
+      }
+    }
+    return true;
+  }
+  // How many units of the files node `node` holds.
+  std::size_t units_on(std::size_t via, std::size_t node) {
+    std::size_t held = 0;
+    for (std::size_t f = 0; f < kFiles; ++f) {
+      for (const auto& nodes : unit_nodes(via, f)) held += nodes.contains(node) ? 1 : 0;
+    }
+    return held;
+  }
+  // Polls (bounded) until `done` holds; false if it never did.
+  static bool eventually(std::chrono::seconds limit, const std::function<bool()>& done) {
+    for (const auto deadline = Clock::now() + limit; Clock::now() < deadline;) {
+      if (done()) return true;
+      std::this_thread::sleep_for(500ms);
+    }
+    return done();
+  }
+
+  // The FlexProtect runs the leader started, as `tide job reports list` shows them through
+  // `via`: the number that succeeded with every file restriped that had to be.
+  std::size_t flexprotect_runs(std::size_t via) {
+    const nlohmann::json reports = cluster_->tide_json(via, {"job", "reports", "list"});
+    std::size_t whole = 0;
+    for (const nlohmann::json& job : reports.value("reports", nlohmann::json::array())) {
+      if (job["type"] == "FlexProtect" && job["state"] == "succeeded" &&
+          job["progress"]["files_misplaced"] == 0 && job["progress"]["errors"] == 0) {
+        ++whole;
+      }
+    }
+    return whole;
+  }
+
   std::unique_ptr<TideCluster> cluster_;
 };
 
@@ -173,20 +252,8 @@ TEST_F(DegradedWriteTest, WritesGoOnWhileAnOwnerIsDownAndItCatchesUpWhenBack) {
   std::size_t other = 2;  // a second owner, killed once the victim caught up
   while (other == home || other == victim) ++other;
 
-  Files files;
-  {
-    NfsClient nfs(cluster_->node(1).endpoint());
-    const FileHandle dir = nfs.make_dir(cluster_->root_via(1), "work");
-    ASSERT_FALSE(dir.empty());
-    std::mt19937_64 random(1);
-    for (std::size_t f = 0; f < kFiles; ++f) {
-      files.contents.push_back(random_text(random, kFileBytes));
-      files.handles.push_back(nfs.make_file(dir, "f" + std::to_string(f)));
-      ASSERT_FALSE(files.handles.back().empty());
-      ASSERT_EQ(nfs.write(files.handles.back(), 0, files.contents.back(), FILE_SYNC).status,
-                NFS3_OK);
-    }
-  }
+  Files files = make_files();
+  ASSERT_FALSE(HasFailure());
   const nlohmann::json placed = cluster_->tide_json(2, {"get", "-D", "/ifs/work/f0"});
   ASSERT_EQ(placed["layout"]["pool"], "f800") << placed.dump();
 
@@ -225,6 +292,83 @@ TEST_F(DegradedWriteTest, WritesGoOnWhileAnOwnerIsDownAndItCatchesUpWhenBack) {
   EXPECT_GT(cluster_->metric(home, "tidepool_units_caught_up_total"), 0);
 
   // With the other owner down too, the units it shared with the victim come from the victim.
+  cluster_->node(other).kill();
+  ASSERT_NO_FATAL_FAILURE(expect_files_read_through(home, files));
+}
+
+// Issue 4's "protection restored by re-mirroring in the background": a node that stays down
+// past the repair delay is lost, and FlexProtect restripes every file's units over the three
+// nodes left while writers go on. When it returns, FlexProtect spreads the files over it again.
+TEST_F(DegradedWriteTest,
+       ANodeDownPastTheRepairDelayHasItsUnitsProtectedElsewhereAndBackWhenItReturns) {
+  const auto [home, mirror] = cluster_->wait_for_full_protection(1, 30s);
+  std::size_t victim = 2;
+  while (victim == home || victim == mirror) ++victim;
+  std::size_t other = 2;
+  while (other == home || other == victim) ++other;
+  ASSERT_EQ(cluster_->tide(1, {"sysctl", "efs.flexprotect.repair_delay=2s"}).exit_code, 0);
+
+  Files files = make_files();
+  ASSERT_FALSE(HasFailure());
+  const UnitTest two_copies = [](const std::set<std::uint64_t>& nodes) {
+    return nodes.size() == 2;
+  };
+  ASSERT_TRUE(every_unit(home, two_copies));
+  ASSERT_GT(units_on(home, victim), 0u);
+
+  std::vector<Endpoint> via;
+  for (std::size_t id = 1; id <= kNodes; ++id) {
+    if (id != victim) via.push_back(cluster_->node(id).endpoint());
+  }
+  Writers writers(via, files);
+  cluster_->node(victim).kill();
+  // Two copies of every unit again, neither on the victim.
+  const bool protected_again = eventually(90s, [&] {
+    return every_unit(home, [&](const std::set<std::uint64_t>& nodes) {
+      return nodes.size() == 2 && !nodes.contains(victim);
+    });
+  });
+  EXPECT_TRUE(protected_again) << cluster_->node(home).log_tail();
+  const nlohmann::json status = cluster_->tide_json(home, {"status"});
+  for (const nlohmann::json& node : status["nodes"]) {
+    if (node["id"] == victim) {
+      EXPECT_EQ(node["state"], "lost") << status.dump();
+    }
+  }
+  EXPECT_TRUE(eventually(30s, [&] { return flexprotect_runs(home) >= 1; }))
+      << "FlexProtect did the restripes";
+  const std::size_t acknowledged = writers.acknowledged();
+  const auto protected_at = Clock::now();
+  while (writers.acknowledged() < acknowledged + 30 && Clock::now() - protected_at < 30s) {
+    std::this_thread::sleep_for(50ms);
+  }
+  writers.stop();
+  ASSERT_NO_FATAL_FAILURE(writers.settle(cluster_->node(home).endpoint()));
+  EXPECT_GE(writers.acknowledged(), acknowledged + 30) << "writes did not go on";
+  EXPECT_EQ(wait_for_zero(home, "tidepool_copies_behind", 30s), 0)
+      << "no copy waits for the lost node: its units are elsewhere";
+  EXPECT_GT(cluster_->metric(home, "tidepool_units_left"), 0)
+      << "the lost node keeps the units of the old placements until it is back";
+  for (std::size_t id = 1; id <= kNodes; ++id) {
+    if (id == victim) continue;
+    ASSERT_NO_FATAL_FAILURE(expect_files_read_through(id, files));
+  }
+
+  const std::size_t runs_before_return = flexprotect_runs(home);
+  std::string error;
+  ASSERT_TRUE(cluster_->node(victim).start(&error)) << error;
+  const bool spread = eventually(90s, [&] {
+    return flexprotect_runs(home) > runs_before_return && units_on(home, victim) > 0 &&
+           every_unit(home, two_copies);
+  });
+  EXPECT_TRUE(spread) << "the files were not spread over the returned node again\n"
+                      << cluster_->node(home).log_tail();
+  EXPECT_EQ(wait_for_zero(home, "tidepool_units_left", 30s), 0)
+      << "what the returned node kept of the old placements is gone";
+
+  // With another owner down (not for long enough to be lost), the units it shares with the
+  // returned node come from the latter.
+  ASSERT_EQ(cluster_->tide(1, {"sysctl", "efs.flexprotect.repair_delay=10m"}).exit_code, 0);
   cluster_->node(other).kill();
   ASSERT_NO_FATAL_FAILURE(expect_files_read_through(home, files));
 }

@@ -53,8 +53,10 @@ class JobTest : public JobFixture {
 TEST_F(JobTest, SmartPoolsAppliesThePoliciesAndCanBePausedResumedAndCancelled) {
   ASSERT_NO_FATAL_FAILURE(make_data_set());
   const json types = tide_json(3, {"job", "types", "list"});
-  ASSERT_EQ(types["types"].size(), 3u) << types.dump();
+  ASSERT_EQ(types["types"].size(), 4u) << types.dump();
   EXPECT_EQ(types["types"][2]["name"], "FilePolicy");
+  EXPECT_EQ(types["types"][3]["name"], "FlexProtect");
+  EXPECT_EQ(types["types"][3]["priority"], 1);
   EXPECT_EQ(types["types"][0]["name"], "SmartPools");
   EXPECT_EQ(types["types"][0]["schedule"], "every day at 22:00");
   EXPECT_EQ(types["types"][0]["priority"], 6);
