@@ -1083,6 +1083,11 @@ class StoreImpl final : public LocalStore {
             // The old copies go, and with them the ones that were behind.
             auto caught_up = db.prepare("DELETE FROM copies_behind WHERE ino = ?");
             TP_RETURN_IF_ERROR(caught_up.bind(1, inode).run());
+            if (now.pool != kWithShard) {
+              TP_RETURN_IF_ERROR(note_down_units_left(
+                  db, after, inode, placement_of(now),
+                  now.pool == target.pool ? target.nodes : std::vector<cluster::NodeId>{}));
+            }
             after.committed.push_back([this, inode, target] { end_move(inode, target, true); });
             return load_layout(db, inode);
           });
@@ -1855,10 +1860,8 @@ class StoreImpl final : public LocalStore {
         true, [this, inode, pool, nodes](Database& db, AfterCommit& after) -> Result<bool> {
           std::int64_t added = 0;
           for (const cluster::NodeId node : nodes) {
-            auto insert =
-                db.prepare("INSERT OR IGNORE INTO units_left(ino, pool, node) VALUES(?, ?, ?)");
-            TP_RETURN_IF_ERROR(insert.bind(1, inode).bind(2, pool).bind(3, node).run());
-            added += db.changes();
+            TP_ASSIGN_OR_RETURN(const std::int64_t one, insert_units_left(db, inode, pool, node));
+            added += one;
           }
           after.committed.push_back([this, added] { count_units_left(added); });
           return true;
@@ -1871,6 +1874,34 @@ class StoreImpl final : public LocalStore {
       co_return;
     }
     any_units_left_.store(true);
+  }
+  // In the transaction after which the file's units in `where` go (its removal, or its move's
+  // switch away; `keep`: nodes that keep them as the new placement's): the nodes the view has
+  // down keep them, noted with the change itself, so that no crash before the units go loses
+  // the note. Nodes that fail later are noted by note_units_left().
+  Status note_down_units_left(Database& db, AfterCommit& after, InodeId inode,
+                              const Placement& where,
+                              const std::vector<cluster::NodeId>& keep = {}) {
+    std::int64_t added = 0;
+    for (const cluster::NodeId node : where.nodes) {
+      if (pools_->is_up(node) || std::ranges::find(keep, node) != keep.end()) continue;
+      TP_ASSIGN_OR_RETURN(const std::int64_t one, insert_units_left(db, inode, where.pool, node));
+      added += one;
+    }
+    if (added > 0) {
+      after.committed.push_back([this, added] {
+        count_units_left(added);
+        any_units_left_.store(true);
+      });
+    }
+    return {};
+  }
+  // Notes that `node` keeps units of the file in `pool`: 1 row added, or 0 if it was noted.
+  static Result<std::int64_t> insert_units_left(Database& db, InodeId inode,
+                                                const std::string& pool, cluster::NodeId node) {
+    auto insert = db.prepare("INSERT OR IGNORE INTO units_left(ino, pool, node) VALUES(?, ?, ?)");
+    TP_RETURN_IF_ERROR(insert.bind(1, inode).bind(2, pool).bind(3, node).run());
+    return db.changes();
   }
   // This shard's rows of units_left, and the node's gauge, change by `delta`.
   void count_units_left(std::int64_t delta) {
@@ -3002,6 +3033,11 @@ class StoreImpl final : public LocalStore {
     pending_atimes_.erase(inode);
     forget(inode);
     if (victim.type == FileType::regular) {
+      const Where where = where_of(inode);
+      if (where.placed) TP_RETURN_IF_ERROR(note_down_units_left(db, after, inode, *where.placed));
+      if (where.moving_to) {
+        TP_RETURN_IF_ERROR(note_down_units_left(db, after, inode, *where.moving_to));
+      }
       after.durable.push_back([this, inode] { remove_data(inode); });
     }
     return {};
