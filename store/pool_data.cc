@@ -205,8 +205,20 @@ bool unreachable(const Status& status) {
 }  // namespace
 
 Status PoolData::write(const Placement& where, InodeId inode, std::uint64_t offset,
-                       std::span<const std::uint8_t> data, bool durable) {
-  return write_units(where, inode, offset, data, durable, nullptr, nullptr);
+                       std::span<const std::uint8_t> data, bool durable, const CopyBehind& hold) {
+  return write_units(where, inode, offset, data, durable, nullptr, nullptr, hold);
+}
+
+bool PoolData::every_copy_held(const Placement& where, InodeId inode, std::uint64_t offset,
+                               std::uint64_t length, const CopyBehind& hold) const {
+  bool held = true;
+  for_each_unit_owners(where, inode, offset, offset + length,
+                       [&](std::uint64_t unit, const std::vector<cluster::NodeId>& owners) {
+                         held = std::all_of(owners.begin(), owners.end(),
+                                            [&](cluster::NodeId node) { return hold(node, unit); });
+                         return held;
+                       });
+  return held;
 }
 
 Status PoolData::write_past_down(const Placement& where, InodeId inode, std::uint64_t offset,
@@ -218,7 +230,8 @@ Status PoolData::write_past_down(const Placement& where, InodeId inode, std::uin
 // `missed` null: every owner must take the write.
 Status PoolData::write_units(const Placement& where, InodeId inode, std::uint64_t offset,
                              std::span<const std::uint8_t> data, bool durable,
-                             const CopyBehind& behind, std::vector<MissedCopy>* missed) {
+                             const CopyBehind& behind, std::vector<MissedCopy>* missed,
+                             const CopyBehind& hold) {
   return for_each_unit(
       where.stripe_unit, offset, data.size(),
       [&](std::uint64_t unit, std::size_t done, std::size_t piece) -> Status {
@@ -239,6 +252,10 @@ Status PoolData::write_units(const Placement& where, InodeId inode, std::uint64_
         std::vector<MissedCopy> missed_here;
         Status last;
         for (cluster::NodeId node : nodes) {
+          if (hold && hold(node, unit)) {
+            taken = taken || current(node);
+            continue;
+          }
           Status written =
               missed && !peers_->is_up(node)
                   ? error(Errc::unavailable, "node " + std::to_string(node) + " is down")

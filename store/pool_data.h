@@ -171,9 +171,13 @@ class PoolData {
   // How many times a node holding units was seen to have restarted (and may have lost data
   // not yet synced). The home folds it into its write verifier.
   std::uint64_t restarts() const { return restarts_.load(); }
-  // To every owner of each unit touched; `durable`: on their disks before this returns.
+  // To every owner of each unit touched, but those that `hold` it already; `durable`: on their
+  // disks before this returns.
   Status write(const Placement& where, InodeId inode, std::uint64_t offset,
-               std::span<const std::uint8_t> data, bool durable);
+               std::span<const std::uint8_t> data, bool durable, const CopyBehind& hold = nullptr);
+  // Whether every owner of every unit of [offset, offset + length) holds it (`hold`).
+  bool every_copy_held(const Placement& where, InodeId inode, std::uint64_t offset,
+                       std::uint64_t length, const CopyBehind& hold) const;
   // The same, passing over owners down or not answering: their copies go into `missed` (also
   // those of units done before a failure). Each unit must reach an owner whose copy is not
   // `behind`, else unavailable.
@@ -234,7 +238,7 @@ class PoolData {
               cluster::NodeId good, const std::vector<cluster::NodeId>& bad);
   Status write_units(const Placement& where, InodeId inode, std::uint64_t offset,
                      std::span<const std::uint8_t> data, bool durable, const CopyBehind& behind,
-                     std::vector<MissedCopy>* missed);
+                     std::vector<MissedCopy>* missed, const CopyBehind& hold = nullptr);
   // A write or sync to `node`, noting its boot id.
   Status call_counting_boots(cluster::NodeId node, UnitMethod method, const xdr::Buffer& request);
 

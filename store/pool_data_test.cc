@@ -805,9 +805,18 @@ TEST_F(MigrateTest, ALostNodesUnitsAreRestripedOverTheOthersAndBackWhenItReturns
   ASSERT_TRUE(write.ok()) << write.status().to_string();
   EXPECT_EQ(integrity_->copies_behind.load(), 1u);
   nodes_->set_lost({kLost});
+  // Only units a copy of which was on the lost node change owners: each gets one new copy.
+  std::uint64_t new_copies = 0;
+  for (std::uint64_t unit = 0; unit < 8; ++unit) {
+    const auto owners =
+        *PoolData(nodes_, integrity_).owners({"f800", 2, kUnit, stayed->layout.nodes}, inode, unit);
+    new_copies += std::ranges::find(owners, kLost) != owners.end() ? 1 : 0;
+  }
+  const std::uint64_t writes_before = nodes_->unit_writes.load();
   auto restriped = migrate(inode, "f800");
   ASSERT_TRUE(restriped.ok()) << restriped.status().to_string();
   EXPECT_EQ(restriped->layout.nodes, (std::vector<std::uint64_t>{1, 2}));
+  EXPECT_EQ(nodes_->unit_writes.load() - writes_before, new_copies);
   EXPECT_EQ(integrity_->copies_behind.load(), 0u) << "no copy of the new placement is behind";
   EXPECT_EQ(contents(inode, expected.size()), expected);
   // Two copies over the two nodes left: each alone holds every unit.

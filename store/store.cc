@@ -2199,6 +2199,8 @@ class StoreImpl final : public LocalStore {
       const auto piece =
           std::span(chunk).first(std::min<std::uint64_t>(kCopyChunkBytes, range.end - at));
       std::unique_lock slot(move_slot(inode));
+      const CopyBehind held = held_already(inode, source, target);
+      if (held && pools_->every_copy_held(target, inode, at, piece.size(), held)) continue;
       TP_RETURN_IF_ERROR(source ? pools_->read(*source, inode, at, piece, behind_of(inode))
                                 : read_with_shard(inode, at, piece));
       if (std::all_of(piece.begin(), piece.end(), [](std::uint8_t b) { return b == 0; })) {
@@ -2210,7 +2212,7 @@ class StoreImpl final : public LocalStore {
         }
         continue;
       }
-      TP_RETURN_IF_ERROR(pools_->write(target, inode, at, piece, false));
+      TP_RETURN_IF_ERROR(pools_->write(target, inode, at, piece, false, held));
       slot.unlock();
       // Keeps to the job's pace: this store thread waits, the file's readers and writers don't.
       if (bytes_per_second > 0) {
@@ -2221,6 +2223,23 @@ class StoreImpl final : public LocalStore {
       }
     }
     return pools_->sync(target, inode);
+  }
+
+  // Within one pool, the new placement's copies that the old one has on the same node, up to
+  // date: the node's file of the file's units is the same, so a restripe copies only the units
+  // that change owners (a node lost or back: a few of them). Null for a move between pools.
+  // Under the file's move slot.
+  CopyBehind held_already(InodeId inode, const std::optional<Placement>& source,
+                          const Placement& target) const {
+    if (!source || source->pool != target.pool || source->stripe_unit != target.stripe_unit) {
+      return nullptr;
+    }
+    return [this, inode, source = *source, behind = behind_of(inode)](cluster::NodeId node,
+                                                                      std::uint64_t unit) {
+      const Result<std::vector<cluster::NodeId>> owners = pools_->owners(source, inode, unit);
+      return owners.ok() && std::ranges::find(*owners, node) != owners->end() &&
+             !(behind && behind(node, unit));
+    };
   }
 
   // Runs blocking file I/O on the pool; the caller resumes on its own executor.

@@ -105,6 +105,7 @@ class InProcessPools final : public PoolPeers {
                            std::span<const std::uint8_t> request) override {
     if (!is_up(node)) return error(Errc::unavailable, "node down");
     if (method == UnitMethod::write) {
+      unit_writes.fetch_add(1);
       std::unique_lock lock(hold_mutex_);
       if (writes_before_hold_ == 0) {
         ++held_;
@@ -152,6 +153,8 @@ class InProcessPools final : public PoolPeers {
     std::lock_guard lock(down_mutex_);
     lost_ = std::move(nodes);
   }
+  // The unit writes every node was sent, counted together.
+  std::atomic<std::uint64_t> unit_writes{0};
   // The unit reads every node served, counted together.
   const std::shared_ptr<ReadCounters> unit_reads = std::make_shared<ReadCounters>();
 
