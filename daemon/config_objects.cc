@@ -266,12 +266,13 @@ cluster::Change lost_nodes_update(const LostNodes& next) {
 }
 
 std::optional<LostNodes> plan_lost_nodes(const LostNodes& lost, const cluster::GroupView& view,
-                                         const std::set<cluster::NodeId>& down_past_delay) {
+                                         const std::set<cluster::NodeId>& down_past_delay,
+                                         const std::set<cluster::NodeId>& up_past_delay) {
   std::set<cluster::NodeId> nodes = down_past_delay;
   for (const cluster::NodeId node : lost.nodes) {
-    const bool down = std::ranges::any_of(
-        view.nodes, [node](const cluster::NodeInfo& info) { return info.id == node && !info.up; });
-    if (down) nodes.insert(node);
+    const bool in_view = std::ranges::any_of(
+        view.nodes, [node](const cluster::NodeInfo& info) { return info.id == node; });
+    if (in_view && !(view.is_up(node) && up_past_delay.contains(node))) nodes.insert(node);
   }
   if (nodes == lost.nodes) return std::nullopt;
   LostNodes next = lost;

@@ -127,9 +127,9 @@ NamespaceRecord handed_over(const NamespaceRecord& record, std::uint32_t shard,
 // The nodes the cluster places file data on no more: down past the repair delay. The leader
 // writes the record; every home leaves these nodes out of their pools (pool_nodes), for new
 // files and restripes, and the FlexProtect job restripes the files with units on them over the
-// rest of their pools. A lost node that is up again is placed on again, and FlexProtect spreads
-// the files over it. Body: {"nodes": [id, ...], "generation": changes of `nodes` so far,
-// "protected": the generation FlexProtect was last started for}.
+// rest of their pools. A lost node that has been up again for the repair delay is placed on
+// again, and FlexProtect spreads the files over it. Body: {"nodes": [id, ...], "generation":
+// changes of `nodes` so far, "protected": the generation FlexProtect was last started for}.
 inline constexpr std::string_view kLostNodesName = "lost_nodes";
 struct LostNodes {
   std::set<cluster::NodeId> nodes;
@@ -143,9 +143,11 @@ LostNodes lost_nodes_of(const cluster::GroupView& view);
 // Creates the record, or writes `next` over it as it was when read.
 cluster::Change lost_nodes_update(const LostNodes& next);
 // What the leader writes next, if anything: the nodes of `down_past_delay` are lost, and a lost
-// node that is up again or gone from the view is lost no more; a change counts a generation.
+// node of `up_past_delay` (up again for the repair delay, so that one that keeps failing is not
+// restriped back and forth) or gone from the view is lost no more; a change counts a generation.
 std::optional<LostNodes> plan_lost_nodes(const LostNodes& lost, const cluster::GroupView& view,
-                                         const std::set<cluster::NodeId>& down_past_delay);
+                                         const std::set<cluster::NodeId>& down_past_delay,
+                                         const std::set<cluster::NodeId>& up_past_delay);
 // The nodes of each node pool that file data is placed on: those not lost, in the view's order.
 std::map<std::string, std::vector<cluster::NodeId>> pool_nodes(const cluster::GroupView& view);
 

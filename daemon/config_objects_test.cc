@@ -278,24 +278,25 @@ cluster::GroupView with_lost(cluster::GroupView view, std::string body) {
   return view;
 }
 
-TEST(LostNodes, ANodeDownPastTheDelayIsLostUntilItIsUpOrGone) {
+TEST(LostNodes, ANodeDownPastTheDelayIsLostUntilItIsUpAsLongOrGone) {
   const auto view = view_with({{1, true}, {2, false}, {3, false}, {4, true}});
-  EXPECT_FALSE(plan_lost_nodes(LostNodes{}, view, {})) << "no node down long enough";
-  const std::optional<LostNodes> lost = plan_lost_nodes(LostNodes{}, view, {2});
+  EXPECT_FALSE(plan_lost_nodes(LostNodes{}, view, {}, {})) << "no node down long enough";
+  const std::optional<LostNodes> lost = plan_lost_nodes(LostNodes{}, view, {2}, {});
   ASSERT_TRUE(lost.has_value());
   EXPECT_EQ(lost->nodes, std::set<cluster::NodeId>{2});
   EXPECT_EQ(lost->generation, 1u);
   EXPECT_EQ(lost->protected_generation, 0u) << "FlexProtect is still to start for it";
-  EXPECT_FALSE(plan_lost_nodes(*lost, view, {2})) << "nothing changed";
-  EXPECT_FALSE(plan_lost_nodes(*lost, view, {})) << "a leader that just began counts anew";
+  EXPECT_FALSE(plan_lost_nodes(*lost, view, {2}, {})) << "nothing changed";
+  EXPECT_FALSE(plan_lost_nodes(*lost, view, {}, {})) << "a leader that just began counts anew";
 
-  const std::optional<LostNodes> back =
-      plan_lost_nodes(*lost, view_with({{1, true}, {2, true}, {3, false}, {4, true}}), {});
+  const auto up_again = view_with({{1, true}, {2, true}, {3, false}, {4, true}});
+  EXPECT_FALSE(plan_lost_nodes(*lost, up_again, {}, {})) << "not up for long enough";
+  const std::optional<LostNodes> back = plan_lost_nodes(*lost, up_again, {}, {2});
   ASSERT_TRUE(back.has_value());
   EXPECT_TRUE(back->nodes.empty());
   EXPECT_EQ(back->generation, 2u);
   const std::optional<LostNodes> gone =
-      plan_lost_nodes(*lost, view_with({{1, true}, {3, false}, {4, true}}), {3});
+      plan_lost_nodes(*lost, view_with({{1, true}, {3, false}, {4, true}}), {3}, {});
   ASSERT_TRUE(gone.has_value());
   EXPECT_EQ(gone->nodes, std::set<cluster::NodeId>{3}) << "a node removed is lost no more";
 }

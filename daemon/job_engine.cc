@@ -126,18 +126,23 @@ asio::awaitable<void> JobEngine::start_due_schedules(std::int64_t now) {
 asio::awaitable<void> JobEngine::keep_protection(std::int64_t now) {
   const auto steady_now = std::chrono::steady_clock::now();
   const std::chrono::seconds delay = repair_delay(membership_.group()->view());
-  std::map<cluster::NodeId, std::chrono::steady_clock::time_point> down;
-  std::set<cluster::NodeId> past_delay;
+  std::map<cluster::NodeId, NodeState> states;
+  std::set<cluster::NodeId> down_past_delay;
+  std::set<cluster::NodeId> up_past_delay;
   for (const cluster::NodeInfo& node : membership_.group()->view().nodes) {
-    if (node.up) continue;
-    const auto since = down_since_.try_emplace(node.id, steady_now).first->second;
-    down.emplace(node.id, since);
-    if (steady_now - since >= delay) past_delay.insert(node.id);
+    NodeState state{node.up, steady_now};
+    if (auto seen = node_states_.find(node.id);
+        seen != node_states_.end() && seen->second.up == node.up) {
+      state = seen->second;
+    }
+    states.emplace(node.id, state);
+    if (steady_now - state.since >= delay)
+      (node.up ? up_past_delay : down_past_delay).insert(node.id);
   }
-  down_since_ = std::move(down);
+  node_states_ = std::move(states);
   const LostNodes lost = lost_nodes_of(membership_.group()->view());
   if (const std::optional<LostNodes> next =
-          plan_lost_nodes(lost, membership_.group()->view(), past_delay)) {
+          plan_lost_nodes(lost, membership_.group()->view(), down_past_delay, up_past_delay)) {
     auto marking = propose(lost_nodes_update(*next));
     if (const Status s = co_await std::move(marking); !s.ok()) {
       spdlog::warn("jobs: the lost nodes could not be marked: {}", s.message());
@@ -205,7 +210,7 @@ asio::awaitable<void> JobEngine::keep_protection(std::int64_t now) {
 asio::awaitable<void> JobEngine::plan() {
   if (!leading()) {
     counting_since_.reset();
-    down_since_.clear();
+    node_states_.clear();
     protecting_.reset();
     if (running_) running_->stopping = true;
     co_return;

@@ -7,9 +7,9 @@
 //
 // The leader also keeps the data protected: a node down past efs.flexprotect.repair_delay (as
 // this leader saw it go down) is marked lost (daemon/config_objects.h, LostNodes), and a lost
-// node up again is not lost any more. After either change it starts FlexProtect, once the one
-// before has ended, and notes the change protected when a run restriped every file it had to;
-// a run that could not is followed by another, later each time.
+// node up again for as long is not lost any more. After either change it starts FlexProtect,
+// once the one before has ended, and notes the change protected when a run restriped every file
+// it had to; a run that could not is followed by another, later each time.
 //
 // Not thread-safe: a JobEngine lives on the strand of the node's Membership.
 #pragma once
@@ -95,8 +95,12 @@ class JobEngine {
   std::optional<std::chrono::steady_clock::time_point> retry_at_;
   // Unix seconds from which schedules never started count, since this node began to lead.
   std::optional<std::int64_t> counting_since_;
-  // Since when each node that is down has been, as seen while leading.
-  std::map<cluster::NodeId, std::chrono::steady_clock::time_point> down_since_;
+  // Whether each node is up, and since when, as seen while leading.
+  struct NodeState {
+    bool up = true;
+    std::chrono::steady_clock::time_point since;
+  };
+  std::map<cluster::NodeId, NodeState> node_states_;
   // The FlexProtect run this leader started, for the lost nodes' generation it saw.
   struct Protecting {
     std::uint64_t job = 0;
