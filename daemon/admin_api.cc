@@ -804,7 +804,7 @@ asio::awaitable<HttpResponse> cluster_status(Membership& m) {
   json list = json::array();
   for (const cluster::NodeInfo& node : nodes) {
     json entry = node_json(node);
-    if (!node.up && lost.nodes.contains(node.id)) entry["state"] = "lost";
+    if (lost.nodes.contains(node.id)) entry["state"] = node.up ? "returning" : "lost";
     any_down = any_down || !node.up;
     if (node.up) {
       auto asking = m.stats_of(node.id, kStatsDeadline);

@@ -143,8 +143,9 @@ LostNodes lost_nodes_of(const cluster::GroupView& view);
 // Creates the record, or writes `next` over it as it was when read.
 cluster::Change lost_nodes_update(const LostNodes& next);
 // What the leader writes next, if anything: the nodes of `down_past_delay` are lost, and a lost
-// node of `up_past_delay` (up again for the repair delay, so that one that keeps failing is not
-// restriped back and forth) or gone from the view is lost no more; a change counts a generation.
+// node of `up_past_delay` (up again for the repair delay, ten minutes at most, so that one that
+// keeps failing is not restriped back and forth) or gone from the view is lost no more; a change
+// counts a generation.
 std::optional<LostNodes> plan_lost_nodes(const LostNodes& lost, const cluster::GroupView& view,
                                          const std::set<cluster::NodeId>& down_past_delay,
                                          const std::set<cluster::NodeId>& up_past_delay);

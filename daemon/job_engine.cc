@@ -20,6 +20,7 @@ using tiering::JobState;
 
 constexpr std::chrono::milliseconds kProposeDeadline{5000};
 constexpr std::chrono::seconds kLastProtectRetry{3600};
+constexpr std::chrono::seconds kMaxReturnDelay{600};
 
 }  // namespace
 
@@ -126,6 +127,8 @@ asio::awaitable<void> JobEngine::start_due_schedules(std::int64_t now) {
 asio::awaitable<void> JobEngine::keep_protection(std::int64_t now) {
   const auto steady_now = std::chrono::steady_clock::now();
   const std::chrono::seconds delay = repair_delay(membership_.group()->view());
+  // A new leader counts anew: a node back must be placed on again well before weeks pass.
+  const std::chrono::seconds return_delay = std::min(delay, kMaxReturnDelay);
   std::map<cluster::NodeId, NodeState> states;
   std::set<cluster::NodeId> down_past_delay;
   std::set<cluster::NodeId> up_past_delay;
@@ -136,8 +139,9 @@ asio::awaitable<void> JobEngine::keep_protection(std::int64_t now) {
       state = seen->second;
     }
     states.emplace(node.id, state);
-    if (steady_now - state.since >= delay)
+    if (steady_now - state.since >= (node.up ? return_delay : delay)) {
       (node.up ? up_past_delay : down_past_delay).insert(node.id);
+    }
   }
   node_states_ = std::move(states);
   const LostNodes lost = lost_nodes_of(membership_.group()->view());

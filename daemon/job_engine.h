@@ -7,9 +7,9 @@
 //
 // The leader also keeps the data protected: a node down past efs.flexprotect.repair_delay (as
 // this leader saw it go down) is marked lost (daemon/config_objects.h, LostNodes), and a lost
-// node up again for as long is not lost any more. After either change it starts FlexProtect,
-// once the one before has ended, and notes the change protected when a run restriped every file
-// it had to; a run that could not is followed by another, later each time.
+// node up again for as long (ten minutes at most) is not lost any more. After either change it
+// starts FlexProtect, once the one before has ended, and notes the change protected when a run
+// restriped every file it had to; a run that could not is followed by another, later each time.
 //
 // Not thread-safe: a JobEngine lives on the strand of the node's Membership.
 #pragma once

@@ -211,7 +211,8 @@ Status PoolData::write(const Placement& where, InodeId inode, std::uint64_t offs
 
 bool PoolData::every_copy_held(const Placement& where, InodeId inode, std::uint64_t offset,
                                std::uint64_t length, const CopyBehind& hold) const {
-  bool held = true;
+  // No unit at all (a layout without a stripe unit) is not held: the copy fails as it would.
+  bool held = false;
   for_each_unit_owners(where, inode, offset, offset + length,
                        [&](std::uint64_t unit, const std::vector<cluster::NodeId>& owners) {
                          held = std::all_of(owners.begin(), owners.end(),

@@ -664,6 +664,32 @@ TEST_F(MigrateTest, TheUnitsOfAFileRemovedWhileAnOwnerIsDownGoWhenItIsBack) {
   for (cluster::NodeId node = 1; node <= 3; ++node) EXPECT_FALSE(units(node)) << "node " << node;
 }
 
+TEST_F(MigrateTest, AMoveGivenUpWhileATargetNodeIsDownNotesItsUnitsWithTheGiveUp) {
+  constexpr std::size_t kSize = 40u << 20;
+  const InodeId inode = file_with(PoolDataTest::random_bytes(kSize, 63));
+  nodes_->hold_writes_after(36 * kUnitWritesPerMiB);
+  {
+    boost::asio::io_context io;
+    boost::asio::co_spawn(io, store_->migrate(inode, "f800", 2, 0), boost::asio::detached);
+    std::thread mover([&] { io.run(); });
+    const MoverGuard guard(*nodes_, mover);
+    ASSERT_TRUE(nodes_->wait_until_held());
+    store_->close();
+    nodes_->release_writes();
+    mover.join();
+  }
+  reopen();
+  ASSERT_EQ(internal::run_to_completion(store_->layout(inode))->moving_to, "f800");
+  nodes_->set_down({1});
+  ASSERT_TRUE(migrate(inode, std::string(kWithShard)).ok());
+  // Noted with the give-up itself: a restart right after it keeps the note.
+  reopen();
+  EXPECT_EQ(integrity_->units_left.load(), 1u);
+  nodes_->set_down({});
+  EXPECT_TRUE(units_left_become(0));
+  EXPECT_FALSE(std::filesystem::exists(data_file(nodes_->units_of(1, "f800"), inode)));
+}
+
 TEST_F(MigrateTest, AMoveThatCannotReachThePoolChangesNothing) {
   const auto bytes = PoolDataTest::random_bytes(kUnit, 25);
   const InodeId inode = file_with(bytes);

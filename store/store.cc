@@ -1037,15 +1037,15 @@ class StoreImpl final : public LocalStore {
     const std::uint64_t copy_end = restripe ? whole_units(size, target.stripe_unit) : size;
     const auto start = std::chrono::steady_clock::now();
     int redone = 0;
-    std::uint64_t repeated = 0;  // bytes copied again, which count for the pace too
+    // What the copy read and wrote, a range copied again counted again: the pace counts it.
+    std::uint64_t copied_bytes = 0;
     for (std::uint64_t at = resumed_at; copied.ok() && at < copy_end;) {
       const std::uint64_t end = std::min(copy_end, at + kWatermarkBytes);
       // A node that restarted before the range was synced may have lost some of it: the range
       // is copied again rather than counted.
       const std::uint64_t restarts = pools_->restarts();
-      auto copying = offload([=, this] {
-        return copy_data(inode, source, target, {at, end, at - resumed_at + repeated, start},
-                         bytes_per_second);
+      auto copying = offload([=, this, &copied_bytes] {
+        return copy_data(inode, source, target, {at, end, start}, bytes_per_second, copied_bytes);
       });
       copied = co_await std::move(copying);
       if (copied.ok() && pools_->restarts() != restarts) {
@@ -1053,7 +1053,6 @@ class StoreImpl final : public LocalStore {
           // Left as a crash would leave it: the watermark stays for the next attempt.
           co_return error(Errc::unavailable, "nodes keep restarting while the file's data moves");
         }
-        repeated += end - at;
         continue;
       }
       if (!copied.ok()) break;
@@ -1136,7 +1135,7 @@ class StoreImpl final : public LocalStore {
                  source ? "pool " + source->pool : std::string("its shard"), target.pool,
                  target.copies,
                  resumed_at > 0 ? ", gone on from byte " + std::to_string(resumed_at) : "");
-    co_return Move{*switched, resumed_at, size - std::min(size, resumed_at)};
+    co_return Move{*switched, resumed_at, copied_bytes};
   }
 
   ShardParticipant& participant() override { return participant_; }
@@ -2131,14 +2130,18 @@ class StoreImpl final : public LocalStore {
   // to its target, and the target's units are freed. When the watermark cannot go, the move
   // stays as a crash would have left it.
   awaitable<Status> give_up_move(InodeId inode, const Placement& target) {
-    auto forgetting =
-        shard_.run<bool>(true, [inode](Database& db, AfterCommit&) -> Result<bool> {
+    const std::optional<Placement> placed = where_of(inode).placed;
+    // Within the pool, the nodes of the placement kept hold the units legitimately.
+    std::vector<cluster::NodeId> kept;
+    if (placed && placed->pool == target.pool) kept = placed->nodes;
+    auto forgetting = shard_.run<bool>(
+        true, [this, inode, &target, &kept](Database& db, AfterCommit& after) -> Result<bool> {
           TP_RETURN_IF_ERROR(forget_move(db, inode));
+          TP_RETURN_IF_ERROR(note_down_units_left(db, after, inode, target, kept));
           return true;
         });
     const Result<bool> forgot = co_await std::move(forgetting);
     TP_CO_RETURN_IF_ERROR(forgot.status());
-    const std::optional<Placement> placed = where_of(inode).placed;
     end_move(inode, target, false);
     std::vector<cluster::NodeId> left;  // nodes that keep units of the target
     if (!placed || placed->pool != target.pool) {
@@ -2180,19 +2183,18 @@ class StoreImpl final : public LocalStore {
     return stripe_unit == 0 ? size : (size + stripe_unit - 1) / stripe_unit * stripe_unit;
   }
 
-  // Bytes [at, end) of a move's copy; its pace counts from `start`, when the copy began, and
-  // `copied_before` bytes were copied since.
+  // Bytes [at, end) of a move's copy, whose pace counts from `start`, when the copy began.
   struct CopyRange {
     std::uint64_t at = 0;
     std::uint64_t end = 0;
-    std::uint64_t copied_before = 0;
     std::chrono::steady_clock::time_point start;
   };
   // On the pool: copies a range of the file's data, a chunk at a time under its move slot, from
   // `source` (null: the shard's own copy) to `target`, at most `bytes_per_second` (0: no
   // limit), and makes it durable there. Holes are left holes (made holes, within a pool).
+  // `copied`: what the move copied so far, counting the chunks read here.
   Status copy_data(InodeId inode, const std::optional<Placement>& source, const Placement& target,
-                   const CopyRange& range, std::uint64_t bytes_per_second) {
+                   const CopyRange& range, std::uint64_t bytes_per_second, std::uint64_t& copied) {
     std::vector<std::uint8_t> chunk(kCopyChunkBytes);
     for (std::uint64_t at = range.at; at < range.end; at += kCopyChunkBytes) {
       if (closed_.load()) return error(Errc::unavailable, "the store is closed");
@@ -2203,6 +2205,7 @@ class StoreImpl final : public LocalStore {
       if (held && pools_->every_copy_held(target, inode, at, piece.size(), held)) continue;
       TP_RETURN_IF_ERROR(source ? pools_->read(*source, inode, at, piece, behind_of(inode))
                                 : read_with_shard(inode, at, piece));
+      copied += piece.size();
       if (std::all_of(piece.begin(), piece.end(), [](std::uint8_t b) { return b == 0; })) {
         // Within a pool the new owners' files were not cleared: a hole is made where they may
         // hold a unit a restripe given up left, and on owners whose copy is behind.
@@ -2217,9 +2220,7 @@ class StoreImpl final : public LocalStore {
       // Keeps to the job's pace: this store thread waits, the file's readers and writers don't.
       if (bytes_per_second > 0) {
         std::this_thread::sleep_until(
-            range.start +
-            std::chrono::microseconds((range.copied_before + at + piece.size() - range.at) *
-                                      1'000'000 / bytes_per_second));
+            range.start + std::chrono::microseconds(copied * 1'000'000 / bytes_per_second));
       }
     }
     return pools_->sync(target, inode);

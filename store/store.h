@@ -171,7 +171,9 @@ struct Move {
   // still under way when this call came and waited for it) had already copied; 0 for a move
   // from the start, or none.
   std::uint64_t resumed_at = 0;
-  std::uint64_t bytes_copied = 0;  // copied from there on
+  // Read and copied from there on: a range copied again after a node restarted counts again, and
+  // a unit a restripe leaves on a node that keeps it does not count.
+  std::uint64_t bytes_copied = 0;
 };
 // Whether two layouts' nodes are the same, in any order: a unit's owners do not depend on it.
 bool same_nodes(std::vector<std::uint64_t> a, std::vector<std::uint64_t> b);
