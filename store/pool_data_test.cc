@@ -428,6 +428,21 @@ class MoverGuard {
   std::thread& mover_;
 };
 
+// Cuts a move of `inode` to `pool` short as a home that dies would: `store` closes while the
+// copy is held past 36 MiB, its watermark at 32 MiB. The caller opens the store again.
+void cut_move_short(internal::InProcessPools& pools, LocalStore& store, InodeId inode,
+                    const std::string& pool) {
+  pools.hold_writes_after(36 * kUnitWritesPerMiB);
+  boost::asio::io_context io;
+  boost::asio::co_spawn(io, store.migrate(inode, pool, 2, 0), boost::asio::detached);
+  std::thread mover([&] { io.run(); });
+  const MoverGuard guard(pools, mover);
+  ASSERT_TRUE(pools.wait_until_held());
+  store.close();
+  pools.release_writes();
+  mover.join();
+}
+
 // The home dies mid-move (its store closes while the copy is held past 40 MiB, its watermark at
 // 32 MiB): the next one goes on from the watermark, and writes made in between are in the new
 // copy.
@@ -486,15 +501,7 @@ TEST_F(MigrateTest, AMoveCutShortIsGivenUpWhenTheFileIsToGoElsewhere) {
   const InodeId inode = file_with(bytes);
   const InodeId stays = file_with(bytes);
   for (const InodeId file : {inode, stays}) {
-    nodes_->hold_writes_after(36 * kUnitWritesPerMiB);
-    boost::asio::io_context io;
-    boost::asio::co_spawn(io, store_->migrate(file, "f800", 2, 0), boost::asio::detached);
-    std::thread mover([&] { io.run(); });
-    const MoverGuard guard(*nodes_, mover);
-    ASSERT_TRUE(nodes_->wait_until_held());
-    store_->close();
-    nodes_->release_writes();
-    mover.join();
+    ASSERT_NO_FATAL_FAILURE(cut_move_short(*nodes_, *store_, file, "f800"));
     reopen();
     const Layout left = internal::run_to_completion(store_->layout(file)).value();
     ASSERT_EQ(left.moving_to, "f800");
@@ -667,17 +674,7 @@ TEST_F(MigrateTest, TheUnitsOfAFileRemovedWhileAnOwnerIsDownGoWhenItIsBack) {
 TEST_F(MigrateTest, AMoveGivenUpWhileATargetNodeIsDownNotesItsUnitsWithTheGiveUp) {
   constexpr std::size_t kSize = 40u << 20;
   const InodeId inode = file_with(PoolDataTest::random_bytes(kSize, 63));
-  nodes_->hold_writes_after(36 * kUnitWritesPerMiB);
-  {
-    boost::asio::io_context io;
-    boost::asio::co_spawn(io, store_->migrate(inode, "f800", 2, 0), boost::asio::detached);
-    std::thread mover([&] { io.run(); });
-    const MoverGuard guard(*nodes_, mover);
-    ASSERT_TRUE(nodes_->wait_until_held());
-    store_->close();
-    nodes_->release_writes();
-    mover.join();
-  }
+  ASSERT_NO_FATAL_FAILURE(cut_move_short(*nodes_, *store_, inode, "f800"));
   reopen();
   ASSERT_EQ(internal::run_to_completion(store_->layout(inode))->moving_to, "f800");
   nodes_->set_down({1});
