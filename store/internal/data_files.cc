@@ -36,6 +36,8 @@ Status errno_status(const char* what, int err) {
 constexpr std::uint64_t kChecksumTableOffset = kMaxFileSize;
 constexpr std::uint64_t kMaxBlocks = kMaxFileSize / kChecksumBlock;
 constexpr std::size_t kSumBytes = 4;
+constexpr const char* kPacksPath = "/packs";
+static_assert(kPackBlock == kChecksumBlock);
 // Blocks per lock region: a stripe unit's worth, and the L2's block.
 constexpr std::uint64_t kRegionBlocks = 32;
 static_assert(kRegionBlocks * kChecksumBlock == kCachedUnitBytes);
@@ -132,6 +134,14 @@ struct DataFiles::BlockSpan {
   }
   bool aligned(std::uint64_t offset, std::uint64_t length) const {
     return offset % kChecksumBlock == 0 && length == count * kChecksumBlock;
+  }
+  // Where a read into `into` from `offset` reads the whole blocks: `into` itself when it is
+  // they, else `bounce`, sized for them.
+  std::span<std::uint8_t> blocks_for(std::uint64_t offset, std::span<std::uint8_t> into,
+                                     std::vector<std::uint8_t>& bounce) const {
+    if (aligned(offset, into.size())) return into;
+    bounce.resize(count * kChecksumBlock);
+    return bounce;
   }
 };
 
@@ -257,7 +267,8 @@ DataFiles::DataFiles(std::string root, std::shared_ptr<BlockCache> l2, std::size
       units_(std::move(l2)),
       space_(units_ ? next_l2_space.fetch_add(1) : 0),
       doorkeeper_(units_ ? std::make_unique<Doorkeeper>(units_->capacity() / kCachedUnitBytes)
-                         : nullptr) {
+                         : nullptr),
+      pack_(root_ + kPacksPath) {
   static_assert(kMaxFileSize / kCachedUnitBytes <= std::uint64_t{1} << kSpaceShift);
   directories_.fill(-1);
 }
@@ -298,19 +309,22 @@ Status DataFiles::prepare() {
   struct statfs filesystem {};
   if (::fstatfs(directories_[0], &filesystem) != 0) return errno_status("statfs data directory", errno);
   file_sync_covers_entry_ = file_sync_covers_new_entry(filesystem.f_type);
-  return {};
+  return pack_.open();
 }
 
-std::string DataFiles::directory_of(std::uint64_t inode) const {
-  char name[8];
-  std::snprintf(name, sizeof name, "%02x", static_cast<unsigned>(inode % kFanout));
-  return root_ + "/" + name;
+std::string DataFiles::path_under(const std::string& root, std::uint64_t inode) {
+  char name[32];
+  std::snprintf(name, sizeof name, "/%02x/%016llx", static_cast<unsigned>(inode % kFanout),
+                static_cast<unsigned long long>(inode));
+  return root + name;
 }
 
-std::string DataFiles::path_of(std::uint64_t inode) const {
-  char name[24];
-  std::snprintf(name, sizeof name, "/%016llx", static_cast<unsigned long long>(inode));
-  return directory_of(inode) + name;
+Result<ByteOnDisk> DataFiles::locate_on_disk(const std::string& root, std::uint64_t inode,
+                                             std::uint64_t offset) {
+  TP_ASSIGN_OR_RETURN(std::optional<ByteOnDisk> packed,
+                      Pack::locate_on_disk(root + kPacksPath, inode, offset));
+  if (packed) return *packed;
+  return ByteOnDisk{path_under(root, inode), offset};
 }
 
 Result<std::shared_ptr<DataFiles::Descriptor>> DataFiles::open(std::uint64_t inode, bool create) {
@@ -341,6 +355,9 @@ Result<std::shared_ptr<DataFiles::Descriptor>> DataFiles::open(std::uint64_t ino
 }
 
 Status DataFiles::read(std::uint64_t inode, std::uint64_t offset, std::span<std::uint8_t> into) {
+  if (into.empty()) return {};
+  TP_ASSIGN_OR_RETURN(Pack::ReadOutcome packed, read_packed(inode, offset, into, false));
+  if (packed == Pack::ReadOutcome::read) return {};
   TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, false));
   if (!descriptor) {
     std::memset(into.data(), 0, into.size());
@@ -350,12 +367,16 @@ Status DataFiles::read(std::uint64_t inode, std::uint64_t offset, std::span<std:
 }
 
 Result<bool> DataFiles::holds(std::uint64_t inode) {
+  if (pack_.contains(inode)) return true;
   TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, false));
   return descriptor != nullptr;
 }
 
 Result<bool> DataFiles::read_cached(std::uint64_t inode, std::uint64_t offset,
                                     std::span<std::uint8_t> into) {
+  if (into.empty()) return true;
+  TP_ASSIGN_OR_RETURN(Pack::ReadOutcome packed, read_packed(inode, offset, into, true));
+  if (packed != Pack::ReadOutcome::not_packed) return packed == Pack::ReadOutcome::read;
   // Before the file is opened: a removal between the two would otherwise go unseen.
   const std::optional<UnitsToKeep> plan = units_to_keep(inode, offset, into.size());
   TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, false));
@@ -473,11 +494,7 @@ Result<bool> DataFiles::read_verified(const Descriptor& d, std::uint64_t inode,
   if (into.empty()) return true;
   const BlockSpan span = BlockSpan::of(offset, into.size());
   std::vector<std::uint8_t> bounce;
-  std::span<std::uint8_t> blocks = into;
-  if (!span.aligned(offset, into.size())) {
-    bounce.resize(span.count * kChecksumBlock);
-    blocks = bounce;
-  }
+  const std::span<std::uint8_t> blocks = span.blocks_for(offset, into, bounce);
   std::vector<std::uint8_t> sums(span.count * kSumBytes);
   const bool nowait = mode == ReadMode::cached;
   for (int attempt = mode == ReadMode::holding_locks ? 1 : 0;; ++attempt) {
@@ -508,10 +525,109 @@ Status DataFiles::report_mismatch(std::uint64_t inode, std::uint64_t block) {
   return error(Errc::corrupt, std::move(what));
 }
 
+Result<Pack::ReadOutcome> DataFiles::read_packed(std::uint64_t inode, std::uint64_t offset,
+                                                 std::span<std::uint8_t> into, bool nowait) {
+  const BlockSpan span = BlockSpan::of(offset, into.size());
+  std::vector<std::uint8_t> bounce;
+  const std::span<std::uint8_t> blocks = span.blocks_for(offset, into, bounce);
+  std::vector<std::uint32_t> sums(span.count);
+  TP_ASSIGN_OR_RETURN(Pack::ReadOutcome outcome,
+                      pack_.read(inode, span.first, blocks, sums, nowait));
+  if (outcome != Pack::ReadOutcome::read) return outcome;
+  for (std::uint64_t i = 0; i < span.count; ++i) {
+    if (sums[i] != 0 && sums[i] != stored_sum(blocks.subspan(i * kChecksumBlock, kChecksumBlock))) {
+      TP_RETURN_IF_ERROR(report_mismatch(inode, span.first + i));
+    }
+  }
+  if (!bounce.empty()) {
+    std::memcpy(into.data(), bounce.data() + (offset - span.first * kChecksumBlock), into.size());
+  }
+  return outcome;
+}
+
+Result<std::shared_ptr<DataFiles::Descriptor>> DataFiles::write_packed(
+    std::uint64_t inode, std::uint64_t offset, std::span<const std::uint8_t> data) {
+  const std::uint64_t end = offset + data.size();
+  TP_ASSIGN_OR_RETURN(std::optional<PackedData> packed, pack_.load(inode));
+  if (!packed) {
+    if (end >= kPackedBelow) return open(inode, true);
+    TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, false));
+    if (descriptor) return descriptor;
+    // A new small file, written from its start: packed as it came, without a copy.
+    if (offset == 0) {
+      const BlockSpan span = BlockSpan::of(0, data.size());
+      std::vector<std::uint32_t> sums(span.count);
+      for (std::uint64_t b = 0; b + 1 < span.count; ++b) {
+        sums[b] = stored_sum(data.subspan(b * kChecksumBlock, kChecksumBlock));
+      }
+      std::array<std::uint8_t, kChecksumBlock> last{};
+      const std::uint64_t last_start = (span.count - 1) * kChecksumBlock;
+      std::memcpy(last.data(), data.data() + last_start, data.size() - last_start);
+      sums.back() = stored_sum(last);
+      TP_RETURN_IF_ERROR(pack_.put(inode, data, sums));
+      return std::shared_ptr<Descriptor>();
+    }
+    packed.emplace();
+  } else if (end >= kPackedBelow) {
+    return unpack(inode, *packed);
+  }
+  // Into what is packed: a block written in part keeps the rest of its bytes, which must be
+  // good (as a data file's partial write reads and verifies them).
+  const BlockSpan span = BlockSpan::of(offset, data.size());
+  const std::uint64_t blocks =
+      std::max<std::uint64_t>(packed->sums.size(), span.first + span.count);
+  packed->sums.resize(blocks);
+  packed->blocks.resize(blocks * kChecksumBlock);
+  for (std::uint64_t b = span.first; b < span.first + span.count; ++b) {
+    const auto block = std::span(packed->blocks).subspan(b * kChecksumBlock, kChecksumBlock);
+    const std::uint64_t from = std::max(offset, b * kChecksumBlock);
+    const std::uint64_t to = std::min(end, (b + 1) * kChecksumBlock);
+    if (to - from < kChecksumBlock && packed->sums[b] != 0 &&
+        packed->sums[b] != stored_sum(block)) {
+      return report_mismatch(inode, b);
+    }
+    std::memcpy(block.data() + (from - b * kChecksumBlock), data.data() + (from - offset),
+                to - from);
+    packed->sums[b] = stored_sum(block);
+  }
+  TP_RETURN_IF_ERROR(pack_.put(inode, packed->blocks, packed->sums));
+  return std::shared_ptr<Descriptor>();
+}
+
+Result<std::shared_ptr<DataFiles::Descriptor>> DataFiles::unpack(std::uint64_t inode,
+                                                                 const PackedData& packed) {
+  TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, true));
+  // A data file left by an unpacking that a crash cut short is written anew.
+  if (::ftruncate(descriptor->fd, 0) != 0) return errno_status("empty a data file", errno);
+  std::vector<std::uint8_t> sums(packed.sums.size() * kSumBytes);
+  for (std::size_t b = 0; b < packed.sums.size(); ++b) {
+    put_sum(std::span(sums).subspan(b * kSumBytes, kSumBytes), packed.sums[b]);
+  }
+  TP_RETURN_IF_ERROR(write_at(descriptor->fd, packed.blocks, 0));
+  TP_RETURN_IF_ERROR(write_at(descriptor->fd, sums, checksum_offset(0)));
+  // The data file is durable before the pack lets go of the data: at no point is neither.
+  TP_RETURN_IF_ERROR(sync_descriptor(*descriptor, inode));
+  TP_RETURN_IF_ERROR(pack_.remove(inode));
+  TP_RETURN_IF_ERROR(pack_.sync());
+  return descriptor;
+}
+
+Status DataFiles::repack(std::uint64_t inode, PackedData changed) {
+  while (!changed.sums.empty() && changed.sums.back() == 0) changed.sums.pop_back();
+  if (changed.sums.empty()) return pack_.remove(inode);
+  changed.blocks.resize(changed.sums.size() * kChecksumBlock);
+  return pack_.put(inode, changed.blocks, changed.sums);
+}
+
 Status DataFiles::write(std::uint64_t inode, std::uint64_t offset,
                         std::span<const std::uint8_t> data) {
   if (data.empty()) return {};
-  TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, true));
+  std::shared_ptr<Descriptor> descriptor;
+  {
+    std::lock_guard slot(pack_slots_[inode % kFileSlots]);
+    TP_ASSIGN_OR_RETURN(descriptor, write_packed(inode, offset, data));
+  }
+  if (!descriptor) return {};
   const BlockSpan span = BlockSpan::of(offset, data.size());
   RegionLocks locked(region_locks_, inode, span);
   Status written = write_blocks(*descriptor, inode, offset, data, span);
@@ -552,6 +668,26 @@ Result<std::uint64_t> DataFiles::repair(std::uint64_t inode, std::uint64_t offse
   if (!span.aligned(offset, good.size())) {
     return error(Errc::invalid_argument, "a repair covers whole checksum blocks");
   }
+  {
+    std::lock_guard slot(pack_slots_[inode % kFileSlots]);
+    TP_ASSIGN_OR_RETURN(std::optional<PackedData> packed, pack_.load(inode));
+    if (packed) {
+      std::uint64_t repaired = 0;
+      for (std::uint64_t i = 0; i < span.count && span.first + i < packed->sums.size(); ++i) {
+        const std::uint64_t b = span.first + i;
+        const auto block = std::span(packed->blocks).subspan(b * kChecksumBlock, kChecksumBlock);
+        if (packed->sums[b] == 0 || packed->sums[b] == stored_sum(block)) continue;
+        std::memcpy(block.data(), good.data() + i * kChecksumBlock, kChecksumBlock);
+        packed->sums[b] = stored_sum(block);
+        ++repaired;
+      }
+      if (repaired > 0) {
+        TP_RETURN_IF_ERROR(pack_.put(inode, packed->blocks, packed->sums));
+        TP_RETURN_IF_ERROR(pack_.sync(inode));
+      }
+      return repaired;
+    }
+  }
   TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, false));
   if (!descriptor) return 0;
   RegionLocks locked(region_locks_, inode, span);
@@ -580,14 +716,20 @@ Result<std::uint64_t> DataFiles::repair(std::uint64_t inode, std::uint64_t offse
 }
 
 Status DataFiles::sync(std::uint64_t inode) {
+  if (pack_.contains(inode)) return pack_.sync(inode);
   TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, false));
-  if (!descriptor) return {};
-  if (::fdatasync(descriptor->fd) != 0) return errno_status("sync data file", errno);
-  if (!descriptor->entry_synced && !file_sync_covers_entry_) {
+  // Nothing of its own: what it may have left is a removal from the pack, or a cut there.
+  if (!descriptor) return pack_.sync(inode);
+  return sync_descriptor(*descriptor, inode);
+}
+
+Status DataFiles::sync_descriptor(Descriptor& d, std::uint64_t inode) {
+  if (::fdatasync(d.fd) != 0) return errno_status("sync data file", errno);
+  if (!d.entry_synced && !file_sync_covers_entry_) {
     if (::fsync(directories_[inode % kFanout]) != 0) {
       return errno_status("sync data directory", errno);
     }
-    descriptor->entry_synced = true;
+    d.entry_synced = true;
   }
   return {};
 }
@@ -599,6 +741,32 @@ Status DataFiles::sync_all() {
 }
 
 Status DataFiles::truncate(std::uint64_t inode, std::uint64_t size) {
+  {
+    std::lock_guard slot(pack_slots_[inode % kFileSlots]);
+    TP_ASSIGN_OR_RETURN(std::optional<PackedData> packed, pack_.load(inode));
+    if (packed) {
+      const std::uint64_t kept = (size + kChecksumBlock - 1) / kChecksumBlock;
+      if (kept > packed->sums.size()) return {};  // nothing packed past the cut
+      bool cut = kept < packed->sums.size();
+      packed->sums.resize(kept);
+      packed->blocks.resize(kept * kChecksumBlock);
+      // The block the cut falls in ends in zeros; it keeps a checksum only if it had a good
+      // one, and a bad one stays bad.
+      if (size % kChecksumBlock != 0) {
+        const auto last = std::span(packed->blocks).last(kChecksumBlock);
+        const auto tail = last.subspan(size % kChecksumBlock);
+        if ((packed->sums.back() == 0 || packed->sums.back() == stored_sum(last)) &&
+            std::any_of(tail.begin(), tail.end(), [](std::uint8_t b) { return b != 0; })) {
+          std::fill(tail.begin(), tail.end(), 0);
+          if (packed->sums.back() != 0) packed->sums.back() = stored_sum(last);
+          cut = true;
+        }
+      }
+      if (!cut) return {};
+      TP_RETURN_IF_ERROR(repack(inode, std::move(*packed)));
+      return pack_.sync();
+    }
+  }
   TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, false));
   if (!descriptor) return {};
   const int fd = descriptor->fd;
@@ -643,10 +811,24 @@ Status DataFiles::drop(std::uint64_t inode, std::uint64_t offset, std::uint64_t 
     return error(Errc::invalid_argument, "a hole of whole checksum blocks within the data");
   }
   if (length == 0) return {};
+  const BlockSpan span = BlockSpan::of(offset, length);
+  {
+    std::lock_guard slot(pack_slots_[inode % kFileSlots]);
+    TP_ASSIGN_OR_RETURN(std::optional<PackedData> packed, pack_.load(inode));
+    if (packed) {
+      const std::uint64_t end =
+          std::min<std::uint64_t>(span.first + span.count, packed->sums.size());
+      for (std::uint64_t b = span.first; b < end; ++b) {
+        packed->sums[b] = 0;
+        std::fill_n(packed->blocks.begin() + static_cast<std::ptrdiff_t>(b * kChecksumBlock),
+                    kChecksumBlock, 0);
+      }
+      return end > span.first ? repack(inode, std::move(*packed)) : Status{};
+    }
+  }
   TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, false));
   if (!descriptor) return {};
   const int fd = descriptor->fd;
-  const BlockSpan span = BlockSpan::of(offset, length);
   RegionLocks locked(region_locks_, inode, span);
   Status dropped = punch(fd, offset, length);
   if (dropped.ok()) {
@@ -672,6 +854,11 @@ Result<std::vector<std::uint64_t>> DataFiles::list() const {
     }
     if (ec) return error(Errc::io_error, "cannot list " + root_ + name + ": " + ec.message());
   }
+  // A file unpacked when a crash cut that short is in both.
+  const std::vector<std::uint64_t> packed = pack_.inodes();
+  inodes.insert(inodes.end(), packed.begin(), packed.end());
+  std::sort(inodes.begin(), inodes.end());
+  inodes.erase(std::unique(inodes.begin(), inodes.end()), inodes.end());
   return inodes;
 }
 
@@ -687,12 +874,24 @@ Status DataFiles::drop_page_cache() const {
     ::close(fd);
     if (advised != 0) return errno_status("drop the page cache of a data file", advised);
   }
-  return {};
+  return pack_.drop_page_cache();
 }
 
 Result<std::vector<std::pair<std::uint64_t, std::uint64_t>>> DataFiles::extents(
     std::uint64_t inode) {
   std::vector<std::pair<std::uint64_t, std::uint64_t>> found;
+  TP_ASSIGN_OR_RETURN(std::optional<PackedData> packed, pack_.load(inode));
+  if (packed) {
+    for (std::uint64_t b = 0; b < packed->sums.size(); ++b) {
+      if (packed->sums[b] == 0) continue;
+      if (!found.empty() && found.back().first + found.back().second == b * kChecksumBlock) {
+        found.back().second += kChecksumBlock;
+      } else {
+        found.emplace_back(b * kChecksumBlock, kChecksumBlock);
+      }
+    }
+    return found;
+  }
   TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, false));
   if (!descriptor) return found;
   const auto end = static_cast<off_t>(kChecksumTableOffset);
@@ -712,6 +911,12 @@ Result<std::vector<std::pair<std::uint64_t, std::uint64_t>>> DataFiles::extents(
 }
 
 void DataFiles::remove(std::uint64_t inode) {
+  {
+    std::lock_guard slot(pack_slots_[inode % kFileSlots]);
+    if (Status s = pack_.remove(inode); !s.ok()) {
+      spdlog::warn("the pack keeps the data of removed inode {}: {}", inode, s.to_string());
+    }
+  }
   {
     std::lock_guard lock(mutex_);
     if (auto it = open_.find(inode); it != open_.end()) {

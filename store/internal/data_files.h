@@ -19,6 +19,10 @@
 // even with the kernel's read-ahead answering most of it; a copy; a file written and read back
 // once — costs no copy into the L2 and pushes nothing out of it.
 // Dirty UNSTABLE data waits for COMMIT in the kernel's page cache, not here.
+//
+// Small files are packed (pack.h): data that ends below kPackedBelow, written to an inode with
+// no data file, goes to the pack instead, with the same checksums; it gets a file of its own
+// when a write reaches past that. Packed data never enters the L2 (it holds no whole unit).
 #pragma once
 
 #include <array>
@@ -36,6 +40,7 @@
 
 #include "common/block_cache.h"
 #include "common/status.h"
+#include "store/internal/pack.h"
 
 namespace tidepool::store::internal {
 
@@ -112,6 +117,11 @@ class DataFiles {
   // yet durable stay.
   Status drop_page_cache() const;
 
+  // Where byte `offset` of an inode's data lies on the disk under `root`, read from the disk
+  // alone (a test's way to damage it behind a store's back).
+  static Result<ByteOnDisk> locate_on_disk(const std::string& root, std::uint64_t inode,
+                                           std::uint64_t offset);
+
   // The inodes that have a data file.
   Result<std::vector<std::uint64_t>> list() const;
   // Where the file holds data (start, length), below the checksum table; holes are left out.
@@ -134,8 +144,22 @@ class DataFiles {
   // by a caller that holds the regions' locks already.
   enum class ReadMode { blocking, cached, holding_locks };
 
-  std::string path_of(std::uint64_t inode) const;
-  std::string directory_of(std::uint64_t inode) const;
+  static std::string path_under(const std::string& root, std::uint64_t inode);
+  std::string path_of(std::uint64_t inode) const { return path_under(root_, inode); }
+  // Holding the inode's pack slot: writes `data` to the pack if it goes there (null), else
+  // returns the data file to write it to, made here so that no other writer packs the inode
+  // meanwhile.
+  Result<std::shared_ptr<Descriptor>> write_packed(std::uint64_t inode, std::uint64_t offset,
+                                                   std::span<const std::uint8_t> data);
+  // Holding the inode's pack slot: moves its packed data to a data file of its own, durably.
+  Result<std::shared_ptr<Descriptor>> unpack(std::uint64_t inode, const PackedData& packed);
+  // Reads as read_verified does, from the pack.
+  Result<Pack::ReadOutcome> read_packed(std::uint64_t inode, std::uint64_t offset,
+                                        std::span<std::uint8_t> into, bool nowait);
+  // Holding the inode's pack slot: packs `changed` (trailing holes left out), or unpacks the
+  // inode when nothing but holes is left.
+  Status repack(std::uint64_t inode, PackedData changed);
+  Status sync_descriptor(Descriptor& d, std::uint64_t inode);
   // create=false and no file: returns null with ok status.
   Result<std::shared_ptr<Descriptor>> open(std::uint64_t inode, bool create);
   // Reads and verifies the whole blocks covering [offset, offset + into.size()); false when
@@ -188,6 +212,9 @@ class DataFiles {
   BlockKey key_of(std::uint64_t inode, std::uint64_t unit) const;
   class Doorkeeper;
   std::unique_ptr<Doorkeeper> doorkeeper_;  // with units_
+  Pack pack_;
+  // Whether an inode is packed, or gets packed, is decided under the lock of its slot.
+  std::array<std::mutex, kFileSlots> pack_slots_;
   std::atomic<std::uint64_t> checksum_failures_{0};
 };
 

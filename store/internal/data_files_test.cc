@@ -213,6 +213,65 @@ TEST_P(DataFilesTest, RemovedFileReadsAsZeros) {
   EXPECT_EQ(read(13, 0, 100), std::vector<std::uint8_t>(100, 0));
 }
 
+// Where the inode's data lies: in the pack, or in a file of its own.
+bool packed_on_disk(const std::filesystem::path& root, std::uint64_t inode) {
+  const Result<ByteOnDisk> where = DataFiles::locate_on_disk(root.string(), inode, 0);
+  EXPECT_TRUE(where.ok()) << where.status().to_string();
+  return where.ok() && where->path.find("/packs/") != std::string::npos;
+}
+
+TEST_P(DataFilesTest, ASmallFileIsPackedUntilAWriteTakesItPastWhatIsPacked) {
+  auto model = random_bytes(115'000);
+  ASSERT_TRUE(files_->write(20, 0, model).ok());
+  EXPECT_TRUE(packed_on_disk(root_, 20));
+  EXPECT_FALSE(std::filesystem::exists(root_ / "14" / "0000000000000014"));
+  EXPECT_EQ(*files_->holds(20), true);
+  EXPECT_EQ(*files_->extents(20),
+            (std::vector<std::pair<std::uint64_t, std::uint64_t>>{{0, 29 * kChecksumBlock}}));
+  // A write into it, in part of a block: merged, still packed.
+  const auto piece = random_bytes(3'000);
+  ASSERT_TRUE(files_->write(20, 50'000, piece).ok());
+  std::copy(piece.begin(), piece.end(), model.begin() + 50'000);
+  EXPECT_TRUE(packed_on_disk(root_, 20));
+  EXPECT_EQ(read(20, 0, model.size()), model);
+  EXPECT_EQ(read(20, 49'000, 5'000),
+            std::vector<std::uint8_t>(model.begin() + 49'000, model.begin() + 54'000));
+  // Past 128 KiB: a file of its own, with every byte.
+  const auto tail = random_bytes(20'000);
+  ASSERT_TRUE(files_->write(20, 130'000, tail).ok());
+  model.resize(130'000);
+  model.insert(model.end(), tail.begin(), tail.end());
+  EXPECT_FALSE(packed_on_disk(root_, 20));
+  EXPECT_EQ(read(20, 0, model.size()), model);
+  EXPECT_EQ(*files_->list(), std::vector<std::uint64_t>{20});
+  EXPECT_EQ(files_->checksum_failures(), 0u);
+}
+
+TEST_P(DataFilesTest, PackedFilesAndTheirRemovalsOutliveTheStore) {
+  const auto a = random_bytes(10'000), b = random_bytes(70'000), c = random_bytes(1);
+  ASSERT_TRUE(files_->write(21, 0, a).ok());
+  ASSERT_TRUE(files_->write(22, 4'096, b).ok());
+  ASSERT_TRUE(files_->write(23, 0, c).ok());
+  ASSERT_TRUE(files_->sync(22).ok());
+  files_->remove(23);
+  ASSERT_TRUE(files_->sync(23).ok());
+  ASSERT_TRUE(files_->truncate(21, 5'000).ok());
+  files_.reset();
+  files_ = std::make_unique<DataFiles>(root_.string(), l2_);
+  ASSERT_TRUE(files_->prepare().ok());
+  EXPECT_EQ(*files_->list(), (std::vector<std::uint64_t>{21, 22}));
+  auto cut = a;
+  std::fill(cut.begin() + 5'000, cut.end(), 0);
+  EXPECT_EQ(read(21, 0, a.size()), cut);
+  EXPECT_EQ(read(22, 0, 4'096), std::vector<std::uint8_t>(4'096, 0));
+  EXPECT_EQ(read(22, 4'096, b.size()), b);
+  EXPECT_EQ(read(23, 0, 1), std::vector<std::uint8_t>(1, 0));
+  EXPECT_EQ(*files_->holds(23), false);
+  // Cut to nothing, it is packed no more.
+  ASSERT_TRUE(files_->truncate(21, 0).ok());
+  EXPECT_EQ(*files_->holds(21), false);
+}
+
 // The inodes whose data files under `root` this process holds open.
 std::vector<std::uint64_t> inodes_open_under(const std::filesystem::path& root) {
   std::vector<std::uint64_t> inodes;
@@ -220,7 +279,10 @@ std::vector<std::uint64_t> inodes_open_under(const std::filesystem::path& root) 
     std::error_code ec;
     const std::filesystem::path target = std::filesystem::read_symlink(fd.path(), ec);
     if (ec || !target.string().starts_with(root.string())) continue;
-    if (target.filename().string().size() != 16) continue;  // the fan-out directories
+    // Not the fan-out directories, nor the pack's segments.
+    if (target.filename().string().size() != 16 || target.parent_path().filename() == "packs") {
+      continue;
+    }
     inodes.push_back(std::stoull(target.filename().string(), nullptr, 16));
   }
   std::sort(inodes.begin(), inodes.end());
@@ -232,7 +294,7 @@ TEST(DataFilesOpenTest, TheLeastRecentlyUsedDescriptorIsTheOneClosed) {
   {
     DataFiles files(root.string(), nullptr, /*max_open=*/2);
     ASSERT_TRUE(files.prepare().ok());
-    const std::vector<std::uint8_t> bytes(100, 7);
+    const std::vector<std::uint8_t> bytes(kPackedBelow, 7);  // too big to pack
     ASSERT_TRUE(files.write(1, 0, bytes).ok());
     ASSERT_TRUE(files.write(2, 0, bytes).ok());
     std::vector<std::uint8_t> back(100);

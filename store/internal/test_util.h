@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/xdr.h"
+#include "store/internal/data_files.h"
 #include "store/pool_data.h"
 
 namespace tidepool::store::internal {
@@ -54,14 +55,14 @@ inline std::filesystem::path fresh_test_directory(const std::string& prefix) {
 // failing disk would.
 inline void flip_data_byte(const std::filesystem::path& data_files_root, std::uint64_t inode,
                            std::uint64_t offset) {
-  char dir[8], name[24];
-  std::snprintf(dir, sizeof dir, "%02x", static_cast<unsigned>(inode % 256));
-  std::snprintf(name, sizeof name, "%016llx", static_cast<unsigned long long>(inode));
-  const std::string path = (data_files_root / dir / name).string();
+  const Result<ByteOnDisk> where =
+      DataFiles::locate_on_disk(data_files_root.string(), inode, offset);
+  ASSERT_TRUE(where.ok()) << where.status().to_string();
+  const std::string& path = where->path;
   const int fd = ::open(path.c_str(), O_RDWR);
   ASSERT_GE(fd, 0) << path;
   std::uint8_t b = 0;
-  const auto at = static_cast<off_t>(offset);
+  const auto at = static_cast<off_t>(where->position);
   bool flipped = ::pread(fd, &b, 1, at) == 1;
   b ^= 0x5a;
   flipped = flipped && ::pwrite(fd, &b, 1, at) == 1;

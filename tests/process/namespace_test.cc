@@ -20,6 +20,7 @@
 #include <tuple>
 #include <vector>
 
+#include "store/internal/data_files.h"
 #include "tests/process/tide_cluster.h"
 
 namespace tidepool::test {
@@ -321,15 +322,16 @@ TEST_F(NamespaceTest, WithTheHomeAndItsMirrorDownOtherNodesAnswerRetryLater) {
 // Changes the byte at `offset` of an inode's data file on node `id`'s disk behind tided's
 // back, as a failing disk would; returns the byte now there.
 char flip_on_disk(TidedNode& node, std::uint64_t inode, std::uint64_t offset) {
-  char name[40];
-  std::snprintf(name, sizeof name, "/data/%02x/%016llx", static_cast<unsigned>(inode % 256),
-                static_cast<unsigned long long>(inode));
-  const std::string path = node.data_dir() + name;
+  const auto where =
+      store::internal::DataFiles::locate_on_disk(node.data_dir() + "/data", inode, offset);
+  EXPECT_TRUE(where.ok()) << where.status().to_string();
+  if (!where.ok()) return 0;
+  const std::string& path = where->path;
   std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
   EXPECT_TRUE(file.good()) << path;
-  file.seekg(static_cast<std::streamoff>(offset));
+  file.seekg(static_cast<std::streamoff>(where->position));
   const char flipped = static_cast<char>(file.get() ^ 0x20);
-  file.seekp(static_cast<std::streamoff>(offset));
+  file.seekp(static_cast<std::streamoff>(where->position));
   file.put(flipped);
   return flipped;
 }
