@@ -550,9 +550,15 @@ Result<std::shared_ptr<DataFiles::Descriptor>> DataFiles::write_packed(
   const std::uint64_t end = offset + data.size();
   TP_ASSIGN_OR_RETURN(std::optional<PackedData> packed, pack_.load(inode));
   if (!packed) {
-    if (end >= kPackedBelow) return open(inode, true);
+    if (end >= kPackedBelow) {
+      TP_RETURN_IF_ERROR(pack_.settle(inode));
+      return open(inode, true);
+    }
     TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, false));
-    if (descriptor) return descriptor;
+    if (descriptor) {
+      TP_RETURN_IF_ERROR(pack_.settle(inode));
+      return descriptor;
+    }
     // A new small file, written from its start: packed as it came, without a copy.
     if (offset == 0) {
       const BlockSpan span = BlockSpan::of(0, data.size());
@@ -609,12 +615,18 @@ Result<std::shared_ptr<DataFiles::Descriptor>> DataFiles::unpack(std::uint64_t i
   TP_RETURN_IF_ERROR(sync_descriptor(*descriptor, inode));
   TP_RETURN_IF_ERROR(pack_.remove(inode));
   TP_RETURN_IF_ERROR(pack_.sync());
+  // A reader that found the inode in neither place may have planned to keep units.
+  forget_file(inode);
   return descriptor;
 }
 
 Status DataFiles::repack(std::uint64_t inode, PackedData changed) {
   while (!changed.sums.empty() && changed.sums.back() == 0) changed.sums.pop_back();
-  if (changed.sums.empty()) return pack_.remove(inode);
+  if (changed.sums.empty()) {
+    // A data file left by an unpacking cut short is older than what was packed: it goes too.
+    drop_own_file(inode);
+    return pack_.remove(inode);
+  }
   changed.blocks.resize(changed.sums.size() * kChecksumBlock);
   return pack_.put(inode, changed.blocks, changed.sums);
 }
@@ -914,9 +926,16 @@ void DataFiles::remove(std::uint64_t inode) {
   {
     std::lock_guard slot(pack_slots_[inode % kFileSlots]);
     if (Status s = pack_.remove(inode); !s.ok()) {
-      spdlog::warn("the pack keeps the data of removed inode {}: {}", inode, s.to_string());
+      spdlog::warn(
+          "the removal of inode {} from the pack is not written ({}): its data goes "
+          "when its segment is compacted, or stays as an orphan after a restart",
+          inode, s.to_string());
     }
   }
+  drop_own_file(inode);
+}
+
+void DataFiles::drop_own_file(std::uint64_t inode) {
   {
     std::lock_guard lock(mutex_);
     if (auto it = open_.find(inode); it != open_.end()) {

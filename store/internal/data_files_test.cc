@@ -272,6 +272,31 @@ TEST_P(DataFilesTest, PackedFilesAndTheirRemovalsOutliveTheStore) {
   EXPECT_EQ(*files_->holds(21), false);
 }
 
+// A crash in the middle of moving a file out of the pack leaves it in both places; the pack's
+// copy is the file until the move is done again, and the other copy never comes back.
+TEST_P(DataFilesTest, ADataFileLeftByAnUnpackingCutShortNeverComesBack) {
+  const auto packed = random_bytes(20'000);
+  ASSERT_TRUE(files_->write(24, 0, packed).ok());
+  ASSERT_TRUE(files_->sync(24).ok());
+  {
+    const std::filesystem::path other = root_.string() + "-other";
+    DataFiles left(other.string());
+    ASSERT_TRUE(left.prepare().ok());
+    ASSERT_TRUE(left.write(24, 0, random_bytes(kPackedBelow)).ok());
+    std::filesystem::copy_file(DataFiles::locate_on_disk(other.string(), 24, 0)->path,
+                               root_ / "18" / "0000000000000018");
+    std::filesystem::remove_all(other);
+  }
+  files_.reset();
+  files_ = std::make_unique<DataFiles>(root_.string(), l2_);
+  ASSERT_TRUE(files_->prepare().ok());
+  EXPECT_EQ(read(24, 0, packed.size()), packed);
+  ASSERT_TRUE(files_->truncate(24, 0).ok());
+  ASSERT_TRUE(files_->write(24, 10'000, random_bytes(100)).ok());
+  const auto head = read(24, 0, 10'000);
+  EXPECT_TRUE(std::all_of(head.begin(), head.end(), [](auto b) { return b == 0; }));
+}
+
 // The inodes whose data files under `root` this process holds open.
 std::vector<std::uint64_t> inodes_open_under(const std::filesystem::path& root) {
   std::vector<std::uint64_t> inodes;

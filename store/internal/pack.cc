@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 
 #include "common/crc32c.h"
 
@@ -140,10 +141,17 @@ bool data_matches(std::span<const std::uint8_t> blocks, const ParsedHeader& p, c
   return true;
 }
 
+// A segment's number from its file's name: exactly 16 lowercase hex digits, as written.
 std::optional<std::uint64_t> segment_number(const std::string& name) {
-  char* end = nullptr;
-  const unsigned long long n = std::strtoull(name.c_str(), &end, 16);
-  if (name.size() != 16 || end != name.c_str() + name.size()) return std::nullopt;
+  if (name.size() != 16) return std::nullopt;
+  std::uint64_t n = 0;
+  for (char c : name) {
+    const bool digit = c >= '0' && c <= '9', letter = c >= 'a' && c <= 'f';
+    if (!digit && !letter) return std::nullopt;
+    n = n << 4 | static_cast<std::uint64_t>(digit ? c - '0' : c - 'a' + 10);
+  }
+  // The next segment's number must not wrap around.
+  if (n == std::numeric_limits<std::uint64_t>::max()) return std::nullopt;
   return n;
 }
 
@@ -167,6 +175,10 @@ struct Pack::Segment {
   // Guarded by the pack's mutex_.
   std::uint64_t size = 0;  // where the next record goes: the end of its last whole record
   std::uint64_t live = 0;  // bytes of the records the index points at
+  // Bytes of removal records written while the record they kill was in another segment: kept
+  // through a compaction, so counted with the live ones.
+  std::uint64_t pinned = 0;
+  bool broken = false;     // its compaction failed: not tried again until the next start
   bool sealed = true;      // takes no more records (every segment but the active one)
 };
 
@@ -194,6 +206,7 @@ struct Pack::Scan {
     Scan scan;
     std::error_code ec;
     for (const auto& file : std::filesystem::directory_iterator(directory, ec)) {
+      if (!file.is_regular_file(ec)) continue;
       if (auto n = segment_number(file.path().filename().string())) scan.segments[*n] = {};
     }
     if (ec) return error(Errc::io_error, "cannot list " + directory + ": " + ec.message());
@@ -304,9 +317,13 @@ Status Pack::open() {
       if (::fdatasync(fd) != 0) return errno_status("sync pack segment " + path, errno);
     }
     next_segment_ = number + 1;
-    if (found.size == 0) {  // nothing in it: never compacted, so it goes now
+    if (found.file_size == 0) {  // nothing in it: never compacted, so it goes now
       if (::unlink(path.c_str()) != 0) return errno_status("remove " + path, errno);
       continue;
+    }
+    if (found.size < found.file_size && number != scan.segments.rbegin()->first) {
+      spdlog::error("pack: {} holds no record this can read past {} of its {} bytes", path,
+                    found.size, found.file_size);
     }
     segments_.emplace(number, std::move(segment));
   }
@@ -343,9 +360,17 @@ std::vector<std::uint64_t> Pack::inodes() const {
 }
 
 Result<std::shared_ptr<Pack::Segment>> Pack::create_segment_locked() {
-  const std::uint64_t number = next_segment_++;
-  const std::string path = segment_path(directory_, number);
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  // A name taken by something that is not a segment (a directory, say) is passed over.
+  constexpr int kNamesTried = 64;
+  std::uint64_t number = 0;
+  std::string path;
+  int fd = -1;
+  for (int tried = 0; fd < 0 && tried < kNamesTried; ++tried) {
+    number = next_segment_++;
+    path = segment_path(directory_, number);
+    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 && errno != EEXIST) break;
+  }
   if (fd < 0) return errno_status("create pack segment " + path, errno);
   // Its directory entry is durable before any record in it is said to be.
   if (::fsync(directory_fd_) != 0) {
@@ -362,11 +387,8 @@ Result<std::shared_ptr<Pack::Segment>> Pack::create_segment_locked() {
 
 Status Pack::seal_active_locked() {
   // Durable before it stops taking records: a sync waits only for the active segment.
-  if (::fdatasync(active_->fd) != 0)
-    return errno_status("sync pack segment " + active_->path, errno);
-  std::uint64_t synced = synced_.load();
-  while (synced < appended_ && !synced_.compare_exchange_weak(synced, appended_)) {
-  }
+  if (::fdatasync(active_->fd) != 0) return sync_failed(*active_, errno);
+  note_synced_locked(appended_);
   active_->sealed = true;
   active_.reset();
   compaction_wake_.notify_all();
@@ -375,6 +397,11 @@ Status Pack::seal_active_locked() {
 
 Result<std::uint64_t> Pack::append_locked(std::span<const std::span<const std::uint8_t>> pieces,
                                           std::uint64_t size) {
+  if (failed_) {
+    return error(Errc::io_error, "a sync of " + directory_ +
+                                     " failed: the pack takes no more "
+                                     "records until the store is opened again");
+  }
   if (active_ && active_->size > 0 && active_->size + size > segment_bytes_) {
     TP_RETURN_IF_ERROR(seal_active_locked());
   }
@@ -418,7 +445,9 @@ void Pack::forget_locked(std::uint64_t inode) {
   segment.live -= kHeaderBytes + it->second.blocks * kPackBlock;
   index_.erase(it);
   ++dead_records_[inode];
-  if (segment.sealed && segment.live * 2 < segment.size) compaction_wake_.notify_all();
+  if (segment.sealed && (segment.live + segment.pinned) * 2 < segment.size) {
+    compaction_wake_.notify_all();
+  }
 }
 
 Status Pack::put(std::uint64_t inode, std::span<const std::uint8_t> bytes,
@@ -436,6 +465,7 @@ Status Pack::put(std::uint64_t inode, std::span<const std::uint8_t> bytes,
   const std::span<const std::uint8_t> pieces[] = {
       header, bytes, std::span(kZeros).first(blocks * kPackBlock - bytes.size())};
   TP_ASSIGN_OR_RETURN(std::uint64_t position, append_locked(pieces, size));
+  unwritten_removals_.erase(inode);  // this record is newer than what it was to kill
   index_locked(inode, {active_, position, blocks, sequence, appended_});
   return {};
 }
@@ -494,12 +524,62 @@ Result<Pack::ReadOutcome> Pack::read_entry(const Entry& entry, std::uint64_t ino
 
 Status Pack::remove(std::uint64_t inode) {
   std::lock_guard lock(mutex_);
-  if (!index_.contains(inode)) return {};
+  auto it = index_.find(inode);
+  if (it == index_.end()) return {};
+  const std::shared_ptr<Segment> killed = it->second.segment;
+  const Status appended = append_removal_locked(inode);
+  if (appended.ok() && killed != active_) active_->pinned += kHeaderBytes;
+  // Forgotten even if the removal could not be written (a full disk): so its space comes back
+  // with its segment's compaction. Until the removal is written (settle), the inode gets no
+  // data file: after a restart the record would come back and hide it.
+  if (!appended.ok()) unwritten_removals_.insert(inode);
+  forget_locked(inode);
+  return appended;
+}
+
+Status Pack::append_removal_locked(std::uint64_t inode) {
   const Header header = make_header(kRemovalRecord, inode, next_sequence_++, {});
   const std::span<const std::uint8_t> pieces[] = {header};
   TP_RETURN_IF_ERROR(append_locked(pieces, kHeaderBytes).status());
-  forget_locked(inode);
+  pending_removals_[inode] = appended_;
+  pending_order_.emplace_back(appended_, inode);
   return {};
+}
+
+Status Pack::settle(std::uint64_t inode) {
+  std::uint64_t mark = 0;
+  {
+    std::lock_guard lock(mutex_);
+    if (unwritten_removals_.contains(inode)) {
+      TP_RETURN_IF_ERROR(append_removal_locked(inode));
+      unwritten_removals_.erase(inode);
+    }
+    auto pending = pending_removals_.find(inode);
+    if (pending == pending_removals_.end()) return {};
+    mark = pending->second;
+  }
+  return sync_up_to(mark);
+}
+
+void Pack::note_synced_locked(std::uint64_t upto) {
+  std::uint64_t synced = synced_.load();
+  while (synced < upto && !synced_.compare_exchange_weak(synced, upto)) {
+  }
+  while (!pending_order_.empty() && pending_order_.front().first <= synced_.load()) {
+    const auto [mark, inode] = pending_order_.front();
+    if (auto it = pending_removals_.find(inode);
+        it != pending_removals_.end() && it->second == mark) {
+      pending_removals_.erase(it);
+    }
+    pending_order_.pop_front();
+  }
+}
+
+Status Pack::sync_failed(const Segment& segment, int err) {
+  // The kernel reports a failed writeback once and may then call the pages clean: no later
+  // sync of this segment can be trusted.
+  failed_ = true;
+  return errno_status("sync pack segment " + segment.path, err);
 }
 
 Status Pack::sync(std::uint64_t inode) {
@@ -523,6 +603,10 @@ Status Pack::sync() {
 
 Status Pack::sync_up_to(std::uint64_t mark) {
   if (synced_.load() >= mark) return {};
+  {
+    std::lock_guard lock(mutex_);
+    if (failed_) return error(Errc::io_error, "a sync of " + directory_ + " failed before");
+  }
   std::lock_guard one_at_a_time(sync_mutex_);
   // A sync that ran while this one waited may have covered it.
   if (synced_.load() >= mark) return {};
@@ -535,11 +619,12 @@ Status Pack::sync_up_to(std::uint64_t mark) {
   }
   // Every segment but the active one was synced when it was sealed.
   if (segment && ::fdatasync(segment->fd) != 0) {
-    return errno_status("sync pack segment " + segment->path, errno);
+    std::lock_guard lock(mutex_);
+    return sync_failed(*segment, errno);
   }
-  std::uint64_t synced = synced_.load();
-  while (synced < upto && !synced_.compare_exchange_weak(synced, upto)) {
-  }
+  std::lock_guard lock(mutex_);
+  if (failed_) return error(Errc::io_error, "a sync of " + directory_ + " failed before");
+  note_synced_locked(upto);
   return {};
 }
 
@@ -593,7 +678,10 @@ void Pack::wait_for_compaction() {
 
 std::shared_ptr<Pack::Segment> Pack::compaction_candidate_locked() const {
   for (const auto& [number, segment] : segments_) {
-    if (segment->sealed && segment->live * 2 < segment->size) return segment;
+    if (segment->sealed && !segment->broken &&
+        (segment->live + segment->pinned) * 2 < segment->size) {
+      return segment;
+    }
   }
   return nullptr;
 }
@@ -614,8 +702,7 @@ void Pack::compact_loop() {
     compaction_wake_.notify_all();
     if (!compacted.ok()) {
       spdlog::error("pack: compacting {} failed: {}", segment->path, compacted.to_string());
-      // Tried again on the next change, not in a loop.
-      compaction_wake_.wait(lock);
+      segment->broken = true;
     }
   }
 }
@@ -647,6 +734,7 @@ Status Pack::compact(const std::shared_ptr<Segment>& segment) {
       auto dead = dead_records_.find(p->inode);
       if (dead != dead_records_.end() && dead->second > dropped[p->inode]) {
         TP_RETURN_IF_ERROR(append_locked(pieces, p->size()).status());
+        active_->pinned += p->size();
       }
     } else if (++dropped[p->inode]; (it = index_.find(p->inode)) != index_.end() &&
                                     it->second.segment == segment &&
@@ -662,6 +750,8 @@ Status Pack::compact(const std::shared_ptr<Segment>& segment) {
   }
   TP_RETURN_IF_ERROR(sync());
   if (::unlink(segment->path.c_str()) != 0) return errno_status("remove " + segment->path, errno);
+  // Gone for good before the removals it made needless may go too.
+  if (::fsync(directory_fd_) != 0) return errno_status("sync " + directory_, errno);
   std::lock_guard lock(mutex_);
   segments_.erase(segment->number);
   for (const auto& [inode, count] : dropped) {

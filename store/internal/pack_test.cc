@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <random>
@@ -167,11 +168,19 @@ TEST_F(PackTest, GarbageInADirectoryOfSegmentsIsNeverTakenForRecords) {
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::write(fd, noise.data(), noise.size()), static_cast<ssize_t>(noise.size()));
   ::close(fd);
+  // Names that only look like a segment's, and one that would leave no number after it.
+  for (const char* name : {"000000000000000A", "+000000000000003", "ffffffffffffffff"}) {
+    std::FILE* f = std::fopen((root_ / name).c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fclose(f);
+  }
+  std::filesystem::create_directory(root_ / "0000000000000004");
   reopen();
   EXPECT_TRUE(pack_->inodes().empty());
   put(50, data_of(1, 12));
   reopen();
   EXPECT_EQ(pack_->inodes(), std::vector<std::uint64_t>{50});
+  EXPECT_EQ(bytes_of(50), data_of(1, 12).blocks);
 }
 
 TEST_F(PackTest, PutRefusesWhatIsNotWholeBlocksWithASumEach) {
