@@ -623,8 +623,11 @@ Result<std::shared_ptr<DataFiles::Descriptor>> DataFiles::unpack(std::uint64_t i
 Status DataFiles::repack(std::uint64_t inode, PackedData changed) {
   while (!changed.sums.empty() && changed.sums.back() == 0) changed.sums.pop_back();
   if (changed.sums.empty()) {
-    // A data file left by an unpacking cut short is older than what was packed: it goes too.
-    drop_own_file(inode);
+    // A data file left by an unpacking cut short is older than what was packed: it goes too,
+    // for good.
+    if (drop_own_file(inode) && ::fsync(directories_[inode % kFanout]) != 0) {
+      return errno_status("sync data directory", errno);
+    }
     return pack_.remove(inode);
   }
   changed.blocks.resize(changed.sums.size() * kChecksumBlock);
@@ -926,16 +929,13 @@ void DataFiles::remove(std::uint64_t inode) {
   {
     std::lock_guard slot(pack_slots_[inode % kFileSlots]);
     if (Status s = pack_.remove(inode); !s.ok()) {
-      spdlog::warn(
-          "the removal of inode {} from the pack is not written ({}): its data goes "
-          "when its segment is compacted, or stays as an orphan after a restart",
-          inode, s.to_string());
+      spdlog::warn("the pack keeps the data of removed inode {}: {}", inode, s.to_string());
     }
   }
   drop_own_file(inode);
 }
 
-void DataFiles::drop_own_file(std::uint64_t inode) {
+bool DataFiles::drop_own_file(std::uint64_t inode) {
   {
     std::lock_guard lock(mutex_);
     if (auto it = open_.find(inode); it != open_.end()) {
@@ -943,8 +943,9 @@ void DataFiles::drop_own_file(std::uint64_t inode) {
       open_.erase(it);
     }
   }
-  ::unlink(path_of(inode).c_str());
+  const bool unlinked = ::unlink(path_of(inode).c_str()) == 0;
   forget_file(inode);
+  return unlinked;
 }
 
 }  // namespace tidepool::store::internal

@@ -160,8 +160,8 @@ class DataFiles {
   // inode when nothing but holes is left.
   Status repack(std::uint64_t inode, PackedData changed);
   Status sync_descriptor(Descriptor& d, std::uint64_t inode);
-  // Closes and removes the inode's data file, if it has one.
-  void drop_own_file(std::uint64_t inode);
+  // Closes and removes the inode's data file, if it has one (true).
+  bool drop_own_file(std::uint64_t inode);
   // create=false and no file: returns null with ok status.
   Result<std::shared_ptr<Descriptor>> open(std::uint64_t inode, bool create);
   // Reads and verifies the whole blocks covering [offset, offset + into.size()); false when

@@ -172,6 +172,9 @@ struct Pack::Segment {
   const std::uint64_t number;
   const std::string path;
   const int fd;
+  // Held around each fdatasync of it (the seal's and the syncs'), so that a failure is noted
+  // before another runs.
+  std::mutex sync_mutex;
   // Guarded by the pack's mutex_.
   std::uint64_t size = 0;  // where the next record goes: the end of its last whole record
   std::uint64_t live = 0;  // bytes of the records the index points at
@@ -206,7 +209,8 @@ struct Pack::Scan {
     Scan scan;
     std::error_code ec;
     for (const auto& file : std::filesystem::directory_iterator(directory, ec)) {
-      if (!file.is_regular_file(ec)) continue;
+      std::error_code type_error;  // a dangling link, say: not a segment either
+      if (!file.is_regular_file(type_error)) continue;
       if (auto n = segment_number(file.path().filename().string())) scan.segments[*n] = {};
     }
     if (ec) return error(Errc::io_error, "cannot list " + directory + ": " + ec.message());
@@ -387,7 +391,7 @@ Result<std::shared_ptr<Pack::Segment>> Pack::create_segment_locked() {
 
 Status Pack::seal_active_locked() {
   // Durable before it stops taking records: a sync waits only for the active segment.
-  if (::fdatasync(active_->fd) != 0) return sync_failed(*active_, errno);
+  TP_RETURN_IF_ERROR(sync_segment(*active_));
   note_synced_locked(appended_);
   active_->sealed = true;
   active_.reset();
@@ -397,11 +401,7 @@ Status Pack::seal_active_locked() {
 
 Result<std::uint64_t> Pack::append_locked(std::span<const std::span<const std::uint8_t>> pieces,
                                           std::uint64_t size) {
-  if (failed_) {
-    return error(Errc::io_error, "a sync of " + directory_ +
-                                     " failed: the pack takes no more "
-                                     "records until the store is opened again");
-  }
+  TP_RETURN_IF_ERROR(check_not_failed());
   if (active_ && active_->size > 0 && active_->size + size > segment_bytes_) {
     TP_RETURN_IF_ERROR(seal_active_locked());
   }
@@ -465,7 +465,6 @@ Status Pack::put(std::uint64_t inode, std::span<const std::uint8_t> bytes,
   const std::span<const std::uint8_t> pieces[] = {
       header, bytes, std::span(kZeros).first(blocks * kPackBlock - bytes.size())};
   TP_ASSIGN_OR_RETURN(std::uint64_t position, append_locked(pieces, size));
-  unwritten_removals_.erase(inode);  // this record is newer than what it was to kill
   index_locked(inode, {active_, position, blocks, sequence, appended_});
   return {};
 }
@@ -527,14 +526,12 @@ Status Pack::remove(std::uint64_t inode) {
   auto it = index_.find(inode);
   if (it == index_.end()) return {};
   const std::shared_ptr<Segment> killed = it->second.segment;
-  const Status appended = append_removal_locked(inode);
-  if (appended.ok() && killed != active_) active_->pinned += kHeaderBytes;
-  // Forgotten even if the removal could not be written (a full disk): so its space comes back
-  // with its segment's compaction. Until the removal is written (settle), the inode gets no
-  // data file: after a restart the record would come back and hide it.
-  if (!appended.ok()) unwritten_removals_.insert(inode);
+  // Still packed if the removal cannot be written: compaction would drop the record, and a
+  // restart would then find an older one of the inode live.
+  TP_RETURN_IF_ERROR(append_removal_locked(inode));
+  if (killed != active_) active_->pinned += kHeaderBytes;
   forget_locked(inode);
-  return appended;
+  return {};
 }
 
 Status Pack::append_removal_locked(std::uint64_t inode) {
@@ -550,10 +547,6 @@ Status Pack::settle(std::uint64_t inode) {
   std::uint64_t mark = 0;
   {
     std::lock_guard lock(mutex_);
-    if (unwritten_removals_.contains(inode)) {
-      TP_RETURN_IF_ERROR(append_removal_locked(inode));
-      unwritten_removals_.erase(inode);
-    }
     auto pending = pending_removals_.find(inode);
     if (pending == pending_removals_.end()) return {};
     mark = pending->second;
@@ -575,11 +568,24 @@ void Pack::note_synced_locked(std::uint64_t upto) {
   }
 }
 
-Status Pack::sync_failed(const Segment& segment, int err) {
-  // The kernel reports a failed writeback once and may then call the pages clean: no later
-  // sync of this segment can be trusted.
-  failed_ = true;
-  return errno_status("sync pack segment " + segment.path, err);
+Status Pack::sync_segment(Segment& segment) {
+  // The kernel reports a failed writeback once and may then call the pages clean: a failure is
+  // noted before any other sync of the segment can run, and no later sync is trusted.
+  std::lock_guard one_at_a_time(segment.sync_mutex);
+  TP_RETURN_IF_ERROR(check_not_failed());
+  if (::fdatasync(segment.fd) != 0) {
+    const int err = errno;
+    failed_ = true;
+    return errno_status("sync pack segment " + segment.path, err);
+  }
+  return {};
+}
+
+Status Pack::check_not_failed() const {
+  if (!failed_) return {};
+  return error(Errc::io_error, "a sync of " + directory_ +
+                                   " failed: the pack takes and syncs nothing more until the "
+                                   "store is opened again");
 }
 
 Status Pack::sync(std::uint64_t inode) {
@@ -602,11 +608,8 @@ Status Pack::sync() {
 }
 
 Status Pack::sync_up_to(std::uint64_t mark) {
+  TP_RETURN_IF_ERROR(check_not_failed());
   if (synced_.load() >= mark) return {};
-  {
-    std::lock_guard lock(mutex_);
-    if (failed_) return error(Errc::io_error, "a sync of " + directory_ + " failed before");
-  }
   std::lock_guard one_at_a_time(sync_mutex_);
   // A sync that ran while this one waited may have covered it.
   if (synced_.load() >= mark) return {};
@@ -618,12 +621,8 @@ Status Pack::sync_up_to(std::uint64_t mark) {
     upto = appended_;
   }
   // Every segment but the active one was synced when it was sealed.
-  if (segment && ::fdatasync(segment->fd) != 0) {
-    std::lock_guard lock(mutex_);
-    return sync_failed(*segment, errno);
-  }
+  if (segment) TP_RETURN_IF_ERROR(sync_segment(*segment));
   std::lock_guard lock(mutex_);
-  if (failed_) return error(Errc::io_error, "a sync of " + directory_ + " failed before");
   note_synced_locked(upto);
   return {};
 }

@@ -30,7 +30,6 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -87,7 +86,6 @@ class Pack {
                            std::span<std::uint32_t> sums, bool nowait) const;
 
   // Unpacks the inode (a removal record; durable with the next sync). Not packed: nothing.
-  // Forgotten here even when the record cannot be written (the error says so).
   Status remove(std::uint64_t inode);
   // Before the inode gets a data file of its own: makes its removal from the pack durable, so
   // that no restart finds an older record of it, which would hide that file.
@@ -134,7 +132,8 @@ class Pack {
   Result<std::shared_ptr<Segment>> create_segment_locked();
   Status append_removal_locked(std::uint64_t inode);
   void note_synced_locked(std::uint64_t upto);
-  Status sync_failed(const Segment& segment, int err);
+  Status sync_segment(Segment& segment);
+  Status check_not_failed() const;
   Status seal_active_locked();
   // Writes a record (its header first in `pieces`) at the end of the active segment.
   Result<std::uint64_t> append_locked(std::span<const std::span<const std::uint8_t>> pieces,
@@ -162,11 +161,10 @@ class Pack {
   std::uint64_t appended_ = 0;  // bytes appended since open()
 
   // Removals not known durable yet, by inode, at the appended_ mark that covers each, and in
-  // the order written (so that syncs forget them cheaply); removals that could not be written.
+  // the order written (so that syncs forget them cheaply).
   std::unordered_map<std::uint64_t, std::uint64_t> pending_removals_;
   std::deque<std::pair<std::uint64_t, std::uint64_t>> pending_order_;
-  std::unordered_set<std::uint64_t> unwritten_removals_;
-  bool failed_ = false;  // a sync failed: nothing more is appended
+  std::atomic<bool> failed_{false};  // a sync failed: nothing more is appended or synced
 
   std::mutex sync_mutex_;                 // one fdatasync at a time; the others wait and see
   std::atomic<std::uint64_t> synced_{0};  // of appended_, durable
