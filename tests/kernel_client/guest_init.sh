@@ -75,6 +75,11 @@ run() {
   fi
 }
 
+# dd without its transfer summary; when it fails, what it said is the step's output.
+quiet_dd() {
+  dd "$@" 2>/tmp/dd.err || { cat /tmp/dd.err; return 1; }
+}
+
 # check WHAT ACTUAL EXPECTED
 check() {
   if [ "$2" != "$3" ]; then
@@ -126,10 +131,10 @@ step_write_read() {
   check "size from the server" "$(stat -c %s f)" 8192
   check "head from the server" "$(head -c 3 f)" "hel"
   # 1 MiB of random data and an overwrite in its middle, read back from the server.
-  dd if=/dev/urandom of=/tmp/rand bs=65536 count=16 2>/dev/null
+  quiet_dd if=/dev/urandom of=/tmp/rand bs=65536 count=16
   cp /tmp/rand rand
-  printf 'XYZ' | dd of=rand bs=1 seek=70000 conv=notrunc 2>/dev/null
-  printf 'XYZ' | dd of=/tmp/rand bs=1 seek=70000 conv=notrunc 2>/dev/null
+  printf 'XYZ' | quiet_dd of=rand bs=1 seek=70000 conv=notrunc
+  printf 'XYZ' | quiet_dd of=/tmp/rand bs=1 seek=70000 conv=notrunc
   drop_caches
   check "sha256 of 1 MiB written and overwritten" "$(sha256sum <rand)" "$(sha256sum </tmp/rand)"
 }
@@ -312,7 +317,7 @@ step_big_file() {
 # Writes a file for the host to read back through libnfs after the guest
 # stops; prints its checksum on a line of its own.
 step_write_for_host() {
-  dd if=/dev/urandom of=guest.bin bs=65536 count=64 2>/dev/null
+  quiet_dd if=/dev/urandom of=guest.bin bs=65536 count=64
   sync
   echo "SHA256 kc/guest.bin $(sha256sum <guest.bin | cut -d' ' -f1)" >/dev/console
 }
