@@ -18,7 +18,6 @@
 #include <system_error>
 #include <vector>
 
-#include "common/crc32c.h"
 #include "store/store.h"
 
 namespace tidepool::store::internal {
@@ -44,13 +43,6 @@ static_assert(kRegionBlocks * kChecksumBlock == kCachedUnitBytes);
 
 std::uint64_t checksum_offset(std::uint64_t block) {
   return kChecksumTableOffset + block * kSumBytes;
-}
-
-// 0 in the table means "never written" (a hole, not checked), so a block whose CRC is 0 is
-// recorded as 1: it is then as well protected as by any other 32-bit value.
-std::uint32_t stored_sum(std::span<const std::uint8_t> block) {
-  std::uint32_t crc = crc32c(block);
-  return crc == 0 ? 1 : crc;
 }
 
 std::uint32_t get_sum(std::span<const std::uint8_t> bytes) {

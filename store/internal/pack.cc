@@ -134,8 +134,7 @@ bool data_matches(std::span<const std::uint8_t> blocks, const ParsedHeader& p, c
   for (std::uint64_t b = 0; b < p.blocks; ++b) {
     const std::uint32_t expected = p.sum(h, b);
     if (expected == 0) continue;
-    std::uint32_t crc = crc32c(blocks.subspan(b * kPackBlock, kPackBlock));
-    if ((crc == 0 ? 1 : crc) != expected) return false;
+    if (stored_sum(blocks.subspan(b * kPackBlock, kPackBlock)) != expected) return false;
   }
   return true;
 }
@@ -161,6 +160,11 @@ std::string segment_path(const std::string& directory, std::uint64_t number) {
 }
 
 }  // namespace
+
+std::uint32_t stored_sum(std::span<const std::uint8_t> block) {
+  const std::uint32_t crc = crc32c(block);
+  return crc == 0 ? 1 : crc;
+}
 
 struct Pack::Segment {
   Segment(std::uint64_t n, std::string p, int f) : number(n), path(std::move(p)), fd(f) {}

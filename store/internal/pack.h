@@ -43,6 +43,11 @@ inline constexpr std::uint64_t kPackedBelow = 128u << 10;
 inline constexpr std::uint64_t kMaxPackedBlocks = kPackedBelow / kPackBlock;
 inline constexpr std::uint64_t kSegmentBytes = 64u << 20;
 
+// A block's checksum as stored, in a data file's table and in a packed record alike: its
+// CRC32C. 0 means "never written" (a hole, not checked), so a block whose CRC is 0 is stored
+// as 1: it is then as well protected as by any other 32-bit value.
+std::uint32_t stored_sum(std::span<const std::uint8_t> block);
+
 // A packed file's data: whole blocks, and each block's checksum (0: a hole, reads as zeros).
 struct PackedData {
   std::vector<std::uint8_t> blocks;  // sums.size() blocks
