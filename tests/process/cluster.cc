@@ -220,6 +220,8 @@ bool TidedNode::start(std::string* error) {
   if (null_fd >= 0) ::close(null_fd);
   pid_ = child;
   exit_description_.clear();
+  ending_ = false;
+  exited_unasked_ = false;
 
   auto deadline = Clock::now() + options_.start_timeout;
   for (uint16_t port :
@@ -268,6 +270,7 @@ bool TidedNode::reap(bool block) {
   } else {
     exit_description_ = std::string("waitpid: ") + std::strerror(errno);
   }
+  exited_unasked_ = !ending_;
   pid_ = -1;
   return true;
 }
@@ -277,6 +280,7 @@ bool TidedNode::running() { return pid_ > 0 && !reap(false); }
 void TidedNode::stop() {
   if (pid_ <= 0) return;
   if (!running()) return;
+  ending_ = true;
   ::kill(pid_, SIGTERM);
   auto deadline = Clock::now() + options_.stop_timeout;
   for (int tries = 0; tries < 100000 && Clock::now() < deadline; ++tries) {
@@ -288,6 +292,7 @@ void TidedNode::stop() {
 
 void TidedNode::kill() {
   if (pid_ <= 0) return;
+  ending_ = true;
   ::kill(pid_, SIGKILL);
   reap(true);
 }

@@ -74,6 +74,8 @@ class TidedNode {
   bool running();
   // How the last child exited ("exit 1", "signal 11"), or "" if it has not.
   const std::string& exit_description() const { return exit_description_; }
+  // True if the last child exited on its own: neither stop() nor kill() ended it (a crash).
+  bool exited_unasked() const { return exited_unasked_; }
 
   pid_t pid() const { return pid_; }
   const Endpoint& endpoint() const { return endpoint_; }
@@ -97,6 +99,8 @@ class TidedNode {
   std::string log_path_;
   pid_t pid_ = -1;
   std::string exit_description_;
+  bool ending_ = false;  // stop() or kill() is ending the child
+  bool exited_unasked_ = false;
 };
 
 // The port a node answers PMAP on when 111 is held on every loopback address

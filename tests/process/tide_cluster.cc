@@ -64,9 +64,22 @@ TideCluster::TideCluster(std::string name, const std::vector<std::string>& pools
 }
 
 TideCluster::~TideCluster() {
+  const std::string crashed = crashed_nodes();
+  EXPECT_TRUE(crashed.empty()) << crashed;
   nodes_.clear();
   std::error_code ignored;
   fs::remove_all(workdir_, ignored);
+}
+
+std::string TideCluster::crashed_nodes() {
+  std::string report;
+  for (std::size_t id = 1; id <= size(); ++id) {
+    if (!node(id).running() && node(id).exited_unasked()) {
+      report += "node " + std::to_string(id) + " exited on its own (" +
+                node(id).exit_description() + "); its log ends:\n" + node(id).log_tail() + "\n";
+    }
+  }
+  return report;
 }
 
 bool TideCluster::start(std::string* error) {
@@ -159,6 +172,11 @@ std::vector<TideCluster::ShardPlace> TideCluster::wait_for_every_shard(std::size
   const auto deadline = std::chrono::steady_clock::now() + limit;
   std::string last;
   while (std::chrono::steady_clock::now() < deadline) {
+    // A node that crashed would be settled around as down: that is a failure, not a place.
+    if (const std::string crashed = crashed_nodes(); !crashed.empty()) {
+      ADD_FAILURE() << crashed;
+      return {};
+    }
     // A node that just started answers only once it has caught up with the view.
     const Ran ran = tide(via, {"status", "--format", "json"});
     const nlohmann::json status = nlohmann::json::parse(ran.output, nullptr, false);

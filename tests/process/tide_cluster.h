@@ -34,6 +34,9 @@ class TideCluster {
               const std::string& extra_toml = "", const std::string& node_toml = "");
   ~TideCluster();
 
+  // Which nodes exited on their own (crashed), with how and their logs' tails; "" if none.
+  // The destructor fails the test if any did.
+  std::string crashed_nodes();
   // Starts every node (false with *error naming the node if one does not start).
   bool start(std::string* error);
   // `tide cluster create` on node 1, then `add-node` for every other; gtest failures if not.
