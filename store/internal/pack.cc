@@ -184,8 +184,8 @@ struct Pack::Segment {
   // Bytes of removal records written while the record they kill was in another segment: kept
   // through a compaction, so counted with the live ones.
   std::uint64_t pinned = 0;
-  bool broken = false;     // its compaction failed: not tried again until the next start
-  bool sealed = true;      // takes no more records (every segment but the active one)
+  bool broken = false;  // its compaction failed: not tried again until the next start
+  bool sealed = true;   // takes no more records (every segment but the active one)
 };
 
 // What the segments of a directory hold, read from their headers.
@@ -724,31 +724,41 @@ Status Pack::compact(const std::shared_ptr<Segment>& segment) {
     TP_ASSIGN_OR_RETURN(bool got, read_header(segment->fd, position, header));
     const std::optional<ParsedHeader> p = got ? parse(header) : std::nullopt;
     if (!p) return error(Errc::io_error, "a damaged record header in " + segment->path);
+    const std::uint64_t at = position;
+    position += p->size();
+    if (p->kind == kDataRecord) ++dropped[p->inode];
+    // Whether the record is copied forward: a data record while the index points at it, a
+    // removal while a dead record of its inode is left in another segment, which it may kill.
+    // A record not wanted now never is again, so only those wanted are read whole.
+    auto wanted_locked = [&] {
+      if (p->kind == kRemovalRecord) {
+        auto dead = dead_records_.find(p->inode);
+        return dead != dead_records_.end() && dead->second > dropped[p->inode];
+      }
+      auto it = index_.find(p->inode);
+      return it != index_.end() && it->second.segment == segment && it->second.position == at;
+    };
+    {
+      std::lock_guard lock(mutex_);
+      if (!wanted_locked()) continue;
+    }
     record.resize(p->size());
     iovec v{record.data(), record.size()};
-    TP_ASSIGN_OR_RETURN(got, read_fully(segment->fd, std::span(&v, 1), position, false));
+    TP_ASSIGN_OR_RETURN(got, read_fully(segment->fd, std::span(&v, 1), at, false));
     if (!got) return error(Errc::io_error, "a record cut short in " + segment->path);
     const std::span<const std::uint8_t> pieces[] = {record};
     std::lock_guard lock(mutex_);
-    auto it = index_.end();
+    if (!wanted_locked()) continue;
+    TP_ASSIGN_OR_RETURN(std::uint64_t moved, append_locked(pieces, p->size()));
     if (p->kind == kRemovalRecord) {
-      // Kept while a dead record of its inode is left in another segment, which it may kill.
-      auto dead = dead_records_.find(p->inode);
-      if (dead != dead_records_.end() && dead->second > dropped[p->inode]) {
-        TP_RETURN_IF_ERROR(append_locked(pieces, p->size()).status());
-        active_->pinned += p->size();
-      }
-    } else if (++dropped[p->inode]; (it = index_.find(p->inode)) != index_.end() &&
-                                    it->second.segment == segment &&
-                                    it->second.position == position) {
-      TP_ASSIGN_OR_RETURN(std::uint64_t moved, append_locked(pieces, p->size()));
-      Entry entry = it->second;
-      entry.segment = active_;
-      entry.position = moved;
-      entry.appended_mark = appended_;
-      index_locked(p->inode, std::move(entry));
+      active_->pinned += p->size();
+      continue;
     }
-    position += p->size();
+    Entry entry = index_.at(p->inode);
+    entry.segment = active_;
+    entry.position = moved;
+    entry.appended_mark = appended_;
+    index_locked(p->inode, std::move(entry));
   }
   TP_RETURN_IF_ERROR(sync());
   if (::unlink(segment->path.c_str()) != 0) return errno_status("remove " + segment->path, errno);
