@@ -361,6 +361,14 @@ class Connection {
     return rc;
   }
 
+  int rmdir(const std::string& path, std::string* message) {
+    CallState st;
+    const int rc =
+        call([&](nfs_cb cb, void* p) { return nfs_rmdir_async(nfs_, path.c_str(), cb, p); }, &st);
+    *message = st.message;
+    return rc;
+  }
+
   int stat(const std::string& path, nfs_stat_64* out, std::string* message) {
     CallState st;
     st.stat_out = out;
@@ -948,10 +956,19 @@ class SmallFileJob final : public Job {
     }
   }
 
+  // The run's files and directory go, untimed: no later run is measured against a page cache
+  // (and a disk) that this one's files still fill, which made results follow the order in which
+  // servers ran.
+  void teardown() override {
+    std::string msg;
+    for (uint64_t file = 0; file < next_file_; ++file) conn_.unlink(file_path(file), &msg);
+    conn_.rmdir(dir_, &msg);
+  }
+
   bool start(int slot) override {
     if (next_file_ >= count_) return false;
     Slot& s = slots_[slot];
-    s.path = dir_ + "/f" + std::to_string(next_file_);
+    s.path = file_path(next_file_);
     s.fh = nullptr;
     s.step = Step::kCreate;
     if (nfs_create_async(conn_.nfs(), s.path.c_str(), O_WRONLY, 0644, &on_step, &s) < 0) {
@@ -964,6 +981,8 @@ class SmallFileJob final : public Job {
 
  private:
   enum class Step { kCreate, kWrite, kCloseWritten, kStat, kOpen, kRead, kCloseRead, kCloseFailed };
+
+  std::string file_path(uint64_t file) const { return dir_ + "/f" + std::to_string(file); }
 
   struct Slot {
     SmallFileJob* job = nullptr;
@@ -1313,7 +1332,7 @@ class RenameJob final : public Job {
     RenameJob* job = nullptr;
     int index = 0;
     std::vector<Placed> files;
-    size_t next = 0;  // the file the next RENAME moves
+    size_t next = 0;      // the file the next RENAME moves
     bool missed = false;  // its last RENAME found it in neither place it tried
     std::string name;
   };
@@ -1571,7 +1590,7 @@ std::unique_ptr<Job> make_job(const Options& opt, const Plan& plan, Connection& 
 
 // Shared by the workers of one run.
 struct RunState {
-  explicit RunState(int threads) : start_line(threads, Completion{this}) {}
+  explicit RunState(int threads) : start_line(threads, Completion{this}), finish_line(threads) {}
 
   struct Completion {
     RunState* state;
@@ -1579,14 +1598,15 @@ struct RunState {
   };
 
   std::barrier<Completion> start_line;  // all mounted and set up: the clock starts
+  std::barrier<> finish_line;           // every clock stopped: teardowns may start
   Clock::time_point started;
   std::atomic<bool> failed{false};  // a worker could not mount or set up: nobody runs
   std::mutex mu;
-  std::string failure;      // guarded by mu: the first worker failure
-  Counters total;           // guarded by mu
+  std::string failure;                    // guarded by mu: the first worker failure
+  Counters total;                         // guarded by mu
   std::vector<uint64_t> bytes_by_target;  // guarded by mu: what the threads of each URL moved
-  double seconds = 0;       // guarded by mu: the slowest worker's time
-  bool incomplete = false;  // guarded by mu: a prepare was cut short
+  double seconds = 0;                     // guarded by mu: the slowest worker's time
+  bool incomplete = false;                // guarded by mu: a prepare was cut short
 };
 
 void worker(const Options& opt, const std::vector<Target>& targets, const Plan& plan, int k,
@@ -1611,10 +1631,14 @@ void worker(const Options& opt, const std::vector<Target>& targets, const Plan& 
     }
     run->failed = true;
     run->start_line.arrive_and_drop();
+    run->finish_line.arrive_and_drop();
     return;
   }
   run->start_line.arrive_and_wait();
-  if (run->failed || !job) return;
+  if (run->failed || !job) {
+    run->finish_line.arrive_and_drop();
+    return;
+  }
 
   const auto budget = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(opt.prepare ? opt.prepare_timeout_s : opt.duration_s));
@@ -1626,6 +1650,7 @@ void worker(const Options& opt, const std::vector<Target>& targets, const Plan& 
                        : std::max<uint64_t>(1, share(opt.max_ops, k, opt.threads));
   const DriveResult result = drive(*job, limits);
   const double seconds = std::chrono::duration<double>(Clock::now() - run->started).count();
+  run->finish_line.arrive_and_wait();
   if (conn->usable()) job->teardown();
   conn.reset();
 
