@@ -482,7 +482,7 @@ awaitable<std::uint32_t> NlmProgram::share(const CallContext& context, const Sha
   co_return granted ? NLM4_GRANTED : NLM4_DENIED;
 }
 
-awaitable<void> NlmProgram::free_client(const std::string& name) {
+awaitable<void> NlmProgram::free_client(std::string name) {
   {
     std::lock_guard guard(mutex_);
     seen_.erase(name);

@@ -88,7 +88,7 @@ class NlmProgram final : public RpcProgram {
   // SHARE when `reserve`, else UNSHARE.
   awaitable<std::uint32_t> share(const CallContext& context, const ShareRequest& request,
                                  bool reserve);
-  awaitable<void> free_client(const std::string& name);
+  awaitable<void> free_client(std::string name);
   // Records that `name` called from the context's address.
   void saw_client(const CallContext& context, const std::string& name);
   // Tells the client its blocked request is granted; gives the lock back if it never says
