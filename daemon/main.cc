@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -55,6 +57,19 @@ struct Options {
 constexpr const char* kUsage =
     "usage: tided --config FILE [--daemonize] [--pid-file FILE] [--log-file FILE]\n"
     "       tided --print-default-config\n";
+
+// Each shard keeps up to 1024 data files open, two descriptors each (data and checksums),
+// beside its databases, the pack and every client's socket: more than the soft limit many
+// systems start a daemon with (1024). The hard limit is what the administrator allows.
+void raise_open_file_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    spdlog::warn("cannot raise the open file limit to {}: {}", limit.rlim_max,
+                 std::strerror(errno));
+  }
+}
 
 [[noreturn]] void refuse(const std::string& reason) {
   std::fprintf(stderr, "tided: %s\n", reason.c_str());
@@ -305,6 +320,7 @@ int main(int argc, char** argv) {
   if (!config.ok()) refuse(config.status().message());
   if (!options.log_file.empty()) config->log_file = options.log_file;
   if (Status s = init_logging(config->log_level, config->log_file); !s.ok()) refuse(s.message());
+  raise_open_file_limit();
 
   auto write_pid_file = [&]() {
     if (options.pid_file.empty()) return;

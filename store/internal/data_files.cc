@@ -242,7 +242,10 @@ struct DataFiles::UnitsToKeep {
   std::vector<std::uint64_t> region_changes;  // one per unit
 };
 
-DataFiles::Descriptor::~Descriptor() { ::close(fd); }
+DataFiles::Descriptor::~Descriptor() {
+  ::close(fd);
+  ::close(sums_fd);
+}
 
 namespace {
 // Each DataFiles with an L2 keys its units under a number of its own: DataFiles of a shard and
@@ -333,7 +336,13 @@ Result<std::shared_ptr<DataFiles::Descriptor>> DataFiles::open(std::uint64_t ino
     if (errno == ENOENT && !create) return std::shared_ptr<Descriptor>();
     return errno_status("open data file", errno);
   }
-  auto descriptor = std::make_shared<Descriptor>(fd);
+  int sums_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (sums_fd < 0) {
+    const int failure = errno;
+    ::close(fd);
+    return errno_status("open data file", failure);
+  }
+  auto descriptor = std::make_shared<Descriptor>(fd, sums_fd);
   std::lock_guard lock(mutex_);
   // Another thread may have opened it meanwhile: keep one descriptor per inode.
   if (auto it = open_.find(inode); it != open_.end()) return it->second->second;
@@ -495,8 +504,8 @@ Result<bool> DataFiles::read_verified(const Descriptor& d, std::uint64_t inode,
     if (attempt == 1 && mode != ReadMode::holding_locks) locked.emplace(region_locks_, inode, span);
     TP_ASSIGN_OR_RETURN(bool data_read,
                         read_at(d.fd, blocks, span.first * kChecksumBlock, nowait, "read data file"));
-    TP_ASSIGN_OR_RETURN(bool sums_read,
-                        read_at(d.fd, sums, checksum_offset(span.first), nowait, "read checksums"));
+    TP_ASSIGN_OR_RETURN(bool sums_read, read_at(d.sums_fd, sums, checksum_offset(span.first),
+                                                nowait, "read checksums"));
     if (!data_read || !sums_read) return false;
     std::optional<std::uint64_t> bad = first_mismatch(blocks, sums);
     if (!bad) break;
@@ -702,7 +711,8 @@ Result<std::uint64_t> DataFiles::repair(std::uint64_t inode, std::uint64_t offse
   std::vector<std::uint8_t> sums(span.count * kSumBytes);
   TP_RETURN_IF_ERROR(read_at(descriptor->fd, blocks, offset, false, "read data file").status());
   TP_RETURN_IF_ERROR(
-      read_at(descriptor->fd, sums, checksum_offset(span.first), false, "read checksums").status());
+      read_at(descriptor->sums_fd, sums, checksum_offset(span.first), false, "read checksums")
+          .status());
   std::uint64_t repaired = 0;
   for (std::uint64_t i = 0; i < span.count; ++i) {
     if (!mismatches(blocks, sums, i)) continue;
@@ -787,7 +797,8 @@ Status DataFiles::truncate(std::uint64_t inode, std::uint64_t size) {
     TP_ASSIGN_OR_RETURN(bool data_read,
                         read_at(fd, block, last.first * kChecksumBlock, false, "read data file"));
     TP_ASSIGN_OR_RETURN(bool sum_read,
-                        read_at(fd, sum, checksum_offset(last.first), false, "read checksums"));
+                        read_at(descriptor->sums_fd, sum, checksum_offset(last.first), false,
+                                "read checksums"));
     if (data_read && sum_read && get_sum(sum) != 0 && get_sum(sum) == stored_sum(block)) {
       std::memset(block.data() + size % kChecksumBlock, 0, kChecksumBlock - size % kChecksumBlock);
       partial = std::move(block);

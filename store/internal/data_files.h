@@ -132,9 +132,13 @@ class DataFiles {
 
  private:
   struct Descriptor {
-    explicit Descriptor(int f) : fd(f) {}
+    Descriptor(int f, int sums) : fd(f), sums_fd(sums) {}
     ~Descriptor();
     int fd;
+    // Reads of the checksum table go through a descriptor of their own: read-ahead follows
+    // each open file's reads, and the table's, far from the data, would make the data's look
+    // random to it.
+    int sums_fd;
     bool entry_synced = false;  // its directory entry is known durable
   };
   struct BlockSpan;

@@ -83,6 +83,35 @@ TEST_P(DataFilesTest, NeverWrittenDataReadsAsZeros) {
   EXPECT_EQ(read(8, 4096, 8192), std::vector<std::uint8_t>(8192, 0));
 }
 
+TEST_P(DataFilesTest, AReadWhoseEndThePageCacheLacksIsLeftToTheBlockingRead) {
+  const auto data = random_bytes(16u << 20);
+  ASSERT_TRUE(files_->write(12, 0, data).ok());
+  // Written back and dropped from the page cache whole (a part of a large folio would stay).
+  const Result<ByteOnDisk> where = DataFiles::locate_on_disk(root_.string(), 12, 0);
+  ASSERT_TRUE(where.ok()) << where.status().to_string();
+  const int fd = ::open(where->path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0) << where->path;
+  ASSERT_EQ(::fsync(fd), 0);
+  ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+  ::close(fd);
+
+  std::vector<std::uint8_t> head(4 * kChecksumBlock);
+  Result<bool> cached = files_->read_cached(12, 0, head);
+  ASSERT_TRUE(cached.ok()) << cached.status().to_string();
+  EXPECT_FALSE(*cached);
+  // A blocking read of the head leaves it, and what read-ahead adds, but not 16 MiB.
+  ASSERT_TRUE(files_->read(12, 0, head).ok());
+  cached = files_->read_cached(12, 0, head);
+  ASSERT_TRUE(cached.ok()) << cached.status().to_string();
+  ASSERT_TRUE(*cached);
+  EXPECT_TRUE(std::equal(head.begin(), head.end(), data.begin()));
+  std::vector<std::uint8_t> whole(data.size());
+  cached = files_->read_cached(12, 0, whole);
+  ASSERT_TRUE(cached.ok()) << cached.status().to_string();
+  EXPECT_FALSE(*cached);
+  EXPECT_EQ(read(12, 0, data.size()), data);
+}
+
 TEST_P(DataFilesTest, AFlippedByteFailsTheReadOfItsBlockOnly) {
   auto data = random_bytes(5 * kChecksumBlock);
   ASSERT_TRUE(files_->write(9, 0, data).ok());
@@ -298,7 +327,8 @@ TEST_P(DataFilesTest, ADataFileLeftByAnUnpackingCutShortNeverComesBack) {
   EXPECT_TRUE(std::all_of(head.begin(), head.end(), [](auto b) { return b == 0; }));
 }
 
-// The inodes whose data files under `root` this process holds open.
+// The inodes whose data files under `root` this process holds open (each through a data and a
+// checksum descriptor).
 std::vector<std::uint64_t> inodes_open_under(const std::filesystem::path& root) {
   std::vector<std::uint64_t> inodes;
   for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
@@ -312,6 +342,7 @@ std::vector<std::uint64_t> inodes_open_under(const std::filesystem::path& root) 
     inodes.push_back(std::stoull(target.filename().string(), nullptr, 16));
   }
   std::sort(inodes.begin(), inodes.end());
+  inodes.erase(std::unique(inodes.begin(), inodes.end()), inodes.end());
   return inodes;
 }
 

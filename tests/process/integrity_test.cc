@@ -3,10 +3,13 @@
 // Randomized tests print their seed; TIDEPOOL_TEST_SEED=N replays one.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <iostream>
 #include <random>
 #include <string>
@@ -457,6 +460,33 @@ TEST_F(Restart, StableWritesAndMetadataSurviveSigkill) {
   EXPECT_EQ(c.lookup(dir, "removed").status, NFS3ERR_NOENT);
   EXPECT_EQ(c.readlink(c.lookup(dir, "link").fh).target, "stable");
   EXPECT_EQ(c.lookup(dir, "sub").status, NFS3_OK);
+}
+
+// The soft limit on open files of process `pid`, from /proc; 0 if it cannot be read.
+rlim_t soft_open_file_limit(pid_t pid) {
+  std::ifstream limits("/proc/" + std::to_string(pid) + "/limits");
+  for (std::string line; std::getline(limits, line);) {
+    if (line.rfind("Max open files", 0) == 0) {
+      return std::strtoull(line.c_str() + std::strlen("Max open files"), nullptr, 10);
+    }
+  }
+  return 0;
+}
+
+TEST_F(Restart, ANodeStartedUnderALowOpenFileLimitRaisesItToTheHardOne) {
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  constexpr rlim_t kLow = 512;
+  if (saved.rlim_max <= kLow) GTEST_SKIP() << "the hard limit leaves nothing to raise";
+  node_->stop();
+  rlimit lowered = saved;
+  lowered.rlim_cur = kLow;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &lowered), 0);
+  std::string error;
+  const bool started = node_->start(&error);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  ASSERT_TRUE(started) << error;
+  EXPECT_EQ(soft_open_file_limit(node_->pid()), saved.rlim_max);
 }
 
 TEST_F(Restart, GracefulStopKeepsCommittedDataAndHandles) {
