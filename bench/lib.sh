@@ -180,6 +180,40 @@ run_loadgen() {  # what args...
   return 0
 }
 
+# The CPU time a process has used (user and system, every thread), in clock ticks.
+cpu_ticks() {  # pid
+  awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0
+}
+
+# The machine's counters a run's costs are told from: CPU ticks in all, waiting for the disk
+# and taken by the hypervisor (steal), from /proc/stat; reads and sectors read of the disk
+# under $WORK, from /proc/diskstats (none on a file system without a disk of its own).
+machine_counters() {
+  local device
+  device=$(stat -c '%Hd %Ld' "$WORK" 2>/dev/null)
+  { head -1 /proc/stat; awk -v d="$device" '$1 " " $2 == d {print "disk", $4, $6}' /proc/diskstats; } |
+    awk '/^cpu / {for (i = 2; i <= 9; i++) total += $i; iowait = $6; steal = $9}
+         /^disk / {reads = $2; sectors = $3}
+         END {print total + 0, iowait + 0, steal + 0, reads + 0, sectors + 0}'
+}
+
+# What a run cost: the server's CPU time, the machine's time stolen by the hypervisor and
+# spent waiting for the disk, and the disk's reads (how many, and their mean size).
+run_costs() {  # pid cpu_ticks_before machine_counters_before
+  local after
+  after=$(machine_counters)
+  awk -v ticks="$(( $(cpu_ticks "$1") - $2 ))" -v hz="$(getconf CLK_TCK)" -v before="$3" \
+    -v after="$after" 'BEGIN {
+      split(before, b); split(after, a); total = a[1] - b[1]; reads = a[4] - b[4]
+      printf "server CPU %.2f s", ticks / hz
+      if (total > 0) printf ", steal %.0f %%, iowait %.0f %%", 100 * (a[3] - b[3]) / total, 100 * (a[2] - b[2]) / total
+      if (reads > 0) {
+        kib = (a[5] - b[5]) / 2 / reads
+        printf ", disk: %d reads of %s", reads, kib < 1024 ? sprintf("%.0f KiB", kib) : sprintf("%.1f MiB", kib / 1024)
+      }
+    }'
+}
+
 field() { sed -n "s/.*\"$2\": \([0-9.]*\).*/\1/p" <<<"$1"; }  # json name: a number in tp-loadgen's line
 
 median() {
