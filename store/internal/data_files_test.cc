@@ -1,7 +1,6 @@
 #include "store/internal/data_files.h"
 
 #include <gtest/gtest.h>
-#include <sys/uio.h>
 
 #include <algorithm>
 #include <atomic>
@@ -82,44 +81,6 @@ TEST_P(DataFilesTest, NeverWrittenDataReadsAsZeros) {
   EXPECT_EQ(read(8, 0, 10'000), std::vector<std::uint8_t>(10'000, 0));
   ASSERT_TRUE(files_->write(8, 1'000'000, random_bytes(10)).ok());
   EXPECT_EQ(read(8, 4096, 8192), std::vector<std::uint8_t>(8192, 0));
-}
-
-TEST_P(DataFilesTest, AReadWhoseEndThePageCacheLacksIsLeftToTheBlockingRead) {
-  const auto data = random_bytes(16u << 20);
-  ASSERT_TRUE(files_->write(12, 0, data).ok());
-  // Written back and dropped from the page cache whole (a part of a large folio would stay).
-  const Result<ByteOnDisk> where = DataFiles::locate_on_disk(root_.string(), 12, 0);
-  ASSERT_TRUE(where.ok()) << where.status().to_string();
-  const int fd = ::open(where->path.c_str(), O_RDONLY);
-  ASSERT_GE(fd, 0) << where->path;
-  const auto first_byte_cached = [fd] {
-    std::uint8_t byte = 0;
-    iovec v{&byte, 1};
-    return ::preadv2(fd, &v, 1, 0, RWF_NOWAIT) == 1;
-  };
-  const bool reads_without_waiting = first_byte_cached();
-  ASSERT_EQ(::fsync(fd), 0);
-  ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
-  const bool kept = first_byte_cached();
-  ::close(fd);
-  if (!reads_without_waiting) GTEST_SKIP() << "this file system has no RWF_NOWAIT reads";
-  if (kept) GTEST_SKIP() << "this file system keeps its pages in memory";
-
-  std::vector<std::uint8_t> head(4 * kChecksumBlock);
-  Result<bool> cached = files_->read_cached(12, 0, head);
-  ASSERT_TRUE(cached.ok()) << cached.status().to_string();
-  EXPECT_FALSE(*cached);
-  // A blocking read of the head leaves it, and what read-ahead adds, but not 16 MiB.
-  ASSERT_TRUE(files_->read(12, 0, head).ok());
-  cached = files_->read_cached(12, 0, head);
-  ASSERT_TRUE(cached.ok()) << cached.status().to_string();
-  ASSERT_TRUE(*cached);
-  EXPECT_TRUE(std::equal(head.begin(), head.end(), data.begin()));
-  std::vector<std::uint8_t> whole(data.size());
-  cached = files_->read_cached(12, 0, whole);
-  ASSERT_TRUE(cached.ok()) << cached.status().to_string();
-  EXPECT_FALSE(*cached);
-  EXPECT_EQ(read(12, 0, data.size()), data);
 }
 
 TEST_P(DataFilesTest, AFlippedByteFailsTheReadOfItsBlockOnly) {
