@@ -30,6 +30,7 @@
 #include "common/config.h"
 #include "common/fail_points.h"
 #include "common/log.h"
+#include "common/thread_name.h"
 #include "daemon/activity.h"
 #include "daemon/admin_api.h"
 #include "daemon/cache_reports.h"
@@ -293,10 +294,17 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
                config.node_id, config.frontend_address, config.nfs_port, config.mount_port,
                config.portmap_port, config.admin_address);
   report("");
-  std::thread backend([&backend_io] { backend_io.run(); });
+  std::thread backend([&backend_io] {
+    name_this_thread("backend");
+    backend_io.run();
+  });
+  // The first client context runs on the main thread, which keeps the process's name.
   std::vector<std::thread> threads;
   for (std::size_t i = 1; i < contexts.size(); ++i) {
-    threads.emplace_back([context = contexts[i]] { context->run(); });
+    threads.emplace_back([context = contexts[i], i] {
+      name_this_thread("nfs-io-" + std::to_string(i));
+      context->run();
+    });
   }
   io.run();
   for (auto& t : threads) t.join();

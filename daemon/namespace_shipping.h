@@ -21,7 +21,6 @@
 #include <atomic>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -30,6 +29,7 @@
 
 #include "cluster/group.h"
 #include "cluster/rpc.h"
+#include "common/thread_name.h"
 #include "daemon/config_objects.h"
 #include "daemon/filepool.h"
 #include "store/namespace.h"
@@ -154,7 +154,7 @@ class NamespaceShipping {
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 
   // Runs the blocking work of opening, closing and applying to copies off the strand.
-  boost::asio::thread_pool blocking_{4};
+  NamedThreadPool blocking_{"ship-blocking", 4};
 };
 
 }  // namespace tidepool::daemon

@@ -12,7 +12,6 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <cctype>
 #include <charconv>
@@ -30,6 +29,7 @@
 
 #include "common/config.h"
 #include "common/sqlite.h"
+#include "common/thread_name.h"
 #include "store/cross_shard.h"
 #include "store/internal/attribute_cache.h"
 #include "store/internal/data_files.h"
@@ -221,7 +221,7 @@ class StoreImpl final : public LocalStore {
         data_(options.data_dir + internal::kDataFilesPath, options.l2),
         pools_(options.peers ? std::make_unique<PoolData>(options.peers, options.integrity)
                              : nullptr),
-        pool_(options.threads),
+        pool_("store-pool", options.threads),
         random_(std::random_device{}()),
         shard_(
             std::move(db), [this](Database& db) { return flush_memory_state(db); },
@@ -3267,7 +3267,7 @@ class StoreImpl final : public LocalStore {
       std::make_shared<std::atomic<std::uint64_t>>(0);
   // The data of files placed in node pools; null outside a cluster.
   const std::unique_ptr<PoolData> pools_;
-  asio::thread_pool pool_;
+  NamedThreadPool pool_;
   std::atomic<std::uint64_t> write_verifier_ = 0;
   std::atomic<bool> closed_ = false;
 

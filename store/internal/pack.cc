@@ -15,6 +15,7 @@
 #include <limits>
 
 #include "common/crc32c.h"
+#include "common/thread_name.h"
 
 namespace tidepool::store::internal {
 
@@ -346,7 +347,10 @@ Status Pack::open() {
     }
   }
   next_sequence_ = scan.max_sequence + 1;
-  compactor_ = std::thread([this] { compact_loop(); });
+  compactor_ = std::thread([this] {
+    name_this_thread("pack-compact");
+    compact_loop();
+  });
   if (!index_.empty()) {
     spdlog::info("pack {}: {} files in {} segments", directory_, index_.size(), segments_.size());
   }

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/thread_name.h"
+
 namespace tidepool::store::internal {
 
 namespace {
@@ -17,8 +19,14 @@ ShardExecutor::ShardExecutor(std::unique_ptr<Database> db,
     : db_(std::move(db)), periodic_(std::move(periodic)), batch_done_(std::move(batch_done)) {}
 
 void ShardExecutor::start() {
-  sync_thread_ = std::thread([this] { sync_loop(); });
-  thread_ = std::thread([this] { loop(); });
+  sync_thread_ = std::thread([this] {
+    name_this_thread("shard-sync");
+    sync_loop();
+  });
+  thread_ = std::thread([this] {
+    name_this_thread("shard");
+    loop();
+  });
 }
 
 ShardExecutor::~ShardExecutor() { stop(); }
