@@ -1,9 +1,13 @@
 #include "store/internal/data_files.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -81,6 +85,74 @@ TEST_P(DataFilesTest, NeverWrittenDataReadsAsZeros) {
   EXPECT_EQ(read(8, 0, 10'000), std::vector<std::uint8_t>(10'000, 0));
   ASSERT_TRUE(files_->write(8, 1'000'000, random_bytes(10)).ok());
   EXPECT_EQ(read(8, 4096, 8192), std::vector<std::uint8_t>(8192, 0));
+}
+
+// How many pages of [offset, offset + length) of the file at `fd` the page cache holds.
+// mincore starts no I/O, where a read without waiting that misses starts read-ahead.
+std::size_t resident_pages(int fd, std::uint64_t offset, std::uint64_t length) {
+  const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  void* mapped = ::mmap(nullptr, length, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(offset));
+  EXPECT_NE(mapped, MAP_FAILED) << std::strerror(errno);
+  if (mapped == MAP_FAILED) return 0;
+  std::vector<unsigned char> resident((length + page - 1) / page);
+  EXPECT_EQ(::mincore(mapped, length, resident.data()), 0) << std::strerror(errno);
+  ::munmap(mapped, length);
+  return static_cast<std::size_t>(
+      std::ranges::count_if(resident, [](unsigned char r) { return (r & 1) != 0; }));
+}
+
+// Drops [offset, offset + length) of the written-back file at `fd` from the page cache. A page
+// still in a CPU's batch of new pages is skipped and goes on a later try.
+bool drop_pages(int fd, std::uint64_t offset, std::uint64_t length) {
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    if (::posix_fadvise(fd, static_cast<off_t>(offset), static_cast<off_t>(length),
+                        POSIX_FADV_DONTNEED) != 0) {
+      return false;
+    }
+    if (resident_pages(fd, offset, length) == 0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+// A read without waiting that misses starts read-ahead, and on a fast disk the pages may be in
+// before it looks again: read_cached may answer either way, but never with other bytes.
+TEST_P(DataFilesTest, AReadOfPagesThePageCacheDroppedGivesTheDataOrLeavesItToTheBlockingRead) {
+  constexpr std::uint64_t kFile = 16u << 20;
+  constexpr std::uint64_t kTail = kFile / 2;
+  const auto data = random_bytes(kFile);
+  ASSERT_TRUE(files_->write(12, 0, data).ok());
+  const Result<ByteOnDisk> where = DataFiles::locate_on_disk(root_.string(), 12, 0);
+  ASSERT_TRUE(where.ok()) << where.status().to_string();
+  const int fd = ::open(where->path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0) << where->path;
+  // Written back first: the page cache keeps dirty pages.
+  ASSERT_EQ(::fsync(fd), 0);
+  if (!drop_pages(fd, 0, kFile)) {
+    ::close(fd);
+    GTEST_SKIP() << "this file system keeps its pages in memory";
+  }
+  const auto read_cached_or_blocking = [&](std::uint64_t offset, std::size_t n) {
+    std::vector<std::uint8_t> v(n, 0xee);
+    const Result<bool> cached = files_->read_cached(12, offset, v);
+    EXPECT_TRUE(cached.ok()) << cached.status().to_string();
+    if (!cached.ok() || !*cached) {
+      std::fill(v.begin(), v.end(), 0xee);
+      const Status s = files_->read(12, offset, v);
+      EXPECT_TRUE(s.ok()) << s.to_string();
+    }
+    EXPECT_TRUE(std::equal(v.begin(), v.end(), data.begin() + static_cast<std::ptrdiff_t>(offset)))
+        << "at " << offset << ", " << n << " bytes";
+  };
+
+  read_cached_or_blocking(0, 4 * kChecksumBlock);
+  // The head and what read-ahead added stay; the tail goes.
+  const bool tail_dropped = drop_pages(fd, kTail, kFile - kTail);
+  ::close(fd);
+  ASSERT_TRUE(tail_dropped);
+  read_cached_or_blocking(0, kFile);
+  read_cached_or_blocking(kTail - 3 * kChecksumBlock, 6 * kChecksumBlock);
+  EXPECT_EQ(read(12, 0, kFile), data);
 }
 
 TEST_P(DataFilesTest, AFlippedByteFailsTheReadOfItsBlockOnly) {
