@@ -81,6 +81,9 @@ class Database {
   ~Database();
 
   Status exec(std::string_view sql);
+  // One statement that returns no rows, prepared once and kept: for those a connection runs
+  // over and over (BEGIN, SAVEPOINT, COMMIT), which exec() would parse anew every time.
+  Status run(const char* sql);
   // A prepared statement from the cache; reset when the Statement goes out of scope.
   Statement prepare(const char* sql);
   std::int64_t changes() const { return sqlite3_changes64(db_); }

@@ -95,7 +95,7 @@ void ShardExecutor::run_batch(std::vector<std::unique_ptr<OperationBase>>& batch
 
   AfterCommit after;
   bool committed = true;
-  Status begun = writes ? db_->exec("BEGIN IMMEDIATE") : Status{};
+  Status begun = writes ? db_->run("BEGIN IMMEDIATE") : Status{};
   if (!begun.ok()) {
     for (auto& op : batch) op->fail(begun);
     committed = false;
@@ -105,23 +105,23 @@ void ShardExecutor::run_batch(std::vector<std::unique_ptr<OperationBase>>& batch
         op->execute(*db_, after);
         continue;
       }
-      Status s = db_->exec("SAVEPOINT op");
+      Status s = db_->run("SAVEPOINT op");
       const std::size_t committed_mark = after.committed.size();
       const std::size_t durable_mark = after.durable.size();
       const std::size_t rolled_back_mark = after.rolled_back.size();
       if (s.ok() && !op->execute(*db_, after)) {
-        s = db_->exec("ROLLBACK TO op");
+        s = db_->run("ROLLBACK TO op");
         after.committed.resize(committed_mark);
         after.durable.resize(durable_mark);
         after.roll_back_to(rolled_back_mark);
       }
-      if (s.ok()) s = db_->exec("RELEASE op");
+      if (s.ok()) s = db_->run("RELEASE op");
       if (!s.ok()) op->fail(s);
     }
     if (writes) {
-      if (Status commit = db_->exec("COMMIT"); !commit.ok()) {
+      if (Status commit = db_->run("COMMIT"); !commit.ok()) {
         spdlog::error("shard commit failed: {}", commit.to_string());
-        (void)db_->exec("ROLLBACK");
+        (void)db_->run("ROLLBACK");
         after.roll_back_to(0);
         after.clear();
         for (auto& op : batch) op->fail(error(Errc::io_error, "commit failed"));
