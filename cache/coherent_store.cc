@@ -514,6 +514,8 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
       return error(Errc::unavailable, "the file changed while its block was fetched");
     }
     it->second.attributes = read.result.attributes;
+    // Pages lent for a reply are copied out: L1 keeps its blocks in memory of its own.
+    TP_RETURN_IF_ERROR(store::take_out_of_pipe(read));
     std::span<const std::uint8_t> bytes;
     if (!read.pieces.empty()) bytes = read.pieces.front();
     if (read.pieces.size() > 1 || bytes.size() != read.result.count) {

@@ -54,7 +54,9 @@ json cache_statistics_report(cluster::NodeId self, const cache::CacheStatistics&
        {{"budget_bytes", l2_usage.budget_bytes},
         {"cached_bytes", l2_usage.cached_bytes},
         {"data",
-         {{"read_bytes", l2.data_bytes_read.load()}, {"hit_bytes", l2.data_bytes_hit.load()}}},
+         {{"read_bytes", l2.data_bytes_read.load()},
+          {"hit_bytes", l2.data_bytes_hit.load()},
+          {"lent_bytes", l2.data_bytes_lent.load()}}},
         {"metadata", {{"reads", l2.metadata_reads.load()}, {"hits", l2.metadata_hits.load()}}}}},
   };
   set_percentages(statistics);

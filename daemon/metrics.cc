@@ -135,6 +135,9 @@ std::string render_metrics(Membership& membership, const nfsd::NfsServer& server
              l2.data_bytes_read.load());
   out.metric("tidepool_cache_l2_data_hit_bytes_total", "counter",
              "Of those, bytes the page cache held.", l2.data_bytes_hit.load());
+  out.metric("tidepool_cache_l2_data_lent_bytes_total", "counter",
+             "Of those, bytes sent from the page cache by reference (spliced).",
+             l2.data_bytes_lent.load());
   out.metric("tidepool_cache_l2_metadata_reads_total", "counter",
              "Attribute look-ups of this node's copy of the namespace.", l2.metadata_reads.load());
   out.metric("tidepool_cache_l2_metadata_hits_total", "counter",

@@ -69,6 +69,9 @@ constexpr std::size_t kCachedListings = 4096;
 constexpr int kWriteAttempts = 3;
 constexpr std::size_t kTruncationSlots = 1024;
 constexpr std::size_t kMoveSlots = 1024;
+// READs from this size up go out from the page cache by reference: below it, the copy costs
+// less than the pipe's system calls.
+constexpr std::uint32_t kMinLentBytes = 64u << 10;
 // A whole copy for a new mirror, and a repair from the mirror's copy, go in pieces of this size.
 constexpr std::size_t kCopyChunkBytes = 1u << 20;
 // The deepest directory whose path placement on create works out; deeper files start with
@@ -567,6 +570,10 @@ class StoreImpl final : public LocalStore {
   awaitable<Result<ReadPieces>> read_pieces(InodeId inode, std::uint64_t offset,
                                             std::uint32_t count, Caller caller) override {
     if (std::optional<ReadPieces> pieces = pieces_from_l2(inode, offset, count, caller)) {
+      co_return std::move(*pieces);
+    }
+    auto lending = pieces_lent(inode, offset, count, caller);
+    if (std::optional<ReadPieces> pieces = co_await std::move(lending)) {
       co_return std::move(*pieces);
     }
     auto reading = Store::read_pieces(inode, offset, count, std::move(caller));
@@ -2286,6 +2293,42 @@ class StoreImpl final : public LocalStore {
     return pieces;
   }
 
+  // A READ of whole blocks, kMinLentBytes or more, of a file whose cached attributes need no
+  // atime update and whose data is the shard's own: the page cache's pages go out by
+  // reference, in a pipe (DataFiles::lend). None for any other, or when the data cannot be
+  // lent so: read() copies it, and says what went wrong if anything did.
+  awaitable<std::optional<ReadPieces>> pieces_lent(InodeId inode, std::uint64_t offset,
+                                                   std::uint32_t count, const Caller& caller) {
+    const std::optional<Attributes> a = cache_.find(inode);
+    if (!a || atime_due(*a) || !check_data_access(*a, caller, kMayRead).ok()) {
+      co_return std::nullopt;
+    }
+    const std::uint64_t available = offset < a->size ? a->size - offset : 0;
+    count = static_cast<std::uint32_t>(std::min<std::uint64_t>(available, count));
+    if (count < kMinLentBytes || count > internal::kMaxLentBytes ||
+        offset % internal::kChecksumBlock != 0 || count % internal::kChecksumBlock != 0) {
+      co_return std::nullopt;
+    }
+    std::unique_ptr<PipedBytes> lent;
+    auto lending = offload([this, inode, offset, count, &lent]() -> Status {
+      // The slot keeps the file's data here while it is lent.
+      std::shared_lock slot(move_slot(inode));
+      if (where_of(inode).placed) return {};
+      TP_ASSIGN_OR_RETURN(lent, data_.lend(inode, offset, count));
+      return {};
+    });
+    const Status lend_status = co_await std::move(lending);
+    // Removed or truncated since the attributes were taken: read() finds out how.
+    if (!lend_status.ok() || !lent || !cache_.find(inode)) co_return std::nullopt;
+    options_.reads->metadata_reads.fetch_add(1, std::memory_order_relaxed);
+    options_.reads->metadata_hits.fetch_add(1, std::memory_order_relaxed);
+    count_data_read(count, false);
+    options_.reads->data_bytes_lent.fetch_add(count, std::memory_order_relaxed);
+    ReadPieces pieces{ReadResult{count, offset + count >= a->size, *a}, {}, {}};
+    pieces.piped = std::move(lent);
+    co_return pieces;
+  }
+
   // On the pool: from the node pool holding the file's data (`from_pool` set), or from the
   // shard's own copy.
   Status read_data(InodeId inode, std::uint64_t offset, std::span<std::uint8_t> into,
@@ -3489,6 +3532,18 @@ Status check_read_access(const Attributes& a, const Caller& caller) {
 
 std::uint32_t access_granted(const Attributes& a, const Caller& caller, std::uint32_t requested) {
   return granted_access(a, caller, requested);
+}
+
+Status take_out_of_pipe(ReadPieces& read) {
+  if (!read.piped) return {};
+  std::shared_ptr<std::uint8_t[]> bytes =
+      std::make_shared_for_overwrite<std::uint8_t[]>(read.piped->size());
+  const std::span<std::uint8_t> into(bytes.get(), read.piped->size());
+  TP_RETURN_IF_ERROR(read.piped->copy_out(into));
+  read.piped.reset();
+  read.pieces.assign(1, into);
+  read.keep = std::move(bytes);
+  return {};
 }
 
 awaitable<Result<ReadPieces>> Store::read_pieces(InodeId inode, std::uint64_t offset,

@@ -23,6 +23,7 @@
 
 #include "common/block_cache.h"
 #include "common/clock.h"
+#include "common/piped_bytes.h"
 #include "common/status.h"
 
 namespace tidepool::store {
@@ -197,7 +198,9 @@ struct ReadResult {
 };
 
 // A read's bytes where they lie (a cache's blocks): `pieces`, in order, hold `result.count`
-// bytes, valid as long as `keep` is held.
+// bytes, valid as long as `keep` is held. Or, with `piped`, the pipe holds them all by
+// reference to the page cache, for a reply to splice on (DataFiles::lend), and `pieces` is
+// empty.
 struct ReadPieces {
   ReadResult result;
   std::vector<std::span<const std::uint8_t>> pieces;
@@ -205,7 +208,12 @@ struct ReadPieces {
   // `keep` pins another cache's blocks (the home's L2): fine for a reply on its way, but a
   // cache that would keep the bytes for long copies them instead.
   bool pins_a_cache = false;
+  std::shared_ptr<PipedBytes> piped;
 };
+
+// Copies piped bytes out into memory of their own, for a caller that keeps them or cannot
+// send them from a pipe: `read` then has pieces.
+Status take_out_of_pipe(ReadPieces& read);
 
 struct WriteResult {
   std::uint32_t count = 0;
@@ -275,6 +283,8 @@ struct IntegrityCounters {
 struct ReadCounters {
   std::atomic<std::uint64_t> data_bytes_read{0};
   std::atomic<std::uint64_t> data_bytes_hit{0};
+  // Of those, bytes sent from the page cache by reference (DataFiles::lend).
+  std::atomic<std::uint64_t> data_bytes_lent{0};
   std::atomic<std::uint64_t> metadata_reads{0};
   std::atomic<std::uint64_t> metadata_hits{0};
 };

@@ -259,6 +259,12 @@ awaitable<AcceptStatus> Nfs3Program::read(Call& call) {
 
   auto r = co_await service_.store.read_pieces(t->inode, offset, count, t->caller);
   if (!r.ok()) co_return fail_attr(call.out, r.code());
+  // A transport that cannot splice gets the piped bytes copied in.
+  if (r->piped && !call.context.pieces) {
+    if (Status copied = store::take_out_of_pipe(*r); !copied.ok()) {
+      co_return fail_attr(call.out, copied.code());
+    }
+  }
   put_status(call.out, Errc::ok);
   put_post_op_attr(call.out, r->result.attributes, call.fsid);
   call.out.u32(r->result.count);
@@ -267,6 +273,7 @@ awaitable<AcceptStatus> Nfs3Program::read(Call& call) {
   // The bytes go out from where the store left them when the transport can send them from
   // there (cache blocks); else they are copied in.
   auto& buffer = call.out.buffer();
+  if (r->piped) call.context.pieces->pieces.push_back({buffer.size(), {}, {}, std::move(r->piped)});
   for (std::span<const std::uint8_t> piece : r->pieces) {
     if (call.context.pieces) {
       call.context.pieces->pieces.push_back({buffer.size(), piece, r->keep});

@@ -71,7 +71,7 @@ RpcProgram* RpcDispatcher::find(std::uint32_t number) const {
 
 std::size_t ReplyPieces::bytes() const {
   std::size_t total = 0;
-  for (const Piece& piece : pieces) total += piece.bytes.size();
+  for (const Piece& piece : pieces) total += piece.size();
   return total;
 }
 

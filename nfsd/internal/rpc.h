@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "common/piped_bytes.h"
 #include "common/xdr.h"
 #include "nfsd/call_statistics.h"
 
@@ -56,6 +57,9 @@ struct ReplyPieces {
     std::size_t at = 0;
     std::span<const std::uint8_t> bytes;
     std::shared_ptr<const void> keep;
+    // Instead of `bytes`: all the bytes a pipe holds, spliced to the socket.
+    std::shared_ptr<PipedBytes> piped;
+    std::size_t size() const { return piped ? piped->size() : bytes.size(); }
   };
   std::vector<Piece> pieces;
 

@@ -1,8 +1,13 @@
 #include "nfsd/internal/rpc_transport.h"
 
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -11,6 +16,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/endian/conversion.hpp>
+#include <cerrno>
 #include <deque>
 #include <optional>
 
@@ -54,6 +60,9 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
       client_port_ = peer.port();
     }
     socket_.set_option(tcp::no_delay(true), ec);
+    // Replies spliced from pipes are written with system calls of our own, which must never
+    // block the connection's thread.
+    socket_.native_non_blocking(true, ec);
   }
 
   void start() {
@@ -205,41 +214,114 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
     }
   }
 
-  // The reply's bytes with its pieces in their places, as one gather list.
-  static void gather(const Outgoing& reply, std::vector<asio::const_buffer>& buffers) {
-    std::size_t from = 0;
-    for (const ReplyPieces::Piece& piece : reply.pieces.pieces) {
-      if (piece.at > from) buffers.emplace_back(reply.bytes.data() + from, piece.at - from);
-      buffers.emplace_back(piece.bytes.data(), piece.bytes.size());
-      from = piece.at;
-    }
-    if (reply.bytes.size() > from) {
-      buffers.emplace_back(reply.bytes.data() + from, reply.bytes.size() - from);
-    }
-  }
-
   static awaitable<void> write_loop(std::shared_ptr<Connection> self) {
     std::vector<Outgoing> batch;
     std::vector<asio::const_buffer> buffers;
     while (!self->outbox_.empty() && !self->closed_) {
       batch.clear();
-      buffers.clear();
       while (!self->outbox_.empty()) {
         batch.push_back(std::move(self->outbox_.front()));
         self->outbox_.pop_front();
       }
-      for (const Outgoing& reply : batch) gather(reply, buffers);
       self->set_deadline(self->write_deadline_, std::chrono::steady_clock::now() +
                                                     self->transport_.limits_.record_timeout);
-      auto [ec, n] = co_await asio::async_write(self->socket_, buffers, kUseTuple);
-      self->transport_.bytes_sent_.fetch_add(n, std::memory_order_relaxed);
+      const bool written = co_await self->write_batch(batch, buffers);
       self->write_deadline_ = kNever;
       self->release_slots(static_cast<std::uint32_t>(batch.size()));
-      if (ec) self->close_on_thread();
+      if (!written) self->close_on_thread();
     }
     self->release_slots(static_cast<std::uint32_t>(self->outbox_.size()));
     self->outbox_.clear();
     self->writing_ = false;
+  }
+
+  // The replies' bytes in order, their pieces in their places: what lies in memory in as few
+  // writes as it takes, and what lies in a pipe spliced from there between them.
+  awaitable<bool> write_batch(const std::vector<Outgoing>& batch,
+                              std::vector<asio::const_buffer>& buffers) {
+    buffers.clear();
+    for (const Outgoing& reply : batch) {
+      std::size_t from = 0;
+      for (const ReplyPieces::Piece& piece : reply.pieces.pieces) {
+        if (piece.at > from) buffers.emplace_back(reply.bytes.data() + from, piece.at - from);
+        from = piece.at;
+        if (!piece.piped) {
+          buffers.emplace_back(piece.bytes.data(), piece.bytes.size());
+          continue;
+        }
+        if (!co_await send_ahead_of_splice(buffers) || !co_await splice_out(*piece.piped)) {
+          co_return false;
+        }
+        buffers.clear();
+      }
+      if (reply.bytes.size() > from) {
+        buffers.emplace_back(reply.bytes.data() + from, reply.bytes.size() - from);
+      }
+    }
+    if (buffers.empty()) co_return true;
+    auto [ec, n] = co_await asio::async_write(socket_, buffers, kUseTuple);
+    transport_.bytes_sent_.fetch_add(n, std::memory_order_relaxed);
+    co_return !ec;
+  }
+
+  // Sends `buffers` whole (consuming them), telling TCP that more follows at once
+  // (MSG_MORE): a reply's header then goes out with the first of the bytes spliced after it,
+  // not in a segment of its own.
+  awaitable<bool> send_ahead_of_splice(std::vector<asio::const_buffer>& buffers) {
+    std::size_t first = 0;
+    std::array<iovec, 64> iov;
+    for (;;) {
+      while (first < buffers.size() && buffers[first].size() == 0) ++first;
+      if (first == buffers.size()) co_return true;
+      std::size_t count = 0;
+      for (std::size_t i = first; i < buffers.size() && count < iov.size(); ++i) {
+        iov[count++] = {const_cast<void*>(buffers[i].data()), buffers[i].size()};
+      }
+      msghdr message{};
+      message.msg_iov = iov.data();
+      message.msg_iovlen = count;
+      const ssize_t n =
+          ::sendmsg(socket_.native_handle(), &message, MSG_MORE | MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) co_return false;
+        if (!co_await writable()) co_return false;
+        continue;
+      }
+      transport_.bytes_sent_.fetch_add(static_cast<std::size_t>(n), std::memory_order_relaxed);
+      for (auto left = static_cast<std::size_t>(n); left > 0;) {
+        const std::size_t step = std::min(left, buffers[first].size());
+        buffers[first] += step;
+        left -= step;
+        if (buffers[first].size() == 0) ++first;
+      }
+    }
+  }
+
+  // Splices every byte the pipe holds to the socket.
+  awaitable<bool> splice_out(PipedBytes& piped) {
+    while (piped.size() > 0) {
+      const ssize_t n = ::splice(piped.read_end(), nullptr, socket_.native_handle(), nullptr,
+                                 piped.size(), SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+      if (n > 0) {
+        piped.taken(static_cast<std::size_t>(n));
+        transport_.bytes_sent_.fetch_add(static_cast<std::size_t>(n), std::memory_order_relaxed);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      // The pipe holds bytes, so only the socket can be full.
+      if (n < 0 && errno == EAGAIN && co_await writable()) continue;
+      co_return false;
+    }
+    co_return true;
+  }
+
+  // Waits until the socket takes bytes again; false when it never will (closed, or the write
+  // deadline closed it).
+  awaitable<bool> writable() {
+    if (closed_) co_return false;
+    auto [ec] = co_await socket_.async_wait(tcp::socket::wait_write, kUseTuple);
+    co_return !ec && !closed_;
   }
 
   RpcTransport& transport_;

@@ -390,6 +390,46 @@ Result<bool> DataFiles::read_cached(std::uint64_t inode, std::uint64_t offset,
   return read;
 }
 
+Result<std::unique_ptr<PipedBytes>> DataFiles::lend(std::uint64_t inode, std::uint64_t offset,
+                                                    std::uint64_t length) {
+  if (length == 0 || length > kMaxLentBytes || offset % kChecksumBlock != 0 ||
+      length % kChecksumBlock != 0 || offset > kChecksumTableOffset - length) {
+    return error(Errc::invalid_argument, "a lend of whole checksum blocks, 1 MiB at most");
+  }
+  if (pack_.contains(inode)) return std::unique_ptr<PipedBytes>();
+  // Before the file is opened: a removal between the two would otherwise go unseen.
+  const std::optional<UnitsToKeep> plan = units_to_keep(inode, offset, length);
+  TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, false));
+  if (!descriptor) return std::unique_ptr<PipedBytes>();
+  TP_ASSIGN_OR_RETURN(std::unique_ptr<PipedBytes> lent, PipedBytes::make(length));
+  if (Status in = lent->splice_in(descriptor->fd, offset, length); !in.ok()) {
+    if (in.code() == Errc::unavailable) return std::unique_ptr<PipedBytes>();
+    return in;
+  }
+  const BlockSpan span = BlockSpan::of(offset, length);
+  std::vector<std::uint8_t> sums(span.count * kSumBytes);
+  TP_RETURN_IF_ERROR(
+      read_at(descriptor->sums_fd, sums, checksum_offset(span.first), false, "read checksums")
+          .status());
+  TP_ASSIGN_OR_RETURN(std::unique_ptr<PipedBytes> checked, lent->duplicate());
+  // A unit at a time, so that what is checked is still in the processor's cache.
+  thread_local std::vector<std::uint8_t> unit(kCachedUnitBytes);
+  for (std::uint64_t at = offset; at < offset + length;) {
+    const std::uint64_t end =
+        std::min(offset + length, (at / kCachedUnitBytes + 1) * kCachedUnitBytes);
+    const std::span<std::uint8_t> bytes = std::span(unit).first(end - at);
+    TP_RETURN_IF_ERROR(checked->copy_out(bytes));
+    const std::span<const std::uint8_t> bytes_sums = std::span(sums).subspan(
+        (at - offset) / kChecksumBlock * kSumBytes, bytes.size() / kChecksumBlock * kSumBytes);
+    if (first_mismatch(bytes, bytes_sums)) return std::unique_ptr<PipedBytes>();
+    if (plan && bytes.size() == kCachedUnitBytes) {
+      keep_unit(inode, at / kCachedUnitBytes, bytes, *plan);
+    }
+    at = end;
+  }
+  return lent;
+}
+
 CachedUnits DataFiles::cached_units(std::uint64_t inode, std::uint64_t offset,
                                     std::uint64_t length) {
   if (!units_ || length == 0) return {};
@@ -454,22 +494,26 @@ std::optional<DataFiles::UnitsToKeep> DataFiles::units_to_keep(std::uint64_t ino
 void DataFiles::keep_units(std::uint64_t inode, std::uint64_t offset,
                            std::span<const std::uint8_t> read, const UnitsToKeep& plan) {
   for (std::uint64_t u = plan.first; u < plan.end; ++u) {
-    if (!doorkeeper_->seen_before(inode, u)) continue;
-    const std::uint64_t start = u * kCachedUnitBytes;
-    BlockCache::Filling unit = BlockCache::allocate(key_of(inode, u), kCachedUnitBytes);
-    std::memcpy(unit.bytes().data(), read.data() + (start - offset), kCachedUnitBytes);
-    // A reader on a client's thread does not wait for a writer: a busy unit is not kept.
-    const std::size_t region = RegionLocks::region_index(inode, u);
-    std::unique_lock region_lock(region_locks_[region], std::try_to_lock);
-    if (!region_lock.owns_lock()) continue;
-    std::unique_lock file_lock(file_locks_[inode % kFileSlots], std::try_to_lock);
-    if (!file_lock.owns_lock()) continue;
-    if (file_changes_[inode % kFileSlots].load() != plan.file_changes ||
-        region_changes_[region].load() != plan.region_changes[u - plan.first]) {
-      continue;
-    }
-    units_->insert(std::move(unit), kCachedUnitBytes);
+    keep_unit(inode, u, read.subspan(u * kCachedUnitBytes - offset, kCachedUnitBytes), plan);
   }
+}
+
+void DataFiles::keep_unit(std::uint64_t inode, std::uint64_t u, std::span<const std::uint8_t> bytes,
+                          const UnitsToKeep& plan) {
+  if (u < plan.first || u >= plan.end || !doorkeeper_->seen_before(inode, u)) return;
+  BlockCache::Filling unit = BlockCache::allocate(key_of(inode, u), kCachedUnitBytes);
+  std::memcpy(unit.bytes().data(), bytes.data(), kCachedUnitBytes);
+  // A reader on a client's thread does not wait for a writer: a busy unit is not kept.
+  const std::size_t region = RegionLocks::region_index(inode, u);
+  std::unique_lock region_lock(region_locks_[region], std::try_to_lock);
+  if (!region_lock.owns_lock()) return;
+  std::unique_lock file_lock(file_locks_[inode % kFileSlots], std::try_to_lock);
+  if (!file_lock.owns_lock()) return;
+  if (file_changes_[inode % kFileSlots].load() != plan.file_changes ||
+      region_changes_[region].load() != plan.region_changes[u - plan.first]) {
+    return;
+  }
+  units_->insert(std::move(unit), kCachedUnitBytes);
 }
 
 void DataFiles::forget_units(std::uint64_t inode, const BlockSpan& span) {

@@ -13,12 +13,12 @@
 // memory — no pread, no checksum pass, and no copy for a caller that sends the cached bytes on.
 // Every change to a unit's data (write, repair, truncate, remove) drops it, under the lock its
 // writers take; a read that missed keeps what it read only if no change reached the unit since it
-// began. Units are kept on their second read: only a read the page cache answered keeps the units
-// it covers whole, and only those it finds marked as read before (a doorkeeper, as TinyLFU's: a
-// Bloom filter of the units read lately). One pass over a data set — a cold scan,
-// even with the kernel's read-ahead answering most of it; a copy; a file written and read back
-// once — costs no copy into the L2 and pushes nothing out of it.
-// Dirty UNSTABLE data waits for COMMIT in the kernel's page cache, not here.
+// began. Units are kept on their second read: only a read the page cache answered, or a lend,
+// keeps the units it covers whole, and only those it finds marked as read before (a doorkeeper, as
+// TinyLFU's: a Bloom filter of the units read lately). One pass over a data set — a cold scan, even
+// with the kernel's read-ahead answering most of it; a copy; a file written and read back once —
+// costs no copy into the L2 and pushes nothing out of it. Dirty UNSTABLE data waits for COMMIT in
+// the kernel's page cache, not here.
 //
 // Small files are packed (pack.h): data that ends below kPackedBelow, written to an inode with
 // no data file, goes to the pack instead, with the same checksums; it gets a file of its own
@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "common/block_cache.h"
+#include "common/piped_bytes.h"
 #include "common/status.h"
 #include "store/internal/pack.h"
 
@@ -47,6 +48,9 @@ namespace tidepool::store::internal {
 inline constexpr std::uint64_t kChecksumBlock = 4096;
 // The L2's block: a stripe unit of the default size, and what a region lock covers.
 inline constexpr std::uint64_t kCachedUnitBytes = 128u << 10;
+// The most one lend() puts in a pipe: what a pipe may hold unless its owner may raise the
+// system's limit (/proc/sys/fs/pipe-max-size), and NFS's largest READ here.
+inline constexpr std::uint64_t kMaxLentBytes = 1u << 20;
 
 // Whether a file system of this type (statfs f_type) makes a new file's directory entry
 // durable when the file is fsynced or fdatasynced.
@@ -82,6 +86,16 @@ class DataFiles {
   // The same read served only from the page cache: false, with nothing guaranteed in `into`,
   // when it would have to wait for the disk. The L2 may keep the units it covers whole.
   Result<bool> read_cached(std::uint64_t inode, std::uint64_t offset, std::span<std::uint8_t> into);
+  // Puts the whole blocks [offset, offset + length) of the inode's data file in a pipe by
+  // reference to the page cache's pages, and checks each block the pipe holds against its
+  // checksum, reading those very pages (through a copy of the pipe's references), before it
+  // gives the pipe out; may wait for the disk. A reply then sends them without copying them.
+  // Null when they cannot be lent so: the data is packed, the inode has no data file, the file
+  // ends before, or a block does not match (the copying read reads it again, and repairs it).
+  // The L2 may keep the units it covers whole, as read_cached()'s do. invalid_argument unless
+  // both are multiples of kChecksumBlock and 0 < length <= kMaxLentBytes.
+  Result<std::unique_ptr<PipedBytes>> lend(std::uint64_t inode, std::uint64_t offset,
+                                           std::uint64_t length);
   // The L2's units covering [offset, offset + length), when it holds every one of them; else
   // none. Their bytes are the data file's as of the call.
   CachedUnits cached_units(std::uint64_t inode, std::uint64_t offset, std::uint64_t length);
@@ -181,6 +195,9 @@ class DataFiles {
   // After the read into `read` at `offset`: keeps the planned units that no change reached.
   void keep_units(std::uint64_t inode, std::uint64_t offset, std::span<const std::uint8_t> read,
                   const UnitsToKeep& plan);
+  // The same for one planned unit, `bytes` being the whole of it as read.
+  void keep_unit(std::uint64_t inode, std::uint64_t unit, std::span<const std::uint8_t> bytes,
+                 const UnitsToKeep& plan);
   // Holding the span's region locks, after its data changed: its units go.
   void forget_units(std::uint64_t inode, const BlockSpan& span);
   // After the file's data was cut or removed: all its units go.

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -389,6 +390,68 @@ std::vector<std::uint64_t> inodes_open_under(const std::filesystem::path& root) 
   return inodes;
 }
 
+// The bytes a lend put in its pipe, taken out.
+std::vector<std::uint8_t> bytes_lent(PipedBytes& lent) {
+  std::vector<std::uint8_t> out(lent.size());
+  Status copied = lent.copy_out(out);
+  EXPECT_TRUE(copied.ok()) << copied.to_string();
+  return out;
+}
+
+TEST_P(DataFilesTest, ALentRangeHoldsTheFilesBytes) {
+  const auto data = random_bytes(3u << 20);
+  ASSERT_TRUE(files_->write(20, 0, data).ok());
+  for (const auto& [offset, length] : {std::pair<std::uint64_t, std::uint64_t>{0, kMaxLentBytes},
+                                       {kChecksumBlock, 16 * kChecksumBlock},
+                                       {(2u << 20) + 3 * kChecksumBlock, kMaxLentBytes / 2}}) {
+    Result<std::unique_ptr<PipedBytes>> lent = files_->lend(20, offset, length);
+    ASSERT_TRUE(lent.ok()) << lent.status().to_string();
+    ASSERT_NE(*lent, nullptr) << offset;
+    ASSERT_EQ((*lent)->size(), length);
+    EXPECT_TRUE(std::ranges::equal(bytes_lent(**lent), std::span(data).subspan(offset, length)))
+        << offset << "+" << length;
+  }
+  // Past the data written, below the checksum table: never written, so zeros.
+  Result<std::unique_ptr<PipedBytes>> beyond = files_->lend(20, 4u << 20, 64 * kChecksumBlock);
+  ASSERT_TRUE(beyond.ok() && *beyond);
+  EXPECT_EQ(bytes_lent(**beyond), std::vector<std::uint8_t>(64 * kChecksumBlock, 0));
+  EXPECT_EQ(files_->checksum_failures(), 0u);
+}
+
+TEST_P(DataFilesTest, ARangeWithABlockThatFailsItsChecksumIsNotLentAndTheReadSaysWhy) {
+  const auto data = random_bytes(1u << 20);
+  ASSERT_TRUE(files_->write(21, 0, data).ok());
+  flip_byte(21, 5 * kChecksumBlock + 7);
+  Result<std::unique_ptr<PipedBytes>> lent = files_->lend(21, 0, 1u << 20);
+  ASSERT_TRUE(lent.ok()) << lent.status().to_string();
+  EXPECT_EQ(*lent, nullptr);
+  std::vector<std::uint8_t> into(1u << 20);
+  EXPECT_EQ(files_->read(21, 0, into).code(), Errc::corrupt);
+  // The blocks before it are still lent.
+  lent = files_->lend(21, 0, 5 * kChecksumBlock);
+  ASSERT_TRUE(lent.ok() && *lent);
+  EXPECT_TRUE(std::ranges::equal(bytes_lent(**lent), std::span(data).first(5 * kChecksumBlock)));
+}
+
+TEST_P(DataFilesTest, WhatHasNoDataFileOrIsPackedIsNotLent) {
+  Result<std::unique_ptr<PipedBytes>> none = files_->lend(22, 0, 16 * kChecksumBlock);
+  ASSERT_TRUE(none.ok()) << none.status().to_string();
+  EXPECT_EQ(*none, nullptr);
+  ASSERT_TRUE(files_->write(23, 0, random_bytes(kPackedBelow - 1)).ok());
+  Result<std::unique_ptr<PipedBytes>> packed = files_->lend(23, 0, 16 * kChecksumBlock);
+  ASSERT_TRUE(packed.ok()) << packed.status().to_string();
+  EXPECT_EQ(*packed, nullptr);
+}
+
+TEST_P(DataFilesTest, ALendOfPartBlocksOrOfMoreThanAPipeHoldsIsRefused) {
+  ASSERT_TRUE(files_->write(24, 0, random_bytes(2u << 20)).ok());
+  EXPECT_EQ(files_->lend(24, 100, 16 * kChecksumBlock).status().code(), Errc::invalid_argument);
+  EXPECT_EQ(files_->lend(24, 0, 16 * kChecksumBlock + 1).status().code(), Errc::invalid_argument);
+  EXPECT_EQ(files_->lend(24, 0, 0).status().code(), Errc::invalid_argument);
+  EXPECT_EQ(files_->lend(24, 0, kMaxLentBytes + kChecksumBlock).status().code(),
+            Errc::invalid_argument);
+}
+
 TEST(DataFilesOpenTest, TheLeastRecentlyUsedDescriptorIsTheOneClosed) {
   const std::filesystem::path root = fresh_test_directory("tidepool-data-files-open-test");
   {
@@ -472,6 +535,22 @@ TEST_P(DataFilesL2Test, OnlyAReadThePageCacheAnsweredKeepsAndOnlyWholeUnits) {
   EXPECT_EQ(l2_->statistics().blocks, 0u);  // marked: read once
   ASSERT_TRUE(*files_->read_cached(6, 0, whole));
   EXPECT_EQ(files_->cached_units(6, 0, 2 * kUnit).units.size(), 2u);
+}
+
+TEST_P(DataFilesL2Test, UnitsLentWholeAreKeptOnTheirSecondLend) {
+  const auto data = random_bytes(4 * kUnit);
+  ASSERT_TRUE(files_->write(25, 0, data).ok());
+  // [kUnit / 2, 3 kUnit + kUnit / 2): units 1 and 2 whole.
+  for (int lend = 0; lend < 2; ++lend) {
+    EXPECT_EQ(l2_->statistics().blocks, 0u);
+    Result<std::unique_ptr<PipedBytes>> lent = files_->lend(25, kUnit / 2, 3 * kUnit);
+    ASSERT_TRUE(lent.ok() && *lent);
+  }
+  EXPECT_EQ(l2_->statistics().blocks, 2u);
+  std::vector<std::uint8_t> out(2 * kUnit);
+  ASSERT_TRUE(files_->read_from_l2(25, kUnit, out));
+  EXPECT_TRUE(std::ranges::equal(out, std::span(data).subspan(kUnit, 2 * kUnit)));
+  EXPECT_FALSE(files_->read_from_l2(25, 0, out));
 }
 
 TEST_P(DataFilesL2Test, WritesCutsAndRemovalsDropWhatTheyChange) {

@@ -87,6 +87,39 @@ TEST_F(Read, LargerThanRtmaxIsShortenedNotRefused) {
   EXPECT_EQ(r.data, data.substr(0, r.count));
 }
 
+// READs of 64 KiB and more of whole blocks, which tided sends from the page cache by reference,
+// return what was written, also right after another write changed part of them.
+TEST_F(Read, OfWholeBlocksInLargePiecesReturnsWhatWasWrittenLast) {
+  FileHandle dir = make_test_dir();
+  FileHandle f = nfs().make_file(dir, "f");
+  std::string data = random_bytes((3u << 20) + 5000, 12);
+  constexpr size_t kPiece = 256u << 10;
+  for (size_t off = 0; off < data.size(); off += kPiece) {
+    ASSERT_EQ(nfs().write(f, off, std::string_view(data).substr(off, kPiece)).status, NFS3_OK);
+  }
+  struct Range {
+    size_t offset;
+    size_t count;
+  };
+  const Range ranges[] = {{0, 1u << 20},
+                          {64u << 10, 64u << 10},
+                          {(1u << 20) + 4096, 512u << 10},
+                          {(3u << 20) - (128u << 10), 256u << 10}};
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const Range& range : ranges) {
+      auto r = nfs().read(f, range.offset, static_cast<uint32_t>(range.count));
+      ASSERT_EQ(r.status, NFS3_OK);
+      const std::string expected = data.substr(range.offset, range.count);
+      EXPECT_EQ(r.count, expected.size()) << "pass " << pass << " at " << range.offset;
+      EXPECT_TRUE(r.data == expected) << "pass " << pass << " at " << range.offset;
+      EXPECT_EQ(r.eof, range.offset + range.count >= data.size());
+    }
+    const std::string patch = random_bytes(70'000, 13 + pass);
+    ASSERT_EQ(nfs().write(f, 100'000, patch).status, NFS3_OK);
+    data.replace(100'000, patch.size(), patch);
+  }
+}
+
 TEST_F(Read, OfADirectoryIsRefused) {
   FileHandle dir = make_test_dir();
   EXPECT_THAT(nfs().read(dir, 0, 100).status,
