@@ -40,6 +40,8 @@ class TideCluster {
   // Starts every node (false with *error naming the node if one does not start).
   bool start(std::string* error);
   // `tide cluster create` on node 1, then `add-node` for every other; gtest failures if not.
+  // SmartPools' schedule is cleared first thing, so that the only jobs that run are those the
+  // test starts: its daily 22:00 UTC start would otherwise land in whichever test runs then.
   void form();
   // start() and form(), then waits (bounded) until every node serves the namespace; gtest
   // failures if not.
