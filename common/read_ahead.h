@@ -46,22 +46,29 @@ class ReadAhead {
       if (wanted - done >= kBufferBytes / 2) {
         auto [ec, read] = co_await boost::asio::async_read(
             stream_, boost::asio::buffer(out + done, wanted - done), use_tuple);
+        ++receives_;
         co_return std::pair{ec, done + read};
       }
       if (!buffer_) buffer_.reset(new std::uint8_t[kBufferBytes]);
       from_ = to_ = 0;
       auto [ec, read] = co_await stream_.async_read_some(
           boost::asio::buffer(buffer_.get(), kBufferBytes), use_tuple);
+      ++receives_;
       to_ = read;
       if (ec && read == 0) co_return std::pair{ec, done};
     }
   }
+
+  // How often the reads went to the stream so far: a caller that must act after each receive
+  // (TCP acknowledgements) tells from it whether its last call took one.
+  std::uint64_t receives() const { return receives_; }
 
  private:
   Stream& stream_;
   std::unique_ptr<std::uint8_t[]> buffer_;  // made on the first small read
   std::size_t from_ = 0;                    // the bytes in [from_, to_) are unread
   std::size_t to_ = 0;
+  std::uint64_t receives_ = 0;
 };
 
 }  // namespace tidepool

@@ -82,5 +82,26 @@ TEST_F(ReadAheadTest, AStreamThatEndsInAPieceReturnsTheErrorAndWhatCame) {
   EXPECT_EQ(got[1].second, std::vector<std::uint8_t>(30, 7));
 }
 
+TEST_F(ReadAheadTest, CountsTheReceivesItsReadsTook) {
+  // Three small pieces sent in one write arrive together: one receive serves all three.
+  asio::write(writer_, asio::buffer(std::vector<std::uint8_t>(300, 1)));
+  std::vector<std::uint64_t> receives;
+  auto reading = [&]() -> asio::awaitable<void> {
+    ReadAhead<tcp::socket> incoming(reader_);
+    receives.push_back(incoming.receives());
+    std::vector<std::uint8_t> piece(100);
+    for (int i = 0; i < 3; ++i) {
+      co_await incoming.read_exact(asio::buffer(piece));
+      receives.push_back(incoming.receives());
+    }
+    asio::write(writer_, asio::buffer(piece));
+    co_await incoming.read_exact(asio::buffer(piece));
+    receives.push_back(incoming.receives());
+  };
+  asio::co_spawn(io_, reading(), asio::detached);
+  for (int i = 0; i < 100 && !io_.stopped(); ++i) io_.run_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(receives, (std::vector<std::uint64_t>{0, 1, 1, 1, 2}));
+}
+
 }  // namespace
 }  // namespace tidepool

@@ -1,6 +1,8 @@
 #include "nfsd/internal/rpc_transport.h"
 
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -151,6 +153,10 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
     auto self = shared_from_this();
     xdr::Buffer record;
     while (!closed_ && co_await read_record(record)) {
+      if (incoming_.receives() != acknowledged_receives_) {
+        acknowledged_receives_ = incoming_.receives();
+        acknowledge_at_once();
+      }
       // A slot is held from the call's arrival until its reply is written, so a client that
       // does not read its replies stops being read instead of piling them up here.
       while (in_flight_ >= transport_.limits_.max_calls_in_flight && !closed_) {
@@ -165,6 +171,16 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
     }
     close_on_thread();
     transport_.forget(self, context_);
+  }
+
+  // Acknowledges what arrived now rather than with the next reply. A client that leaves Nagle's
+  // algorithm on, as libnfs does, holds each call made while an earlier one is unacknowledged
+  // until that ACK comes, and Linux delays it until the next segment we send: with calls in
+  // flight, every call then waited for a reply to some other call. The mode lasts until TCP
+  // sees an exchange of requests and replies again, so it is set after every receive.
+  void acknowledge_at_once() {
+    const int on = 1;
+    ::setsockopt(socket_.native_handle(), IPPROTO_TCP, TCP_QUICKACK, &on, sizeof on);
   }
 
   // A reply on its way out: its bytes, and those it sends from where they lie.
@@ -331,6 +347,7 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
   asio::any_io_executor executor_;
   tcp::socket socket_;
   ReadAhead<tcp::socket> incoming_;  // pipelined calls come in with one receive
+  std::uint64_t acknowledged_receives_ = 0;  // incoming_'s receives when ACKs were last sped up
   asio::ip::address_v4 client_;
   std::uint16_t client_port_ = 0;
   asio::steady_timer slot_free_;  // cancelled when a call finishes
