@@ -101,10 +101,39 @@ TEST_F(SyncedByCallerTest, AProcessThatDiesWithoutClosingLeavesItsSyncedCommitsI
 TEST_F(SyncedByCallerTest, SqlitesOwnCheckpointsKeepTheWalSmall) {
   auto db = open();
   ASSERT_TRUE(db->exec("CREATE TABLE t(v BLOB)").ok());
-  // 300 transactions of about 8 pages each: 9 MiB through a WAL checkpointed every 1000 pages.
+  // 300 transactions of 30 KB each: 9 MB through a WAL checkpointed every 1000 pages.
   for (int i = 0; i < 300; ++i) add_row(*db, 30000);
   EXPECT_LT(wal_size(), 5u << 20);
   EXPECT_EQ(count_rows(*db), 300);
+}
+
+TEST_F(SyncedByCallerTest, NewDatabasesHaveSmallPagesAndOldOnesKeepTheirs) {
+  auto page_size = [](Database& db) {
+    auto rows = db.prepare("PRAGMA page_size");
+    return rows.next_row() ? rows.int64(0) : -1;
+  };
+  {
+    auto db = open();
+    ASSERT_TRUE(db->exec("CREATE TABLE t(v BLOB)").ok());
+    EXPECT_EQ(page_size(*db), 1024);
+  }
+  const std::string old_path = dir_ + "/old.db";
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(old_path.c_str(), &raw), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(raw,
+                           "PRAGMA page_size=4096; CREATE TABLE t(v BLOB); "
+                           "INSERT INTO t(v) VALUES('kept')",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(raw);
+  }
+  path_ = old_path;
+  auto db = open();
+  EXPECT_EQ(page_size(*db), 4096);
+  EXPECT_EQ(count_rows(*db), 1);
+  add_row(*db, 100);
+  EXPECT_EQ(count_rows(*db), 2);
 }
 
 TEST_F(SyncedByCallerTest, AnotherThreadSyncsWhileTheOwnerCommits) {
