@@ -2264,12 +2264,33 @@ class StoreImpl final : public LocalStore {
     if (l2_hit) options_.reads->data_bytes_hit.fetch_add(count, std::memory_order_relaxed);
   }
 
-  std::optional<ReadPieces> pieces_from_l2(InodeId inode, std::uint64_t offset, std::uint32_t count,
-                                           const Caller& caller) {
-    const std::optional<Attributes> a = cache_.find(inode);
+  // The cached attributes of a file `caller` may read with no atime update due, and how much
+  // of the `count` bytes at `offset` lies before its end; none when any of that does not hold.
+  std::optional<std::pair<Attributes, std::uint32_t>> readable_from_cache(InodeId inode,
+                                                                          std::uint64_t offset,
+                                                                          std::uint32_t count,
+                                                                          const Caller& caller) {
+    std::optional<Attributes> a = cache_.find(inode);
     if (!a || atime_due(*a) || !check_data_access(*a, caller, kMayRead).ok()) return std::nullopt;
     const std::uint64_t available = offset < a->size ? a->size - offset : 0;
-    count = static_cast<std::uint32_t>(std::min<std::uint64_t>(available, count));
+    return std::pair{std::move(*a),
+                     static_cast<std::uint32_t>(std::min<std::uint64_t>(available, count))};
+  }
+
+  // Counts a READ answered with cached attributes, without read(); its result.
+  ReadResult counted_cached_read(const Attributes& a, std::uint64_t offset, std::uint32_t count,
+                                 bool l2_hit) {
+    options_.reads->metadata_reads.fetch_add(1, std::memory_order_relaxed);
+    options_.reads->metadata_hits.fetch_add(1, std::memory_order_relaxed);
+    count_data_read(count, l2_hit);
+    return ReadResult{count, offset + count >= a.size, a};
+  }
+
+  std::optional<ReadPieces> pieces_from_l2(InodeId inode, std::uint64_t offset,
+                                           std::uint32_t wanted, const Caller& caller) {
+    auto readable = readable_from_cache(inode, offset, wanted, caller);
+    if (!readable) return std::nullopt;
+    const auto& [a, count] = *readable;
     // Replies slow to go pin a quarter of the L2 at most; past that, read() copies.
     if (count == 0 || !options_.l2 ||
         reply_pins_->load(std::memory_order_relaxed) + count > options_.l2->capacity() / 4) {
@@ -2283,11 +2304,8 @@ class StoreImpl final : public LocalStore {
     }
     // Removed or truncated since the attributes were taken: read() finds out how.
     if (cached.units.empty() || !cache_.find(inode)) return std::nullopt;
-    options_.reads->metadata_reads.fetch_add(1, std::memory_order_relaxed);
-    options_.reads->metadata_hits.fetch_add(1, std::memory_order_relaxed);
-    count_data_read(count, true);
     ReadPieces pieces{
-        ReadResult{count, offset + count >= a->size, *a}, cached.pieces(offset, count), {}};
+        counted_cached_read(a, offset, count, true), cached.pieces(offset, count), {}};
     pieces.keep = std::make_shared<ReplyPin>(std::move(cached), reply_pins_, count);
     pieces.pins_a_cache = true;
     return pieces;
@@ -2298,13 +2316,10 @@ class StoreImpl final : public LocalStore {
   // reference, in a pipe (DataFiles::lend). None for any other, or when the data cannot be
   // lent so: read() copies it, and says what went wrong if anything did.
   awaitable<std::optional<ReadPieces>> pieces_lent(InodeId inode, std::uint64_t offset,
-                                                   std::uint32_t count, const Caller& caller) {
-    const std::optional<Attributes> a = cache_.find(inode);
-    if (!a || atime_due(*a) || !check_data_access(*a, caller, kMayRead).ok()) {
-      co_return std::nullopt;
-    }
-    const std::uint64_t available = offset < a->size ? a->size - offset : 0;
-    count = static_cast<std::uint32_t>(std::min<std::uint64_t>(available, count));
+                                                   std::uint32_t wanted, const Caller& caller) {
+    auto readable = readable_from_cache(inode, offset, wanted, caller);
+    if (!readable) co_return std::nullopt;
+    const auto [a, count] = std::move(*readable);
     if (count < kMinLentBytes || count > internal::kMaxLentBytes ||
         offset % internal::kChecksumBlock != 0 || count % internal::kChecksumBlock != 0) {
       co_return std::nullopt;
@@ -2320,11 +2335,8 @@ class StoreImpl final : public LocalStore {
     const Status lend_status = co_await std::move(lending);
     // Removed or truncated since the attributes were taken: read() finds out how.
     if (!lend_status.ok() || !lent || !cache_.find(inode)) co_return std::nullopt;
-    options_.reads->metadata_reads.fetch_add(1, std::memory_order_relaxed);
-    options_.reads->metadata_hits.fetch_add(1, std::memory_order_relaxed);
-    count_data_read(count, false);
     options_.reads->data_bytes_lent.fetch_add(count, std::memory_order_relaxed);
-    ReadPieces pieces{ReadResult{count, offset + count >= a->size, *a}, {}, {}};
+    ReadPieces pieces{counted_cached_read(a, offset, count, false), {}, {}};
     pieces.piped = std::move(lent);
     co_return pieces;
   }
