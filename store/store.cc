@@ -2319,7 +2319,8 @@ class StoreImpl final : public LocalStore {
                                                    std::uint32_t wanted, const Caller& caller) {
     auto readable = readable_from_cache(inode, offset, wanted, caller);
     if (!readable) co_return std::nullopt;
-    const auto [a, count] = std::move(*readable);
+    const Attributes a = std::move(readable->first);
+    const std::uint32_t count = readable->second;  // a plain variable: the lambda captures it
     if (count < kMinLentBytes || count > internal::kMaxLentBytes ||
         offset % internal::kChecksumBlock != 0 || count % internal::kChecksumBlock != 0) {
       co_return std::nullopt;
