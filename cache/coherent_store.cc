@@ -789,7 +789,7 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
       }
       auto sending = self->inner_.record_reads(std::move(batch));
       // A report lost (the home away) is made again by the next read after the interval.
-      co_await std::move(sending);
+      (void)co_await std::move(sending);
     }
   }
 
@@ -857,7 +857,7 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
                                   // Held until the fetches end: what they keep stays valid.
                                   [[maybe_unused]] std::shared_ptr<HeldLock> lock) {
     auto fetching = self->fetch(inode, first, std::move(missing), count, true);
-    co_await std::move(fetching);
+    (void)co_await std::move(fetching);
   }
 
   void note_prefetched(const BlockKey& key) {
