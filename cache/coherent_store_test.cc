@@ -17,10 +17,14 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <sstream>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "cluster/sim.h"
+#include "lockmgr/lock_manager.h"
+#include "lockmgr/mode.h"
 
 namespace tidepool::cache {
 namespace {
@@ -147,6 +151,23 @@ class CoherentStoreTest : public ::testing::Test {
   void write(NodeId node, InodeId inode, std::uint64_t offset, std::vector<std::uint8_t> bytes) {
     auto w = run(caches_[node]->write(inode, offset, bytes, store::Stability::unstable, kRoot));
     EXPECT_TRUE(w.ok()) << w.status().message();
+  }
+
+  // Every node's locks as its lock manager has them, for a test that waited in vain.
+  std::string lock_tables() const {
+    std::ostringstream out;
+    for (NodeId node : kNodes) {
+      out << "node " << node << " holds:";
+      for (const lockmgr::HeldLock& held : managers_.at(node)->held()) {
+        const lockmgr::LockRecord& lock = held.record;
+        out << " [" << lock.id.node << "." << lock.id.sequence << " of "
+            << static_cast<int>(lock.resource.kind) << "/" << lock.resource.id << ": "
+            << lockmgr::mode_name(lock.granted) << "->" << lockmgr::mode_name(lock.requested)
+            << "]";
+      }
+      out << "\n";
+    }
+    return out.str();
   }
 
   static constexpr std::array<NodeId, 3> kNodes{1, 2, 3};
@@ -663,7 +684,8 @@ TEST_F(CoherentStoreTest, NoReadReturnsDataOlderThanAWriteAcknowledgedBeforeItBe
           asio::detached);
     }
     ASSERT_TRUE(drive([&] { return finished == kConcurrent; }, std::chrono::seconds(20)))
-        << "round " << round;
+        << "round " << round << "\n"
+        << lock_tables();
   }
   EXPECT_EQ(violations, 0u);
   EXPECT_GT(reads_checked, 100u);

@@ -88,7 +88,8 @@ class FileLocksImpl final : public FileLocks, public std::enable_shared_from_thi
     std::lock_guard guard(mutex_);
     if (closed_) return false;
     auto it = direct_.find(resource);
-    if (it == direct_.end() || it->second.revoke_when_idle || !at_least(it->second.mode, mode)) {
+    if (it == direct_.end() || !it->second.revokes_when_idle.empty() ||
+        !at_least(it->second.mode, mode)) {
       return false;
     }
     it->second.holders++;
@@ -96,17 +97,17 @@ class FileLocksImpl final : public FileLocks, public std::enable_shared_from_thi
   }
 
   void release_direct(const lockmgr::ResourceName& resource) override {
-    std::function<void()> revoke;
+    std::vector<std::function<void()>> revokes;
     {
       std::lock_guard guard(mutex_);
       auto it = direct_.find(resource);
       if (it == direct_.end() || --it->second.holders > 0) return;
-      revoke = std::move(it->second.revoke_when_idle);
-      if (!revoke) return;
+      revokes = std::move(it->second.revokes_when_idle);
+      if (revokes.empty()) return;
       direct_.erase(it);
       if (closed_) return;
     }
-    loop_.post(std::move(revoke));
+    for (std::function<void()>& revoke : revokes) loop_.post(std::move(revoke));
   }
 
   void statistics(std::function<void(lockmgr::LockCacheStatistics)> done) override {
@@ -138,17 +139,19 @@ class FileLocksImpl final : public FileLocks, public std::enable_shared_from_thi
   void held(const lockmgr::ResourceName& resource, Mode mode) {
     std::lock_guard guard(mutex_);
     Direct& direct = direct_[resource];
-    if (!direct.revoke_when_idle) direct.mode = mode;
+    if (direct.revokes_when_idle.empty()) direct.mode = mode;
   }
 
-  // On the loop: the lock on `resource` is being weakened. No hold starts from now on; `revoke`
-  // runs once the holds under way end.
+  // On the loop: a lock on `resource` is being weakened. No hold starts from now on; `revoke`
+  // runs once the holds under way end, as does that of every other lock of the node on
+  // `resource` weakened meanwhile (one being converted down when the node wanted it again had
+  // the node ask for another).
   void after_direct_holds(const lockmgr::ResourceName& resource, std::function<void()> revoke) {
     {
       std::lock_guard guard(mutex_);
       auto it = direct_.find(resource);
       if (it != direct_.end() && it->second.holders > 0) {
-        it->second.revoke_when_idle = std::move(revoke);
+        it->second.revokes_when_idle.push_back(std::move(revoke));
         return;
       }
       if (it != direct_.end()) direct_.erase(it);
@@ -176,8 +179,8 @@ class FileLocksImpl final : public FileLocks, public std::enable_shared_from_thi
   // The whole-resource locks the node holds, which try_acquire() hands out.
   struct Direct {
     Mode mode = Mode::null;
-    std::size_t holders = 0;                 // try_acquire()s not released yet
-    std::function<void()> revoke_when_idle;  // a blocking callback waiting for them
+    std::size_t holders = 0;                               // try_acquire()s not released yet
+    std::vector<std::function<void()>> revokes_when_idle;  // blocking callbacks waiting for them
   };
   std::unordered_map<lockmgr::ResourceName, Direct> direct_;  // guarded by mutex_
 };

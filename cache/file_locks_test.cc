@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -97,6 +98,54 @@ TEST_F(FileLocksTest, AnotherNodesWriteWaitsForTheDirectHoldsAndEndsThem) {
   EXPECT_TRUE(lockmgr::compatible(revoked_[1][0], Mode::protected_write));
   EXPECT_FALSE(locks_[1]->try_acquire(kFile, Mode::protected_read));
   locks_[2]->release((*write)->id);
+}
+
+// A lock being converted down when the node wants it again has the node ask for a second lock
+// of the same file; a blocking callback for both, while a direct hold lasts, weakens both once
+// the hold ends.
+TEST_F(FileLocksTest, EveryLockOfTheFileWaitingForTheDirectHoldsIsWeakenedWhenTheyEnd) {
+  // Node 1 coordinates the file: node 2's conversions take a round trip.
+  constexpr NodeId kReader = 2;
+  constexpr NodeId kWriter = 1;
+  auto answer_to = [](std::optional<Result<lockmgr::CachedLock>>& answer) {
+    return [&answer](Result<lockmgr::CachedLock> lock) { answer = std::move(lock); };
+  };
+  auto run_until = [this](const std::function<bool()>& done) {
+    for (int step = 0; step < 5000 && !done(); ++step) world_.run_until(world_.now_ms() + 1);
+  };
+  const auto first = acquire(kReader, Mode::protected_read);
+  ASSERT_TRUE(first && first->ok());
+  locks_[kReader]->release((*first)->id);
+  std::optional<Result<lockmgr::CachedLock>> write;
+  locks_[kWriter]->acquire(kFile, Mode::protected_write, lockmgr::kWholeResource, answer_to(write));
+  run_until([&] { return !revoked_[kReader].empty(); });
+  ASSERT_EQ(revoked_[kReader].size(), 1u);
+  // The reader's lock is on its way down to CR: a read asks for a lock of its own, granted in
+  // PR once the write is done.
+  std::optional<Result<lockmgr::CachedLock>> read;
+  locks_[kReader]->acquire(kFile, Mode::protected_read, lockmgr::kWholeResource, answer_to(read));
+  run_until([&] { return write.has_value(); });
+  ASSERT_TRUE(write && write->ok());
+  locks_[kWriter]->release((*write)->id);
+  run_until([&] { return read.has_value(); });
+  ASSERT_TRUE(read && read->ok());
+  locks_[kReader]->release((*read)->id);
+  world_.run_until(world_.now_ms() + 5);
+  ASSERT_EQ(managers_[kReader]->held().size(), 2u);
+  ASSERT_TRUE(locks_[kReader]->try_acquire(kFile, Mode::protected_read));
+
+  // EX is in the way of both the reader's locks: both are given up, once the direct hold ends.
+  std::optional<Result<lockmgr::CachedLock>> exclusive;
+  locks_[kWriter]->acquire(kFile, Mode::exclusive, lockmgr::kWholeResource, answer_to(exclusive));
+  world_.run_until(world_.now_ms() + 200);
+  EXPECT_EQ(revoked_[kReader].size(), 1u);
+  EXPECT_FALSE(exclusive.has_value());
+  locks_[kReader]->release_direct(kFile);
+  run_until([&] { return exclusive.has_value(); });
+  ASSERT_TRUE(exclusive && exclusive->ok());
+  EXPECT_EQ(revoked_[kReader].size(), 3u);
+  EXPECT_TRUE(managers_[kReader]->held().empty());
+  locks_[kWriter]->release((*exclusive)->id);
 }
 
 TEST_F(FileLocksTest, NothingIsHandedOutOnceClosed) {
