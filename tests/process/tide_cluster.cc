@@ -95,12 +95,18 @@ bool TideCluster::start(std::string* error) {
 void TideCluster::form() {
   Ran created = run(tide_path(), {"--workdir", workdir_.string(), "cluster", "create", name_,
                                   "--node", admin(1)});
-  ASSERT_EQ(created.exit_code, 0) << created.output << node(1).log_tail();
+  // What tide said goes last: a report cut short keeps its end.
+  ASSERT_EQ(created.exit_code, 0) << node(1).log_tail()
+                                  << "\ntide cluster create: " << created.output;
   Ran unscheduled = tide(1, {"job", "types", "modify", "SmartPools", "--clear-schedule"});
-  ASSERT_EQ(unscheduled.exit_code, 0) << unscheduled.output << node(1).log_tail();
+  ASSERT_EQ(unscheduled.exit_code, 0)
+      << node(1).log_tail() << "\ntide job types modify: " << unscheduled.output;
   for (std::size_t id = 2; id <= nodes_.size(); ++id) {
     Ran added = tide(1, {"cluster", "add-node", admin(id)});
-    ASSERT_EQ(added.exit_code, 0) << added.output << node(1).log_tail() << node(id).log_tail();
+    ASSERT_EQ(added.exit_code, 0) << "--- node 1\n"
+                                  << node(1).log_tail() << "\n--- node " << id << "\n"
+                                  << node(id).log_tail() << "\ntide cluster add-node " << admin(id)
+                                  << ": " << added.output;
   }
 }
 
