@@ -1003,7 +1003,6 @@ asio::awaitable<HttpResponse> add_node(asio::any_io_executor strand, Membership&
   const HttpResponse outcome = co_await std::move(adding);
   if (outcome.status != 200) co_return outcome;
   spdlog::info("added node {} (pool {}) at {}", added.id, added.pool, added.admin_address);
-  spdlog::info("added node {} (pool {}) at {}", added.id, added.pool, added.admin_address);
   const cluster::NodeInfo* now = m.group()->view().node(added.id);
   co_return reply(201, node_json(now != nullptr ? *now : added));
 }
