@@ -119,6 +119,10 @@ Status from_raft(int rc, std::string_view what) {
     case RAFT_BUSY:
       return error(Errc::unavailable,
                    std::string(what) + ": another membership change is in progress");
+    case RAFT_NOCONNECTION:
+      // A promotion Raft gave up: the new member did not catch up with the log in time.
+      return error(Errc::timed_out,
+                   std::string(what) + ": the node did not catch up with the group in time");
     case RAFT_NOMEM:
       return error(Errc::no_space, std::string(what) + ": out of memory");
     case RAFT_IOERR:
@@ -132,6 +136,10 @@ Status from_raft(int rc, std::string_view what) {
 // How many recent outcomes the leader keeps for the proposers' callbacks, which Raft runs
 // right after the state machine applied their entry.
 constexpr std::size_t kOutcomesKept = 256;
+// Raft gives a promotion to voter up after a few election timeouts without the new member
+// catching up (a node still starting, or out of reach a moment); add_node tries this often, so
+// that it ends within the admin API's deadline for adding a node.
+constexpr int kPromotionAttempts = 3;
 
 }  // namespace
 
@@ -229,7 +237,7 @@ class GroupMember::Impl {
       change_membership(MembershipStep::add, node.id, node.backend_address,
                         [this, id = node.id, done = std::move(done)](Status s) mutable {
                           if (!s.ok()) return done(std::move(s));
-                          change_membership(MembershipStep::assign_voter, id, {}, std::move(done));
+                          promote(id, kPromotionAttempts, std::move(done));
                         });
     });
   }
@@ -322,6 +330,22 @@ class GroupMember::Impl {
     Done done = std::move(proposal->done);
     delete proposal;
     self.finish(std::move(done), std::move(outcome));
+  }
+
+  // Makes the added node a voter; a promotion Raft gave up is tried again, `attempts` in all.
+  void promote(NodeId node, int attempts, Done done) {
+    change_membership(MembershipStep::assign_voter, node, {},
+                      [this, node, attempts, done = std::move(done)](Status s) mutable {
+                        // While closing, Raft's callbacks run with the member going away.
+                        if (s.code() != Errc::timed_out || attempts <= 1 || closing_) {
+                          return done(std::move(s));
+                        }
+                        spdlog::warn(
+                            "group: node {} did not catch up in time to become a voter; "
+                            "trying again",
+                            node);
+                        promote(node, attempts - 1, std::move(done));
+                      });
   }
 
   void change_membership(MembershipStep step, NodeId node, const std::string& address,

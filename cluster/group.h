@@ -143,6 +143,8 @@ class GroupMember {
   // change may or may not have been applied.
   void propose(const Change& change, Done done);
   // Registers `node` in the view, then makes it a voting member of the log. Safe to repeat.
+  // timed_out when the node never caught up with the log to become a voter (Raft gives a
+  // promotion up after a few election timeouts; add_node tries a few before it gives up).
   void add_node(const NodeInfo& node, Done done);
   // Takes `node` out of the log's membership, then out of the view. Safe to repeat.
   void remove_node(NodeId node, Done done);
