@@ -45,13 +45,18 @@ class FileLocksTest : public ::testing::Test {
     world_.run_until(world_.now_ms() + 10);
   }
 
+  // Runs the simulated cluster until `done`, for 5 simulated s at most.
+  void run_until(const std::function<bool()>& done) {
+    for (int step = 0; step < 5000 && !done(); ++step) world_.run_until(world_.now_ms() + 1);
+  }
+
   // The acquisition's answer, once the simulated cluster gave it (within 5 simulated s).
   std::optional<Result<lockmgr::CachedLock>> acquire(NodeId node, Mode mode) {
     std::optional<Result<lockmgr::CachedLock>> answer;
     locks_[node]->acquire(
         kFile, mode, lockmgr::kWholeResource,
         [&answer](Result<lockmgr::CachedLock> lock) { answer = std::move(lock); });
-    for (int step = 0; step < 5000 && !answer; ++step) world_.run_until(world_.now_ms() + 1);
+    run_until([&] { return answer.has_value(); });
     return answer;
   }
 
@@ -91,7 +96,7 @@ TEST_F(FileLocksTest, AnotherNodesWriteWaitsForTheDirectHoldsAndEndsThem) {
   EXPECT_FALSE(locks_[1]->try_acquire(kFile, Mode::protected_read));
 
   locks_[1]->release_direct(kFile);
-  for (int step = 0; step < 5000 && !write; ++step) world_.run_until(world_.now_ms() + 1);
+  run_until([&] { return write.has_value(); });
   ASSERT_TRUE(write && write->ok());
   ASSERT_EQ(revoked_[1].size(), 1u);
   // Weakened to what a writer elsewhere allows (CR), which caches nothing.
@@ -109,9 +114,6 @@ TEST_F(FileLocksTest, EveryLockOfTheFileWaitingForTheDirectHoldsIsWeakenedWhenTh
   constexpr NodeId kWriter = 1;
   auto answer_to = [](std::optional<Result<lockmgr::CachedLock>>& answer) {
     return [&answer](Result<lockmgr::CachedLock> lock) { answer = std::move(lock); };
-  };
-  auto run_until = [this](const std::function<bool()>& done) {
-    for (int step = 0; step < 5000 && !done(); ++step) world_.run_until(world_.now_ms() + 1);
   };
   const auto first = acquire(kReader, Mode::protected_read);
   ASSERT_TRUE(first && first->ok());

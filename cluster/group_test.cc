@@ -207,6 +207,15 @@ class GroupTest : public ::testing::Test {
 
   Status add_node(NodeId on, NodeId id) { return await(start_adding(on, id)); }
 
+  // Nodes 1 and 2 in a group, node 3 started but cut off from them, and node 1 adding it:
+  // `answer` is add_node's.
+  void add_third_node_out_of_reach(std::shared_ptr<Answer>& answer) {
+    ASSERT_NO_FATAL_FAILURE(form_cluster(2));
+    ASSERT_NO_FATAL_FAILURE(boot(3, false));
+    world_.partition({{1, 2}, {3}});
+    answer = start_adding(1, 3);
+  }
+
   // A change through node 1 once node `gone` crashed. In a group of three, node 1 has a
   // majority then only if the third node is a voting member.
   Status change_without(NodeId gone) {
@@ -469,10 +478,8 @@ TEST_F(GroupTest, AddedNodeVotesSoTheGroupSurvivesLosingAnother) {
 // Raft gives up promoting a node that does not catch up within a few election timeouts;
 // add_node tries again, so a node out of reach a moment still becomes a voter.
 TEST_F(GroupTest, ANodeOutOfReachWhileItIsAddedBecomesAVoterOnceItIsBack) {
-  ASSERT_NO_FATAL_FAILURE(form_cluster(2));
-  ASSERT_NO_FATAL_FAILURE(boot(3, false));
-  world_.partition({{1, 2}, {3}});
-  const std::shared_ptr<Answer> answer = start_adding(1, 3);
+  std::shared_ptr<Answer> answer;
+  ASSERT_NO_FATAL_FAILURE(add_third_node_out_of_reach(answer));
   run_for(7 * kElectionTimeoutMs);  // past the first promotion Raft gives up
   EXPECT_FALSE(answer->status.has_value());
   world_.heal();
@@ -484,10 +491,8 @@ TEST_F(GroupTest, ANodeOutOfReachWhileItIsAddedBecomesAVoterOnceItIsBack) {
 }
 
 TEST_F(GroupTest, AddingANodeThatStaysOutOfReachFailsAsTimedOut) {
-  ASSERT_NO_FATAL_FAILURE(form_cluster(2));
-  ASSERT_NO_FATAL_FAILURE(boot(3, false));
-  world_.partition({{1, 2}, {3}});
-  const std::shared_ptr<Answer> answer = start_adding(1, 3);
+  std::shared_ptr<Answer> answer;
+  ASSERT_NO_FATAL_FAILURE(add_third_node_out_of_reach(answer));
   Status added = await(answer, 60'000);
   EXPECT_EQ(added.code(), Errc::timed_out) << added.to_string();
   // The group goes on without it.
