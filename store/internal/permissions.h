@@ -48,6 +48,18 @@ inline std::uint32_t granted_access(const Attributes& a, const Caller& caller,
   return granted & requested;
 }
 
+// Whether `caller` may read (kMayRead) or write (kMayWrite) a file's data: regular files only;
+// the owner may whatever the mode bits, as a local process that opened the file before changing
+// its mode could (knfsd does the same).
+inline Status check_data_access(const Attributes& a, const Caller& caller, std::uint32_t want) {
+  if (a.type == FileType::directory) return error(Errc::is_a_directory, "is a directory");
+  if (a.type != FileType::regular) return error(Errc::invalid_argument, "not a regular file");
+  if (caller.uid != a.uid && !permits(a, caller, want)) {
+    return error(Errc::access_denied, "permission denied");
+  }
+  return {};
+}
+
 inline bool is_dot_or_dotdot(std::string_view name) { return name == "." || name == ".."; }
 
 inline Status validate_new_name(std::string_view name) {

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -42,6 +43,14 @@ T run_to_completion(boost::asio::awaitable<T> op) {
 }
 
 // An empty directory of the running test's own: tests run as parallel processes.
+// `n` bytes of a pseudo-random sequence, the same for the same seed.
+inline std::vector<std::uint8_t> random_bytes(std::size_t n, unsigned seed) {
+  std::mt19937 random(seed);
+  std::vector<std::uint8_t> bytes(n);
+  for (auto& b : bytes) b = static_cast<std::uint8_t>(random());
+  return bytes;
+}
+
 inline std::filesystem::path fresh_test_directory(const std::string& prefix) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() /
