@@ -35,12 +35,13 @@
 #include "daemon/admin_api.h"
 #include "daemon/cache_reports.h"
 #include "daemon/config_objects.h"
+#include "daemon/filepool.h"
 #include "daemon/http.h"
 #include "daemon/job_engine.h"
 #include "daemon/membership.h"
 #include "daemon/metrics.h"
-#include "daemon/namespace_shipping.h"
 #include "nfsd/server.h"
+#include "store/namespace_service.h"
 #include "store/store.h"
 
 namespace {
@@ -168,8 +169,11 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
   auto strand = asio::make_strand(backend_io);
   // Held across renames between shards: the cluster's once its lock manager runs.
   auto directory_locks = std::make_shared<cache::DirectoryLocks>();
-  daemon::NamespaceShipping shipping(strand, io.get_executor(), store_options, config.node_id,
-                                     config.namespace_shards, directory_locks);
+  // Where new files' data goes, as the file pool policies of the view say.
+  auto placement = std::make_shared<daemon::PolicyPlacement>();
+  store_options.placement = placement;
+  store::NamespaceService shipping(strand, io.get_executor(), store_options, config.node_id,
+                                   config.namespace_shards, directory_locks, daemon::pool_nodes);
   if (Status opened = shipping.open_local(); !opened.ok()) {
     report(opened.message());
     return 1;
@@ -199,12 +203,13 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
     shipping.set_atime_policy(atime.enabled, atime.grace_period);
     cache.set_atime_policy(atime.enabled, atime.grace_period);
     fail_points::set_pause(fail_points::kCrossShardDecide, daemon::cross_shard_decide_pause(view));
-    const std::optional<daemon::NamespaceRecord> record = daemon::namespace_of(view);
+    const std::optional<store::NamespaceRecord> record = store::namespace_of(view);
     if (record) {
       if (Status s = (*server)->set_handle_key(record->handle_key); !s.ok()) {
         spdlog::error("cannot take the cluster's file handle key: {}", s.message());
       }
     }
+    placement->follow(view);
     shipping.follow(record, view);
     if (jobs) jobs->view_changed();
   };

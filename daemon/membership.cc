@@ -12,8 +12,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/callback_awaitable.h"
+#include "common/hex.h"
 #include "daemon/config_objects.h"
-#include "daemon/files.h"
+#include "common/files.h"
 
 namespace tidepool::daemon {
 namespace {
@@ -321,14 +322,12 @@ asio::awaitable<Result<CreatedCluster>> Membership::create(std::string name) {
       identity_body(name, created.identity.id, sha256_hex(created.token))));
   seed.push_back(cluster::Change::create_object(std::string(kClusterKind), std::string(kCaName),
                                                 ca_body(*ca)));
-  NamespaceRecord namespace_record = new_namespace(config_.node_id, config_.namespace_shards);
+  store::NamespaceRecord namespace_record = store::new_namespace(config_.node_id, config_.namespace_shards);
   if (RAND_bytes(namespace_record.handle_key.data(),
                  static_cast<int>(namespace_record.handle_key.size())) != 1) {
     co_return error(Errc::internal, "no randomness for the file handle key");
   }
-  seed.push_back(cluster::Change::create_object(std::string(kClusterKind),
-                                                std::string(kNamespaceName),
-                                                namespace_to_json(namespace_record).dump()));
+  seed.push_back(store::namespace_creation(namespace_record));
   std::uint32_t export_id = 1;
   for (const ExportConfig& entry : config_.exports) {
     seed.push_back(cluster::Change::create_object(std::string(kExportKind),

@@ -24,6 +24,7 @@
 #include "daemon/lock_reports.h"
 #include "lockmgr/advisory_locks.h"
 #include "lockmgr/lock_manager.h"
+#include "store/namespace_service.h"
 
 namespace tidepool::daemon {
 
@@ -53,7 +54,7 @@ struct JoinPackage {
   std::string certificate;  // for this node's own key, signed by the cluster CA
 };
 
-class Membership {
+class Membership final : public store::ClusterAccess {
  public:
   struct Hooks {
     // After changes were applied (coalesced: once for a burst), with the current view.
@@ -94,10 +95,11 @@ class Membership {
   // The self-signed certificate: its public key is what a cluster certifies when it adds us.
   const std::string& self_signed_certificate() const { return self_signed_.certificate; }
 
+  bool is_member() const override { return identity_.has_value(); }
   // Null until the node is a member.
-  cluster::GroupMember* group() { return group_.get(); }
-  cluster::GroupClient* client() { return client_.get(); }
-  cluster::RpcEndpoint* rpc() { return rpc_.get(); }
+  cluster::GroupMember* group() override { return group_.get(); }
+  cluster::GroupClient* client() override { return client_.get(); }
+  cluster::RpcEndpoint* rpc() override { return rpc_.get(); }
   lockmgr::LockManager* lock_manager() { return lock_manager_.get(); }
   cluster::TcpTransport::Stats transport_stats() const;
 

@@ -83,10 +83,9 @@ asio::awaitable<Result<Move>> Migration::migrate(InodeId inode, std::string pool
   auto reading = store_.layout(inode);
   const Result<Layout> current = co_await std::move(reading);
   if (!current.ok()) co_return current.status();
-  const Placement target =
-      pool == kWithShard
-          ? Placement{}
-          : Placement{pool, protection, current->stripe_unit, pools_->nodes_of(pool)};
+  const Placement target = pool == kWithShard ? Placement{}
+                                              : Placement{pool, protection, current->stripe_unit,
+                                                          pools_->nodes_of(pool)};
   // Within its pool at the same protection a file is restriped over the nodes the pool places
   // on now (a node lost, or back), unless that keeps fewer copies: a lost node's copies are
   // then still the file's best.
@@ -120,7 +119,8 @@ asio::awaitable<Result<Move>> Migration::migrate(InodeId inode, std::string pool
   if (pool == kWithShard) {
     co_return error(Errc::not_supported, "file data does not move back to its shard");
   }
-  if (target.nodes.empty()) co_return error(Errc::unavailable, "node pool '" + pool + "' has no node");
+  if (target.nodes.empty())
+    co_return error(Errc::unavailable, "node pool '" + pool + "' has no node");
   // Within its pool (another protection: a restripe), the old and new placements share each
   // node's file of the file's units: only nodes new to the pool are cleared first, the copy
   // goes over whole units (copy_data), and what either placement alone holds on a node is made
@@ -224,8 +224,8 @@ asio::awaitable<Result<Move>> Migration::migrate(InodeId inode, std::string pool
 asio::awaitable<Result<Layout>> Migration::switch_layout(InodeId inode, std::string from,
                                                          Placement target) {
   auto switching = shard_.run<Layout>(
-      true, [this, inode, &from, &target](sqlite::Database& db,
-                                          AfterCommit& after) -> Result<Layout> {
+      true,
+      [this, inode, &from, &target](sqlite::Database& db, AfterCommit& after) -> Result<Layout> {
         TP_ASSIGN_OR_RETURN(Layout now, rows_.load_layout(db, inode));
         if (now.pool != from) return error(Errc::unavailable, "moved meanwhile");
         auto update =
@@ -314,7 +314,8 @@ asio::awaitable<Status> Migration::give_up_move(InodeId inode, const Placement& 
   std::vector<cluster::NodeId> kept;
   if (placed && placed->pool == target.pool) kept = placed->nodes;
   auto forgetting = shard_.run<bool>(
-      true, [this, inode, &target, &kept](sqlite::Database& db, AfterCommit& after) -> Result<bool> {
+      true,
+      [this, inode, &target, &kept](sqlite::Database& db, AfterCommit& after) -> Result<bool> {
         TP_RETURN_IF_ERROR(forget_move(db, inode));
         TP_RETURN_IF_ERROR(catch_up_.note_down_units_left(db, after, inode, target, kept));
         return true;
@@ -363,8 +364,9 @@ Status Migration::copy_data(InodeId inode, const std::optional<Placement>& sourc
     std::unique_lock slot(placements_.move_slot(inode));
     const CopyBehind held = held_already(inode, source, target);
     if (held && pools_->every_copy_held(target, inode, at, piece.size(), held)) continue;
-    TP_RETURN_IF_ERROR(source ? pools_->read(*source, inode, at, piece, placements_.behind_of(inode))
-                              : data_.read_shard_copy(inode, at, piece));
+    TP_RETURN_IF_ERROR(source
+                           ? pools_->read(*source, inode, at, piece, placements_.behind_of(inode))
+                           : data_.read_shard_copy(inode, at, piece));
     copied += piece.size();
     if (std::all_of(piece.begin(), piece.end(), [](std::uint8_t b) { return b == 0; })) {
       // Within a pool the new owners' files were not cleared: a hole is made where they may hold
@@ -379,8 +381,8 @@ Status Migration::copy_data(InodeId inode, const std::optional<Placement>& sourc
     slot.unlock();
     // Keeps to the job's pace: this store thread waits, the file's readers and writers don't.
     if (bytes_per_second > 0) {
-      std::this_thread::sleep_until(range.start +
-                                    std::chrono::microseconds(copied * 1'000'000 / bytes_per_second));
+      std::this_thread::sleep_until(
+          range.start + std::chrono::microseconds(copied * 1'000'000 / bytes_per_second));
     }
   }
   return pools_->sync(target, inode);

@@ -120,7 +120,8 @@ class StoreImpl final : public LocalStore {
           return true;
         });
     Result<bool> done = co_await std::move(switched);
-    if (!done.ok()) spdlog::error("shard: no whole copy for the mirror: {}", done.status().to_string());
+    if (!done.ok())
+      spdlog::error("shard: no whole copy for the mirror: {}", done.status().to_string());
     co_return done.status();
   }
 
@@ -162,7 +163,8 @@ class StoreImpl final : public LocalStore {
         if (auto object = rows_.cached(*child)) co_return LookupResult{*object, *dir};
       }
     }
-    auto op = on_shard(false, &ShardNamespace::lookup, directory, std::move(name), std::move(caller));
+    auto op =
+        on_shard(false, &ShardNamespace::lookup, directory, std::move(name), std::move(caller));
     co_return co_await std::move(op);
   }
 
@@ -292,7 +294,8 @@ class StoreImpl final : public LocalStore {
     TP_CO_RETURN_IF_ERROR(check_data_access(*checked, caller, kMayWrite));
     const PreAttributes before = pre_of(*checked);
     // A write of nothing succeeds and changes nothing (RFC 1813, WRITE).
-    if (data.empty()) co_return WriteResult{0, Stability::file_sync, Wcc{before, *checked}, write_verifier()};
+    if (data.empty())
+      co_return WriteResult{0, Stability::file_sync, Wcc{before, *checked}, write_verifier()};
     // A truncation between the data going out and the size update would cut the data but not
     // the size: the update then asks for the data to be written again.
     for (int attempt = 0; attempt < kWriteAttempts; ++attempt) {
@@ -354,8 +357,8 @@ class StoreImpl final : public LocalStore {
       if (written.code() == Errc::stale) {
         // Removed while its data was being written, which re-created its data file: it goes
         // once the removal is durable, as the removal's own deletion does.
-        auto cleanup = shard_.run<bool>(
-            true, [this, inode](Database& db, AfterCommit& after) -> Result<bool> {
+        auto cleanup =
+            shard_.run<bool>(true, [this, inode](Database& db, AfterCommit& after) -> Result<bool> {
               if (rows_.load(db, inode).code() == Errc::stale) {
                 after.durable.push_back([this, inode] { data_.remove(inode); });
               }
@@ -375,8 +378,8 @@ class StoreImpl final : public LocalStore {
                     verifier, std::move(caller));
   }
 
-  awaitable<Result<NewObject>> mkdir(InodeId directory, std::string name,
-                                     AttributeChanges initial, Caller caller) override {
+  awaitable<Result<NewObject>> mkdir(InodeId directory, std::string name, AttributeChanges initial,
+                                     Caller caller) override {
     return on_shard(true, &ShardNamespace::mkdir, directory, std::move(name), initial,
                     std::move(caller));
   }
@@ -432,7 +435,7 @@ class StoreImpl final : public LocalStore {
   }
 
   awaitable<Result<FsStatistics>> fsstat() override {
-    struct statvfs vfs{};
+    struct statvfs vfs {};
     if (::statvfs(options_.data_dir.c_str(), &vfs) != 0) {
       co_return error(Errc::io_error, "statvfs of the data directory failed");
     }
@@ -639,14 +642,14 @@ Result<std::unique_ptr<LocalStore>> Store::open(const StoreOptions& options) {
   std::error_code ec;
   std::filesystem::create_directories(options.data_dir + "/shards", ec);
   if (ec) {
-    return error(Errc::io_error, "cannot create data directory " + options.data_dir + ": " +
-                                     ec.message());
+    return error(Errc::io_error,
+                 "cannot create data directory " + options.data_dir + ": " + ec.message());
   }
   if (::access(options.data_dir.c_str(), W_OK) != 0) {
     return error(Errc::access_denied, "data directory " + options.data_dir + " is not writable");
   }
   TP_ASSIGN_OR_RETURN(auto db, Database::open(options.data_dir + internal::kShardDatabasePath,
-                                               Database::Durability::synced_by_caller));
+                                              Database::Durability::synced_by_caller));
   Database& raw = *db;
   auto store = std::make_unique<StoreImpl>(options, std::move(db));
   TP_RETURN_IF_ERROR(store->initialize(raw));

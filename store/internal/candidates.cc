@@ -18,10 +18,12 @@ constexpr std::uint64_t kMaxInodesExamined = 1u << 20;
 }  // namespace
 
 bool is_candidate_predicate(std::string_view where) {
-  static constexpr std::string_view kWords[] = {"AND",  "OR",   "atime", "mtime", "ctime",
+  static constexpr std::string_view kWords[] = {"AND",   "OR",   "atime", "mtime", "ctime",
                                                 "birth", "size", "type",  "uid",   "1"};
   static constexpr std::string_view kOperators[] = {"<=", ">=", "!=", "<", ">", "="};
-  auto is_word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  auto is_word_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  };
   std::size_t at = 0;
   while (at < where.size()) {
     const char c = where[at];
@@ -32,10 +34,9 @@ bool is_candidate_predicate(std::string_view where) {
       while (end < where.size() && std::isdigit(static_cast<unsigned char>(where[end]))) ++end;
       if (end == at + 1) return false;
       at = end;
-    } else if (const auto* op = std::find_if(std::begin(kOperators), std::end(kOperators),
-                                              [&](std::string_view o) {
-                                                return where.substr(at, o.size()) == o;
-                                              });
+    } else if (const auto* op = std::find_if(
+                   std::begin(kOperators), std::end(kOperators),
+                   [&](std::string_view o) { return where.substr(at, o.size()) == o; });
                op != std::end(kOperators)) {
       at += op->size();
     } else if (is_word_char(c)) {

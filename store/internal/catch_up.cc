@@ -24,8 +24,8 @@ Status insert_behind(sqlite::Database& db, InodeId inode, const MissedCopy& copy
 }
 
 // Notes that `node` keeps units of the file in `pool`: 1 row added, or 0 if it was noted.
-Result<std::int64_t> insert_units_left(sqlite::Database& db, InodeId inode,
-                                       const std::string& pool, cluster::NodeId node) {
+Result<std::int64_t> insert_units_left(sqlite::Database& db, InodeId inode, const std::string& pool,
+                                       cluster::NodeId node) {
   auto insert = db.prepare("INSERT OR IGNORE INTO units_left(ino, pool, node) VALUES(?, ?, ?)");
   TP_RETURN_IF_ERROR(insert.bind(1, inode).bind(2, pool).bind(3, node).run());
   return db.changes();
@@ -33,8 +33,8 @@ Result<std::int64_t> insert_units_left(sqlite::Database& db, InodeId inode,
 
 }  // namespace
 
-CatchUp::CatchUp(ShardExecutor& shard, ShardRows& rows, PlacementTable& placements,
-                 FileData& data, PoolData* pools, std::shared_ptr<IntegrityCounters> integrity,
+CatchUp::CatchUp(ShardExecutor& shard, ShardRows& rows, PlacementTable& placements, FileData& data,
+                 PoolData* pools, std::shared_ptr<IntegrityCounters> integrity,
                  std::function<asio::awaitable<Result<Attributes>>(InodeId)> attributes)
     : shard_(shard),
       rows_(rows),
@@ -66,9 +66,8 @@ asio::awaitable<void> CatchUp::pass() {
     std::atomic<bool>& running;
     ~PassEnds() { running.store(false); }
   } pass_ends{running_};
-  const auto due = placements_.copies_behind_on([this](cluster::NodeId node) {
-    return pools_->is_up(node);
-  });
+  const auto due =
+      placements_.copies_behind_on([this](cluster::NodeId node) { return pools_->is_up(node); });
   for (const auto& due_copy : due) {
     // Named, not bound: lambdas capture them (clang does not capture structured bindings).
     const InodeId inode = due_copy.first;
@@ -82,9 +81,8 @@ asio::awaitable<void> CatchUp::pass() {
       continue;
     }
     if (!attributes.ok()) continue;
-    auto copying = data_.offload([this, inode, node, size = attributes->size] {
-      return copy_to(inode, node, size);
-    });
+    auto copying = data_.offload(
+        [this, inode, node, size = attributes->size] { return copy_to(inode, node, size); });
     const Status copied = co_await std::move(copying);
     if (!copied.ok()) {
       spdlog::warn("inode {}: node {} is not caught up yet: {}", inode, node, copied.to_string());
@@ -126,16 +124,20 @@ Status CatchUp::copy_to(InodeId inode, cluster::NodeId node, std::uint64_t size)
 
 asio::awaitable<Status> CatchUp::keep_behind(InodeId inode, Placement where,
                                              std::vector<MissedCopy> missed) {
-  auto keeping = shard_.run<bool>(
-      true, [this, inode, where = std::move(where), missed = std::move(missed)](
-                sqlite::Database& db, AfterCommit&) -> Result<bool> {
-        Result<Layout> layout = rows_.load_layout(db, inode);
-        if (layout.code() == Errc::stale || layout.code() == Errc::not_found) return false;
-        TP_RETURN_IF_ERROR(layout.status());
-        if (layout->pool != where.pool || layout->nodes != where.nodes) return false;
-        for (const MissedCopy& copy : missed) TP_RETURN_IF_ERROR(insert_behind(db, inode, copy));
-        return true;
-      });
+  auto keeping =
+      shard_.run<bool>(true,
+                       [this, inode, where = std::move(where), missed = std::move(missed)](
+                           sqlite::Database& db, AfterCommit&) -> Result<bool> {
+                         Result<Layout> layout = rows_.load_layout(db, inode);
+                         if (layout.code() == Errc::stale || layout.code() == Errc::not_found)
+                           return false;
+                         TP_RETURN_IF_ERROR(layout.status());
+                         if (layout->pool != where.pool || layout->nodes != where.nodes)
+                           return false;
+                         for (const MissedCopy& copy : missed)
+                           TP_RETURN_IF_ERROR(insert_behind(db, inode, copy));
+                         return true;
+                       });
   const Result<bool> kept = co_await std::move(keeping);
   co_return kept.status();
 }
@@ -261,7 +263,8 @@ asio::awaitable<void> CatchUp::clear_units_left() {
     }
     auto forgetting = shard_.run<bool>(
         true, [this, &row](sqlite::Database& db, AfterCommit& after) -> Result<bool> {
-          auto forget = db.prepare("DELETE FROM units_left WHERE ino = ? AND pool = ? AND node = ?");
+          auto forget =
+              db.prepare("DELETE FROM units_left WHERE ino = ? AND pool = ? AND node = ?");
           TP_RETURN_IF_ERROR(forget.bind(1, row.inode).bind(2, row.pool).bind(3, row.node).run());
           after.committed.push_back([this, removed = db.changes()] { count_units_left(-removed); });
           return true;

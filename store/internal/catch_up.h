@@ -51,7 +51,8 @@ class CatchUp {
   // down keep them, noted with the change itself, so that no crash before the units go loses
   // the note. Nodes that fail later are noted by note_units_left().
   Status note_down_units_left(sqlite::Database& db, AfterCommit& after, InodeId inode,
-                              const Placement& where, const std::vector<cluster::NodeId>& keep = {});
+                              const Placement& where,
+                              const std::vector<cluster::NodeId>& keep = {});
 
  private:
   // A row of units_left, and where a pass goes on from.
@@ -94,7 +95,7 @@ class CatchUp {
   // units_left may have rows: set after one is written, cleared before a pass reads them.
   std::atomic<bool> any_units_left_ = false;
   std::atomic<std::uint64_t> units_left_here_ = 0;  // its rows
-  LeftUnits units_left_after_;  // the pass's
+  LeftUnits units_left_after_;                      // the pass's
 };
 
 }  // namespace tidepool::store::internal

@@ -18,8 +18,7 @@ constexpr std::uint32_t kMinLentBytes = 64u << 10;
 
 // L2 units a READ reply is sent from, counted against the share of the L2 replies may pin.
 struct ReplyPin {
-  ReplyPin(CachedUnits units, std::shared_ptr<std::atomic<std::uint64_t>> pins,
-           std::uint64_t bytes)
+  ReplyPin(CachedUnits units, std::shared_ptr<std::atomic<std::uint64_t>> pins, std::uint64_t bytes)
       : units(std::move(units)), pins(std::move(pins)), bytes(bytes) {
     this->pins->fetch_add(bytes, std::memory_order_relaxed);
   }
@@ -63,9 +62,8 @@ asio::awaitable<Result<FileData::Read>> FileData::read(InodeId inode, std::uint6
   }
   if (!cached.ok() && cached.status().code() != Errc::corrupt) co_return cached.status();
   if (cached.ok() && *cached) co_return read;
-  auto fill = offload([this, inode, offset, into, &read] {
-    return read_any(inode, offset, into, read.from_pool);
-  });
+  auto fill = offload(
+      [this, inode, offset, into, &read] { return read_any(inode, offset, into, read.from_pool); });
   TP_CO_RETURN_IF_ERROR(co_await std::move(fill));
   co_return read;
 }
@@ -158,10 +156,12 @@ Status FileData::repair_from_mirror(InodeId inode, std::uint64_t offset, std::ui
     return failure;
   }
   const std::uint64_t first = offset / kChecksumBlock * kChecksumBlock;
-  const std::uint64_t end = (offset + length + kChecksumBlock - 1) / kChecksumBlock * kChecksumBlock;
+  const std::uint64_t end =
+      (offset + length + kChecksumBlock - 1) / kChecksumBlock * kChecksumBlock;
   std::uint64_t repaired = 0;
   for (std::uint64_t at = first; at < end; at += kCopyChunkBytes) {
-    const auto piece = static_cast<std::uint32_t>(std::min<std::uint64_t>(kCopyChunkBytes, end - at));
+    const auto piece =
+        static_cast<std::uint32_t>(std::min<std::uint64_t>(kCopyChunkBytes, end - at));
     auto good = mirror_.fetch(MirrorMethod::read, encode_mirror_range({inode, at, piece}));
     if (!good.ok() || good->size() != piece) {
       spdlog::error(

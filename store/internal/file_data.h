@@ -38,8 +38,8 @@ class FileData {
       std::function<void(InodeId inode, const std::string& pool, std::vector<cluster::NodeId>)>;
 
   // `shard_files`: the shard's own copy; `pools`: null outside a cluster.
-  FileData(DataFiles& shard_files, PoolData* pools, PlacementTable& placements,
-           MirrorFeed& mirror, const StoreOptions& options, UnitsLeft units_left);
+  FileData(DataFiles& shard_files, PoolData* pools, PlacementTable& placements, MirrorFeed& mirror,
+           const StoreOptions& options, UnitsLeft units_left);
   ~FileData();
 
   // Later offloads fail as unavailable; those under way finish. Whether it was closed already.
@@ -74,7 +74,7 @@ class FileData {
   // shard, in a pipe by reference (DataFiles::lend); null for any other read, or when the data
   // cannot be lent so.
   boost::asio::awaitable<std::unique_ptr<PipedBytes>> lend(InodeId inode, std::uint64_t offset,
-                                                            std::uint32_t count);
+                                                           std::uint32_t count);
   void count_read(std::uint32_t count, bool l2_hit);
   void count_lent(std::uint32_t count);
 

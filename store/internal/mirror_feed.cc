@@ -9,7 +9,8 @@
 
 namespace tidepool::store::internal {
 
-MirrorFeed::MirrorFeed(DataFiles& data, std::string image) : data_(data), image_(std::move(image)) {}
+MirrorFeed::MirrorFeed(DataFiles& data, std::string image)
+    : data_(data), image_(std::move(image)) {}
 
 Status MirrorFeed::attach(sqlite::Database& db, std::shared_ptr<MirrorTarget> mirror) {
   std::unique_lock gate(gate_);
@@ -100,9 +101,8 @@ Status MirrorFeed::copy_whole_shard(sqlite::Database& db, MirrorTarget& mirror) 
       for (std::uint64_t done = 0; done < length; done += chunk.size()) {
         auto piece = std::span(chunk).first(std::min<std::uint64_t>(chunk.size(), length - done));
         TP_RETURN_IF_ERROR(data_.read(inode, start + done, piece));
-        TP_RETURN_IF_ERROR(
-            mirror.call(MirrorMethod::copy_data,
-                        encode_mirror_extent({inode, start + done, false, piece})));
+        TP_RETURN_IF_ERROR(mirror.call(MirrorMethod::copy_data,
+                                       encode_mirror_extent({inode, start + done, false, piece})));
         bytes += piece.size();
       }
     }

@@ -75,11 +75,11 @@ Status Participant::open(Db& db, std::uint64_t boot) {
 
 template <typename Work>
 boost::asio::awaitable<Status> Participant::run_changing(Work work) {
-  auto op = shard_.run<bool>(true,
-                             [work = std::move(work)](Db& db, AfterCommit& after) -> Result<bool> {
-                               TP_RETURN_IF_ERROR(work(db, after));
-                               return true;
-                             });
+  auto op =
+      shard_.run<bool>(true, [work = std::move(work)](Db& db, AfterCommit& after) -> Result<bool> {
+        TP_RETURN_IF_ERROR(work(db, after));
+        return true;
+      });
   const Result<bool> done = co_await std::move(op);
   co_return done.status();
 }
@@ -92,7 +92,8 @@ boost::asio::awaitable<Result<std::vector<InodeId>>> Participant::prepare(Transa
 }
 
 boost::asio::awaitable<Status> Participant::decide(TransactionId id) {
-  return run_changing([this, id](Db& db, AfterCommit& after) { return commit_in(db, after, id, true); });
+  return run_changing(
+      [this, id](Db& db, AfterCommit& after) { return commit_in(db, after, id, true); });
 }
 
 boost::asio::awaitable<Status> Participant::commit(TransactionId id) {

@@ -18,8 +18,7 @@ namespace tidepool::store::internal {
 
 class Participant final : public ShardParticipant {
  public:
-  Participant(ShardExecutor& shard, ShardRows& rows, CrossShardHolds& holds,
-              ShardNamespace& names);
+  Participant(ShardExecutor& shard, ShardRows& rows, CrossShardHolds& holds, ShardNamespace& names);
 
   // At open, in the caller's transaction, with this boot's count: what earlier boots answered
   // their coordinators goes (those coordinators are gone), and the parts prepared before a

@@ -13,8 +13,8 @@ PlacementTable::~PlacementTable() {
 
 Status PlacementTable::open(sqlite::Database& db) {
   std::unique_lock lock(mutex_);
-  auto placed = db.prepare(
-      "SELECT ino, pool, protection, stripe_unit, nodes FROM layouts WHERE pool != ?");
+  auto placed =
+      db.prepare("SELECT ino, pool, protection, stripe_unit, nodes FROM layouts WHERE pool != ?");
   placed.bind(1, kWithShard);
   while (placed.next_row()) {
     placed_[static_cast<InodeId>(placed.int64(0))] =
@@ -196,8 +196,7 @@ void PlacementTable::caught_up_unit(InodeId inode, cluster::NodeId node, std::ui
   }
 }
 
-void PlacementTable::caught_up_node(InodeId inode, cluster::NodeId node,
-                                    std::uint64_t every_unit) {
+void PlacementTable::caught_up_node(InodeId inode, cluster::NodeId node, std::uint64_t every_unit) {
   std::unique_lock lock(mutex_);
   auto nodes = behind_.find(inode);
   if (nodes == behind_.end()) return;

@@ -161,16 +161,14 @@ Result<NewObject> ShardNamespace::create(Db& db, AfterCommit& after, InodeId dir
   const std::optional<Placement> placed = placement_for_new_file(db, directory, name, object);
   TP_ASSIGN_OR_RETURN(NewObject made, add_object(db, dir, name, object, {}, stored, placed));
   if (placed) {
-    after.committed.push_back([this, inode = object.inode, target = *placed] {
-      placements_.place(inode, target);
-    });
+    after.committed.push_back(
+        [this, inode = object.inode, target = *placed] { placements_.place(inode, target); });
   }
   return made;
 }
 
 Result<NewObject> ShardNamespace::mkdir(Db& db, AfterCommit& after, InodeId directory,
-                                        std::string name, AttributeChanges initial,
-                                        Caller caller) {
+                                        std::string name, AttributeChanges initial, Caller caller) {
   TP_ASSIGN_OR_RETURN(Attributes dir, rows_.load_directory(db, directory));
   TP_RETURN_IF_ERROR(validate_new_name(name));
   if (rows_.find_entry(db, directory, name)) return error(Errc::already_exists, name);
@@ -200,9 +198,9 @@ Result<NewObject> ShardNamespace::symlink(Db& db, AfterCommit& after, InodeId di
 }
 
 Result<NewObject> ShardNamespace::mknod(Db& db, AfterCommit& after, InodeId directory,
-                                        std::string name, FileType type,
-                                        std::uint32_t rdev_major, std::uint32_t rdev_minor,
-                                        AttributeChanges initial, Caller caller) {
+                                        std::string name, FileType type, std::uint32_t rdev_major,
+                                        std::uint32_t rdev_minor, AttributeChanges initial,
+                                        Caller caller) {
   if (type == FileType::regular || type == FileType::directory || type == FileType::symlink) {
     return error(Errc::not_supported, "mknod makes devices, sockets and FIFOs only");
   }
@@ -221,8 +219,8 @@ Result<NewObject> ShardNamespace::mknod(Db& db, AfterCommit& after, InodeId dire
   return add_object(db, dir, name, object, {}, std::nullopt);
 }
 
-Result<Wcc> ShardNamespace::remove(Db& db, AfterCommit& after, InodeId directory,
-                                   std::string name, Caller caller) {
+Result<Wcc> ShardNamespace::remove(Db& db, AfterCommit& after, InodeId directory, std::string name,
+                                   Caller caller) {
   TP_ASSIGN_OR_RETURN(Attributes dir, rows_.load_directory(db, directory));
   if (is_dot_or_dotdot(name)) return error(Errc::is_a_directory, name);
   if (name.size() > kMaxNameBytes) return error(Errc::name_too_long, "name too long");
@@ -343,8 +341,8 @@ Result<RenameResult> ShardNamespace::rename(Db& db, AfterCommit& after, InodeId 
   return RenameResult{wcc_of(from_dir, from_after), wcc_of(to_dir, to_after)};
 }
 
-Result<LinkResult> ShardNamespace::link(Db& db, AfterCommit& after, InodeId file,
-                                        InodeId directory, std::string name, Caller caller) {
+Result<LinkResult> ShardNamespace::link(Db& db, AfterCommit& after, InodeId file, InodeId directory,
+                                        std::string name, Caller caller) {
   if (rows_.is_foreign(file)) return ShardRows::elsewhere(file);
   TP_RETURN_IF_ERROR(holds_.check_inode(file));
   TP_ASSIGN_OR_RETURN(Attributes target, rows_.load(db, file));
@@ -522,8 +520,7 @@ Status ShardNamespace::drop_inode(Db& db, const Attributes& victim, AfterCommit&
   return {};
 }
 
-Status ShardNamespace::add_entry(Db& db, InodeId directory, std::string_view name,
-                                 InodeId inode) {
+Status ShardNamespace::add_entry(Db& db, InodeId directory, std::string_view name, InodeId inode) {
   TP_RETURN_IF_ERROR(holds_.check_entry(directory, name));
   TP_RETURN_IF_ERROR(holds_.check_not_sealed(directory));
   return rows_.insert_entry(db, directory, name, inode);
@@ -544,8 +541,8 @@ Attributes ShardNamespace::new_attributes(const Attributes& dir, FileType type,
   return a;
 }
 
-Result<NewObject> ShardNamespace::add_object(Db& db, const Attributes& dir,
-                                             const std::string& name, const Attributes& object,
+Result<NewObject> ShardNamespace::add_object(Db& db, const Attributes& dir, const std::string& name,
+                                             const Attributes& object,
                                              std::string_view symlink_target,
                                              const std::optional<CreateVerifier>& verifier,
                                              const std::optional<Placement>& placed) {
@@ -567,9 +564,8 @@ Result<NewObject> ShardNamespace::add_object(Db& db, const Attributes& dir,
   return NewObject{object, wcc_of(dir, dir_after)};
 }
 
-Result<NewObject> ShardNamespace::create_existing(Db& db, const Attributes& dir,
-                                                  InodeId existing, CreateMode mode,
-                                                  const AttributeChanges& initial,
+Result<NewObject> ShardNamespace::create_existing(Db& db, const Attributes& dir, InodeId existing,
+                                                  CreateMode mode, const AttributeChanges& initial,
                                                   const CreateVerifier& verifier,
                                                   const Caller& caller) {
   if (!permits(dir, caller, kMayExecute)) {

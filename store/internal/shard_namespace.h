@@ -36,8 +36,7 @@ class ShardNamespace {
                               Caller caller);
   Result<ReadlinkResult> readlink(Db& db, AfterCommit& after, InodeId inode);
   Result<Layout> layout(Db& db, AfterCommit& after, InodeId inode);
-  Result<Layout> set_access_pattern(Db& db, AfterCommit& after, InodeId inode,
-                                    std::string pattern);
+  Result<Layout> set_access_pattern(Db& db, AfterCommit& after, InodeId inode, std::string pattern);
   Result<NewObject> create(Db& db, AfterCommit& after, InodeId directory, std::string name,
                            CreateMode mode, AttributeChanges initial, CreateVerifier verifier,
                            Caller caller);
@@ -50,21 +49,19 @@ class ShardNamespace {
                           AttributeChanges initial, Caller caller);
   Result<Wcc> remove(Db& db, AfterCommit& after, InodeId directory, std::string name,
                      Caller caller);
-  Result<Wcc> rmdir(Db& db, AfterCommit& after, InodeId directory, std::string name,
-                    Caller caller);
+  Result<Wcc> rmdir(Db& db, AfterCommit& after, InodeId directory, std::string name, Caller caller);
   Result<RenameResult> rename(Db& db, AfterCommit& after, InodeId from_directory,
                               std::string from_name, InodeId to_directory, std::string to_name,
                               Caller caller);
   Result<LinkResult> link(Db& db, AfterCommit& after, InodeId file, InodeId directory,
                           std::string name, Caller caller);
-  Result<DirectoryPage> readdir(Db& db, AfterCommit& after, InodeId directory,
-                                std::uint64_t cookie, std::uint64_t verifier,
-                                std::uint32_t max_entries, bool with_attributes, Caller caller);
+  Result<DirectoryPage> readdir(Db& db, AfterCommit& after, InodeId directory, std::uint64_t cookie,
+                                std::uint64_t verifier, std::uint32_t max_entries,
+                                bool with_attributes, Caller caller);
   // The page readdir would return, built from a cached listing and cached attributes; nothing
   // when an attribute it needs is not cached. Any thread.
   std::optional<Result<DirectoryPage>> page_from_cache(const Attributes& dir,
-                                                       const Listing& listing,
-                                                       std::uint64_t cookie,
+                                                       const Listing& listing, std::uint64_t cookie,
                                                        std::uint64_t verifier,
                                                        std::uint32_t max_entries,
                                                        bool with_attributes) const;

@@ -360,8 +360,8 @@ Status ShardRows::claim_cookies(Database& db, AfterCommit& after) {
   return claim_ahead(db, after, Counter::cookie, next_cookie_, cookie_limit_);
 }
 
-Status ShardRows::claim_ahead(Database& db, AfterCommit& after, Counter counter,
-                              std::uint64_t next, std::atomic<std::uint64_t>& limit) {
+Status ShardRows::claim_ahead(Database& db, AfterCommit& after, Counter counter, std::uint64_t next,
+                              std::atomic<std::uint64_t>& limit) {
   if (limit.load() - next > kNumbersAhead) return {};
   const std::uint64_t claimed = next + 2 * kNumbersAhead;
   TP_RETURN_IF_ERROR(raise_counter(db, counter, claimed));
@@ -375,9 +375,10 @@ Status ShardRows::claim_ahead(Database& db, AfterCommit& after, Counter counter,
 
 // meta's next_inode or next_cookie, raised to `value` if it is below.
 Status ShardRows::raise_counter(Database& db, Counter counter, std::uint64_t value) {
-  auto stmt = db.prepare(counter == Counter::inode
-                             ? "UPDATE meta SET value = ?1 WHERE key = 'next_inode' AND value < ?1"
-                             : "UPDATE meta SET value = ?1 WHERE key = 'next_cookie' AND value < ?1");
+  auto stmt =
+      db.prepare(counter == Counter::inode
+                     ? "UPDATE meta SET value = ?1 WHERE key = 'next_inode' AND value < ?1"
+                     : "UPDATE meta SET value = ?1 WHERE key = 'next_cookie' AND value < ?1");
   stmt.bind(1, value);
   return stmt.run();
 }

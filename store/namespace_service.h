@@ -2,16 +2,18 @@
 // channels that ship operations to the shards' homes over backend RPC, and this node's own
 // copies of shards — the LocalStore of each shard it is the home of (kept in step with its
 // copy on the shard's mirror), and the ShardCopy of each shard it is the mirror of. It also
-// keeps the stripe units of files placed in node pools that this node holds
-// (store/pool_data.h), and carries the homes' messages to the other nodes' units.
+// keeps the stripe units of files placed in node pools that this node holds (pool_data.h), and
+// carries the homes' messages to the other nodes' units. The backend protocol of all of it —
+// what each method number carries, who may send it, what answers it — lives here
+// (backend_endpoints.cc serves it, internal/backend_links.h sends it).
 //
 // The front end is a ShardRouter: for a namespace of one shard, to that shard's home; for
-// several, to this node's ShardedNamespace (store/namespace.h), which reaches each shard here
-// or, through the namespace at its home, there.
+// several, to this node's ShardedNamespace (namespace.h), which reaches each shard here or,
+// through the namespace at its home, there.
 //
-// It follows the namespace record of the group view (daemon/config_objects.h): it opens and
-// closes each shard's copy as the node's role in it changes, and on the group leader it makes
-// the record's next change (naming mirrors, promoting them when a home dies, spreading the
+// It follows the namespace record of the group view (namespace_record.h): it opens and closes
+// each shard's copy as the node's role in it changes, and on the group leader it makes the
+// record's next change (naming mirrors, promoting them when a home dies, spreading the
 // shards).
 //
 // The front end and the channels may be used from any thread; everything else runs on the
@@ -22,62 +24,78 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "cluster/group.h"
+#include "cluster/group_client.h"
 #include "cluster/rpc.h"
 #include "common/thread_name.h"
-#include "daemon/config_objects.h"
-#include "daemon/filepool.h"
 #include "store/namespace.h"
+#include "store/namespace_record.h"
 #include "store/pool_data.h"
 #include "store/shard_mirror.h"
 #include "store/shard_router.h"
 #include "store/store.h"
 
-namespace tidepool::daemon {
+namespace tidepool::store {
 
-class Membership;
-
-class NamespaceShipping {
+// What this node's membership of a cluster offers the namespace. Called on the strand.
+class ClusterAccess {
  public:
+  virtual ~ClusterAccess() = default;
+  // Whether this node belongs to a cluster: a member serves only what the view says.
+  virtual bool is_member() const = 0;
+  // Null while the node runs no group.
+  virtual cluster::RpcEndpoint* rpc() = 0;
+  virtual cluster::GroupMember* group() = 0;
+  virtual cluster::GroupClient* client() = 0;
+};
+
+class NamespaceService {
+ public:
+  // The nodes of each node pool that file data is placed on, as a view has them.
+  using PoolsOf =
+      std::function<std::map<std::string, std::vector<cluster::NodeId>>(const cluster::GroupView&)>;
+
   // Shipped operations run on `store_executor` (the NFS threads), never on the backend strand.
-  // `shards`: how many shards a namespace this node makes has (store.shards); one it joins
-  // says its own. `locks`: the cluster's locks on directories, which renames across shards
-  // hold (cache/directory_locks.h).
-  NamespaceShipping(boost::asio::any_io_executor strand,
-                    boost::asio::any_io_executor store_executor, store::StoreOptions options,
-                    cluster::NodeId self, std::uint32_t shards,
-                    std::shared_ptr<store::NamespaceLocks> locks);
-  ~NamespaceShipping();
+  // `options.placement` places new files (followed by its owner). `shards`: how many shards a
+  // namespace this node makes has (store.shards); one it joins says its own. `locks`: the
+  // cluster's locks on directories, which renames across shards hold.
+  NamespaceService(boost::asio::any_io_executor strand, boost::asio::any_io_executor store_executor,
+                   StoreOptions options, cluster::NodeId self, std::uint32_t shards,
+                   std::shared_ptr<NamespaceLocks> locks, PoolsOf pools_of);
+  ~NamespaceService();
 
   // Opens this node's copy as the store it serves from, as a node outside any cluster does
   // (a member serves it only once the view makes it the home), with as many shards as its data
   // directory was made with (or `shards`, for a new one). Fails with the reason the store
   // cannot open. Call once, before the strand runs.
   Status open_local();
-  store::Store& store() { return router_; }
+  Store& store() { return router_; }
   // Whether `inode`'s data is on this node's disks now: it serves the inode's shard.
-  bool data_is_local(store::InodeId inode) const;
+  bool data_is_local(InodeId inode) const;
   void set_atime_policy(bool enabled, std::chrono::seconds grace_period);
   // What the checks of this node's copies of file data found since the daemon started.
-  const store::IntegrityCounters& integrity() const { return *options_.integrity; }
+  const IntegrityCounters& integrity() const { return *options_.integrity; }
   // How this node's copies of the namespace answered reads from their own caches (its L2).
-  const store::ReadCounters& reads() const { return *options_.reads; }
+  const ReadCounters& reads() const { return *options_.reads; }
   // What the node's L2 holds, of its shard's data and of the units it holds for node pools.
-  store::L2Usage l2_usage() const;
+  L2Usage l2_usage() const;
   // On the strand: empties the L2 of the units this node holds, and the caches of the store
   // this node serves from, if it holds one; `done` runs on the store's executor.
   void drop_caches(std::function<void(Status)> done);
 
   // Null detaches: calls then fail as unavailable. A node that is a member serves nothing
   // until it has followed a view.
-  void attach(Membership* membership);
+  void attach(ClusterAccess* cluster);
   // Follows the view's namespace record (null: the view has none yet).
   void follow(const std::optional<NamespaceRecord>& record, const cluster::GroupView& view);
+  // Answers the backend protocol's methods on `rpc` (backend_endpoints.cc).
   void serve(cluster::RpcEndpoint& rpc);
   // Stops serving and closes this node's copy; blocks until it is closed. After the strand
   // stopped.
@@ -92,12 +110,12 @@ class NamespaceShipping {
   enum class Role { none, home, mirror };
 
   cluster::RpcEndpoint* rpc() const;
-  Role role(store::ShardId shard) const;  // this node's, by the last record followed
+  Role role(ShardId shard) const;  // this node's, by the last record followed
   // Makes room for `count` shards, releasing the copies of a namespace of another count.
-  void reshape(store::ShardId count);
+  void reshape(ShardId count);
   void lead(const NamespaceRecord& record, const cluster::GroupView& view);
-  void take_role(store::ShardId shard, Role role, const NamespaceRecord& record);
-  void keep_mirror_in_step(store::ShardId shard, const NamespaceRecord& record);
+  void take_role(ShardId shard, Role role, const NamespaceRecord& record);
+  void keep_mirror_in_step(ShardId shard, const NamespaceRecord& record);
   // Points the front end at each shard's home as `record` and `view` have it (null: nowhere).
   void route(const NamespaceRecord* record, const cluster::GroupView* view);
   void hand_over(const NamespaceRecord& record, const cluster::GroupView& view);
@@ -108,41 +126,40 @@ class NamespaceShipping {
   // after a shard opens here and when a shard's home changes; again, later, until it succeeds.
   void settle();
   // Releases a shard's store or copy; the other opens only once the first is gone.
-  void release_store(store::ShardId shard);
-  void release_copy(store::ShardId shard);
-  void open_when_released(store::ShardId shard, Role role);
-  Result<std::shared_ptr<store::LocalStore>> open_store(store::ShardId shard) const;
+  void release_store(ShardId shard);
+  void release_copy(ShardId shard);
+  void open_when_released(ShardId shard, Role role);
+  Result<std::shared_ptr<LocalStore>> open_store(ShardId shard) const;
   // What serves the calls shipped to this node as a shard's home: the one shard, or the
   // namespace over them all.
-  std::shared_ptr<store::Store> served() const;
+  std::shared_ptr<Store> served() const;
   // Blocking, from the store's threads: sends one mirror message (shared: the strand may still
   // send it after the caller gave up waiting); asks the cluster to stop counting on `mirror` as
   // `shard`'s mirror.
-  Result<xdr::Buffer> send_to_mirror(cluster::NodeId mirror, store::MirrorMethod method,
+  Result<xdr::Buffer> send_to_mirror(cluster::NodeId mirror, MirrorMethod method,
                                      std::shared_ptr<const xdr::Buffer> message);
-  Status drop_mirror(store::ShardId shard, cluster::NodeId mirror);
-  Status try_drop_mirror(store::ShardId shard, cluster::NodeId mirror);
+  Status drop_mirror(ShardId shard, cluster::NodeId mirror);
+  Status try_drop_mirror(ShardId shard, cluster::NodeId mirror);
 
   boost::asio::any_io_executor strand_;
   boost::asio::any_io_executor store_executor_;
   // The stripe units this node holds, and how this node's store reaches every node's.
-  const std::unique_ptr<store::UnitStore> units_;
+  const std::unique_ptr<UnitStore> units_;
   const std::shared_ptr<UnitPeers> peers_;
-  // Where new files' data goes, as the file pool policies of the view say.
-  const std::shared_ptr<PolicyPlacement> placement_;
-  const store::StoreOptions options_;  // with peers_ and placement_
+  const StoreOptions options_;  // with peers_
   const cluster::NodeId self_;
   const std::uint32_t configured_shards_;
-  const std::shared_ptr<store::NamespaceLocks> locks_;
-  Membership* membership_ = nullptr;  // on the strand
-  store::ShardRouter router_;
+  const std::shared_ptr<NamespaceLocks> locks_;
+  const PoolsOf pools_of_;
+  ClusterAccess* cluster_ = nullptr;  // on the strand
+  ShardRouter router_;
   // Where each shard is reached from this node: set on the strand, read from any thread.
   const std::shared_ptr<Routes> routes_;
 
   // On the strand.
   std::optional<NamespaceRecord> record_;  // the last record followed
   std::vector<Shard> shards_;
-  std::shared_ptr<store::ShardedNamespace> namespace_;  // null for one shard
+  std::shared_ptr<ShardedNamespace> namespace_;  // null for one shard
   boost::asio::steady_timer retry_timer_;
   bool proposing_ = false;
   bool settling_ = false;
@@ -157,4 +174,4 @@ class NamespaceShipping {
   NamedThreadPool blocking_{"ship-blocking", 4};
 };
 
-}  // namespace tidepool::daemon
+}  // namespace tidepool::store

@@ -1,4 +1,4 @@
-#include "daemon/files.h"
+#include "common/files.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace tidepool::daemon {
+namespace tidepool {
 
 Result<std::string> read_file(const std::string& path) {
   std::ifstream in(path);
@@ -39,4 +39,4 @@ Status write_file(const std::string& path, const std::string& contents, mode_t m
   return {};
 }
 
-}  // namespace tidepool::daemon
+}  // namespace tidepool

@@ -8,11 +8,11 @@
 
 #include "common/status.h"
 
-namespace tidepool::daemon {
+namespace tidepool {
 
 // The whole file; not_found when it cannot be read.
 Result<std::string> read_file(const std::string& path);
 // Durable before it is visible: written aside, synced, renamed over, directory synced.
 Status write_file(const std::string& path, const std::string& contents, mode_t mode);
 
-}  // namespace tidepool::daemon
+}  // namespace tidepool

@@ -1,0 +1,343 @@
+// The backend protocol of the namespace as this node sends it (namespace_service.h): the
+// method numbers and deadlines, and the links that carry a home's calls — store operations and
+// parts of changes across shards to a shard's home (Channel), changes to the shard's mirror
+// (MirrorLink), and unit messages to the nodes of a pool (UnitPeers) — with the routes the
+// front end's threads take to each shard (Routes). Internal to the service: its classes are
+// its own, declared in namespace_service.h.
+#pragma once
+
+#include <spdlog/spdlog.h>
+
+#include <array>
+#include <atomic>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <chrono>
+#include <functional>
+#include <future>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "common/callback_awaitable.h"
+#include "store/namespace_service.h"
+#include "store/remote_store.h"
+
+namespace tidepool::store {
+namespace internal {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+// Backend RPC methods, each message led by its shard's number: 500 + StoreMethod, shipped store
+// operations; 600 + ParticipantMethod, a shard's part in changes across shards; 400 +
+// MirrorMethod, what a home sends its mirror. (100 + StoreMethod and 200 + MirrorMethod carried
+// them without the shard's number: a node of either kind answers the other's as unknown.)
+inline constexpr std::uint32_t kStoreMethodBase = 500;
+inline constexpr std::uint32_t kParticipantMethodBase = 600;
+inline constexpr std::uint32_t kMirrorMethodBase = 400;
+// 300 + UnitMethod: a home's messages to the nodes holding the units of files placed in pools.
+inline constexpr std::uint32_t kUnitMethodBase = 300;
+inline constexpr std::chrono::milliseconds kUnitCallDeadline{5'000};
+// Long enough for a 1 MiB write under load; a home that died is given up on after this, and the
+// client hears NFS3ERR_JUKEBOX and retries.
+inline constexpr std::chrono::milliseconds kShippedCallDeadline{5'000};
+// A move copies the whole file before it answers: a 100 GiB file at 100 MB/s takes 17 minutes.
+inline constexpr std::chrono::milliseconds kShippedMoveDeadline{60 * 60'000};
+// A mirror that takes longer than this for one change is given up on: the home goes on alone.
+inline constexpr std::chrono::milliseconds kMirrorCallDeadline{5'000};
+inline constexpr std::chrono::milliseconds kProposalDeadline{5'000};
+// Dropping a mirror from the record is tried this many times, this far apart, while other
+// shards' changes to the record get there first.
+inline constexpr int kDropAttempts = 10;
+inline constexpr std::chrono::milliseconds kDropRetryPause{50};
+// After a whole copy or a change to the record failed, the next attempt waits this long.
+inline constexpr auto kRetryAfter = 1s;
+inline constexpr std::chrono::milliseconds kRaceRetry{50};
+inline constexpr auto kReleasePoll = 20ms;
+// A recovery that left a change unsettled (a shard it needed out of reach) runs again after
+// this, doubling up to the most.
+inline constexpr std::chrono::milliseconds kSettleRetryFirst{500};
+inline constexpr std::chrono::milliseconds kSettleRetryMost{30'000};
+// A node answers `behind` to a caller whose view is older than its own: the caller's catches
+// up within a heartbeat or two, so it asks again this often, this many times.
+inline constexpr auto kBehindPause = 20ms;
+inline constexpr int kBehindRetries = 100;
+
+// Runs `start(done)` on the strand and blocks the calling thread (a store thread, never the
+// strand) until `done` ran or `deadline` passed.
+template <typename T>
+T wait_on_strand(const asio::any_io_executor& strand, std::chrono::milliseconds deadline,
+                 std::function<void(std::function<void(T)>)> start) {
+  auto promise = std::make_shared<std::promise<T>>();
+  std::future<T> outcome = promise->get_future();
+  asio::post(strand, [start = std::move(start), promise] {
+    start([promise](T answer) { promise->set_value(std::move(answer)); });
+  });
+  if (outcome.wait_for(deadline) != std::future_status::ready) {
+    return error(Errc::timed_out, "no answer from the cluster in time");
+  }
+  return outcome.get();
+}
+
+// A shipped message: the shard's number, then `request`.
+inline xdr::Buffer shard_message(ShardId shard, std::span<const std::uint8_t> request) {
+  xdr::Buffer message;
+  message.reserve(4 + request.size());
+  xdr::Encoder out(message);
+  out.u32(shard);
+  message.insert(message.end(), request.begin(), request.end());
+  return message;
+}
+
+inline bool is_whole_copy(MirrorMethod method) {
+  return method == MirrorMethod::copy_begin || method == MirrorMethod::copy_database ||
+         method == MirrorMethod::copy_data || method == MirrorMethod::copy_end;
+}
+
+}  // namespace internal
+
+// Ships store calls to a shard's home (which runs them on the namespace it serves) and the
+// calls of the shard's part in changes across shards (which it runs on the shard). Each
+// message leads with the shard's number: the home refuses a shard it is not the home of, so a
+// call is never forwarded back and forth.
+class NamespaceService::Channel final : public ShardChannel, public ParticipantChannel {
+ public:
+  Channel(NamespaceService& service, cluster::NodeId home, ShardId shard)
+      : service_(service), home_(home), shard_(shard) {}
+
+  boost::asio::awaitable<Result<xdr::Buffer>> call(StoreMethod method,
+                                                   xdr::Buffer request) override {
+    auto sent =
+        send(internal::kStoreMethodBase + static_cast<std::uint32_t>(method), std::move(request),
+             method == StoreMethod::migrate ? internal::kShippedMoveDeadline
+                                            : internal::kShippedCallDeadline);
+    co_return co_await std::move(sent);
+  }
+
+  boost::asio::awaitable<Result<xdr::Buffer>> call(ParticipantMethod method,
+                                                   xdr::Buffer request) override {
+    auto sent = send(internal::kParticipantMethodBase + static_cast<std::uint32_t>(method),
+                     std::move(request), internal::kShippedCallDeadline);
+    co_return co_await std::move(sent);
+  }
+
+ private:
+  boost::asio::awaitable<Result<xdr::Buffer>> send(std::uint32_t method, xdr::Buffer request,
+                                                   std::chrono::milliseconds deadline) {
+    // The one copy of the request (a write's data) every attempt sends.
+    auto message = std::make_shared<xdr::Buffer>(internal::shard_message(shard_, request));
+    for (int attempt = 0;; ++attempt) {
+      auto start = [this, method, message, deadline](auto done) mutable {
+        boost::asio::post(service_.strand_, [this, method, message, deadline,
+                                             done = std::move(done)]() mutable {
+          cluster::RpcEndpoint* rpc = service_.rpc();
+          if (rpc == nullptr) {
+            done(Result<xdr::Buffer>(error(Errc::unavailable, "this node is not in a cluster")));
+            return;
+          }
+          rpc->call(home_, method, *message, deadline, std::move(done));
+        });
+      };
+      auto sent = await_callback<Result<xdr::Buffer>>(std::move(start));
+      Result<xdr::Buffer> reply = co_await std::move(sent);
+      if (reply.code() != Errc::behind || attempt == internal::kBehindRetries) co_return reply;
+      boost::asio::steady_timer pause(co_await boost::asio::this_coro::executor,
+                                      internal::kBehindPause);
+      auto paused = pause.async_wait(boost::asio::use_awaitable);
+      co_await std::move(paused);
+    }
+  }
+
+  NamespaceService& service_;
+  const cluster::NodeId home_;
+  const ShardId shard_;
+};
+
+// Where each shard is reached from this node, for the front end's threads: this node's own
+// store while it serves the shard, the namespace at its home through a channel otherwise, or
+// nowhere (unavailable).
+class NamespaceService::Routes {
+ public:
+  void reset(ShardId count) {
+    std::lock_guard lock(mutex_);
+    routes_.assign(count, std::nullopt);
+    for (auto& local : local_) local.store(false, std::memory_order_relaxed);
+  }
+  void set(ShardId shard, std::optional<ShardAccess> access) {
+    std::lock_guard lock(mutex_);
+    if (shard >= routes_.size()) return;
+    local_[shard].store(access && access->local, std::memory_order_relaxed);
+    routes_[shard] = std::move(access);
+  }
+  Result<ShardAccess> get(ShardId shard) const {
+    std::lock_guard lock(mutex_);
+    if (shard >= routes_.size() || !routes_[shard]) {
+      return error(Errc::unavailable,
+                   "shard " + std::to_string(shard) + "'s home is down or not ready");
+    }
+    return *routes_[shard];
+  }
+  // Whether this node serves the shard now; without the lock, for every read's cache.
+  bool is_local(ShardId shard) const {
+    return shard < local_.size() && local_[shard].load(std::memory_order_relaxed);
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::optional<ShardAccess>> routes_;  // guarded by mutex_
+  std::array<std::atomic<bool>, kMaxShards> local_{};
+};
+
+// This node's part in one shard, on the strand.
+struct NamespaceService::Shard {
+  std::shared_ptr<LocalStore> store;        // while this node is its home
+  std::shared_ptr<ShardCopy> copy;          // while this node is its mirror
+  std::weak_ptr<void> releasing;            // the store or copy last released, until it is gone
+  cluster::NodeId mirroring_to = 0;         // the mirror the store was last told to keep in step
+  std::shared_ptr<MirrorLink> mirror_link;  // the store's link to it (null: none)
+  bool mirror_copy_running = false;
+  bool mirror_copied = false;     // the last whole copy to mirroring_to completed
+  cluster::NodeId routed_to = 0;  // the home the front end reaches it at (0: none)
+};
+
+// The home's store sends its mirror's messages through this. A change the mirror did not take
+// must not be acknowledged while the cluster still counts on that mirror — it could be
+// promoted without it — so the link first has the mirror dropped from the namespace record,
+// and from then on sends nothing: the leader names a new mirror, which gets a whole copy.
+// Each shard has its link; its messages carry the shard's number first.
+class NamespaceService::MirrorLink final : public MirrorTarget {
+ public:
+  MirrorLink(NamespaceService& service, cluster::NodeId mirror, ShardId shard)
+      : service_(service), mirror_(mirror), shard_(shard) {}
+
+  Status call(MirrorMethod method, std::span<const std::uint8_t> request) override {
+    if (dropped_.load()) return {};
+    Status sent = send(method, request).status();
+    if (sent.ok() || internal::is_whole_copy(method)) return sent;
+    std::lock_guard lock(dropping_);
+    if (dropped_.load()) return {};
+    spdlog::warn("mirror node {} did not take a change ({}): the namespace goes on without it",
+                 mirror_, sent.to_string());
+    if (Status dropped = service_.drop_mirror(shard_, mirror_); !dropped.ok()) {
+      return error(Errc::unavailable,
+                   "the mirror did not take a change and could not be "
+                   "dropped from the namespace: " +
+                       dropped.message());
+    }
+    dropped_.store(true);
+    return {};
+  }
+
+  Result<xdr::Buffer> fetch(MirrorMethod method, std::span<const std::uint8_t> request) override {
+    if (dropped_.load()) return error(Errc::unavailable, "the mirror was dropped");
+    return send(method, request);
+  }
+
+  // Whether the link stopped sending: the mirror missed a change, and needs a whole copy.
+  bool dropped() const { return dropped_.load(); }
+
+ private:
+  Result<xdr::Buffer> send(MirrorMethod method, std::span<const std::uint8_t> request) {
+    // The message's one copy of the request (a write's data): every attempt sends it.
+    auto message = std::make_shared<const xdr::Buffer>(internal::shard_message(shard_, request));
+    Result<xdr::Buffer> sent = service_.send_to_mirror(mirror_, method, message);
+    for (int attempt = 0;
+         sent.status().code() == Errc::behind && attempt < internal::kBehindRetries; ++attempt) {
+      std::this_thread::sleep_for(internal::kBehindPause);
+      sent = service_.send_to_mirror(mirror_, method, message);
+    }
+    return sent;
+  }
+
+  NamespaceService& service_;
+  const cluster::NodeId mirror_;
+  const ShardId shard_;
+  std::mutex dropping_;
+  std::atomic<bool> dropped_ = false;
+};
+
+// The nodes of each pool as the last view followed has them, less those lost (down past the
+// repair delay: new files and restripes leave them out), and calls to their units: this
+// node's own answered here, the others' over backend RPC.
+class NamespaceService::UnitPeers final : public PoolPeers {
+ public:
+  explicit UnitPeers(NamespaceService& service) : service_(service) {}
+
+  std::vector<cluster::NodeId> nodes_of(const std::string& pool) override {
+    std::lock_guard lock(mutex_);
+    auto found = pools_.find(pool);
+    return found == pools_.end() ? std::vector<cluster::NodeId>{} : found->second;
+  }
+  std::size_t nodes_left_out(const std::string& pool) override {
+    std::lock_guard lock(mutex_);
+    auto found = left_out_.find(pool);
+    return found == left_out_.end() ? 0 : found->second;
+  }
+
+  Result<xdr::Buffer> call(cluster::NodeId node, UnitMethod method,
+                           std::span<const std::uint8_t> request) override {
+    const auto number = static_cast<std::uint32_t>(method);
+    if (node == service_.self_) return service_.units_->serve(number, request);
+    Result<xdr::Buffer> sent = send(node, number, request);
+    for (int attempt = 0;
+         sent.status().code() == Errc::behind && attempt < internal::kBehindRetries; ++attempt) {
+      std::this_thread::sleep_for(internal::kBehindPause);
+      sent = send(node, number, request);
+    }
+    return sent;
+  }
+
+  bool is_up(cluster::NodeId node) override {
+    std::lock_guard lock(mutex_);
+    return up_.contains(node);
+  }
+
+  // `pools`: the nodes of each pool that file data is placed on.
+  void follow(const cluster::GroupView& view,
+              std::map<std::string, std::vector<cluster::NodeId>> pools) {
+    std::map<std::string, std::size_t> left_out;
+    std::set<cluster::NodeId> up;
+    for (const cluster::NodeInfo& node : view.nodes) {
+      if (node.up) up.insert(node.id);
+      ++left_out[node.pool];
+    }
+    for (auto& [pool, count] : left_out) {
+      if (auto placed = pools.find(pool); placed != pools.end()) count -= placed->second.size();
+    }
+    std::lock_guard lock(mutex_);
+    pools_ = std::move(pools);
+    left_out_ = std::move(left_out);
+    up_ = std::move(up);
+  }
+
+ private:
+  Result<xdr::Buffer> send(cluster::NodeId node, std::uint32_t method,
+                           std::span<const std::uint8_t> request) {
+    // The caller's bytes may be gone when a late answer arrives: the strand works on its own.
+    return internal::wait_on_strand<Result<xdr::Buffer>>(
+        service_.strand_, internal::kUnitCallDeadline + std::chrono::seconds(1),
+        [this, node, method, body = std::vector<std::uint8_t>(request.begin(), request.end())](
+            std::function<void(Result<xdr::Buffer>)> done) {
+          cluster::RpcEndpoint* rpc = service_.rpc();
+          if (rpc == nullptr) {
+            done(error(Errc::unavailable, "this node is not in a cluster"));
+            return;
+          }
+          rpc->call(node, internal::kUnitMethodBase + method, body, internal::kUnitCallDeadline,
+                    std::move(done));
+        });
+  }
+
+  NamespaceService& service_;
+  std::mutex mutex_;
+  std::map<std::string, std::vector<cluster::NodeId>> pools_;  // guarded by mutex_
+  std::map<std::string, std::size_t> left_out_;                // guarded by mutex_
+  std::set<cluster::NodeId> up_;                               // guarded by mutex_
+};
+
+}  // namespace tidepool::store
