@@ -935,9 +935,10 @@ std::size_t CoherentStore::l1_budget() const { return impl_->l1_budget(); }
 
 void CoherentStore::flush() { impl_->flush(); }
 
-std::uint64_t CoherentStore::write_verifier() const { return impl_->inner().write_verifier(); }
-
-void CoherentStore::close() { impl_->inner().close(); }
+Result<std::shared_ptr<store::Store>> CoherentStore::next() const {
+  // Not owned: the inner store outlives the cache.
+  return std::shared_ptr<store::Store>(std::shared_ptr<store::Store>(), &impl_->inner());
+}
 
 void CoherentStore::set_atime_policy(bool enabled, std::chrono::seconds grace_period) {
   impl_->set_atime_policy(enabled, grace_period);
@@ -962,26 +963,12 @@ awaitable<Result<store::Wcc>> CoherentStore::setattr(store::InodeId inode,
   co_return co_await std::move(changing);
 }
 
-awaitable<Result<store::LookupResult>> CoherentStore::lookup(store::InodeId directory,
-                                                             std::string name,
-                                                             store::Caller caller) {
-  return impl_->inner().lookup(directory, std::move(name), std::move(caller));
-}
-
 awaitable<Result<store::AccessResult>> CoherentStore::check_access(store::InodeId inode,
                                                                    store::Caller caller,
                                                                    std::uint32_t requested) {
   auto impl = impl_;
   auto asking = impl->check_access(inode, std::move(caller), requested);
   co_return co_await std::move(asking);
-}
-
-awaitable<Result<store::ReadlinkResult>> CoherentStore::readlink(store::InodeId inode) {
-  return impl_->inner().readlink(inode);
-}
-
-awaitable<Result<store::Layout>> CoherentStore::layout(store::InodeId inode) {
-  return impl_->inner().layout(inode);
 }
 
 awaitable<Result<store::Layout>> CoherentStore::set_access_pattern(store::InodeId inode,
@@ -1042,27 +1029,6 @@ awaitable<Result<store::NewObject>> CoherentStore::create(store::InodeId directo
   co_return co_await std::move(changing);
 }
 
-awaitable<Result<store::NewObject>> CoherentStore::mkdir(store::InodeId directory, std::string name,
-                                                         store::AttributeChanges initial,
-                                                         store::Caller caller) {
-  return impl_->inner().mkdir(directory, std::move(name), std::move(initial), std::move(caller));
-}
-
-awaitable<Result<store::NewObject>> CoherentStore::symlink(store::InodeId directory,
-                                                           std::string name, std::string target,
-                                                           store::AttributeChanges initial,
-                                                           store::Caller caller) {
-  return impl_->inner().symlink(directory, std::move(name), std::move(target), std::move(initial),
-                                std::move(caller));
-}
-
-awaitable<Result<store::NewObject>> CoherentStore::mknod(
-    store::InodeId directory, std::string name, store::FileType type, std::uint32_t rdev_major,
-    std::uint32_t rdev_minor, store::AttributeChanges initial, store::Caller caller) {
-  return impl_->inner().mknod(directory, std::move(name), type, rdev_major, rdev_minor,
-                              std::move(initial), std::move(caller));
-}
-
 awaitable<Result<store::Wcc>> CoherentStore::remove(store::InodeId directory, std::string name,
                                                     store::Caller caller) {
   // Under the file's locks: every node drops the attributes (the link count) and blocks it
@@ -1074,11 +1040,6 @@ awaitable<Result<store::Wcc>> CoherentStore::remove(store::InodeId directory, st
     return impl->inner().remove(directory, std::move(name), std::move(caller));
   });
   co_return co_await std::move(changing);
-}
-
-awaitable<Result<store::Wcc>> CoherentStore::rmdir(store::InodeId directory, std::string name,
-                                                   store::Caller caller) {
-  return impl_->inner().rmdir(directory, std::move(name), std::move(caller));
 }
 
 awaitable<Result<store::RenameResult>> CoherentStore::rename(store::InodeId from_directory,
@@ -1109,36 +1070,6 @@ awaitable<Result<store::LinkResult>> CoherentStore::link(store::InodeId file,
     return impl->inner().link(file, directory, std::move(name), std::move(caller));
   });
   co_return co_await std::move(changing);
-}
-
-awaitable<Result<store::DirectoryPage>> CoherentStore::readdir(
-    store::InodeId directory, std::uint64_t cookie, std::uint64_t cookie_verifier,
-    std::uint32_t max_entries, bool with_attributes, store::Caller caller) {
-  return impl_->inner().readdir(directory, cookie, cookie_verifier, max_entries, with_attributes,
-                                std::move(caller));
-}
-
-awaitable<Result<store::FsStatistics>> CoherentStore::fsstat() { return impl_->inner().fsstat(); }
-
-awaitable<Result<store::Wcc>> CoherentStore::commit(store::InodeId inode) {
-  return impl_->inner().commit(inode);
-}
-
-awaitable<Result<store::Move>> CoherentStore::migrate(store::InodeId inode, std::string pool,
-                                                      std::uint32_t protection,
-                                                      std::uint64_t bytes_per_second) {
-  return impl_->inner().migrate(inode, std::move(pool), protection, bytes_per_second);
-}
-
-awaitable<Result<store::CandidatePage>> CoherentStore::find_files(std::string where,
-                                                                  std::vector<std::int64_t> values,
-                                                                  store::InodeId after,
-                                                                  std::uint32_t limit) {
-  return impl_->inner().find_files(std::move(where), std::move(values), after, limit);
-}
-
-awaitable<Result<std::uint32_t>> CoherentStore::record_reads(std::vector<store::InodeId> inodes) {
-  return impl_->inner().record_reads(std::move(inodes));
 }
 
 }  // namespace tidepool::cache

@@ -35,6 +35,7 @@
 #include "cache/file_locks.h"
 #include "cache/prefetcher.h"
 #include "common/block_cache.h"
+#include "store/forwarding_store.h"
 #include "store/store.h"
 
 namespace tidepool::cache {
@@ -77,7 +78,7 @@ struct CacheStatistics {
   FetchStatistics fetches;
 };
 
-class CoherentStore final : public store::Store {
+class CoherentStore final : public store::ForwardingStore {
  public:
   // `inner` is the namespace as this node reaches it (store::ShardRouter); `data_is_local`
   // whether an inode's data is on this node's own disks now (the node is its shard's home).
@@ -96,8 +97,6 @@ class CoherentStore final : public store::Store {
   // Drops every L1 block nobody is reading and every attribute cached (tide flush --l1).
   void flush();
 
-  std::uint64_t write_verifier() const override;
-  void close() override;
   // Also kept here: a read from L1 is reported to the file's home only when the cached atime is
   // past the grace period (the home passes the others over).
   void set_atime_policy(bool enabled, std::chrono::seconds grace_period) override;
@@ -106,12 +105,8 @@ class CoherentStore final : public store::Store {
   awaitable<Result<store::Wcc>> setattr(store::InodeId inode, store::AttributeChanges changes,
                                         store::Caller caller,
                                         std::optional<std::int64_t> guard_ctime_ns) override;
-  awaitable<Result<store::LookupResult>> lookup(store::InodeId directory, std::string name,
-                                                store::Caller caller) override;
   awaitable<Result<store::AccessResult>> check_access(store::InodeId inode, store::Caller caller,
                                                       std::uint32_t requested) override;
-  awaitable<Result<store::ReadlinkResult>> readlink(store::InodeId inode) override;
-  awaitable<Result<store::Layout>> layout(store::InodeId inode) override;
   awaitable<Result<store::Layout>> set_access_pattern(store::InodeId inode,
                                                       std::string pattern) override;
   awaitable<Result<store::ReadResult>> read(store::InodeId inode, std::uint64_t offset,
@@ -131,41 +126,18 @@ class CoherentStore final : public store::Store {
                                              store::AttributeChanges initial,
                                              store::CreateVerifier verifier,
                                              store::Caller caller) override;
-  awaitable<Result<store::NewObject>> mkdir(store::InodeId directory, std::string name,
-                                            store::AttributeChanges initial,
-                                            store::Caller caller) override;
-  awaitable<Result<store::NewObject>> symlink(store::InodeId directory, std::string name,
-                                              std::string target, store::AttributeChanges initial,
-                                              store::Caller caller) override;
-  awaitable<Result<store::NewObject>> mknod(store::InodeId directory, std::string name,
-                                            store::FileType type, std::uint32_t rdev_major,
-                                            std::uint32_t rdev_minor,
-                                            store::AttributeChanges initial,
-                                            store::Caller caller) override;
   awaitable<Result<store::Wcc>> remove(store::InodeId directory, std::string name,
                                        store::Caller caller) override;
-  awaitable<Result<store::Wcc>> rmdir(store::InodeId directory, std::string name,
-                                      store::Caller caller) override;
   awaitable<Result<store::RenameResult>> rename(store::InodeId from_directory,
                                                 std::string from_name, store::InodeId to_directory,
                                                 std::string to_name, store::Caller caller) override;
   awaitable<Result<store::LinkResult>> link(store::InodeId file, store::InodeId directory,
                                             std::string name, store::Caller caller) override;
-  awaitable<Result<store::DirectoryPage>> readdir(store::InodeId directory, std::uint64_t cookie,
-                                                  std::uint64_t cookie_verifier,
-                                                  std::uint32_t max_entries, bool with_attributes,
-                                                  store::Caller caller) override;
-  awaitable<Result<store::FsStatistics>> fsstat() override;
-  awaitable<Result<store::Wcc>> commit(store::InodeId inode) override;
-  awaitable<Result<std::uint32_t>> record_reads(std::vector<store::InodeId> inodes) override;
-  // The bytes stay what they were, so caches of them stay good: no lock is taken.
-  awaitable<Result<store::Move>> migrate(store::InodeId inode, std::string pool,
-                                         std::uint32_t protection,
-                                         std::uint64_t bytes_per_second) override;
-  awaitable<Result<store::CandidatePage>> find_files(std::string where,
-                                                     std::vector<std::int64_t> values,
-                                                     store::InodeId after,
-                                                     std::uint32_t limit) override;
+  // Every other operation goes to the inner store as it is (ForwardingStore). Among them
+  // migrate: the bytes stay what they were, so caches of them stay good, and no lock is taken.
+
+ protected:
+  Result<std::shared_ptr<store::Store>> next() const override;
 
  private:
   class Impl;
