@@ -16,6 +16,9 @@
 #include <utility>
 #include <vector>
 
+#include "cache/internal/fetch_table.h"
+#include "cache/internal/file_locks.h"
+#include "cache/internal/prefetcher.h"
 #include "common/callback_awaitable.h"
 
 namespace tidepool::cache {

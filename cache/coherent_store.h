@@ -31,52 +31,16 @@
 #include <functional>
 #include <memory>
 
-#include "cache/fetch_table.h"
-#include "cache/file_locks.h"
-#include "cache/prefetcher.h"
+#include "cache/cache_options.h"
+#include "cluster/event_loop.h"
 #include "common/block_cache.h"
+#include "lockmgr/lock_manager.h"
 #include "store/forwarding_store.h"
 #include "store/store.h"
 
 namespace tidepool::cache {
 
 using boost::asio::awaitable;
-
-struct CacheOptions {
-  std::size_t l1_bytes = std::size_t{1} << 30;
-  std::uint32_t block_bytes = 128 * 1024;  // the stripe unit
-  PrefetchOptions prefetch;                // its unit is block_bytes
-  // A file read from L1 is reported to its home, which moves its atime, at most this often:
-  // the home never sees those reads otherwise, and the file would look cold to the tiering
-  // policies however often it is read.
-  std::chrono::milliseconds read_report_interval{1000};
-  // A file's attributes' lock that a change took from the node is not asked for again for this
-  // long: a client polling the attributes of a file written through another node would
-  // otherwise have every write wait for the lock to come back.
-  std::chrono::milliseconds attributes_lock_pause{1000};
-};
-
-struct CacheStatistics {
-  // READ bytes of files whose data is on other nodes, asked while L1 could serve them.
-  std::uint64_t l1_bytes_accessed = 0;
-  std::uint64_t l1_bytes_hit = 0;         // of those, in L1 when the READ came
-  std::uint64_t l1_bytes_fetched = 0;     // fetched into L1 for READs that missed
-  std::uint64_t l1_bytes_prefetched = 0;  // fetched into L1 ahead of the readers
-  std::uint64_t l1_prefetch_used = 0;     // prefetched bytes read afterwards
-  std::uint64_t l1_prefetch_wasted = 0;   // prefetched bytes evicted or dropped unread
-  std::uint64_t l1_bypassed_bytes = 0;    // READ bytes served around L1 (no lock, random)
-  // Attribute look-ups of those READs (each checks the reader's rights and the file's size),
-  // and of them those the attributes cached in L1 answered.
-  std::uint64_t l1_metadata_reads = 0;
-  std::uint64_t l1_metadata_hits = 0;
-  // Files whose L1 blocks and attributes were dropped for another node's write.
-  std::uint64_t coherence_invalidations = 0;
-  // READ bytes of files whose data is on this node, served from its own copy.
-  std::uint64_t l2_bytes_read = 0;
-  BlockCacheStatistics blocks;
-  PrefetchStatistics prefetch;
-  FetchStatistics fetches;
-};
 
 class CoherentStore final : public store::ForwardingStore {
  public:

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <mutex>
 
-#include "cache/file_locks.h"
+#include "cache/internal/file_locks.h"
 #include "common/callback_awaitable.h"
 
 namespace tidepool::cache {

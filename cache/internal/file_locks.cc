@@ -1,4 +1,4 @@
-#include "cache/file_locks.h"
+#include "cache/internal/file_locks.h"
 
 #include <atomic>
 #include <map>

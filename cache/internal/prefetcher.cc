@@ -1,4 +1,4 @@
-#include "cache/prefetcher.h"
+#include "cache/internal/prefetcher.h"
 
 #include <algorithm>
 #include <bit>

@@ -26,23 +26,11 @@
 #include <memory>
 #include <vector>
 
+#include "cache/cache_options.h"
+
 namespace tidepool::cache {
 
 enum class AccessPattern : std::uint8_t { random, concurrency, streaming };
-
-struct PrefetchOptions {
-  std::uint64_t unit = 128 * 1024;  // the stripe unit: what one fetch brings
-  std::uint64_t first_window = 256 * 1024;
-  std::uint64_t concurrency_limit = 4 * 1024 * 1024;
-  std::uint64_t streaming_limit = 32 * 1024 * 1024;
-  // How far from a stream's next offset a read may land and still continue it, at most: READs
-  // of one reader arrive a little out of order when several are in flight.
-  std::uint64_t slack = 1024 * 1024;
-  std::size_t max_streams = 4096;
-  std::size_t max_streams_per_reader = 16;  // of one client on one file
-  std::chrono::milliseconds idle_expiry{30'000};
-  std::size_t shards = 8;
-};
 
 // Bytes [start, end) to fetch ahead; empty when start == end.
 struct PrefetchAdvice {
@@ -50,16 +38,6 @@ struct PrefetchAdvice {
   std::uint64_t end = 0;
   bool empty() const { return start >= end; }
   std::uint64_t size() const { return empty() ? 0 : end - start; }
-};
-
-struct PrefetchStatistics {
-  std::uint64_t reads = 0;
-  std::uint64_t sequential = 0;  // reads that continued a stream
-  std::uint64_t streams_started = 0;
-  std::uint64_t streams_evicted = 0;  // for the table's bound, or idle
-  std::uint64_t advised_bytes = 0;
-  std::uint64_t wasted_bytes = 0;  // as the cache reported them
-  std::uint64_t streams = 0;       // in the table now
 };
 
 class Prefetcher {

@@ -1,5 +1,5 @@
 // Readers and prefetches of one block share one fetch.
-#include "cache/fetch_table.h"
+#include "cache/internal/fetch_table.h"
 
 #include <gtest/gtest.h>
 

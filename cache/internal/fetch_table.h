@@ -14,17 +14,11 @@
 #include <mutex>
 #include <vector>
 
+#include "cache/cache_options.h"
 #include "common/block_cache.h"
 #include "common/status.h"
 
 namespace tidepool::cache {
-
-struct FetchStatistics {
-  std::uint64_t hits = 0;     // answered from the cache
-  std::uint64_t started = 0;  // fetches started
-  std::uint64_t merged = 0;   // asks that waited for a fetch already under way
-  std::uint64_t failed = 0;   // fetches that ended in an error
-};
 
 class FetchTable {
  public:

@@ -1,6 +1,6 @@
 // A lock the node holds already is handed out on the caller's thread, and a blocking callback
 // that weakens it waits for those holds to end.
-#include "cache/file_locks.h"
+#include "cache/internal/file_locks.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "cache/fetch_table.h"
+#include "cache/internal/fetch_table.h"
 
 #include <utility>
 

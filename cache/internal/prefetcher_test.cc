@@ -1,6 +1,6 @@
 // SmartRead's advice for the readers training jobs are: sequential streams through large
 // record files, several per file, and random small reads that must not pay for prefetch.
-#include "cache/prefetcher.h"
+#include "cache/internal/prefetcher.h"
 
 #include <gtest/gtest.h>
 
