@@ -29,7 +29,10 @@ asio::awaitable<Result<json>> gather(Membership& m, NodeReport report, json para
   json entries = json::array();
   json unreachable = json::array();
   std::uint64_t unlisted = 0;
-  for (const cluster::NodeInfo& node : m.group()->view().nodes) {
+  // A copy: the view a reference would point into is replaced when a change is applied, which
+  // may happen while a node is asked.
+  const std::vector<cluster::NodeInfo> nodes = m.group()->view().nodes;
+  for (const cluster::NodeInfo& node : nodes) {
     if (!node.up) {
       unreachable.push_back(node.id);
       continue;
