@@ -2,6 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/admin/config_change.h"
+#include "daemon/admin/export_json.h"
 #include "daemon/admin/handlers.h"
 #include "daemon/admin/replies.h"
 #include "daemon/config_objects.h"
@@ -43,10 +44,10 @@ Plan write_export(const GroupView& view, const std::string& request_body,
   const json shown = export_to_json(id, *entry);
   const std::string kind(kExportKind);
   const std::string name = std::to_string(id);
-  return existing ? change_then(cluster::Change::update_object(kind, name, shown.dump()),
-                                reply(200, shown))
-                  : change_then(cluster::Change::create_object(kind, name, shown.dump()),
-                                reply(201, shown));
+  const std::string stored = encode_export(*entry);
+  return existing
+             ? change_then(cluster::Change::update_object(kind, name, stored), reply(200, shown))
+             : change_then(cluster::Change::create_object(kind, name, stored), reply(201, shown));
 }
 
 }  // namespace

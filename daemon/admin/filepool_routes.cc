@@ -6,6 +6,7 @@
 #include "daemon/admin/config_change.h"
 #include "daemon/admin/handlers.h"
 #include "daemon/admin/namespace_paths.h"
+#include "daemon/admin/policy_json.h"
 #include "daemon/admin/replies.h"
 #include "daemon/filepool.h"
 #include "tiering/smartpools.h"
