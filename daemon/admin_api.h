@@ -1,5 +1,5 @@
-// The admin REST API (daemon/admin_api.md) of one node: routes, authentication, JSON in and
-// out, and the changes it proposes to the group view.
+// The admin REST API (daemon/admin_api.md) of one node: authentication, the dispatch of each
+// request over the route table (daemon/admin/routes.h), and the one mapping of errors to HTTP.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 
+#include "daemon/admin/routes.h"
 #include "daemon/http.h"
 #include "daemon/membership.h"
 #include "store/store.h"
@@ -24,13 +25,9 @@ class AdminApi {
 
  private:
   // `authorized`: the request carries the cluster's token.
-  boost::asio::awaitable<HttpResponse> route(HttpRequest request, bool authorized);
+  boost::asio::awaitable<HttpResponse> dispatch(HttpRequest request, bool authorized);
 
-  boost::asio::any_io_executor strand_;
-  Membership& membership_;
-  store::Store& store_;  // the namespace as this node serves it
-  std::function<std::string()> metrics_;
-  std::function<void()> joined_;
+  admin::Context context_;
 };
 
 // The HTTP status that reports `code`: the one place the admin plane maps errors.

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "cluster/ring.h"
+#include "daemon/stored_records.h"
 #include "store/store.h"
 
 namespace tidepool::daemon {
@@ -31,20 +32,6 @@ std::optional<std::uint32_t> parse_percent(std::string_view text) {
     return std::nullopt;
   }
   return percent;
-}
-
-Status field_error(std::string_view field, std::string_view expected) {
-  return error(Errc::invalid_argument,
-               std::string("'").append(field).append("' must be ").append(expected));
-}
-
-Result<std::optional<std::uint32_t>> optional_id(const json& value, std::string_view field) {
-  if (value.is_null()) return std::optional<std::uint32_t>();
-  if (!value.is_number_unsigned() ||
-      value.get<std::uint64_t>() > std::numeric_limits<std::uint32_t>::max()) {
-    return field_error(field, "null or an integer in 0..4294967295");
-  }
-  return std::optional<std::uint32_t>(value.get<std::uint32_t>());
 }
 
 std::string format_duration(std::chrono::seconds duration) {
@@ -78,8 +65,8 @@ std::chrono::seconds duration_value(const cluster::GroupView& view, std::string_
 
 }  // namespace
 
-json export_to_json(std::uint32_t id, const ExportConfig& entry) {
-  return json{{"id", id},
+std::string encode_export(const ExportConfig& entry) {
+  return json{{"version", kExportVersion},
               {"path", entry.path},
               {"clients", entry.clients},
               {"read_only", entry.read_only},
@@ -87,42 +74,36 @@ json export_to_json(std::uint32_t id, const ExportConfig& entry) {
               {"map_all_uid", entry.map_all_uid ? json(*entry.map_all_uid) : json(nullptr)},
               {"map_all_gid", entry.map_all_gid ? json(*entry.map_all_gid) : json(nullptr)},
               {"anon_uid", entry.anon_uid},
-              {"anon_gid", entry.anon_gid}};
+              {"anon_gid", entry.anon_gid}}
+      .dump();
 }
 
-Result<ExportConfig> export_from_json(const json& body, ExportConfig base) {
-  if (!body.is_object()) return error(Errc::invalid_argument, "an export must be a JSON object");
-  for (const auto& [key, value] : body.items()) {
-    if (key == "id") {
-      continue;  // named by the URL, or chosen at creation
-    } else if (key == "path") {
-      if (!value.is_string()) return field_error(key, "a string");
-      base.path = value.get<std::string>();
-    } else if (key == "clients") {
-      if (!value.is_array()) return field_error(key, "a list of strings");
-      base.clients.clear();
-      for (const json& client : value) {
-        if (!client.is_string()) return field_error(key, "a list of strings");
-        base.clients.push_back(client.get<std::string>());
-      }
-    } else if (key == "read_only" || key == "root_squash") {
-      if (!value.is_boolean()) return field_error(key, "true or false");
-      (key == "read_only" ? base.read_only : base.root_squash) = value.get<bool>();
-    } else if (key == "map_all_uid" || key == "map_all_gid") {
-      TP_ASSIGN_OR_RETURN(auto id, optional_id(value, key));
-      (key == "map_all_uid" ? base.map_all_uid : base.map_all_gid) = id;
-    } else if (key == "anon_uid" || key == "anon_gid") {
-      TP_ASSIGN_OR_RETURN(auto id, optional_id(value, key));
-      if (!id) return field_error(key, "an integer in 0..4294967295");
-      (key == "anon_uid" ? base.anon_uid : base.anon_gid) = *id;
-    } else {
-      return error(Errc::invalid_argument, "unknown export field '" + key + "'");
-    }
+Result<ExportConfig> decode_export(std::string_view body) {
+  const json record = json::parse(body, nullptr, false);
+  if (!record.is_object()) return error(Errc::corrupt, "not a JSON object");
+  TP_ASSIGN_OR_RETURN(const std::uint32_t version, record_version(record, kExportVersion));
+  // Before versions, the record was the admin API's EXPORT, with the id its name also says.
+  TP_RETURN_IF_ERROR(only_known_fields(
+      record, {version == 0 ? "id" : "version", "path", "clients", "read_only", "root_squash",
+               "map_all_uid", "map_all_gid", "anon_uid", "anon_gid"}));
+  const json clients = record.value("clients", json());
+  if (!clients.is_array() ||
+      !std::all_of(clients.begin(), clients.end(), [](const json& c) { return c.is_string(); })) {
+    return error(Errc::corrupt, "'clients' is not a list of text");
   }
-  if (base.map_all_uid && !base.map_all_gid) base.map_all_gid = base.anon_gid;
-  if (!base.map_all_uid) base.map_all_gid.reset();
-  TP_RETURN_IF_ERROR(validate_export(base));
-  return base;
+  ExportConfig entry;
+  entry.clients = clients.get<std::vector<std::string>>();
+  TP_ASSIGN_OR_RETURN(entry.path, stored_text(record, "path"));
+  TP_ASSIGN_OR_RETURN(entry.read_only, stored_flag(record, "read_only"));
+  TP_ASSIGN_OR_RETURN(entry.root_squash, stored_flag(record, "root_squash"));
+  TP_ASSIGN_OR_RETURN(entry.map_all_uid, stored_optional_number(record, "map_all_uid"));
+  TP_ASSIGN_OR_RETURN(entry.map_all_gid, stored_optional_number(record, "map_all_gid"));
+  TP_ASSIGN_OR_RETURN(entry.anon_uid, stored_number(record, "anon_uid"));
+  TP_ASSIGN_OR_RETURN(entry.anon_gid, stored_number(record, "anon_gid"));
+  if (Status valid = validate_export(entry); !valid.ok()) {
+    return error(Errc::corrupt, valid.message());
+  }
+  return entry;
 }
 
 std::map<std::uint32_t, ExportConfig> exports_of(const cluster::GroupView& view) {
@@ -131,8 +112,7 @@ std::map<std::uint32_t, ExportConfig> exports_of(const cluster::GroupView& view)
     std::uint32_t id = 0;
     const auto [end, ec] =
         std::from_chars(object.name.data(), object.name.data() + object.name.size(), id);
-    const json body = json::parse(object.body, nullptr, false);
-    Result<ExportConfig> entry = export_from_json(body, ExportConfig{});
+    Result<ExportConfig> entry = decode_export(object.body);
     if (ec != std::errc() || end != object.name.data() + object.name.size() || !entry.ok()) {
       spdlog::warn("ignoring export '{}' of the cluster configuration: {}", object.name,
                    entry.ok() ? "bad id" : entry.status().message());

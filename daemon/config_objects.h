@@ -1,5 +1,5 @@
 // The cluster configuration the admin API edits, as objects of the group view: their kinds,
-// their JSON bodies, and what a node reads back out of them (exports, sysctls, tiers).
+// their bodies, and what a node reads back out of them (exports, sysctls, tiers).
 #pragma once
 
 #include <array>
@@ -29,11 +29,15 @@ inline constexpr std::string_view kClusterKind = "cluster";
 inline constexpr std::string_view kIdentityName = "identity";
 inline constexpr std::string_view kCaName = "ca";
 
-// Exports are named by a decimal id.
-nlohmann::json export_to_json(std::uint32_t id, const ExportConfig& entry);
-// `base` with the fields `body` names replaced, validated. Errors: invalid_argument naming the
-// field.
-Result<ExportConfig> export_from_json(const nlohmann::json& body, ExportConfig base);
+// An export's object is named by its decimal id. Its body (daemon/stored_records.h):
+//   {"version": 1, "path", "clients": [...], "read_only", "root_squash",
+//    "map_all_uid": N|null, "map_all_gid": N|null, "anon_uid", "anon_gid"}
+// A body without "version" (0) was written before there was one, as the admin API showed the
+// export then: the same fields and its "id"; it reads the same.
+inline constexpr std::uint32_t kExportVersion = 1;
+std::string encode_export(const ExportConfig& entry);
+// corrupt, naming what is wrong, for a body that is neither version.
+Result<ExportConfig> decode_export(std::string_view body);
 // The cluster's exports by id. An object that does not parse (written by a newer release) is
 // left out and logged.
 std::map<std::uint32_t, ExportConfig> exports_of(const cluster::GroupView& view);

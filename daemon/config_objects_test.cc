@@ -126,5 +126,64 @@ TEST(LostNodes, TheRecordRoundTripsAndLeavesLostNodesOutOfTheirPools) {
   }
 }
 
+ExportConfig data_export() {
+  ExportConfig entry;
+  entry.path = "/ifs/data";
+  entry.clients = {"10.0.0.0/8", "192.168.1.7"};
+  entry.read_only = true;
+  entry.map_all_uid = 1000;
+  entry.map_all_gid = 100;
+  return entry;
+}
+
+cluster::GroupView view_with_export(const std::string& body) {
+  cluster::GroupView view;
+  view.objects.push_back({std::string(kExportKind), "3", body, 4});
+  return view;
+}
+
+// The body is what the Raft log holds: it changes with a new version, never with the API.
+TEST(Exports, TheStoredFormIsVersionedAndReadsBack) {
+  const std::string body = encode_export(data_export());
+  EXPECT_EQ(nlohmann::json::parse(body),
+            (nlohmann::json{{"version", 1},
+                            {"path", "/ifs/data"},
+                            {"clients", {"10.0.0.0/8", "192.168.1.7"}},
+                            {"read_only", true},
+                            {"root_squash", true},
+                            {"map_all_uid", 1000},
+                            {"map_all_gid", 100},
+                            {"anon_uid", 65534},
+                            {"anon_gid", 65534}}));
+  const auto exports = exports_of(view_with_export(body));
+  ASSERT_EQ(exports.size(), 1u);
+  EXPECT_EQ(exports.at(3), data_export());
+}
+
+// As the release before versions wrote them: the admin API's EXPORT, its id included.
+TEST(Exports, ExportsWrittenBeforeVersionsStillRead) {
+  const auto exports = exports_of(view_with_export(
+      R"({"anon_gid":65534,"anon_uid":65534,"clients":["10.0.0.0/8","192.168.1.7"],"id":3,)"
+      R"("map_all_gid":100,"map_all_uid":1000,"path":"/ifs/data","read_only":true,)"
+      R"("root_squash":true})"));
+  ASSERT_EQ(exports.size(), 1u);
+  EXPECT_EQ(exports.at(3), data_export());
+}
+
+TEST(Exports, AnExportOfANewerVersionOrDamagedIsLeftOut) {
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {R"("version":1)", R"("version":2)"},
+           {R"("version":1)", R"("version":1,"id":3)"},
+           {R"("read_only":true)", R"("read_only":"yes")"},
+           {R"("anon_uid":65534,)", ""},
+           {R"("path":"/ifs/data")", R"("path":"data")"}}) {
+    std::string body = encode_export(data_export());
+    ASSERT_NE(body.find(from), std::string::npos) << body;
+    body.replace(body.find(from), from.size(), to);
+    EXPECT_TRUE(exports_of(view_with_export(body)).empty()) << body;
+    EXPECT_EQ(decode_export(body).status().code(), Errc::corrupt) << body;
+  }
+}
+
 }  // namespace
 }  // namespace tidepool::daemon

@@ -6,6 +6,7 @@
 
 #include "daemon/config_objects.h"
 #include "daemon/jobs.h"
+#include "daemon/stored_records.h"
 #include "tiering/smartpools.h"
 
 namespace tidepool::daemon {
@@ -13,206 +14,121 @@ namespace {
 
 using nlohmann::json;
 
-Result<std::uint32_t> copies_of(const json& value) {
-  if (value == "2x") return 2u;
-  if (value == "3x") return 3u;
-  return error(Errc::invalid_argument, "'protection' must be \"2x\" or \"3x\"");
+json protection_record(std::optional<std::uint32_t> copies) {
+  return copies ? json(std::to_string(*copies) + "x") : json(nullptr);
 }
 
-std::string protection_text(std::uint32_t copies) { return std::to_string(copies) + "x"; }
-
-// Without a view (reading what is stored), any name: a pool or tier may have gone since the
-// policy was written, and the policy stays as it was.
-Status check_target(const json& value, const cluster::GroupView* view) {
-  if (!value.is_string()) {
-    return error(Errc::invalid_argument,
-                 "'storage_target' must be a node pool, a tier or "
-                 "\"anywhere\"");
-  }
-  const std::string target = value.get<std::string>();
-  if (view == nullptr || target == policy::kAnywhere ||
-      view->object(kTierKind, target) != nullptr ||
-      std::any_of(view->nodes.begin(), view->nodes.end(),
-                  [&](const cluster::NodeInfo& node) { return node.pool == target; })) {
-    return {};
-  }
-  return error(Errc::invalid_argument,
-               "storage target '" + target + "' is neither a node pool nor a tier");
-}
-
-Status check_pattern(const json& value) {
-  if (!value.is_string()) return error(Errc::invalid_argument, "'access_pattern' must be text");
-  return policy::check_access_pattern(value.get<std::string>());
-}
-
-}  // namespace
-
-json policy_to_json(const policy::Policy& p, std::size_t apply_order) {
-  const policy::Actions& a = p.actions;
-  return json{{"name", p.name},
-              {"apply_order", apply_order},
-              {"filter", policy::to_expression(p.filter)},
-              {"storage_target", a.storage_target ? json(*a.storage_target) : json(nullptr)},
-              {"protection", a.protection ? json(protection_text(*a.protection)) : json(nullptr)},
+json actions_record(const policy::Actions& a) {
+  return json{{"storage_target", a.storage_target ? json(*a.storage_target) : json(nullptr)},
+              {"protection", protection_record(a.protection)},
               {"access_pattern", a.access_pattern ? json(*a.access_pattern) : json(nullptr)}};
 }
 
-json defaults_to_json(const policy::Defaults& d) {
-  return json{{"name", policy::kDefaultPolicy},
-              {"storage_target", d.storage_target},
-              {"protection", protection_text(d.protection)},
-              {"access_pattern", d.access_pattern}};
-}
-
-json policies_to_json(const policy::PolicySet& set) {
+std::string encode_policies(const policy::PolicySet& set) {
   json list = json::array();
-  for (std::size_t i = 0; i < set.policies.size(); ++i) {
-    list.push_back(policy_to_json(set.policies[i], i + 1));
+  for (const policy::Policy& p : set.policies) {
+    json entry = actions_record(p.actions);
+    entry["name"] = p.name;
+    entry["filter"] = policy::to_expression(p.filter);
+    list.push_back(std::move(entry));
   }
-  return json{{"policies", std::move(list)}, {"default", defaults_to_json(set.defaults)}};
+  const policy::Defaults& d = set.defaults;
+  return json{{"version", kPoliciesVersion},
+              {"policies", std::move(list)},
+              {"default",
+               {{"storage_target", d.storage_target},
+                {"protection", protection_record(d.protection)},
+                {"access_pattern", d.access_pattern}}}}
+      .dump();
 }
 
-namespace {
-
-// A filter is kept as its expression: one that would not read back the same (longer than an
-// expression may be, once written out) is refused when it comes in, not lost when it is read.
-Status check_kept(const policy::Filter& filter, const cluster::GroupView* view) {
-  if (view == nullptr) return {};
-  auto again = policy::parse_expression(policy::to_expression(filter));
-  if (again.ok() && *again == filter) return {};
-  return error(Errc::invalid_argument,
-               "filter: too long to keep (at most 4096 characters once written as an expression)");
+Result<std::optional<std::uint32_t>> stored_copies(const json& record) {
+  TP_ASSIGN_OR_RETURN(const std::optional<std::string> text,
+                      stored_optional_text(record, "protection"));
+  if (!text) return std::optional<std::uint32_t>();
+  if (*text == "2x") return std::optional<std::uint32_t>(2);
+  if (*text == "3x") return std::optional<std::uint32_t>(3);
+  return error(Errc::corrupt, "'protection' is neither 2x nor 3x");
 }
 
-Result<policy::Policy> policy_fields(const json& body, policy::Policy base,
-                                     const cluster::GroupView* view) {
-  if (!body.is_object()) return error(Errc::invalid_argument, "the body must be a JSON object");
-  if (body.contains("filter") && body.contains("filter_flags")) {
-    return error(Errc::invalid_argument, "give 'filter' or 'filter_flags', not both");
-  }
-  for (const auto& [key, value] : body.items()) {
-    if (key == "filter") {
-      if (!value.is_string()) return error(Errc::invalid_argument, "'filter' must be text");
-      auto filter = policy::parse_expression(value.get<std::string>());
-      if (!filter.ok())
-        return error(Errc::invalid_argument, "filter: " + filter.status().message());
-      base.filter = std::move(filter).value();
-      TP_RETURN_IF_ERROR(check_kept(base.filter, view));
-    } else if (key == "filter_flags") {
-      if (!value.is_array() ||
-          !std::all_of(value.begin(), value.end(), [](const json& v) { return v.is_string(); })) {
-        return error(Errc::invalid_argument, "'filter_flags' must be a list of strings");
-      }
-      const std::vector<std::string> flags = value.get<std::vector<std::string>>();
-      auto filter = policy::parse_flags(flags);
-      if (!filter.ok())
-        return error(Errc::invalid_argument, "filter: " + filter.status().message());
-      base.filter = std::move(filter).value();
-      TP_RETURN_IF_ERROR(check_kept(base.filter, view));
-    } else if (key == "storage_target") {
-      if (value.is_null()) {
-        base.actions.storage_target.reset();
-        continue;
-      }
-      TP_RETURN_IF_ERROR(check_target(value, view));
-      base.actions.storage_target = value.get<std::string>();
-    } else if (key == "protection") {
-      if (value.is_null()) {
-        base.actions.protection.reset();
-        continue;
-      }
-      TP_ASSIGN_OR_RETURN(base.actions.protection, copies_of(value));
-    } else if (key == "access_pattern") {
-      if (value.is_null()) {
-        base.actions.access_pattern.reset();
-        continue;
-      }
-      TP_RETURN_IF_ERROR(check_pattern(value));
-      base.actions.access_pattern = value.get<std::string>();
-    } else if (key != "name" && key != "apply_order") {
-      return error(Errc::invalid_argument, "unknown field '" + key + "'");
-    }
-  }
-  return base;
+Result<std::optional<std::string>> stored_pattern(const json& record) {
+  TP_ASSIGN_OR_RETURN(std::optional<std::string> pattern,
+                      stored_optional_text(record, "access_pattern"));
+  if (pattern) TP_RETURN_IF_ERROR(policy::check_access_pattern(*pattern));
+  return pattern;
 }
 
-Result<policy::Defaults> defaults_fields(const json& body, policy::Defaults base,
-                                         const cluster::GroupView* view) {
-  if (!body.is_object()) return error(Errc::invalid_argument, "the body must be a JSON object");
-  for (const auto& [key, value] : body.items()) {
-    if (key == "storage_target") {
-      TP_RETURN_IF_ERROR(check_target(value, view));
-      base.storage_target = value.get<std::string>();
-    } else if (key == "protection") {
-      TP_ASSIGN_OR_RETURN(base.protection, copies_of(value));
-    } else if (key == "access_pattern") {
-      TP_RETURN_IF_ERROR(check_pattern(value));
-      base.access_pattern = value.get<std::string>();
-    } else if (key == "filter" || key == "filter_flags") {
-      return error(Errc::invalid_argument, "the default policy matches every file: no filter");
-    } else if (key != "name") {
-      return error(Errc::invalid_argument, "unknown field '" + key + "'");
-    }
+// A storage target is taken as it was written: a pool or tier may have gone since, and the
+// policy stays as it was.
+Result<policy::Actions> decode_actions(const json& record) {
+  policy::Actions actions;
+  TP_ASSIGN_OR_RETURN(actions.storage_target, stored_optional_text(record, "storage_target"));
+  TP_ASSIGN_OR_RETURN(actions.protection, stored_copies(record));
+  TP_ASSIGN_OR_RETURN(actions.access_pattern, stored_pattern(record));
+  return actions;
+}
+
+Result<policy::Policy> decode_policy(const json& record) {
+  if (!record.is_object()) return error(Errc::corrupt, "a policy is not a JSON object");
+  TP_RETURN_IF_ERROR(only_known_fields(
+      record, {"name", "filter", "storage_target", "protection", "access_pattern"}));
+  policy::Policy p;
+  TP_ASSIGN_OR_RETURN(p.name, stored_text(record, "name"));
+  TP_ASSIGN_OR_RETURN(const std::string expression, stored_text(record, "filter"));
+  Result<policy::Filter> filter = policy::parse_expression(expression);
+  if (!filter.ok()) return error(Errc::corrupt, "filter: " + filter.status().message());
+  p.filter = std::move(filter).value();
+  TP_ASSIGN_OR_RETURN(p.actions, decode_actions(record));
+  return p;
+}
+
+// The default policy sets every action.
+Result<policy::Defaults> decode_defaults(const json& record) {
+  if (!record.is_object()) return error(Errc::corrupt, "the default policy is not a JSON object");
+  TP_RETURN_IF_ERROR(only_known_fields(record, {"storage_target", "protection", "access_pattern"}));
+  TP_ASSIGN_OR_RETURN(const policy::Actions actions, decode_actions(record));
+  if (!actions.storage_target || !actions.protection || !actions.access_pattern) {
+    return error(Errc::corrupt, "the default policy leaves an action unset");
   }
-  return base;
+  return policy::Defaults{*actions.storage_target, *actions.protection, *actions.access_pattern};
+}
+
+Result<policy::PolicySet> decode_policies(std::string_view body) {
+  const json record = json::parse(body, nullptr, false);
+  if (!record.is_object()) return error(Errc::corrupt, "not a JSON object");
+  TP_RETURN_IF_ERROR(record_version(record, kPoliciesVersion).status());
+  TP_RETURN_IF_ERROR(only_known_fields(record, {"version", "policies", "default"}));
+  const json list = record.value("policies", json());
+  if (!list.is_array()) return error(Errc::corrupt, "'policies' is not a list");
+  policy::PolicySet set;
+  for (const json& entry : list) {
+    TP_ASSIGN_OR_RETURN(policy::Policy p, decode_policy(entry));
+    set.policies.push_back(std::move(p));
+  }
+  TP_ASSIGN_OR_RETURN(set.defaults, decode_defaults(record.value("default", json())));
+  return set;
 }
 
 }  // namespace
-
-Result<policy::Policy> policy_from_json(const json& body, policy::Policy base,
-                                        const cluster::GroupView& view) {
-  return policy_fields(body, std::move(base), &view);
-}
-
-Result<policy::Defaults> defaults_from_json(const json& body, policy::Defaults base,
-                                            const cluster::GroupView& view) {
-  return defaults_fields(body, std::move(base), &view);
-}
 
 StoredPolicies policies_of(const cluster::GroupView& view) {
   StoredPolicies stored;
   const cluster::ConfigObject* object = view.object(kFilepoolKind, kPoliciesName);
   if (object == nullptr) return stored;
-  const json body = json::parse(object->body, nullptr, false);
-  bool readable = body.is_object() && body.value("policies", json()).is_array() &&
-                  body.value("default", json()).is_object();
-  policy::PolicySet set;
-  for (const json& entry : readable ? body["policies"] : json::array()) {
-    const json name = entry.is_object() ? entry.value("name", json()) : json();
-    auto p = name.is_string()
-                 ? policy_fields(entry, policy::Policy{name.get<std::string>(), {}, {}}, nullptr)
-                 : Result<policy::Policy>(error(Errc::invalid_argument, "no name"));
-    if (!p.ok()) {
-      readable = false;
-      break;
-    }
-    set.policies.push_back(std::move(p).value());
-  }
-  if (readable) {
-    auto defaults = defaults_fields(body["default"], set.defaults, nullptr);
-    readable = defaults.ok();
-    if (readable) set.defaults = std::move(defaults).value();
-  }
   // Read as the default alone; the next change writes over it.
   stored.changed = object->changed;
-  if (!readable) {
-    spdlog::error("the cluster's file pool policies do not parse: using the default alone");
+  Result<policy::PolicySet> set = decode_policies(object->body);
+  if (!set.ok()) {
+    spdlog::error("the cluster's file pool policies do not read ({}): using the default alone",
+                  set.status().message());
     return stored;
   }
-  stored.set = std::move(set);
+  stored.set = std::move(set).value();
   return stored;
 }
 
 cluster::Change policies_update(const StoredPolicies& stored, const policy::PolicySet& set) {
-  json list = json::array();
-  for (const policy::Policy& p : set.policies) {
-    json entry = policy_to_json(p, 0);
-    entry.erase("apply_order");  // the list's order is it
-    list.push_back(std::move(entry));
-  }
-  json defaults = defaults_to_json(set.defaults);
-  defaults.erase("name");
-  const std::string body = json{{"policies", std::move(list)}, {"default", defaults}}.dump();
+  const std::string body = encode_policies(set);
   if (stored.changed == 0) {
     return cluster::Change::create_object(std::string(kFilepoolKind), std::string(kPoliciesName),
                                           body);

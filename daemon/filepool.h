@@ -1,13 +1,13 @@
 // The cluster's file pool policies (policy/policies.h) as the group view keeps them — one
 // object holding the ordered list and the default policy, so that every change rewrites the
 // whole list at once and a change made on an older view fails instead of undoing a newer one —
-// and as the admin API shows and takes them.
+// and where new files are placed by them. The admin API shows and takes them in a form of its
+// own (daemon/admin/policy_json.h).
 #pragma once
 
 #include <atomic>
 #include <memory>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -20,6 +20,15 @@ namespace tidepool::daemon {
 
 inline constexpr std::string_view kFilepoolKind = "filepool";
 inline constexpr std::string_view kPoliciesName = "policies";
+// The object's body (daemon/stored_records.h):
+//   {"version": 1,
+//    "policies": [{"name", "filter": an expression (policy/filter.h), "storage_target": NAME|null,
+//                  "protection": "2x"|"3x"|null, "access_pattern": NAME|null}, ...in order],
+//    "default": {"storage_target": NAME, "protection": "2x"|"3x", "access_pattern": NAME}}
+// A body without "version" (0) was written before there was one, as the admin API showed the
+// policies then: it has the same fields, and reads the same. Version 1 keeps those fields so that
+// a node still on that release reads what this one writes.
+inline constexpr std::uint32_t kPoliciesVersion = 1;
 
 struct StoredPolicies {
   policy::PolicySet set;
@@ -52,23 +61,5 @@ class PolicyPlacement final : public store::NewFilePlacement {
   std::shared_ptr<const Snapshot> snapshot_;  // guarded by mutex_; null: none followed yet
   std::atomic<bool> places_any_{false};
 };
-
-// {"name", "apply_order": 1-based, "filter": the readable expression, "storage_target",
-// "protection": "2x"|"3x", "access_pattern"}; an action the policy leaves unset is null.
-nlohmann::json policy_to_json(const policy::Policy& policy, std::size_t apply_order);
-// {"name": "default", "storage_target", "protection", "access_pattern"}.
-nlohmann::json defaults_to_json(const policy::Defaults& defaults);
-// {"policies": [...], "default": {...}}.
-nlohmann::json policies_to_json(const policy::PolicySet& set);
-
-// `base` with what `body` sets: "filter" (an expression) or "filter_flags" (OneFS's flags, a
-// list of strings), "storage_target" (a node pool or tier of `view`, or "anywhere"),
-// "protection" ("2x" or "3x"), "access_pattern"; null unsets an action. Unknown fields and bad
-// values are invalid_argument naming them.
-Result<policy::Policy> policy_from_json(const nlohmann::json& body, policy::Policy base,
-                                        const cluster::GroupView& view);
-// The same for the default policy, whose actions cannot be unset and which has no filter.
-Result<policy::Defaults> defaults_from_json(const nlohmann::json& body, policy::Defaults base,
-                                            const cluster::GroupView& view);
 
 }  // namespace tidepool::daemon

@@ -23,61 +23,13 @@ cluster::GroupView view_with_pools() {
   return view;
 }
 
-Result<policy::Policy> made(const json& body) {
-  return policy_from_json(body, policy::Policy{body.value("name", ""), {}, {}}, view_with_pools());
-}
-
-TEST(Filepool, APolicyFromTheApiKeepsItsFilterAndActions) {
-  auto p = made(json{{"name", "cold"},
-                     {"filter", "accessed > 30d and size >= 1GiB"},
-                     {"storage_target", "cold-tier"},
-                     {"protection", "3x"}});
-  ASSERT_TRUE(p.ok()) << p.status().message();
-  EXPECT_EQ(p->actions.storage_target, "cold-tier");
-  EXPECT_EQ(p->actions.protection, 3u);
-  EXPECT_FALSE(p->actions.access_pattern);
-  const json shown = policy_to_json(*p, 2);
-  EXPECT_EQ(shown["apply_order"], 2);
-  EXPECT_EQ(shown["filter"], "accessed > 30d and size >= 1GiB");
-  EXPECT_EQ(shown["protection"], "3x");
-  EXPECT_TRUE(shown["access_pattern"].is_null());
-
-  auto unset = policy_from_json(json{{"storage_target", nullptr}, {"protection", nullptr}}, *p,
-                                view_with_pools());
-  ASSERT_TRUE(unset.ok()) << unset.status().message();
-  EXPECT_FALSE(unset->actions.storage_target) << "null: from the default policy again";
-  EXPECT_FALSE(unset->actions.protection);
-  EXPECT_EQ(unset->filter, p->filter);
-
-  auto flags =
-      made(json{{"name", "f"},
-                {"filter_flags", {"--begin-filter", "--size=1GB", "--operator=ge", "--end-filter"}},
-                {"storage_target", "f800"}});
-  ASSERT_TRUE(flags.ok()) << flags.status().message();
-  EXPECT_EQ(policy::to_expression(flags->filter), "size >= 1GB");
-}
-
-TEST(Filepool, BadFieldsAreRefusedByName) {
-  auto message = [](const json& body) {
-    auto p = made(body);
-    EXPECT_FALSE(p.ok()) << body.dump();
-    return p.ok() ? "" : p.status().message();
-  };
-  EXPECT_EQ(message({{"filter", "size >> 1"}}),
-            "filter: at column 7: expected a value for size, found '>'");
-  EXPECT_EQ(message({{"storage_target", "ssd"}}),
-            "storage target 'ssd' is neither a node pool nor a tier");
-  EXPECT_EQ(message({{"protection", "4x"}}), "'protection' must be \"2x\" or \"3x\"");
-  EXPECT_EQ(message({{"access_pattern", "fast"}}),
-            "an access pattern is random, concurrency or streaming");
-  EXPECT_EQ(message({{"colour", "red"}}), "unknown field 'colour'");
-  EXPECT_EQ(message({{"filter_flags",
-                      {"--begin-filter", "--path=/" + std::string(4090, 'a'), "--end-filter"}}}),
-            "filter: too long to keep (at most 4096 characters once written as an expression)");
-  EXPECT_EQ(message({{"filter", "size > 1"}, {"filter_flags", json::array()}}),
-            "give 'filter' or 'filter_flags', not both");
-  auto defaults = defaults_from_json(json{{"filter", "size > 1"}}, {}, view_with_pools());
-  EXPECT_EQ(defaults.status().message(), "the default policy matches every file: no filter");
+// A policy as the policy module makes it, from its filter's expression.
+policy::Policy policy_of(std::string name, const std::string& expression,
+                         policy::Actions actions = {}) {
+  Result<policy::Filter> filter = policy::parse_expression(expression);
+  EXPECT_TRUE(filter.ok()) << expression << ": " << filter.status().message();
+  return policy::Policy{std::move(name), filter.ok() ? *filter : policy::Filter{},
+                        std::move(actions)};
 }
 
 TEST(Filepool, TheStoredListReadsBackInOrderAndUpdatesOnlyWhatWasRead) {
@@ -88,10 +40,9 @@ TEST(Filepool, TheStoredListReadsBackInOrderAndUpdatesOnlyWhatWasRead) {
   EXPECT_EQ(none.set.defaults, policy::Defaults{});
 
   policy::PolicySet set;
-  set.policies.push_back(*made(json{{"name", "b"}, {"filter", "size > 1"}}));
-  set.policies.push_back(*made(json{{"name", "a"},
-                                    {"filter", "name =~ \"*.jpg\" or type == directory"},
-                                    {"access_pattern", "random"}}));
+  set.policies.push_back(policy_of("b", "size > 1"));
+  set.policies.push_back(
+      policy_of("a", R"(name =~ "*.jpg" or type == directory)", {.access_pattern = "random"}));
   set.defaults.storage_target = "f800";
   set.defaults.protection = 3;
   const cluster::Change created = policies_update(none, set);
@@ -111,6 +62,66 @@ TEST(Filepool, TheStoredListReadsBackInOrderAndUpdatesOnlyWhatWasRead) {
       << "and the next change writes over it";
 }
 
+// The body is what the Raft log holds: it changes with a new version, never with the API.
+TEST(Filepool, TheStoredFormIsVersionedAndOwnedByTheGroupView) {
+  policy::PolicySet set;
+  set.policies.push_back(
+      policy_of("cold", "accessed > 30d", {.storage_target = "h500", .protection = 3}));
+  set.defaults.access_pattern = "streaming";
+  const cluster::Change created = policies_update(StoredPolicies{}, set);
+  EXPECT_EQ(json::parse(created.object.body),
+            (json{{"version", 1},
+                  {"policies", json::array({{{"name", "cold"},
+                                             {"filter", "accessed > 30d"},
+                                             {"storage_target", "h500"},
+                                             {"protection", "3x"},
+                                             {"access_pattern", nullptr}}})},
+                  {"default",
+                   {{"storage_target", "anywhere"},
+                    {"protection", "2x"},
+                    {"access_pattern", "streaming"}}}}));
+}
+
+// As the release before versions wrote them: the admin API's POLICY without its apply_order, and
+// its DEFAULTPOLICY without its name.
+TEST(Filepool, PoliciesWrittenBeforeVersionsStillRead) {
+  cluster::GroupView view = view_with_pools();
+  view.objects.push_back(
+      {std::string(kFilepoolKind), std::string(kPoliciesName),
+       R"({"default":{"access_pattern":"concurrency","protection":"3x","storage_target":"f800"},)"
+       R"("policies":[{"access_pattern":"random","filter":"name =~ \"*.jpg\"","name":"photos",)"
+       R"("protection":null,"storage_target":"cold-tier"}]})",
+       5});
+  policy::PolicySet expected;
+  expected.policies.push_back(policy_of(
+      "photos", R"(name =~ "*.jpg")", {.storage_target = "cold-tier", .access_pattern = "random"}));
+  expected.defaults = policy::Defaults{"f800", 3, "concurrency"};
+  const StoredPolicies stored = policies_of(view);
+  EXPECT_EQ(stored.set, expected);
+  EXPECT_EQ(stored.changed, 5u);
+  EXPECT_EQ(json::parse(policies_update(stored, stored.set).object.body)["version"], 1)
+      << "the next change writes the current version";
+}
+
+TEST(Filepool, PoliciesOfANewerVersionOrDamagedReadAsTheDefault) {
+  cluster::GroupView view = view_with_pools();
+  policy::PolicySet set;
+  set.policies.push_back(policy_of("b", "size > 1"));
+  view.objects.push_back({std::string(kFilepoolKind), std::string(kPoliciesName),
+                          policies_update(StoredPolicies{}, set).object.body, 7});
+  ASSERT_EQ(policies_of(view).set, set);
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {R"("version":1)", R"("version":2)"},
+           {R"("protection":null)", R"("protection":2)"},
+           {R"("name":"b")", R"("name":"b","apply_order":1)"}}) {
+    std::string body = policies_update(StoredPolicies{}, set).object.body;
+    ASSERT_NE(body.find(from), std::string::npos) << body;
+    body.replace(body.find(from), from.size(), to);
+    view.objects.back().body = body;
+    EXPECT_EQ(policies_of(view).set, policy::PolicySet{}) << body;
+  }
+}
+
 // Placement on create: the policy that matches the new file names where its data goes.
 TEST(Filepool, NewFilesArePlacedWhereTheirPolicyWantsThem) {
   cluster::GroupView view = view_with_pools();
@@ -121,10 +132,8 @@ TEST(Filepool, NewFilesArePlacedWhereTheirPolicyWantsThem) {
   EXPECT_FALSE(placement.places_any()) << "so the shard need not work out paths";
 
   policy::PolicySet set;
-  set.policies.push_back(*made(json{{"name", "archive"},
-                                    {"filter", "path =~ /ifs/archive/**"},
-                                    {"storage_target", "cold-tier"},
-                                    {"protection", "3x"}}));
+  set.policies.push_back(policy_of("archive", "path =~ /ifs/archive/**",
+                                   {.storage_target = "cold-tier", .protection = 3}));
   set.defaults.storage_target = "f800";
   const cluster::Change created = policies_update(policies_of(view), set);
   view.objects.push_back({created.object.kind, created.object.name, created.object.body, 12});

@@ -332,7 +332,7 @@ asio::awaitable<Result<CreatedCluster>> Membership::create(std::string name) {
   for (const ExportConfig& entry : config_.exports) {
     seed.push_back(cluster::Change::create_object(std::string(kExportKind),
                                                   std::to_string(export_id),
-                                                  export_to_json(export_id, entry).dump()));
+                                                  encode_export(entry)));
     ++export_id;
   }
   for (const cluster::Change& change : seed) {

@@ -1,0 +1,256 @@
+// The cluster: probes, forming it (create, then join for each node a member adds), its status,
+// and adding and removing nodes.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "daemon/admin/config_change.h"
+#include "daemon/admin/handlers.h"
+#include "daemon/admin/replies.h"
+#include "daemon/admin/view_json.h"
+#include "daemon/config_objects.h"
+#include "daemon/jobs.h"
+
+namespace tidepool::daemon::admin {
+namespace {
+
+namespace asio = boost::asio;
+using cluster::GroupView;
+using nlohmann::json;
+
+// Adding a node waits for it to catch up with the log before it votes.
+constexpr std::chrono::milliseconds kAddNodeDeadline{30'000};
+constexpr std::chrono::milliseconds kStatsDeadline{1'000};
+constexpr std::chrono::milliseconds kJoinTimeout{10'000};
+
+json node_json(const cluster::NodeInfo& node) {
+  return json{{"id", node.id},
+              {"name", node.name},
+              {"pool", node.pool},
+              {"state", node.up ? "up" : "down"},
+              {"frontend_address", node.frontend_address},
+              {"backend_address", node.backend_address},
+              {"admin_address", node.admin_address},
+              {"stats", nullptr}};
+}
+
+json created_json(const CreatedCluster& created) {
+  return json{{"cluster", {{"name", created.identity.name}, {"id", created.identity.id}}},
+              {"token", created.token},
+              {"ca_certificate", created.ca_certificate}};
+}
+
+json stats_json(const NodeStats& stats) {
+  return json{{"in_bytes_per_second", stats.in_bytes_per_second},
+              {"out_bytes_per_second", stats.out_bytes_per_second},
+              {"used_bytes", stats.used_bytes},
+              {"size_bytes", stats.size_bytes}};
+}
+
+// The namespace as `tide status` shows it: where its root's shard lives, and every shard.
+json namespace_json(const GroupView& view) {
+  const std::optional<NamespaceRecord> record = namespace_of(view);
+  json where = shard_json(view, record, 0);
+  where.erase("id");
+  json shards = json::array();
+  for (store::ShardId shard = 0; record && shard < record->shards(); ++shard) {
+    shards.push_back(shard_json(view, record, shard));
+  }
+  where["shards"] = std::move(shards);
+  where["settled"] = record &&
+                     std::none_of(record->places.begin(), record->places.end(),
+                                  [](const ShardPlace& place) { return place.handing_over; }) &&
+                     !plan_namespace(*record, view);
+  return where;
+}
+
+json status_json(Membership& m, const GroupView& view) {
+  return json{{"name", m.identity()->name},
+              {"id", m.identity()->id},
+              {"epoch", view.epoch},
+              {"leader", m.group()->leader()},
+              {"namespace", namespace_json(view)},
+              {"nodepools", nodepools_json(view)},
+              {"tiers", tiers_json(view)},
+              {"jobs", jobs_json(jobs_of(view), false, false)}};
+}
+
+json join_package(Membership& m, const std::string& certificate) {
+  return json{{"cluster", {{"name", m.identity()->name}, {"id", m.identity()->id}}},
+              {"ca_certificate", m.ca_certificate()},
+              {"certificate", certificate}};
+}
+
+// The node a `GET /v1/node` answer describes, if it is a Tidepool node outside any cluster.
+Result<std::pair<cluster::NodeInfo, std::string>> node_to_add(const std::string& address,
+                                                              const HttpReply& answer) {
+  const json node = json::parse(answer.body, nullptr, false);
+  if (answer.status != 200 || !node.is_object() || !node.value("id", json()).is_number_unsigned() ||
+      !node.value("certificate", json()).is_string()) {
+    return error(Errc::unavailable, address + " did not answer as a Tidepool node");
+  }
+  if (!node.value("cluster", json()).is_null()) {
+    return error(Errc::already_exists, address + " is already in cluster '" +
+                                           node["cluster"].value("name", std::string()) + "'");
+  }
+  cluster::NodeInfo info{node["id"].get<cluster::NodeId>(),
+                         node.value("name", std::string()),
+                         node.value("backend_address", std::string()),
+                         node.value("frontend_address", std::string()),
+                         node.value("admin_address", std::string()),
+                         node.value("pool", std::string()),
+                         true};
+  return std::pair{std::move(info), node["certificate"].get<std::string>()};
+}
+
+std::string refusal_of(const HttpReply& answer) {
+  const json body = json::parse(answer.body, nullptr, false);
+  return body.is_object() ? body.value("error", answer.body) : answer.body;
+}
+
+Result<std::string> new_node_address(const std::string& request_body) {
+  TP_ASSIGN_OR_RETURN(json body, parse_body(request_body));
+  if (!body.value("address", json()).is_string()) {
+    return error(Errc::invalid_argument, "'address' must be the new node's admin address, IP:PORT");
+  }
+  return body["address"].get<std::string>();
+}
+
+Plan plan_removal(const GroupView& view, const std::string& id_text) {
+  const auto id = parse_id(id_text);
+  if (!id || view.node(*id) == nullptr) {
+    return refuse(error_response(404, "no node " + id_text + " in the cluster"));
+  }
+  return change_then(cluster::Change::remove_node(*id), no_content());
+}
+
+}  // namespace
+
+Reply get_health(Context& context, Request) {
+  Membership& m = context.membership;
+  json body{{"node", m.config().node_id},
+            {"status", "ok"},
+            {"cluster", nullptr},
+            {"leader", 0},
+            {"epoch", 0}};
+  if (!m.identity()) co_return reply(200, body);
+  body["cluster"] = m.identity()->name;
+  body["leader"] = m.group()->leader();
+  body["epoch"] = m.group()->epoch();
+  if (m.group()->leader() != 0) co_return reply(200, body);
+  body["status"] = "no-quorum";
+  co_return reply(503, body);
+}
+
+Reply get_metrics(Context& context, Request) {
+  co_return HttpResponse{200, context.metrics(), "text/plain; version=0.0.4"};
+}
+
+Reply get_this_node(Context& context, Request) {
+  Membership& m = context.membership;
+  json node = node_json(m.self());
+  node.erase("state");
+  node.erase("stats");
+  node["cluster"] =
+      m.identity() ? json{{"name", m.identity()->name}, {"id", m.identity()->id}} : json(nullptr);
+  node["certificate"] = m.self_signed_certificate();
+  co_return reply(200, node);
+}
+
+Reply create_cluster(Context& context, Request request) {
+  const Result<json> body = parse_body(request.body);
+  if (!body.ok()) co_return failure(body.status());
+  if (!body->value("name", json()).is_string()) {
+    co_return error_response(400, "'name' must be a string");
+  }
+  auto creating = context.membership.create((*body)["name"].get<std::string>());
+  Result<CreatedCluster> created = co_await std::move(creating);
+  if (!created.ok()) co_return failure(created.status());
+  context.joined();
+  co_return reply(201, created_json(*created));
+}
+
+Reply join_cluster(Context& context, Request request) {
+  const Result<json> body = parse_body(request.body);
+  if (!body.ok()) co_return failure(body.status());
+  const json& b = *body;
+  const json cluster_field = b.value("cluster", json());
+  if (!cluster_field.is_object() || !cluster_field.value("name", json()).is_string() ||
+      !cluster_field.value("id", json()).is_string() ||
+      !b.value("ca_certificate", json()).is_string() ||
+      !b.value("certificate", json()).is_string()) {
+    co_return error_response(400,
+                             "a join needs cluster {name, id}, ca_certificate and certificate");
+  }
+  const Status status = context.membership.join(JoinPackage{
+      {cluster_field["name"], cluster_field["id"]}, b["ca_certificate"], b["certificate"]});
+  if (!status.ok()) co_return failure(status);
+  context.joined();
+  co_return reply(200, json::object());
+}
+
+Reply get_cluster_status(Context& context, Request) {
+  Membership& m = context.membership;
+  json status = status_json(m, m.group()->view());
+  const std::vector<cluster::NodeInfo> nodes = m.group()->view().nodes;
+  const LostNodes lost = lost_nodes_of(m.group()->view());
+  bool any_down = false;
+  json list = json::array();
+  for (const cluster::NodeInfo& node : nodes) {
+    json entry = node_json(node);
+    if (lost.nodes.contains(node.id)) entry["state"] = node.up ? "returning" : "lost";
+    any_down = any_down || !node.up;
+    if (node.up) {
+      auto asking = m.stats_of(node.id, kStatsDeadline);
+      Result<NodeStats> stats = co_await std::move(asking);
+      if (stats.ok()) entry["stats"] = stats_json(*stats);
+    }
+    list.push_back(std::move(entry));
+  }
+  status["nodes"] = std::move(list);
+  status["health"] = m.group()->leader() == 0 ? "no-quorum" : any_down ? "degraded" : "ok";
+  co_return reply(200, status);
+}
+
+Reply add_cluster_node(Context& context, Request request) {
+  Membership& m = context.membership;
+  const Result<std::string> given = new_node_address(request.body);
+  if (!given.ok()) co_return failure(given.status());
+  const std::string address = *given;
+  auto asking =
+      https_request_unverified(context.strand, address, "GET", "/v1/node", "", kJoinTimeout);
+  Result<HttpReply> answer = co_await std::move(asking);
+  if (!answer.ok()) co_return failure(answer.status());
+  auto candidate = node_to_add(address, *answer);
+  if (!candidate.ok()) co_return failure(candidate.status());
+  const cluster::NodeInfo& added = candidate->first;
+  if (const cluster::NodeInfo* existing = m.group()->view().node(added.id); existing != nullptr) {
+    co_return error_response(409, "node id " + std::to_string(added.id) +
+                                      " is already in the cluster (" + existing->name + " at " +
+                                      existing->admin_address + ")");
+  }
+  auto certificate = m.sign_node_certificate(added.id, candidate->second);
+  if (!certificate.ok()) co_return failure(certificate.status());
+  auto joining = https_request_unverified(context.strand, address, "POST", "/v1/cluster/join",
+                                          join_package(m, *certificate).dump(), kJoinTimeout);
+  Result<HttpReply> joined = co_await std::move(joining);
+  if (!joined.ok()) co_return failure(joined.status());
+  if (joined->status != 200) {
+    co_return error_response(joined->status, address + " refused to join: " + refusal_of(*joined));
+  }
+  Plan plan = change_then(cluster::Change::add_node(added), HttpResponse{});
+  plan.deadline = kAddNodeDeadline;
+  auto adding = carry_out(m, std::move(plan));
+  const HttpResponse outcome = co_await std::move(adding);
+  if (outcome.status != 200) co_return outcome;
+  spdlog::info("added node {} (pool {}) at {}", added.id, added.pool, added.admin_address);
+  const cluster::NodeInfo* now = m.group()->view().node(added.id);
+  co_return reply(201, node_json(now != nullptr ? *now : added));
+}
+
+Reply remove_cluster_node(Context& context, Request request) {
+  return carry_out(context.membership, plan_removal(context.view(), request.param("id")));
+}
+
+}  // namespace tidepool::daemon::admin
