@@ -17,7 +17,6 @@
 #include "cluster/group.h"
 #include "common/config.h"
 #include "common/status.h"
-#include "store/namespace_record.h"
 
 namespace tidepool::daemon {
 
@@ -75,12 +74,6 @@ std::chrono::seconds repair_delay(const cluster::GroupView& view);
 // debug.fail_point.cross_shard_decide: the pause of fail point kCrossShardDecide
 // (common/fail_points.h) on every node; 0 when unset.
 std::chrono::seconds cross_shard_decide_pause(const cluster::GroupView& view);
-
-// Where the namespace's shards live is the store's record (store/namespace_record.h).
-using store::namespace_of;
-using store::NamespaceRecord;
-using store::plan_namespace;
-using store::ShardPlace;
 
 // The nodes the cluster places file data on no more: down past the repair delay. The leader
 // writes the record; every home leaves these nodes out of their pools (pool_nodes), for new

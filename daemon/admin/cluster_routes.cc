@@ -8,6 +8,7 @@
 #include "daemon/admin/config_change.h"
 #include "daemon/admin/handlers.h"
 #include "daemon/admin/replies.h"
+#include "store/namespace_record.h"
 #include "daemon/admin/view_json.h"
 #include "daemon/config_objects.h"
 #include "daemon/jobs.h"
@@ -50,7 +51,7 @@ json stats_json(const NodeStats& stats) {
 
 // The namespace as `tide status` shows it: where its root's shard lives, and every shard.
 json namespace_json(const GroupView& view) {
-  const std::optional<NamespaceRecord> record = namespace_of(view);
+  const std::optional<store::NamespaceRecord> record = store::namespace_of(view);
   json where = shard_json(view, record, 0);
   where.erase("id");
   json shards = json::array();
@@ -60,8 +61,8 @@ json namespace_json(const GroupView& view) {
   where["shards"] = std::move(shards);
   where["settled"] = record &&
                      std::none_of(record->places.begin(), record->places.end(),
-                                  [](const ShardPlace& place) { return place.handing_over; }) &&
-                     !plan_namespace(*record, view);
+                                  [](const store::ShardPlace& place) { return place.handing_over; }) &&
+                     !store::plan_namespace(*record, view);
   return where;
 }
 

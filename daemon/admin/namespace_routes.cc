@@ -7,6 +7,7 @@
 #include "daemon/admin/handlers.h"
 #include "daemon/admin/namespace_paths.h"
 #include "daemon/admin/replies.h"
+#include "store/namespace_record.h"
 #include "daemon/admin/view_json.h"
 #include "store/pool_data.h"
 
@@ -85,7 +86,7 @@ asio::awaitable<HttpResponse> file_info(Context& context, std::vector<std::strin
   char mode[8];
   std::snprintf(mode, sizeof mode, "%04o", a.mode);
   const cluster::GroupView& view = context.view();
-  json where = shard_json(view, namespace_of(view), store::shard_of(a.inode));
+  json where = shard_json(view, store::namespace_of(view), store::shard_of(a.inode));
   json info{{"path", shown_path(path)},
             {"inode", a.inode},
             {"type", type_name(a.type)},

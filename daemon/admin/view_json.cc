@@ -45,9 +45,9 @@ json jobs_json(const std::vector<StoredJob>& jobs, bool ended, bool newest_first
   return list;
 }
 
-json shard_json(const cluster::GroupView& view, const std::optional<NamespaceRecord>& record,
+json shard_json(const cluster::GroupView& view, const std::optional<store::NamespaceRecord>& record,
                 store::ShardId shard) {
-  const ShardPlace* place = record && shard < record->shards() ? &record->places[shard] : nullptr;
+  const store::ShardPlace* place = record && shard < record->shards() ? &record->places[shard] : nullptr;
   const cluster::NodeInfo* home = place ? view.node(place->home) : nullptr;
   if (home == nullptr) {
     return json{{"id", shard},

@@ -9,6 +9,7 @@
 #include "cluster/group.h"
 #include "daemon/config_objects.h"
 #include "daemon/jobs.h"
+#include "store/namespace_record.h"
 #include "store/store.h"
 
 namespace tidepool::daemon::admin {
@@ -21,6 +22,6 @@ nlohmann::json jobs_json(const std::vector<StoredJob>& jobs, bool ended, bool ne
 // Where a shard lives: its home serves every NFS operation on its inodes, shipped from the
 // others; its mirror holds a second copy, ready to take over while it is in step.
 nlohmann::json shard_json(const cluster::GroupView& view,
-                          const std::optional<NamespaceRecord>& record, store::ShardId shard);
+                          const std::optional<store::NamespaceRecord>& record, store::ShardId shard);
 
 }  // namespace tidepool::daemon::admin
