@@ -5,6 +5,7 @@
 #include <atomic>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <chrono>
 #include <cstring>
@@ -25,6 +26,7 @@ namespace tidepool::cache {
 namespace {
 
 namespace asio = boost::asio;
+using namespace boost::asio::experimental::awaitable_operators;
 using lockmgr::Mode;
 using store::InodeId;
 
@@ -123,9 +125,11 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
  public:
   using Blocks = std::vector<BlockCache::Handle>;
 
-  Impl(store::Store& inner, DataIsLocal data_is_local, CacheOptions options)
+  Impl(store::Store& inner, DataIsLocal data_is_local, CacheOptions options,
+       std::shared_ptr<store::UnitClient> units)
       : inner_(inner),
         data_is_local_(std::move(data_is_local)),
+        units_(std::move(units)),
         block_bytes_(options.block_bytes),
         blocks_(options.l1_bytes),
         fetches_(blocks_),
@@ -138,6 +142,13 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
         attributes_lock_pause_(options.attributes_lock_pause) {}
 
   store::Store& inner() { return inner_; }
+
+  // A verifier of the home's, changed whenever an owner this node wrote to directly restarted
+  // (the constant differs from the home's own fold, so that the two never cancel out).
+  std::uint64_t verifier_of(std::uint64_t home) const {
+    const std::uint64_t restarts = units_ ? units_->restarts() : 0;
+    return home ^ (restarts * 0xc2b2ae3d27d4eb4full);
+  }
 
   void set_atime_policy(bool enabled, std::chrono::seconds grace_period) {
     atime_grace_ns_.store(std::chrono::nanoseconds(grace_period).count());
@@ -288,8 +299,11 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
   // Runs `change` under the data and attributes locks of `files` in PW, taken in inode order (two
   // changes of the same files never wait for each other crosswise), then drops what this node
   // cached of them (its own readers may have fetched them meanwhile: they shared the locks).
+  // `data_only`: the change writes the files' data and nothing else, so what they are laid out
+  // as, and who may write them, stays known.
   template <typename T, typename Change>
-  awaitable<Result<T>> change_files(std::vector<InodeId> files, Change change) {
+  awaitable<Result<T>> change_files(std::vector<InodeId> files, Change change,
+                                    bool data_only = false) {
     std::sort(files.begin(), files.end());
     files.erase(std::unique(files.begin(), files.end()), files.end());
     std::vector<HeldLock> held;
@@ -304,8 +318,67 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     }
     auto changing = change();
     Result<T> changed = co_await std::move(changing);
-    for (InodeId inode : files) invalidate(inode);
+    for (InodeId inode : files) {
+      if (data_only) {
+        forget_after_write(inode);
+      } else {
+        invalidate(inode);
+      }
+    }
     co_return changed;
+  }
+
+  // Under the file's data lock in PW: its bytes go to the owners of its units directly when its
+  // layout lets them (store/unit_client.h), the home recording the size and times, else the
+  // home's way (which also takes over when the direct way fails, writing the bytes again).
+  awaitable<Result<store::WriteResult>> write_under_lock(InodeId inode, std::uint64_t offset,
+                                                         std::span<const std::uint8_t> data,
+                                                         store::Stability stability,
+                                                         store::Caller caller) {
+    if (units_ && locks_.load() && !data_is_local_(inode) && !data.empty()) {
+      auto learning = layout_and_rights(inode);
+      Result<std::pair<store::Layout, store::Attributes>> known = co_await std::move(learning);
+      if (known.ok() && store::UnitClient::serves(known->first) &&
+          store::check_write_access(known->second, caller).ok()) {
+        auto writing = units_->write(known->first, inode, offset, data,
+                                     stability != store::Stability::unstable);
+        const Status written = co_await std::move(writing);
+        if (written.ok()) {
+          auto recording =
+              inner_.record_write(inode, offset, static_cast<std::uint32_t>(data.size()),
+                                  stability, caller, known->first);
+          Result<store::WriteResult> recorded = co_await std::move(recording);
+          if (recorded.code() != Errc::unavailable) co_return recorded;
+        }
+        forget_layout(inode);
+      }
+    }
+    auto writing = inner_.write(inode, offset, data, stability, std::move(caller));
+    Result<store::WriteResult> written = co_await std::move(writing);
+    // A reader here may have learnt the layout while the home's write went on, before it noted
+    // the copies the write missed: it is learnt again.
+    forget_layout(inode);
+    co_return written;
+  }
+
+  // Makes durable what this node wrote to the owners of the file's units directly, seeing any
+  // of them that restarted meanwhile (verifier_of), then has the home commit the file. A sync
+  // that fails here is the home's to settle: it notes the copies that missed it.
+  awaitable<Result<store::Wcc>> commit(InodeId inode) {
+    if (units_ && locks_.load() && !data_is_local_(inode)) {
+      std::optional<store::Layout> layout = known_layout(inode);
+      if (!layout) {
+        auto asking = inner_.layout(inode);
+        Result<store::Layout> asked = co_await std::move(asking);
+        if (asked.ok()) layout = std::move(*asked);
+      }
+      if (layout && layout->pool != store::kWithShard && !layout->nodes.empty()) {
+        auto syncing = units_->sync(*layout, inode);
+        (void)co_await std::move(syncing);
+      }
+    }
+    auto committing = inner_.commit(inode);
+    co_return co_await std::move(committing);
   }
 
   // The regular file `name` names in `directory` now, if any: a change of the name changes
@@ -420,6 +493,10 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     std::uint64_t generation = 0;  // new each time the state is made: fetches check it
     std::optional<store::Attributes> attributes;
     std::optional<AccessPattern> pattern;
+    // Where its data is, and its owner, group and mode for the checks of writes at the owners:
+    // neither changes with this node's own writes, so both outlive them (forget_after_write).
+    std::optional<store::Layout> layout;
+    std::optional<store::Attributes> rights;
   };
   struct FileStripe {
     std::mutex mutex;
@@ -449,6 +526,128 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     auto [it, made] = stripe.files.try_emplace(inode);
     if (made) it->second.generation = next_generation_++;
     return it->second.generation;
+  }
+
+  // Under the file's data lock: its attributes and layout, asked of the home together, kept
+  // unless the file changed meanwhile. The attributes, if they are known now.
+  awaitable<std::optional<store::Attributes>> learn_file(InodeId inode) {
+    const std::uint64_t generation = generation_of(inode);
+    auto attributes_asked = inner_.getattr(inode);
+    auto layout_asked = inner_.layout(inode);
+    auto [attributes, layout] =
+        co_await (std::move(attributes_asked) && std::move(layout_asked));
+    if (!attributes.ok() || attributes->type != store::FileType::regular) co_return std::nullopt;
+    FileStripe& stripe = stripe_of(inode);
+    std::lock_guard guard(stripe.mutex);
+    auto it = stripe.files.find(inode);
+    if (it == stripe.files.end() || it->second.generation != generation) co_return std::nullopt;
+    it->second.attributes = *attributes;
+    if (layout.ok()) {
+      it->second.pattern = pattern_named(layout->access_pattern);
+      it->second.layout = std::move(*layout);
+    }
+    co_return it->second.attributes;
+  }
+
+  std::optional<store::Layout> known_layout(InodeId inode) {
+    FileStripe& stripe = stripe_of(inode);
+    std::lock_guard guard(stripe.mutex);
+    auto it = stripe.files.find(inode);
+    return it == stripe.files.end() ? std::nullopt : it->second.layout;
+  }
+
+  // The home said the layout the node wrote under is not the file's any more.
+  void forget_layout(InodeId inode) {
+    FileStripe& stripe = stripe_of(inode);
+    std::lock_guard guard(stripe.mutex);
+    if (auto it = stripe.files.find(inode); it != stripe.files.end()) it->second.layout.reset();
+  }
+
+  // After this node's own write of the file's data: its blocks and attributes go, and fetches
+  // under way keep nothing; its layout and rights stay.
+  void forget_after_write(InodeId inode) {
+    FileStripe& stripe = stripe_of(inode);
+    std::lock_guard guard(stripe.mutex);
+    if (auto it = stripe.files.find(inode); it != stripe.files.end()) {
+      it->second.attributes.reset();
+      it->second.generation = next_generation_++;
+    }
+    blocks_.erase_file(inode);
+  }
+
+  // Under the file's data lock: its layout and the attributes its writers' rights are checked
+  // against, as the node keeps them, or the home's, kept.
+  awaitable<Result<std::pair<store::Layout, store::Attributes>>> layout_and_rights(InodeId inode) {
+    const std::uint64_t generation = generation_of(inode);
+    std::optional<store::Layout> layout;
+    std::optional<store::Attributes> rights;
+    {
+      FileStripe& stripe = stripe_of(inode);
+      std::lock_guard guard(stripe.mutex);
+      if (auto it = stripe.files.find(inode); it != stripe.files.end()) {
+        layout = it->second.layout;
+        rights = it->second.rights ? it->second.rights : it->second.attributes;
+      }
+    }
+    if (!layout) {
+      auto asking = inner_.layout(inode);
+      Result<store::Layout> asked = co_await std::move(asking);
+      if (!asked.ok()) co_return asked.status();
+      layout = std::move(*asked);
+    }
+    if (!rights) {
+      auto asking = inner_.getattr(inode);
+      Result<store::Attributes> asked = co_await std::move(asking);
+      if (!asked.ok()) co_return asked.status();
+      rights = std::move(*asked);
+    }
+    FileStripe& stripe = stripe_of(inode);
+    std::lock_guard guard(stripe.mutex);
+    if (auto it = stripe.files.find(inode);
+        it != stripe.files.end() && it->second.generation == generation) {
+      it->second.layout = layout;
+      it->second.rights = rights;
+    }
+    co_return std::pair{std::move(*layout), std::move(*rights)};
+  }
+
+  // A read of the block from the owners of its unit, when the node knows the file's layout,
+  // which lets it, and its size, which the block lies within; none otherwise. Under an
+  // acquisition of the file's data lock, as every fetch.
+  std::optional<awaitable<Result<store::ReadPieces>>> direct_read(const BlockKey& key,
+                                                                  std::size_t room) {
+    if (!units_ || room == 0) return std::nullopt;
+    std::optional<store::Layout> layout;
+    std::optional<store::Attributes> attributes;
+    {
+      FileStripe& stripe = stripe_of(key.inode);
+      std::lock_guard guard(stripe.mutex);
+      auto it = stripe.files.find(key.inode);
+      if (it == stripe.files.end()) return std::nullopt;
+      layout = it->second.layout;
+      attributes = it->second.attributes;
+    }
+    const std::uint64_t start = key.block * block_bytes_;
+    if (!layout || !attributes || !store::UnitClient::serves(*layout) ||
+        layout->stripe_unit != block_bytes_ || attributes->size <= start) {
+      return std::nullopt;
+    }
+    return read_from_owners(units_, std::move(*layout), std::move(*attributes), key.inode, start,
+                            static_cast<std::uint32_t>(room));
+  }
+
+  static awaitable<Result<store::ReadPieces>> read_from_owners(
+      std::shared_ptr<store::UnitClient> units, store::Layout layout, store::Attributes attributes,
+      InodeId inode, std::uint64_t start, std::uint32_t count) {
+    auto reading = units->read(layout, inode, start, count);
+    Result<xdr::Buffer> bytes = co_await std::move(reading);
+    if (!bytes.ok()) co_return bytes.status();
+    auto message = std::make_shared<const xdr::Buffer>(std::move(*bytes));
+    store::ReadPieces read{{count, start + count >= attributes.size, std::move(attributes)},
+                           {},
+                           message};
+    read.pieces.emplace_back(message->data(), message->size());
+    co_return read;
   }
 
   // Drops what the node cached of the file: its blocks, attributes and pattern. Fetches under
@@ -540,13 +739,21 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
         std::min<std::uint64_t>(block_bytes_, attributes->size - start));
   }
 
-  static awaitable<void> fetch_from_home(std::shared_ptr<Impl> self, BlockKey key,
-                                         std::uint64_t generation, bool prefetch,
-                                         FetchTable::Fetched fetched) {
+  // The block, from the owners of its unit directly when the file's layout and size are known
+  // and let it, else (and when that fails) from the home, which brings the attributes too.
+  static awaitable<void> fetch_block(std::shared_ptr<Impl> self, BlockKey key,
+                                     std::uint64_t generation, bool prefetch,
+                                     FetchTable::Fetched fetched) {
     const std::size_t room = self->room_for(key);
-    auto reading = self->inner_.read_pieces(key.inode, key.block * self->block_bytes_,
-                                            static_cast<std::uint32_t>(room), kNodeItself);
-    Result<store::ReadPieces> read = co_await std::move(reading);
+    Result<store::ReadPieces> read = error(Errc::unavailable, "not read");
+    if (auto direct = self->direct_read(key, room)) {
+      read = co_await std::move(*direct);
+    }
+    if (!read.ok()) {
+      auto reading = self->inner_.read_pieces(key.inode, key.block * self->block_bytes_,
+                                              static_cast<std::uint32_t>(room), kNodeItself);
+      read = co_await std::move(reading);
+    }
     if (!read.ok()) {
       fetched(read.status());
       co_return;
@@ -588,7 +795,7 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
             [self = shared_from_this(), key, generation, prefetch,
              executor](FetchTable::Fetched fetched) {
               asio::co_spawn(executor,
-                             fetch_from_home(self, key, generation, prefetch, std::move(fetched)),
+                             fetch_block(self, key, generation, prefetch, std::move(fetched)),
                              asio::detached);
             },
             [join, i](Result<BlockCache::Handle> block) {
@@ -644,6 +851,11 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
       auto prefetching =
           prefetch_ahead(inode, caller.client, offset, length, attributes->size, lock);
       co_await std::move(prefetching);
+    }
+    if (!attributes && units_) {
+      // Learnt with the layout, so that even the first block comes from its owners.
+      auto learning = learn_file(inode);
+      attributes = co_await std::move(learning);
     }
     BlockCache::Handle first_block;  // fetched for the attributes
     if (!attributes) {
@@ -847,6 +1059,7 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
       std::lock_guard guard(stripe.mutex);
       if (auto it = stripe.files.find(inode); it != stripe.files.end()) {
         it->second.pattern = pattern_named(layout->access_pattern);
+        it->second.layout = *layout;
       }
     }
     if (!self->known_pattern(inode)) co_return;  // the file changed meanwhile
@@ -886,6 +1099,7 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
 
   store::Store& inner_;
   const DataIsLocal data_is_local_;
+  const std::shared_ptr<store::UnitClient> units_;  // null: every file goes the home's way
   const std::uint32_t block_bytes_;
   BlockCache blocks_;
   FetchTable fetches_;
@@ -923,8 +1137,9 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
   const std::chrono::milliseconds attributes_lock_pause_;
 };
 
-CoherentStore::CoherentStore(store::Store& inner, DataIsLocal data_is_local, CacheOptions options)
-    : impl_(std::make_shared<Impl>(inner, std::move(data_is_local), options)) {}
+CoherentStore::CoherentStore(store::Store& inner, DataIsLocal data_is_local, CacheOptions options,
+                             std::shared_ptr<store::UnitClient> units)
+    : impl_(std::make_shared<Impl>(inner, std::move(data_is_local), options, std::move(units))) {}
 
 CoherentStore::~CoherentStore() = default;
 
@@ -937,6 +1152,16 @@ CacheStatistics CoherentStore::statistics() const { return impl_->statistics(); 
 std::size_t CoherentStore::l1_budget() const { return impl_->l1_budget(); }
 
 void CoherentStore::flush() { impl_->flush(); }
+
+std::uint64_t CoherentStore::write_verifier() const {
+  return impl_->verifier_of(impl_->inner().write_verifier());
+}
+
+awaitable<Result<store::Wcc>> CoherentStore::commit(store::InodeId inode) {
+  auto impl = impl_;
+  auto committing = impl->commit(inode);
+  co_return co_await std::move(committing);
+}
 
 Result<std::shared_ptr<store::Store>> CoherentStore::next() const {
   // Not owned: the inner store outlives the cache.
@@ -1006,10 +1231,13 @@ awaitable<Result<store::WriteResult>> CoherentStore::write(store::InodeId inode,
                                                            store::Stability stability,
                                                            store::Caller caller) {
   auto impl = impl_;
-  auto changing = impl->change_files<store::WriteResult>({inode}, [&] {
-    return impl->inner().write(inode, offset, data, stability, std::move(caller));
-  });
-  co_return co_await std::move(changing);
+  auto changing = impl->change_files<store::WriteResult>(
+      {inode},
+      [&] { return impl->write_under_lock(inode, offset, data, stability, std::move(caller)); },
+      true);
+  Result<store::WriteResult> written = co_await std::move(changing);
+  if (written.ok()) written->verifier = impl->verifier_of(written->verifier);
+  co_return written;
 }
 
 awaitable<Result<store::NewObject>> CoherentStore::create(store::InodeId directory,

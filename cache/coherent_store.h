@@ -20,6 +20,15 @@
 // stream should be, and fetches that in the background, every block once (a demand read of a
 // block being prefetched waits for that fetch).
 //
+// Owner-direct (DESIGN.md, Read path and Write path): a file placed in a node pool is read and
+// written at its units' owners by this node itself (store::UnitClient), nothing relayed through
+// its home. Its layout is learnt from the home once and kept with its attributes under the data
+// lock, dropped by the same callbacks; a home changes a layout (a move, a restripe, a copy that
+// fell behind) only with the data lock held exclusively (cache/layout_locks.h). A write goes to
+// every copy of each unit it touches, then the home records the size and times (record_write),
+// refusing a layout that is not the file's any more. A layout that lets nothing go directly (data
+// kept with its shard, a move under way, a copy behind), or any failure, goes the home's way.
+//
 // Reads of files whose data is on this node go to it directly: its own page cache and
 // attribute cache answer them (the L2 this counts). Until locks are attached (the node is no
 // member of a cluster) nothing is cached and writes take no lock.
@@ -37,6 +46,7 @@
 #include "lockmgr/lock_manager.h"
 #include "store/forwarding_store.h"
 #include "store/store.h"
+#include "store/unit_client.h"
 
 namespace tidepool::cache {
 
@@ -46,9 +56,11 @@ class CoherentStore final : public store::ForwardingStore {
  public:
   // `inner` is the namespace as this node reaches it (store::ShardRouter); `data_is_local`
   // whether an inode's data is on this node's own disks now (the node is its shard's home).
-  // Both outlive the cache.
+  // Both outlive the cache. `units`: how this node reads and writes the units of files placed
+  // in node pools at their owners directly; null goes the home's way for every file.
   using DataIsLocal = std::function<bool(store::InodeId)>;
-  CoherentStore(store::Store& inner, DataIsLocal data_is_local, CacheOptions options);
+  CoherentStore(store::Store& inner, DataIsLocal data_is_local, CacheOptions options,
+                std::shared_ptr<store::UnitClient> units = nullptr);
   ~CoherentStore() override;
 
   // The node's lock manager started, or, with null, is about to stop: caching starts, or every
@@ -61,6 +73,8 @@ class CoherentStore final : public store::ForwardingStore {
   // Drops every L1 block nobody is reading and every attribute cached (tide flush --l1).
   void flush();
 
+  // The home's, changed too when an owner this node wrote to directly restarted.
+  std::uint64_t write_verifier() const override;
   // Also kept here: a read from L1 is reported to the file's home only when the cached atime is
   // past the grace period (the home passes the others over).
   void set_atime_policy(bool enabled, std::chrono::seconds grace_period) override;
@@ -97,6 +111,8 @@ class CoherentStore final : public store::ForwardingStore {
                                                 std::string to_name, store::Caller caller) override;
   awaitable<Result<store::LinkResult>> link(store::InodeId file, store::InodeId directory,
                                             std::string name, store::Caller caller) override;
+  // Syncs the owners this node wrote the file's units to directly, then has the home commit.
+  awaitable<Result<store::Wcc>> commit(store::InodeId inode) override;
   // Every other operation goes to the inner store as it is (ForwardingStore). Among them
   // migrate: the bytes stay what they were, so caches of them stay good, and no lock is taken.
 

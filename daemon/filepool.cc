@@ -145,12 +145,16 @@ void PolicyPlacement::follow(const cluster::GroupView& view) {
       std::any_of(set.policies.begin(), set.policies.end(), [](const policy::Policy& p) {
         return p.actions.storage_target && *p.actions.storage_target != policy::kAnywhere;
       });
+  const bool needs_path = !set.policies.empty();
   std::lock_guard lock(mutex_);
   snapshot_ = std::move(snapshot);
   places_any_ = places_any;
+  needs_path_ = needs_path;
 }
 
 bool PolicyPlacement::places_any() { return places_any_; }
+
+bool PolicyPlacement::needs_path() { return needs_path_; }
 
 std::optional<store::PoolChoice> PolicyPlacement::place(const store::NewFile& file) {
   std::shared_ptr<const Snapshot> snapshot;

@@ -49,6 +49,8 @@ class PolicyPlacement final : public store::NewFilePlacement {
  public:
   void follow(const cluster::GroupView& view);
   bool places_any() override;
+  // Only the policies' filters look at a path: the default policy alone places every file.
+  bool needs_path() override;
   std::optional<store::PoolChoice> place(const store::NewFile& file) override;
 
  private:
@@ -60,6 +62,7 @@ class PolicyPlacement final : public store::NewFilePlacement {
   std::mutex mutex_;
   std::shared_ptr<const Snapshot> snapshot_;  // guarded by mutex_; null: none followed yet
   std::atomic<bool> places_any_{false};
+  std::atomic<bool> needs_path_{false};
 };
 
 }  // namespace tidepool::daemon

@@ -27,6 +27,7 @@
 
 #include "cache/coherent_store.h"
 #include "cache/directory_locks.h"
+#include "cache/layout_locks.h"
 #include "common/config.h"
 #include "common/fail_points.h"
 #include "common/log.h"
@@ -169,6 +170,9 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
   auto strand = asio::make_strand(backend_io);
   // Held across renames between shards: the cluster's once its lock manager runs.
   auto directory_locks = std::make_shared<cache::DirectoryLocks>();
+  // Taken by the shards' homes around a change of a file's layout, which nodes cache.
+  auto layout_locks = std::make_shared<cache::LayoutLocks>();
+  store_options.layout_locks = layout_locks;
   // Where new files' data goes, as the file pool policies of the view say.
   auto placement = std::make_shared<daemon::PolicyPlacement>();
   store_options.placement = placement;
@@ -183,7 +187,7 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
   cache_options.block_bytes = config.stripe_unit_bytes;
   cache::CoherentStore cache(
       shipping.store(), [&shipping](store::InodeId inode) { return shipping.data_is_local(inode); },
-      cache_options);
+      cache_options, shipping.unit_client());
   cache.set_atime_policy(config.atime_enabled, config.atime_grace_period);
   auto server = nfsd::NfsServer::start(contexts, config, cache);
   if (!server.ok()) {
@@ -221,6 +225,7 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
   hooks.lock_manager = [&](cluster::EventLoop* loop, lockmgr::LockManager* manager) {
     cache.attach(loop, manager);
     directory_locks->attach(loop, manager);
+    layout_locks->attach(loop, manager);
   };
   hooks.nlm_sessions = [&](std::function<void(std::vector<nfsd::NlmSession>)> done) {
     (*server)->nlm_sessions(std::move(done));

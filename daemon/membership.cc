@@ -14,6 +14,7 @@
 #include "common/callback_awaitable.h"
 #include "common/hex.h"
 #include "daemon/config_objects.h"
+#include "daemon/filepool.h"
 #include "common/files.h"
 
 namespace tidepool::daemon {
@@ -328,6 +329,11 @@ asio::awaitable<Result<CreatedCluster>> Membership::create(std::string name) {
     co_return error(Errc::internal, "no randomness for the file handle key");
   }
   seed.push_back(store::namespace_creation(namespace_record));
+  // New files' data goes over the nodes of this node's pool: spread from the start, rather than
+  // kept with their shard until a policy names a pool.
+  policy::PolicySet policies;
+  policies.defaults.storage_target = config_.pool;
+  seed.push_back(policies_update(StoredPolicies{}, policies));
   std::uint32_t export_id = 1;
   for (const ExportConfig& entry : config_.exports) {
     seed.push_back(cluster::Change::create_object(std::string(kExportKind),

@@ -87,8 +87,9 @@ void NamespaceService::serve(cluster::RpcEndpoint& rpc) {
           // other shards' — which the caller's fold feeds back, each changing the other
           // on every exchange, and clients would resend their writes without end.
           const auto called = static_cast<StoreMethod>(method);
-          const bool own_verifier = called == StoreMethod::write || called == StoreMethod::commit ||
-                                    called == StoreMethod::write_verifier;
+          const bool own_verifier =
+              called == StoreMethod::write || called == StoreMethod::record_write ||
+              called == StoreMethod::commit || called == StoreMethod::write_verifier;
           run_and_reply(
               store_executor_, strand_,
               run_shipped(own_verifier ? shards_[message->shard].store : served(), method,

@@ -74,6 +74,14 @@ awaitable<Result<WriteResult>> ForwardingStore::write(InodeId inode, std::uint64
   return forward(&Store::write, inode, offset, data, stability, std::move(caller));
 }
 
+awaitable<Result<WriteResult>> ForwardingStore::record_write(InodeId inode, std::uint64_t offset,
+                                                             std::uint32_t count,
+                                                             Stability stability, Caller caller,
+                                                             Layout written_under) {
+  return forward(&Store::record_write, inode, offset, count, stability, std::move(caller),
+                 std::move(written_under));
+}
+
 awaitable<Result<NewObject>> ForwardingStore::create(InodeId directory, std::string name,
                                                      CreateMode mode, AttributeChanges initial,
                                                      CreateVerifier verifier, Caller caller) {

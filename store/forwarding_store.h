@@ -32,6 +32,9 @@ class ForwardingStore : public Store {
   awaitable<Result<WriteResult>> write(InodeId inode, std::uint64_t offset,
                                        std::span<const std::uint8_t> data, Stability stability,
                                        Caller caller) override;
+  awaitable<Result<WriteResult>> record_write(InodeId inode, std::uint64_t offset,
+                                              std::uint32_t count, Stability stability,
+                                              Caller caller, Layout written_under) override;
   awaitable<Result<NewObject>> create(InodeId directory, std::string name, CreateMode mode,
                                       AttributeChanges initial, CreateVerifier verifier,
                                       Caller caller) override;

@@ -50,7 +50,7 @@ std::uint64_t whole_units(std::uint64_t size, std::uint32_t stripe_unit) {
 
 Migration::Migration(ShardExecutor& shard, ShardRows& rows, PlacementTable& placements,
                      FileData& data, MirrorFeed& mirror, PoolData* pools, CatchUp& catch_up,
-                     Store& store)
+                     Store& store, std::shared_ptr<LayoutLocks> layout_locks)
     : shard_(shard),
       rows_(rows),
       placements_(placements),
@@ -58,7 +58,8 @@ Migration::Migration(ShardExecutor& shard, ShardRows& rows, PlacementTable& plac
       mirror_(mirror),
       pools_(pools),
       catch_up_(catch_up),
-      store_(store) {}
+      store_(store),
+      layout_locks_(std::move(layout_locks)) {}
 
 asio::awaitable<Result<Move>> Migration::migrate(InodeId inode, std::string pool,
                                                  std::uint32_t protection,
@@ -66,7 +67,7 @@ asio::awaitable<Result<Move>> Migration::migrate(InodeId inode, std::string pool
   if (!pools_) {
     co_return error(Errc::not_supported, "moving file data between node pools needs a cluster");
   }
-  if (!is_valid_name(pool)) {
+  if (pool != kWithShard && !is_valid_name(pool)) {
     co_return error(Errc::invalid_argument, "'" + pool + "' is not a node pool's name");
   }
   if (protection == 0 || protection > kMaxProtection) {
@@ -146,8 +147,14 @@ asio::awaitable<Result<Move>> Migration::migrate(InodeId inode, std::string pool
     });
     TP_CO_RETURN_IF_ERROR(co_await std::move(clearing));
   }
-  // From here every write goes to both copies, and one that began before does its data again.
-  placements_.start_dual_writes(inode, target);
+  // From here every write goes to both copies, and one that began before does its data again;
+  // every node drops the layout it cached, and writes the home's way until the move is over.
+  {
+    auto locking = hold_layout(inode);
+    const Result<std::shared_ptr<void>> held = co_await std::move(locking);
+    TP_CO_RETURN_IF_ERROR(held.status());
+    placements_.start_dual_writes(inode, target);
+  }
   auto noting = note_watermark(inode, &target, resumed_at);
   Status copied = co_await std::move(noting);
   auto sizing = store_.getattr(inode);
@@ -190,8 +197,15 @@ asio::awaitable<Result<Move>> Migration::migrate(InodeId inode, std::string pool
   if (!copied.ok()) {
     switched = copied;
   } else {
-    auto switching = switch_layout(inode, current->pool, target);
-    switched = co_await std::move(switching);
+    // Nobody reads the old copy under a layout it cached once the switch is made.
+    auto locking = hold_layout(inode);
+    const Result<std::shared_ptr<void>> held = co_await std::move(locking);
+    if (held.ok()) {
+      auto switching = switch_layout(inode, current->pool, target);
+      switched = co_await std::move(switching);
+    } else {
+      switched = held.status();
+    }
   }
   // A switch committed but reported failed (the mirror did not take it) still switched.
   if (!switched.ok() && placements_.where_of(inode).placed != target) {
@@ -219,6 +233,12 @@ asio::awaitable<Result<Move>> Migration::migrate(InodeId inode, std::string pool
                target.copies,
                resumed_at > 0 ? ", gone on from byte " + std::to_string(resumed_at) : "");
   co_return Move{*switched, resumed_at, copied_bytes};
+}
+
+asio::awaitable<Result<std::shared_ptr<void>>> Migration::hold_layout(InodeId inode) {
+  if (!layout_locks_) co_return std::shared_ptr<void>();
+  auto locking = layout_locks_->exclusive(inode);
+  co_return co_await std::move(locking);
 }
 
 asio::awaitable<Result<Layout>> Migration::switch_layout(InodeId inode, std::string from,

@@ -11,9 +11,11 @@
 #include <random>
 #include <thread>
 
+#include "common/sqlite.h"
 #include "store/internal/test_util.h"
 #include "store/pool_data.h"
 #include "store/store.h"
+#include "store/unit_client.h"
 
 namespace tidepool::store {
 namespace {
@@ -107,6 +109,7 @@ class MigrateTest : public ::testing::Test {
   // Places new files whose path ends in `suffix_` in pool f800 at 2x.
   struct SuffixPlacement final : NewFilePlacement {
     bool places_any() override { return true; }
+    bool needs_path() override { return true; }
     std::optional<PoolChoice> place(const NewFile& file) override {
       paths.push_back(file.path);
       if (!file.path.ends_with(".hot")) return std::nullopt;
@@ -680,6 +683,66 @@ TEST_F(MigrateTest, WhileAnOwnerIsDownATruncationWaitsForIt) {
   EXPECT_TRUE(internal::run_to_completion(store_->setattr(inode, cut, kRoot, std::nullopt)).ok());
   EXPECT_EQ(contents(inode, kUnit),
             std::vector<std::uint8_t>(bytes.begin(), bytes.begin() + kUnit));
+}
+
+// Bytes written to a placed file's owners directly (store/unit_client.h) count once the home
+// records them under the layout they went out under, and only then: a layout read before a
+// truncation, or one the file does not have, has the write made again the home's way.
+TEST_F(MigrateTest, AWriteAtTheOwnersIsRecordedOnlyUnderTheFilesCurrentLayout) {
+  auto made = internal::run_to_completion(
+      store_->create(kRootInode, "direct.hot", CreateMode::unchecked, {}, {}, kRoot));
+  ASSERT_TRUE(made.ok()) << made.status().to_string();
+  const InodeId inode = made->attributes.inode;
+  const Layout before = internal::run_to_completion(store_->layout(inode)).value();
+  ASSERT_EQ(before.pool, "f800");
+  const auto bytes = internal::random_bytes(2 * kUnit, 44);
+  UnitClient units(nodes_);
+  ASSERT_TRUE(internal::run_to_completion(units.write(before, inode, 0, bytes, true)).ok());
+  auto recorded = internal::run_to_completion(store_->record_write(
+      inode, 0, static_cast<std::uint32_t>(bytes.size()), Stability::file_sync, kRoot, before));
+  ASSERT_TRUE(recorded.ok()) << recorded.status().to_string();
+  EXPECT_EQ(recorded->file.after->size, bytes.size());
+  EXPECT_EQ(contents(inode, bytes.size()), bytes);
+
+  AttributeChanges cut;
+  cut.size = kUnit;
+  ASSERT_TRUE(internal::run_to_completion(store_->setattr(inode, cut, kRoot, std::nullopt)).ok());
+  EXPECT_EQ(internal::run_to_completion(
+                store_->record_write(inode, 0, 1, Stability::file_sync, kRoot, before))
+                .code(),
+            Errc::unavailable)
+      << "read before the truncation";
+  Layout elsewhere = internal::run_to_completion(store_->layout(inode)).value();
+  elsewhere.nodes = {1, 2};
+  EXPECT_EQ(internal::run_to_completion(
+                store_->record_write(inode, 0, 1, Stability::file_sync, kRoot, elsewhere))
+                .code(),
+            Errc::unavailable)
+      << "not the file's nodes";
+  const Layout now = internal::run_to_completion(store_->layout(inode)).value();
+  EXPECT_TRUE(internal::run_to_completion(
+                  store_->record_write(inode, 0, 1, Stability::file_sync, kRoot, now))
+                  .ok());
+}
+
+// Layouts written while data kept with its shard was marked "default" — the name a new node's
+// pool has — read as kept with the shard after an upgrade, and a pool called "default" is a
+// pool files can move to like any other.
+TEST_F(MigrateTest, LayoutsMarkedTheOldWayAreKeptWithTheirShardAndDefaultIsAPoolName) {
+  const auto bytes = internal::random_bytes(kUnit, 43);
+  const InodeId inode = file_with(bytes);
+  store_.reset();
+  {
+    auto db = sqlite::Database::open((dir_ / "shard" / "shards" / "0000.db").string());
+    ASSERT_TRUE(db.ok()) << db.status().to_string();
+    ASSERT_TRUE((*db)->exec("UPDATE layouts SET pool = 'default'").ok());
+    ASSERT_TRUE((*db)->exec("DELETE FROM meta WHERE key = 'shard_marker_renamed'").ok());
+  }
+  reopen();
+  EXPECT_EQ(internal::run_to_completion(store_->layout(inode))->pool, kWithShard);
+  EXPECT_EQ(contents(inode, bytes.size()), bytes);
+  EXPECT_EQ(migrate(inode, "default").code(), Errc::unavailable)
+      << "a pool name like any other: this one has no node";
 }
 
 TEST(MigrateOutsideACluster, IsNotSupported) {

@@ -340,6 +340,19 @@ awaitable<Result<WriteResult>> ShardedNamespace::write(InodeId inode, std::uint6
   co_return written;
 }
 
+awaitable<Result<WriteResult>> ShardedNamespace::record_write(InodeId inode, std::uint64_t offset,
+                                                              std::uint32_t count,
+                                                              Stability stability, Caller caller,
+                                                              Layout written_under) {
+  auto recording = on_shard<WriteResult>(*impl_, inode, [=](Store& s) {
+    return s.record_write(inode, offset, count, stability, caller, written_under);
+  });
+  Result<WriteResult> recorded = co_await std::move(recording);
+  // The namespace's verifier, as COMMIT answers it: a client compares like with like.
+  if (recorded.ok()) recorded->verifier = write_verifier();
+  co_return recorded;
+}
+
 awaitable<Result<NewObject>> ShardedNamespace::create(InodeId directory, std::string name,
                                                       CreateMode mode, AttributeChanges initial,
                                                       CreateVerifier verifier, Caller caller) {

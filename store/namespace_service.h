@@ -41,6 +41,7 @@
 #include "store/shard_mirror.h"
 #include "store/shard_router.h"
 #include "store/store.h"
+#include "store/unit_client.h"
 
 namespace tidepool::store {
 
@@ -77,6 +78,8 @@ class NamespaceService {
   // cannot open. Call once, before the strand runs.
   Status open_local();
   Store& store() { return router_; }
+  // How this node reads and writes the units of placed files at their owners directly.
+  std::shared_ptr<UnitClient> unit_client() const { return unit_client_; }
   // Whether `inode`'s data is on this node's disks now: it serves the inode's shard.
   bool data_is_local(InodeId inode) const;
   void set_atime_policy(bool enabled, std::chrono::seconds grace_period);
@@ -146,6 +149,7 @@ class NamespaceService {
   // The stripe units this node holds, and how this node's store reaches every node's.
   const std::unique_ptr<UnitStore> units_;
   const std::shared_ptr<UnitPeers> peers_;
+  const std::shared_ptr<UnitClient> unit_client_;
   const StoreOptions options_;  // with peers_
   const cluster::NodeId self_;
   const std::uint32_t configured_shards_;
@@ -170,7 +174,8 @@ class NamespaceService {
   std::chrono::seconds atime_grace_period_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 
-  // Runs the blocking work of opening, closing and applying to copies off the strand.
+  // Runs the blocking work off the strand: opening, closing and applying to copies, and serving
+  // unit messages from this node's own stripe units.
   NamedThreadPool blocking_{"ship-blocking", 4};
 };
 

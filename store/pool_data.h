@@ -23,6 +23,7 @@
 #pragma once
 
 #include <atomic>
+#include <boost/asio/awaitable.hpp>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -133,6 +134,10 @@ class PoolPeers {
   virtual bool is_up(cluster::NodeId node) = 0;
   virtual Result<xdr::Buffer> call(cluster::NodeId node, UnitMethod method,
                                    std::span<const std::uint8_t> request) = 0;
+  // The same without blocking a thread: resumes on the caller's executor.
+  virtual boost::asio::awaitable<Result<xdr::Buffer>> call_async(cluster::NodeId node,
+                                                                 UnitMethod method,
+                                                                 xdr::Buffer request) = 0;
 };
 
 // A unit's copy that a write or sync did not reach, its node down or not answering; unit

@@ -110,6 +110,14 @@ class RemoteStore final : public Store {
                   std::move(caller)});
   }
 
+  awaitable<Result<WriteResult>> record_write(InodeId inode, std::uint64_t offset,
+                                              std::uint32_t count, Stability stability,
+                                              Caller caller, Layout written_under) override {
+    return ship<WriteResult>(StoreMethod::record_write,
+                             RecordWriteArgs{inode, offset, count, stability, std::move(caller),
+                                             std::move(written_under)});
+  }
+
   awaitable<Result<NewObject>> create(InodeId directory, std::string name, CreateMode mode,
                                       AttributeChanges initial, CreateVerifier verifier,
                                       Caller caller) override {
@@ -442,6 +450,11 @@ awaitable<Result<xdr::Buffer>> serve_store_call(Store& store, std::uint32_t meth
     case StoreMethod::write:
       return serve<WriteArgs>("write", request, [s](WriteArgs& a) {
         return s->write(a.inode, a.offset, a.data, a.stability, std::move(a.caller));
+      });
+    case StoreMethod::record_write:
+      return serve<RecordWriteArgs>("record_write", request, [s](RecordWriteArgs& a) {
+        return s->record_write(a.inode, a.offset, a.count, a.stability, std::move(a.caller),
+                               std::move(a.written_under));
       });
     case StoreMethod::create:
       return serve<CreateArgs>("create", request, [s](CreateArgs& a) {

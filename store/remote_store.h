@@ -42,9 +42,10 @@ enum class StoreMethod : std::uint32_t {
   record_reads,
   migrate,
   find_files,
+  record_write,
 };
 inline constexpr std::uint32_t kLastStoreMethod =
-    static_cast<std::uint32_t>(StoreMethod::find_files);
+    static_cast<std::uint32_t>(StoreMethod::record_write);
 
 // How an initiator reaches the home: sends `request` for `method` and resumes with the reply
 // body, or the Status the home answered with, or why no answer came (unavailable, timed_out).

@@ -261,7 +261,7 @@ TEST_F(RemoteStoreTest, AFilesLayoutComesFromTheHome) {
   InodeId file = make_file("laid-out");
   auto layout = run(remote_->layout(file));
   ASSERT_TRUE(layout.ok()) << layout.status().to_string();
-  EXPECT_EQ(layout->pool, "default");
+  EXPECT_EQ(layout->pool, kWithShard);
   EXPECT_EQ(layout->stripe_unit, 128u << 10);
   EXPECT_EQ(layout->protection, kDefaultProtection);
   EXPECT_EQ(layout->access_pattern, "concurrency");

@@ -82,7 +82,8 @@ class StoreImpl final : public LocalStore {
                   [this](InodeId inode) { return getattr(inode); }),
         names_(rows_, holds_, data_, placements_, catch_up_, pools_.get(), options),
         participant_(shard_, rows_, holds_, names_),
-        migration_(shard_, rows_, placements_, data_, mirror_, pools_.get(), catch_up_, *this),
+        migration_(shard_, rows_, placements_, data_, mirror_, pools_.get(), catch_up_, *this,
+                   options.layout_locks),
         shard_(
             std::move(db), [this](Database& db) { return flush(db); },
             [this](bool committed, bool changing) { return batch_done(committed, changing); }) {}
@@ -324,35 +325,8 @@ class StoreImpl final : public LocalStore {
         TP_CO_RETURN_IF_ERROR(co_await std::move(keeping));
       }
       TP_CO_RETURN_IF_ERROR(stored);
-      auto update = shard_.run<WriteResult>(
-          durable,
-          [this, inode, end = offset + data.size(), count = static_cast<std::uint32_t>(data.size()),
-           durable, before, truncations, moves,
-           uid = caller.uid](Database& db, AfterCommit&) -> Result<WriteResult> {
-            if (data_.truncation_count(inode) != truncations) {
-              return error(Errc::unavailable, "truncated while being written");
-            }
-            // A move that began while the data went out may not have copied it: it goes out
-            // again, to both copies.
-            if (placements_.move_count(inode) != moves) {
-              return error(Errc::unavailable, "moved while being written");
-            }
-            // The size read before the data went out may be stale: concurrent writes extend it.
-            TP_ASSIGN_OR_RETURN(Attributes current, rows_.load(db, inode));
-            Attributes after = current;
-            after.size = std::max(current.size, end);
-            after.used = after.size;
-            after.mtime_ns = after.ctime_ns = rows_.now_ns();
-            // A writer that is not the owner loses setuid/setgid, as a local write would.
-            if (uid != 0 && uid != after.uid) after.mode &= ~06000u;
-            if (durable || after.mode != current.mode) {
-              TP_RETURN_IF_ERROR(rows_.save(db, after));
-            } else {
-              rows_.keep_unstable(after);
-            }
-            return WriteResult{count, durable ? Stability::file_sync : Stability::unstable,
-                               Wcc{before, after}, write_verifier()};
-          });
+      auto update = record_size(inode, offset + data.size(), static_cast<std::uint32_t>(data.size()),
+                                durable, before, caller.uid, truncations, moves);
       auto written = co_await std::move(update);
       if (written.code() == Errc::stale) {
         // Removed while its data was being written, which re-created its data file: it goes
@@ -369,6 +343,29 @@ class StoreImpl final : public LocalStore {
       if (written.code() != Errc::unavailable) co_return written;
     }
     co_return error(Errc::unavailable, "truncated or moved while being written, repeatedly");
+  }
+
+  awaitable<Result<WriteResult>> record_write(InodeId inode, std::uint64_t offset,
+                                              std::uint32_t count, Stability stability,
+                                              Caller caller, Layout written_under) override {
+    if (offset > kMaxFileSize || count > kMaxFileSize - offset) {
+      co_return error(Errc::file_too_large, "write beyond the maximum file size");
+    }
+    const std::uint64_t truncations = data_.truncation_count(inode);
+    const std::uint64_t moves = placements_.move_count(inode);
+    auto checked = co_await getattr(inode);
+    if (!checked.ok()) co_return checked.status();
+    TP_CO_RETURN_IF_ERROR(check_data_access(*checked, caller, kMayWrite));
+    const internal::Where where = placements_.where_of(inode);
+    const Placement under{written_under.pool, written_under.protection, written_under.stripe_unit,
+                          written_under.nodes};
+    if (where.placed != under || where.moving_to || where.behind ||
+        written_under.epoch != truncations + moves) {
+      co_return error(Errc::unavailable, "the file was laid out anew while it was written");
+    }
+    auto update = record_size(inode, offset + count, count, stability != Stability::unstable,
+                              pre_of(*checked), caller.uid, truncations, moves);
+    co_return co_await std::move(update);
   }
 
   awaitable<Result<NewObject>> create(InodeId directory, std::string name, CreateMode mode,
@@ -475,6 +472,14 @@ class StoreImpl final : public LocalStore {
     auto [synced, persisted] = co_await (std::move(sync) && std::move(persist));
     TP_CO_RETURN_IF_ERROR(synced);
     if (!missed.empty()) {
+      // Copies newly behind: every node drops the layout it cached, which let it read them.
+      std::shared_ptr<void> held;
+      if (options_.layout_locks) {
+        auto locking = options_.layout_locks->exclusive(inode);
+        Result<std::shared_ptr<void>> locked = co_await std::move(locking);
+        TP_CO_RETURN_IF_ERROR(locked.status());
+        held = std::move(*locked);
+      }
       auto keeping = catch_up_.keep_behind(inode, *placed, std::move(missed));
       TP_CO_RETURN_IF_ERROR(co_await std::move(keeping));
     }
@@ -500,6 +505,42 @@ class StoreImpl final : public LocalStore {
                                       Database& db, AfterCommit& after) mutable {
       return (names_.*operation)(db, after, std::move(args)...);
     });
+  }
+
+  // The size, times and mode a write of `count` bytes ending at `end` leaves, on the shard; a
+  // truncation or a move begun since the counts were taken had the data go out again
+  // (unavailable).
+  awaitable<Result<WriteResult>> record_size(InodeId inode, std::uint64_t end, std::uint32_t count,
+                                             bool durable, PreAttributes before, std::uint32_t uid,
+                                             std::uint64_t truncations, std::uint64_t moves) {
+    return shard_.run<WriteResult>(
+        durable,
+        [this, inode, end, count, durable, before, truncations, moves, uid](
+            Database& db, AfterCommit&) -> Result<WriteResult> {
+          if (data_.truncation_count(inode) != truncations) {
+            return error(Errc::unavailable, "truncated while being written");
+          }
+          // A move that began while the data went out may not have copied it: it goes out
+          // again, to both copies.
+          if (placements_.move_count(inode) != moves) {
+            return error(Errc::unavailable, "moved while being written");
+          }
+          // The size read before the data went out may be stale: concurrent writes extend it.
+          TP_ASSIGN_OR_RETURN(Attributes current, rows_.load(db, inode));
+          Attributes after = current;
+          after.size = std::max(current.size, end);
+          after.used = after.size;
+          after.mtime_ns = after.ctime_ns = rows_.now_ns();
+          // A writer that is not the owner loses setuid/setgid, as a local write would.
+          if (uid != 0 && uid != after.uid) after.mode &= ~06000u;
+          if (durable || after.mode != current.mode) {
+            TP_RETURN_IF_ERROR(rows_.save(db, after));
+          } else {
+            rows_.keep_unstable(after);
+          }
+          return WriteResult{count, durable ? Stability::file_sync : Stability::unstable,
+                             Wcc{before, after}, write_verifier()};
+        });
   }
 
   // The cached attributes of a file `caller` may read with no atime update due, and how much
@@ -576,6 +617,17 @@ Status add_column_if_missing(Database& db, const char* find_column, const char* 
   return db.exec(add_column);
 }
 
+// Layouts written while the marker of data kept with the shard was "default" say so; a pool of
+// that name had no data then (placing data there kept it with the shard). Once per database.
+Status rename_old_shard_marker(Database& db) {
+  auto marker = db.prepare("SELECT 1 FROM meta WHERE key = 'shard_marker_renamed'");
+  if (marker.next_row()) return {};
+  TP_RETURN_IF_ERROR(marker.status());
+  auto rename = db.prepare("UPDATE layouts SET pool = ? WHERE pool = 'default'");
+  TP_RETURN_IF_ERROR(rename.bind(1, kWithShard).run());
+  return db.exec("INSERT INTO meta(key, value) VALUES('shard_marker_renamed', 1)");
+}
+
 Status StoreImpl::initialize(Database& db) {
   TP_RETURN_IF_ERROR(shard_files_.prepare());
   TP_RETURN_IF_ERROR(db.exec(internal::kShardSchema));
@@ -587,6 +639,7 @@ Status StoreImpl::initialize(Database& db) {
                             "ALTER TABLE inodes ADD COLUMN parent INTEGER"));
   TP_RETURN_IF_ERROR(db.exec("BEGIN IMMEDIATE"));
   TP_ASSIGN_OR_RETURN(const std::uint64_t boots, rows_.open_counters(db));
+  TP_RETURN_IF_ERROR(rename_old_shard_marker(db));
   write_verifier_ = (boots << 32) ^ (rows_.random() & 0xffffffffu);
   if (options_.shard == 0) TP_RETURN_IF_ERROR(names_.make_root(db));
   TP_RETURN_IF_ERROR(participant_.open(db, boots));
@@ -601,6 +654,10 @@ Status StoreImpl::initialize(Database& db) {
 
 Status check_read_access(const Attributes& a, const Caller& caller) {
   return check_data_access(a, caller, kMayRead);
+}
+
+Status check_write_access(const Attributes& a, const Caller& caller) {
+  return check_data_access(a, caller, kMayWrite);
 }
 
 std::uint32_t access_granted(const Attributes& a, const Caller& caller, std::uint32_t requested) {

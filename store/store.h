@@ -163,6 +163,12 @@ struct Layout {
   std::uint32_t moving_protection = 0;
   std::vector<std::uint64_t> moving_nodes;
   std::uint64_t moved_bytes = 0;
+  // Some copy of its units missed writes while its node was down, and is not to be read until
+  // the home has put them back (only the home knows which: reads and writes go its way).
+  bool copies_behind = false;
+  // The truncations and moves the home had counted for the file when it answered (in memory,
+  // not kept in its row): record_write() refuses a write made under a layout read before either.
+  std::uint64_t epoch = 0;
 };
 
 // What Store::migrate did.
@@ -182,8 +188,10 @@ bool same_nodes(std::vector<std::uint64_t> a, std::vector<std::uint64_t> b);
 inline constexpr std::size_t kMaxPoolNodes = 1024;
 inline constexpr std::uint32_t kDefaultProtection = 2;
 // The pool a layout names while the file's data is kept with its shard, on the shard's home and
-// mirror, rather than on the nodes of a node pool (store/pool_data.h).
-inline constexpr std::string_view kWithShard = "default";
+// mirror, rather than on the nodes of a node pool (store/pool_data.h): no pool's name can be it
+// (common/config.h, is_valid_name), so a pool called "default", a new node's, is a pool like any
+// other. Layouts written before it was this say "default" (StoreImpl::initialize reads them so).
+inline constexpr std::string_view kWithShard = "(shard)";
 // The most copies of a unit a layout may ask for.
 inline constexpr std::uint32_t kMaxProtection = 3;
 // The longest pool or access pattern name a layout carries.
@@ -314,9 +322,22 @@ inline constexpr std::size_t kMaxPredicateValues = 4096;
 
 class PoolPeers;
 
+// The cluster's lock on a file's data, as the nodes' caches take it (cache/layout_locks.h): a
+// node reads and writes a file's units at their owners directly (store/unit_client.h) only
+// under that lock, with the layout it read under it; so a layout changes only while the lock is
+// held exclusively — or in PW by the writer whose write changes it (a copy its write missed),
+// which no other node's reader shares.
+class LayoutLocks {
+ public:
+  virtual ~LayoutLocks() = default;
+  // Holds the file's data lock exclusively until the returned object goes: by then every node
+  // has dropped the layout it cached, and what it read or wrote under that layout is done.
+  virtual awaitable<Result<std::shared_ptr<void>>> exclusive(InodeId inode) = 0;
+};
+
 // A regular file being created, as the file pool policies see it.
 struct NewFile {
-  std::string path;  // /ifs/...
+  std::string path;  // /ifs/...; empty unless the placement needs_path()
   std::uint32_t uid = 0;
   std::int64_t now_ns = 0;
 };
@@ -329,8 +350,10 @@ struct PoolChoice {
 class NewFilePlacement {
  public:
   virtual ~NewFilePlacement() = default;
-  // Whether any file may be placed: when not, the shard does not work out new files' paths.
+  // Whether any file may be placed, and whether where depends on its path: when not, the shard
+  // does not work out new files' paths (a walk up their directories).
   virtual bool places_any() = 0;
+  virtual bool needs_path() = 0;
   // The node pool, and how many copies, for `file`; none keeps its data with the shard. Called
   // on the shard's thread while the file is created: it answers from memory, never waits.
   virtual std::optional<PoolChoice> place(const NewFile& file) = 0;
@@ -345,6 +368,9 @@ struct StoreOptions {
   // How the home reaches the node pools that hold file data; null outside a cluster, where
   // files keep their data with the shard and migrate() is not supported.
   std::shared_ptr<PoolPeers> peers;
+  // Taken around every change of a placed file's layout; null where no other node caches
+  // layouts (outside a cluster).
+  std::shared_ptr<LayoutLocks> layout_locks;
   // Null, or without peers: every new file keeps its data with the shard. A pool with a node
   // down is not chosen.
   std::shared_ptr<NewFilePlacement> placement;
@@ -368,6 +394,8 @@ std::string shard_directory(const std::string& data_dir, ShardId shard);
 // invalid_argument for another file that is not regular, access_denied when the permission bits
 // refuse (a file's owner always may, as NFS servers allow).
 Status check_read_access(const Attributes& a, const Caller& caller);
+// The same for a write of the file's data.
+Status check_write_access(const Attributes& a, const Caller& caller);
 // The bits of `requested` (ACCESS3_*) that `caller` is granted on a file with attributes `a`,
 // as the store's own check_access() answers.
 std::uint32_t access_granted(const Attributes& a, const Caller& caller, std::uint32_t requested);
@@ -417,6 +445,14 @@ class Store {
   virtual awaitable<Result<WriteResult>> write(InodeId inode, std::uint64_t offset,
                                                std::span<const std::uint8_t> data,
                                                Stability stability, Caller caller) = 0;
+  // Bytes [offset, offset + count) of a regular file went to every owner of its units directly
+  // (store/unit_client.h), under `written_under`, the layout the caller read while it held the
+  // file's data lock: its size, times and mode change as a write() changes them, and the result
+  // is what write() would answer. Unavailable when the file is laid out otherwise now (a move
+  // began, a copy fell behind): the caller writes the bytes again through write().
+  virtual awaitable<Result<WriteResult>> record_write(InodeId inode, std::uint64_t offset,
+                                                      std::uint32_t count, Stability stability,
+                                                      Caller caller, Layout written_under) = 0;
   virtual awaitable<Result<NewObject>> create(InodeId directory, std::string name,
                                               CreateMode mode, AttributeChanges initial,
                                               CreateVerifier verifier, Caller caller) = 0;

@@ -71,6 +71,11 @@ asio::awaitable<Result<xdr::Buffer>> UnitClient::read(const Layout& layout, Inod
     if (got.ok() && got->size() == length) co_return got;
     last = got.ok() ? error(Errc::io_error, "node " + std::to_string(node) + " answered short")
                     : got.status();
+    // The home's way reads a good copy and puts the bad one back, counted.
+    if (last.code() == Errc::corrupt) {
+      co_return error(Errc::unavailable, "node " + std::to_string(node) +
+                                             "'s copy fails its checksum: the home repairs it");
+    }
     if (last.code() == Errc::not_found) ++holding_nothing;
   }
   if (!owners.empty() && holding_nothing == owners.size()) {

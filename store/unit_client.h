@@ -35,7 +35,8 @@ class UnitClient {
 
   // Bytes [offset, offset + length) of the file, within one of its units: from the first of the
   // unit's owners that is up and answers; zeros when no owner holds anything of the file (a
-  // hole). Unavailable when no copy could be read whole (a bad block, an owner away).
+  // hole). Unavailable when no copy could be read whole (an owner away), or one fails its
+  // checksum: the home's way then puts it back from a good one.
   boost::asio::awaitable<Result<xdr::Buffer>> read(const Layout& layout, InodeId inode,
                                                    std::uint64_t offset, std::uint32_t length);
   // To every owner of every unit the bytes touch, all at once; `durable`: on their disks before

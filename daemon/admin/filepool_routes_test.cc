@@ -20,8 +20,9 @@ class FilepoolRoutesTest : public OneNodeClusterTest {
   }
 };
 
+// A new cluster's: new files go to the pool of the node that made it.
 const json kDefaultPolicy{{"name", "default"},
-                          {"storage_target", "anywhere"},
+                          {"storage_target", std::string(kPool)},
                           {"protection", "2x"},
                           {"access_pattern", "concurrency"}};
 
@@ -116,7 +117,7 @@ TEST_F(FilepoolRoutesTest, ExplainSaysWhichPolicyAppliesToAFileAndWhereEachActio
             (json{{"path", "/ifs/photo.jpg"},
                   {"policy", "photos"},
                   {"filter", R"(name =~ "*.jpg")"},
-                  {"storage_target", {{"value", "anywhere"}, {"from", "default"}}},
+                  {"storage_target", {{"value", std::string(kPool)}, {"from", "default"}}},
                   {"protection", {{"value", "3x"}, {"from", "photos"}}},
                   {"access_pattern", {{"value", "concurrency"}, {"from", "default"}}}}));
   const json notes = json_of(node_.call("GET", "/v1/filepool/explain/ifs/notes.txt"));

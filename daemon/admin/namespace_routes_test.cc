@@ -45,7 +45,7 @@ TEST_F(NamespaceRoutesTest, AFileShowsItsLayoutAndWhereItsStripeUnitsAre) {
   const json shown = json_of(answer);
   EXPECT_EQ(shown["type"], "file");
   EXPECT_EQ(shown["size"], 2 * kStripeUnit + 1);
-  EXPECT_EQ(shown["layout"]["pool"], "default");
+  EXPECT_EQ(shown["layout"]["pool"], std::string(store::kWithShard));
   EXPECT_EQ(shown["layout"]["stripe_unit"], kStripeUnit);
   EXPECT_EQ(shown["stripe_units"],
             json::array({{{"first", 0}, {"count", 3}, {"nodes", {kNodeId}}}}));

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <atomic>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -290,6 +291,42 @@ class NamespaceService::UnitPeers final : public PoolPeers {
       sent = send(node, number, request);
     }
     return sent;
+  }
+
+  boost::asio::awaitable<Result<xdr::Buffer>> call_async(cluster::NodeId node, UnitMethod method,
+                                                         xdr::Buffer request) override {
+    const auto number = static_cast<std::uint32_t>(method);
+    if (node == service_.self_) {
+      // This node's own units: their disk I/O runs on the blocking pool.
+      auto serving = boost::asio::co_spawn(
+          service_.blocking_,
+          [this, number, request = std::move(request)]() -> boost::asio::awaitable<Result<xdr::Buffer>> {
+            co_return service_.units_->serve(number, request);
+          },
+          boost::asio::use_awaitable);
+      co_return co_await std::move(serving);
+    }
+    const auto message = std::make_shared<const xdr::Buffer>(std::move(request));
+    for (int attempt = 0;; ++attempt) {
+      auto sending = await_callback<Result<xdr::Buffer>>([this, node, number, message](auto done) {
+        boost::asio::post(service_.strand_, [this, node, number, message,
+                                             done = std::move(done)]() mutable {
+          cluster::RpcEndpoint* rpc = service_.rpc();
+          if (rpc == nullptr) {
+            done(Result<xdr::Buffer>(error(Errc::unavailable, "this node is not in a cluster")));
+            return;
+          }
+          rpc->call(node, internal::kUnitMethodBase + number, *message,
+                    internal::kUnitCallDeadline, std::move(done));
+        });
+      });
+      Result<xdr::Buffer> sent = co_await std::move(sending);
+      if (sent.code() != Errc::behind || attempt == internal::kBehindRetries) co_return sent;
+      boost::asio::steady_timer pause(co_await boost::asio::this_coro::executor,
+                                      internal::kBehindPause);
+      auto paused = pause.async_wait(boost::asio::use_awaitable);
+      co_await std::move(paused);
+    }
   }
 
   bool is_up(cluster::NodeId node) override {

@@ -24,9 +24,11 @@ namespace tidepool::store::internal {
 
 class Migration {
  public:
-  // `store`: the store the file is in, for its attributes and layout as they are answered.
+  // `store`: the store the file is in, for its attributes and layout as they are answered;
+  // `layout_locks`: taken around the changes of a layout (null: none to take).
   Migration(ShardExecutor& shard, ShardRows& rows, PlacementTable& placements, FileData& data,
-            MirrorFeed& mirror, PoolData* pools, CatchUp& catch_up, Store& store);
+            MirrorFeed& mirror, PoolData* pools, CatchUp& catch_up, Store& store,
+            std::shared_ptr<LayoutLocks> layout_locks);
 
   boost::asio::awaitable<Result<Move>> migrate(InodeId inode, std::string pool,
                                                std::uint32_t protection,
@@ -51,6 +53,8 @@ class Migration {
   // to its target, and the target's units are freed. When the watermark cannot go, the move
   // stays as a crash would have left it.
   boost::asio::awaitable<Status> give_up_move(InodeId inode, const Placement& target);
+  // The file's data lock held exclusively, for a change of its layout (null: no lock to take).
+  boost::asio::awaitable<Result<std::shared_ptr<void>>> hold_layout(InodeId inode);
   // The switch to `target`, in one transaction, if the file is still in pool `from`.
   boost::asio::awaitable<Result<Layout>> switch_layout(InodeId inode, std::string from,
                                                        Placement target);
@@ -79,6 +83,7 @@ class Migration {
   PoolData* const pools_;
   CatchUp& catch_up_;
   Store& store_;
+  const std::shared_ptr<LayoutLocks> layout_locks_;
 };
 
 }  // namespace tidepool::store::internal

@@ -131,16 +131,19 @@ Result<ReadlinkResult> ShardNamespace::readlink(Db& db, AfterCommit&, InodeId in
 }
 
 Result<Layout> ShardNamespace::layout(Db& db, AfterCommit&, InodeId inode) {
-  return rows_.load_layout(db, inode);
+  TP_ASSIGN_OR_RETURN(Layout layout, rows_.load_layout(db, inode));
+  layout.copies_behind = placements_.behind_of(inode) != nullptr;
+  layout.epoch = data_.truncation_count(inode) + placements_.move_count(inode);
+  return layout;
 }
 
-Result<Layout> ShardNamespace::set_access_pattern(Db& db, AfterCommit&, InodeId inode,
+Result<Layout> ShardNamespace::set_access_pattern(Db& db, AfterCommit& after, InodeId inode,
                                                   std::string pattern) {
   TP_RETURN_IF_ERROR(rows_.load_layout(db, inode).status());
   auto update = db.prepare("UPDATE layouts SET access_pattern = ? WHERE ino = ?");
   update.bind(1, pattern).bind(2, inode);
   TP_RETURN_IF_ERROR(update.run());
-  return rows_.load_layout(db, inode);
+  return layout(db, after, inode);
 }
 
 Result<NewObject> ShardNamespace::create(Db& db, AfterCommit& after, InodeId directory,
@@ -618,10 +621,14 @@ std::optional<Placement> ShardNamespace::placement_for_new_file(Db& db, InodeId 
                                                                 const std::string& name,
                                                                 const Attributes& object) {
   if (!placement_ || !pools_ || !placement_->places_any()) return std::nullopt;
-  Result<std::string> path = rows_.path_of(db, directory);
-  if (!path.ok()) return std::nullopt;
+  std::string path;
+  if (placement_->needs_path()) {
+    Result<std::string> directory_path = rows_.path_of(db, directory);
+    if (!directory_path.ok()) return std::nullopt;
+    path = *directory_path + "/" + name;
+  }
   const std::optional<PoolChoice> choice =
-      placement_->place(NewFile{*path + "/" + name, object.uid, object.birth_ns});
+      placement_->place(NewFile{std::move(path), object.uid, object.birth_ns});
   if (!choice || choice->pool == kWithShard || choice->protection == 0 ||
       choice->protection > kMaxProtection) {
     return std::nullopt;

@@ -92,6 +92,15 @@ struct WriteArgs {
   Caller caller;
 };
 
+struct RecordWriteArgs {
+  InodeId inode = 0;
+  std::uint64_t offset = 0;
+  std::uint32_t count = 0;
+  Stability stability = Stability::unstable;
+  Caller caller;
+  Layout written_under;
+};
+
 struct CreateArgs {
   InodeId directory = 0;
   std::string name;
@@ -249,6 +258,8 @@ void fields(Io& io, Layout& l) {
   io(l.moving_protection);
   io(l.moving_nodes, kMaxPoolNodes);
   io(l.moved_bytes);
+  io(l.copies_behind);
+  io(l.epoch);
 }
 
 template <class Io>
@@ -401,6 +412,16 @@ void fields(Io& io, WriteArgs& a) {
   io(a.data, kMaxDataBytes);
   io(a.stability);
   io(a.caller);
+}
+
+template <class Io>
+void fields(Io& io, RecordWriteArgs& a) {
+  io(a.inode);
+  io(a.offset);
+  io(a.count, kMaxDataBytes);
+  io(a.stability);
+  io(a.caller);
+  io(a.written_under);
 }
 
 template <class Io>

@@ -111,6 +111,11 @@ class InProcessPools final : public PoolPeers {
     std::lock_guard lock(down_mutex_);
     return !down_.contains(node);
   }
+  // Answered on the caller's thread, as call() is: the stores are in this process.
+  boost::asio::awaitable<Result<xdr::Buffer>> call_async(cluster::NodeId node, UnitMethod method,
+                                                         xdr::Buffer request) override {
+    co_return call(node, method, request);
+  }
   Result<xdr::Buffer> call(cluster::NodeId node, UnitMethod method,
                            std::span<const std::uint8_t> request) override {
     if (!is_up(node)) return error(Errc::unavailable, "node down");

@@ -250,7 +250,8 @@ TEST_F(JobTest, APoolPastItsTransferLimitDuringAJobReceivesNoMore) {
   EXPECT_EQ(progress["errors"], 0) << done.dump();
   // Files are walked in the order they were made: the first moved, the last skipped.
   EXPECT_EQ(placement_of(4, "/ifs/cold/c0").first, "h500");
-  EXPECT_EQ(placement_of(4, "/ifs/cold/c" + std::to_string(kFiles - 1)).first, "default");
+  EXPECT_EQ(placement_of(4, "/ifs/cold/c" + std::to_string(kFiles - 1)).first, "f800")
+      << "where a new cluster's default policy put it";
   NfsClient reader(cluster_->node(4).endpoint());
   for (const int i : {0, kFiles - 1}) {
     const std::string name = "c" + std::to_string(i);
@@ -288,8 +289,8 @@ TEST_F(JobTest, FilePolicyMovesTheFilesItsPoliciesSelectWithoutAWalk) {
   EXPECT_EQ(done["progress"]["files_moved"], 1) << done.dump();
   EXPECT_EQ(done["progress"]["directories_scanned"], 0) << "no walk";
   EXPECT_EQ(placement_of(4, "/ifs/mixed/m1").first, "h500");
-  EXPECT_EQ(placement_of(4, "/ifs/mixed/m0").first, "default");
-  EXPECT_EQ(placement_of(4, "/ifs/mixed/m2").first, "default");
+  EXPECT_EQ(placement_of(4, "/ifs/mixed/m0").first, "f800");
+  EXPECT_EQ(placement_of(4, "/ifs/mixed/m2").first, "f800");
   NfsClient reader(cluster_->node(4).endpoint());
   EXPECT_EQ(reader.read_all(files[1]), "contents 1");
 }

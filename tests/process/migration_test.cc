@@ -173,7 +173,7 @@ TEST_F(MigrationTest, AMoveWhoseCoordinatorIsKilledGoesOnFromItsWatermark) {
   ASSERT_TRUE(shown["moving"].is_object()) << shown.dump();
   ASSERT_GE(shown["moving"]["copied_bytes"], kSize / 4) << shown.dump();
   EXPECT_EQ(shown["moving"]["pool"], "h500");
-  EXPECT_EQ(shown["layout"]["pool"], "default") << "read where it was until the switch";
+  EXPECT_EQ(shown["layout"]["pool"], "f800") << "read where it was until the switch";
   for (const json& run : shown["moving"]["stripe_units"]) {
     for (const json& node : run["nodes"]) EXPECT_TRUE(node == 3 || node == 4) << run.dump();
   }

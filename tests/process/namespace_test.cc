@@ -47,6 +47,8 @@ class NamespaceTest : public ::testing::Test {
     std::string error;
     ASSERT_TRUE(cluster_->start(&error)) << error;
     ASSERT_NO_FATAL_FAILURE(cluster_->form());
+    // These tests damage, count and show the copies a shard keeps on its home and mirror.
+    ASSERT_NO_FATAL_FAILURE(cluster_->keep_new_files_with_their_shard());
     for (std::size_t id = 1; id <= cluster_->size(); ++id) {
       ASSERT_NO_FATAL_FAILURE(roots_.push_back(root_via(id)));
     }
@@ -433,7 +435,7 @@ TEST_F(NamespaceTest, TideGetShowsAFilesShardLayoutAndTheNodesOfEachUnitAndTideS
 
   const Ran shown = cluster_->tide(4, {"get", "/ifs/data set/a.bin"});
   EXPECT_EQ(shown.exit_code, 0) << shown.output;
-  EXPECT_NE(shown.output.find("default  2x     concurrency  a.bin"), std::string::npos)
+  EXPECT_NE(shown.output.find("(shard)  2x     concurrency  a.bin"), std::string::npos)
       << shown.output;
   const Ran directory = cluster_->tide(1, {"get", "-D", "/ifs/data set"});
   EXPECT_EQ(directory.exit_code, 0) << directory.output;

@@ -230,6 +230,12 @@ void TideCluster::place_new_files_in(const std::string& pool) {
   }
 }
 
+void TideCluster::keep_new_files_with_their_shard() {
+  const Ran ran =
+      tide(1, {"filepool", "default-policy", "modify", "--data-storage-target", "anywhere"});
+  ASSERT_EQ(ran.exit_code, 0) << ran.output;
+}
+
 void TideCluster::start_serving() {
   std::string error;
   ASSERT_TRUE(start(&error)) << error;

@@ -49,6 +49,10 @@ class TideCluster {
   // A tier `hot-tier` of `pool`, made the default policy's storage target through node 1, so
   // that new files go to that pool; gtest failures if not.
   void place_new_files_in(const std::string& pool);
+  // The default policy's storage target made `anywhere`, so that new files keep their data
+  // with their shard (on its home and mirror) rather than in node 1's pool, a new cluster's
+  // default; gtest failures if not.
+  void keep_new_files_with_their_shard();
 
   std::size_t size() const { return nodes_.size(); }
   TidedNode& node(std::size_t id) { return *nodes_.at(id - 1); }
