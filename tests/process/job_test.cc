@@ -6,9 +6,12 @@
 // walk-through does, their data intact. Moves of big files: migration_test.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <functional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/process/job_fixture.h"
@@ -27,6 +30,25 @@ constexpr int kLogFiles = 500;
 
 class JobTest : public JobFixture {
  protected:
+  // make(nfs, i) for every i in [from, to), by four clients of node 2 at once, each taking the
+  // next i in turn: one client waits out every CREATE's round trip and every FILE_SYNC write's
+  // sync, four keep the node busy. False once one make() has.
+  bool make_through_node_2(int from, int to, const std::function<bool(NfsClient&, int)>& make) {
+    std::atomic<int> next = from;
+    std::atomic<bool> made = true;
+    std::vector<std::thread> clients;
+    for (int c = 0; c < 4; ++c) {
+      clients.emplace_back([&] {
+        NfsClient nfs(cluster_->node(2).endpoint());
+        for (int i = next++; i < to && made; i = next++) {
+          if (!make(nfs, i)) made = false;
+        }
+      });
+    }
+    for (std::thread& client : clients) client.join();
+    return made;
+  }
+
   // The data set, made through node 2, and the policy that makes /ifs/data stream.
   void make_data_set() {
     const FileHandle root = root_via(2);
@@ -36,12 +58,12 @@ class JobTest : public JobFixture {
     const FileHandle shards = nfs.make_dir(data, "shards");
     const FileHandle logs = nfs.make_dir(root, "logs");
     ASSERT_FALSE(data.empty() || shards.empty() || logs.empty());
-    for (int i = 0; i < kDataFiles; ++i) {
-      ASSERT_FALSE(nfs.make_file(i % 2 ? data : shards, "r" + std::to_string(i) + ".rec").empty());
-    }
-    for (int i = 0; i < kLogFiles; ++i) {
-      ASSERT_FALSE(nfs.make_file(logs, "l" + std::to_string(i) + ".log").empty());
-    }
+    ASSERT_TRUE(make_through_node_2(0, kDataFiles + kLogFiles, [&](NfsClient& client, int i) {
+      if (i < kDataFiles) {
+        return !client.make_file(i % 2 ? data : shards, "r" + std::to_string(i) + ".rec").empty();
+      }
+      return !client.make_file(logs, "l" + std::to_string(i - kDataFiles) + ".log").empty();
+    }));
     const Ran made = tide(1, {"filepool", "policies", "create", "datasets", "--filter",
                               "path =~ /ifs/data/**", "--data-access-pattern", "streaming"});
     ASSERT_EQ(made.exit_code, 0) << made.output;
@@ -222,10 +244,14 @@ TEST_F(JobTest, APoolPastItsTransferLimitDuringAJobReceivesNoMore) {
   ASSERT_FALSE(root.empty());
   NfsClient nfs(cluster_->node(2).endpoint());
   const FileHandle dir = nfs.make_dir(root, "cold");
-  for (int i = 0; i < kFiles; ++i) {
-    ASSERT_FALSE(nfs.make_file(dir, "c" + std::to_string(i), 0644, "data of c" + std::to_string(i))
-                     .empty());
-  }
+  const auto make = [&](NfsClient& client, int i) {
+    return !client.make_file(dir, "c" + std::to_string(i), 0644, "data of c" + std::to_string(i))
+                .empty();
+  };
+  // The first and the last made alone, so that they are walked first and last (below).
+  ASSERT_TRUE(make(nfs, 0));
+  ASSERT_TRUE(make_through_node_2(1, kFiles - 1, make));
+  ASSERT_TRUE(make(nfs, kFiles - 1));
   ASSERT_EQ(tide(1, {"storagepool", "tiers", "create", "cold-tier", "--children", "h500"}).exit_code, 0);
   const Ran made = tide(1, {"filepool", "policies", "create", "cold", "--filter",
                             "path =~ /ifs/cold/**", "--data-storage-target", "cold-tier"});
