@@ -6,8 +6,12 @@
 #include "tests/process/raw_rpc.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <functional>
+#include <thread>
+#include <vector>
 
 namespace tidepool::test {
 
@@ -1089,6 +1093,78 @@ std::optional<std::vector<PmapMapping>> PortmapClient::dump() {
       });
   if (!ok) return std::nullopt;
   return out;
+}
+
+namespace {
+
+// Runs `share(from, to)` on `streams` threads over [0, size) cut at multiples of `piece`; true if
+// every share returned true.
+bool in_streams(uint64_t size, uint32_t piece, int streams,
+                const std::function<bool(uint64_t from, uint64_t to)>& share) {
+  const uint64_t pieces = (size + piece - 1) / piece;
+  const uint64_t per_stream = (pieces + streams - 1) / streams;
+  std::atomic<bool> all{true};
+  std::vector<std::thread> threads;
+  for (uint64_t from = 0; from < size; from += per_stream * piece) {
+    const uint64_t to = std::min<uint64_t>(size, from + per_stream * piece);
+    threads.emplace_back([&, from, to] {
+      if (!share(from, to)) all = false;
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  return all;
+}
+
+}  // namespace
+
+bool write_in_streams(const Endpoint& ep, const FileHandle& fh, std::string_view data,
+                      uint32_t piece, int streams) {
+  const bool written = in_streams(data.size(), piece, streams, [&](uint64_t from, uint64_t to) {
+    NfsClient nfs(ep);
+    for (uint64_t at = from; at < to; at += piece) {
+      const WriteResult w =
+          nfs.write(fh, at, data.substr(at, std::min<uint64_t>(piece, to - at)), UNSTABLE);
+      if (w.status != NFS3_OK) {
+        ADD_FAILURE() << "WRITE at " << at << ": " << nfsstat3_name(w.status);
+        return false;
+      }
+    }
+    return true;
+  });
+  if (!written) return false;
+  const CommitResult committed = NfsClient(ep).commit(fh);
+  EXPECT_EQ(committed.status, NFS3_OK) << "COMMIT";
+  return committed.status == NFS3_OK;
+}
+
+bool reads_back_as(const Endpoint& ep, const FileHandle& fh, std::string_view expected,
+                   uint32_t piece, int streams) {
+  NfsClient nfs(ep);
+  const AttrResult attr = nfs.getattr(fh);
+  if (attr.status != NFS3_OK || attr.attr.size != expected.size()) {
+    ADD_FAILURE() << "GETATTR: " << nfsstat3_name(attr.status) << ", size " << attr.attr.size
+                  << " where " << expected.size() << " was expected";
+    return false;
+  }
+  const bool pieces = in_streams(expected.size(), piece, streams, [&](uint64_t from, uint64_t to) {
+    NfsClient reader(ep);
+    for (uint64_t at = from; at < to; at += piece) {
+      const std::string_view want = expected.substr(at, std::min<uint64_t>(piece, to - at));
+      const ReadResult r = reader.read(fh, at, static_cast<uint32_t>(want.size()));
+      if (r.status != NFS3_OK || r.data != want) {
+        ADD_FAILURE() << "READ at " << at << ": " << nfsstat3_name(r.status) << ", "
+                      << r.data.size() << " bytes"
+                      << (r.status == NFS3_OK ? ", not those written" : "");
+        return false;
+      }
+    }
+    return true;
+  });
+  if (!pieces) return false;
+  const ReadResult end = nfs.read(fh, expected.size(), piece);
+  EXPECT_TRUE(end.status == NFS3_OK && end.eof && end.data.empty())
+      << "READ at the end: " << nfsstat3_name(end.status) << ", " << end.data.size() << " bytes";
+  return end.status == NFS3_OK && end.eof && end.data.empty();
 }
 
 FileHandle mount_root(const Endpoint& ep, const std::string& export_path) {

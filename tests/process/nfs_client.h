@@ -390,6 +390,19 @@ class PortmapClient {
   RpcConnection conn_;
 };
 
+// Big files in a few seconds: `streams` connections to `ep` at once, each over a contiguous
+// share of the file in pieces of `piece` bytes (a synchronous client waits out every round trip;
+// several keep the node busy).
+//
+// Writes `data` from offset 0 of `fh` (UNSTABLE), then COMMITs; false, with a gtest failure
+// naming the offset, if a WRITE or the COMMIT is refused.
+bool write_in_streams(const Endpoint& ep, const FileHandle& fh, std::string_view data,
+                      uint32_t piece = kLibnfsMaxTransfer, int streams = 4);
+// Whether `fh` holds exactly `expected`: its size, every piece's bytes, and EOF right after them;
+// a gtest failure naming the first wrong offset if not.
+bool reads_back_as(const Endpoint& ep, const FileHandle& fh, std::string_view expected,
+                   uint32_t piece = kLibnfsMaxTransfer, int streams = 4);
+
 // Mounts `export_path` and returns its root handle (gtest failure if not).
 FileHandle mount_root(const Endpoint& ep, const std::string& export_path);
 
