@@ -126,6 +126,8 @@ struct Options {
   // dl-train: read the data set's files from this local directory (the export's own
   // directory, through the page cache) instead of through NFS.
   std::string local_dir;
+  // small-file: every thread's files in one directory, rather than a directory a thread.
+  bool shared_dir = false;
 };
 
 // The server, export and MOUNT port named by an nfs:// URL. libnfs parses the URL again for
@@ -940,10 +942,12 @@ class WriteJob final : public Job {
 // One operation = one file through all of that.
 class SmallFileJob final : public Job {
  public:
-  SmallFileJob(Connection& conn, int depth, std::string dir, uint64_t count, uint64_t size,
-               uint64_t seed)
+  // `names`: the prefix of its files' names, which threads sharing a directory tell apart by.
+  SmallFileJob(Connection& conn, int depth, std::string dir, std::string names, uint64_t count,
+               uint64_t size, uint64_t seed)
       : Job(conn, depth),
         dir_(std::move(dir)),
+        names_(std::move(names)),
         count_(count),
         size_(size),
         payload_(size),
@@ -982,7 +986,9 @@ class SmallFileJob final : public Job {
  private:
   enum class Step { kCreate, kWrite, kCloseWritten, kStat, kOpen, kRead, kCloseRead, kCloseFailed };
 
-  std::string file_path(uint64_t file) const { return dir_ + "/f" + std::to_string(file); }
+  std::string file_path(uint64_t file) const {
+    return dir_ + "/" + names_ + std::to_string(file);
+  }
 
   struct Slot {
     SmallFileJob* job = nullptr;
@@ -1108,6 +1114,7 @@ class SmallFileJob final : public Job {
   }
 
   const std::string dir_;
+  const std::string names_;
   const uint64_t count_;
   const uint64_t size_;
   std::vector<char> payload_;  // the same bytes for every file; read-only once built
@@ -1382,6 +1389,7 @@ struct Plan {
   std::vector<std::vector<Fh>> dirs;
   uint64_t block = 0;
   uint64_t file_size = 0;
+  bool shared_dir = false;  // small-file: one directory for every thread
 };
 
 std::string seq_read_path(int thread) {
@@ -1397,7 +1405,7 @@ std::string rename_dir(uint64_t j) {
 }
 std::string small_dir(const Plan& plan, int thread) {
   // At the export's root: libnfs resolves every path from the root, one LOOKUP per component.
-  return "/tp-small-" + plan.run_id + "-" + std::to_string(thread);
+  return "/tp-small-" + plan.run_id + "-" + (plan.shared_dir ? "all" : std::to_string(thread));
 }
 uint64_t metadata_dirs(uint64_t files) { return (files + kFilesPerDir - 1) / kFilesPerDir; }
 
@@ -1439,6 +1447,7 @@ bool lookup_tree_dirs(const Target& target, Connection& conn, const char* tree, 
 bool make_plan(const Options& opt, const std::vector<Target>& targets, Connection& conn, Plan* plan,
                std::string* error) {
   plan->run_id = std::to_string(std::time(nullptr)) + "-" + std::to_string(::getpid());
+  plan->shared_dir = opt.shared_dir;
   const bool rand = opt.workload == Workload::kRandRead;
   const bool seq = opt.workload == Workload::kSeqRead || opt.workload == Workload::kSeqWrite ||
                    opt.workload == Workload::kDlTrain;
@@ -1550,6 +1559,7 @@ std::unique_ptr<Job> make_job(const Options& opt, const Plan& plan, Connection& 
     case Workload::kSmallFile:
       if (opt.prepare) return nullptr;  // each run writes its own files
       return std::make_unique<SmallFileJob>(conn, depth, small_dir(plan, k),
+                                            "f" + std::to_string(k) + "-",
                                             share(opt.files, k, opt.threads), plan.file_size, seed);
     case Workload::kDlTrain: {
       // Thread k writes file k: a data set of N files is prepared with N threads.
@@ -1806,6 +1816,7 @@ void usage(FILE* out) {
       "                       of --files whole, one READ in flight; prepared by --threads\n"
       "                       as many as --files)\n"
       "  --local-dir DIR      dl-train: read DIR/tp-bench/dl/s<i> with pread, no NFS\n"
+      "  --shared-dir         small-file: every thread's files in one directory\n"
       "  --prepare            create the data set W reads (instead of the measured run)\n"
       "  --threads N          threads, one connection each (default 4)\n"
       "  --depth D            requests in flight per thread (default 8)\n"
@@ -1852,6 +1863,8 @@ int run_main(int argc, char** argv) {
     } else if (arg == "--url") {
       if (!take()) return bad();
       opt.urls.push_back(value);
+    } else if (arg == "--shared-dir") {
+      opt.shared_dir = true;
     } else if (arg == "--local-dir") {
       if (!take() || value.empty()) return bad();
       opt.local_dir = value;

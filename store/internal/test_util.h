@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <array>
+#include <atomic>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -42,7 +44,6 @@ T run_to_completion(boost::asio::awaitable<T> op) {
   return future.get();
 }
 
-// An empty directory of the running test's own: tests run as parallel processes.
 // `n` bytes of a pseudo-random sequence, the same for the same seed.
 inline std::vector<std::uint8_t> random_bytes(std::size_t n, unsigned seed) {
   std::mt19937 random(seed);
@@ -51,6 +52,7 @@ inline std::vector<std::uint8_t> random_bytes(std::size_t n, unsigned seed) {
   return bytes;
 }
 
+// An empty directory of the running test's own: tests run as parallel processes.
 inline std::filesystem::path fresh_test_directory(const std::string& prefix) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() /
@@ -118,6 +120,7 @@ class InProcessPools final : public PoolPeers {
   }
   Result<xdr::Buffer> call(cluster::NodeId node, UnitMethod method,
                            std::span<const std::uint8_t> request) override {
+    if (method == UnitMethod::read && node <= reads_asked.size()) reads_asked[node - 1].fetch_add(1);
     if (!is_up(node)) return error(Errc::unavailable, "node down");
     if (method == UnitMethod::write) {
       unit_writes.fetch_add(1);
@@ -170,6 +173,8 @@ class InProcessPools final : public PoolPeers {
   }
   // The unit writes every node was sent, counted together.
   std::atomic<std::uint64_t> unit_writes{0};
+  // The unit reads each node was asked for (node k at k - 1), served or not.
+  std::array<std::atomic<std::uint64_t>, 8> reads_asked{};
   // The unit reads every node served, counted together.
   const std::shared_ptr<ReadCounters> unit_reads = std::make_shared<ReadCounters>();
 
