@@ -1,9 +1,8 @@
 #include "cache/directory_locks.h"
 
 #include <algorithm>
-#include <mutex>
 
-#include "cache/internal/file_locks.h"
+#include "cache/internal/attached_locks.h"
 #include "common/callback_awaitable.h"
 
 namespace tidepool::cache {
@@ -31,24 +30,7 @@ struct Held {
 class DirectoryLocks::Impl {
  public:
   std::shared_ptr<store::NamespaceLocks> here = store::make_process_locks();
-
-  // Null while there is no lock manager.
-  std::shared_ptr<FileLocks> cluster() {
-    std::lock_guard guard(mutex_);
-    return locks_;
-  }
-  void set(std::shared_ptr<FileLocks> next) {
-    std::shared_ptr<FileLocks> previous;
-    {
-      std::lock_guard guard(mutex_);
-      previous = std::exchange(locks_, std::move(next));
-    }
-    if (previous) previous->close();
-  }
-
- private:
-  std::mutex mutex_;
-  std::shared_ptr<FileLocks> locks_;  // guarded by mutex_
+  AttachedLocks cluster{"namespace"};
 };
 
 DirectoryLocks::DirectoryLocks() : impl_(std::make_shared<Impl>()) {}
@@ -56,17 +38,7 @@ DirectoryLocks::DirectoryLocks() : impl_(std::make_shared<Impl>()) {}
 DirectoryLocks::~DirectoryLocks() = default;
 
 void DirectoryLocks::attach(cluster::EventLoop* loop, lockmgr::LockManager* manager) {
-  if (loop == nullptr || manager == nullptr) {
-    impl_->set(nullptr);
-    return;
-  }
-  lockmgr::LockCacheOptions options;
-  options.holder = "namespace";
-  // Nothing is kept under these locks: one goes as soon as another node wants it and its users
-  // here are done.
-  impl_->set(FileLocks::make(*loop, *manager, options,
-                             [](const lockmgr::ResourceName&, lockmgr::Range, lockmgr::Mode,
-                                std::function<void()> done) { done(); }));
+  impl_->cluster.attach(loop, manager);
 }
 
 store::awaitable<Result<std::shared_ptr<void>>> DirectoryLocks::lock(
@@ -77,7 +49,7 @@ store::awaitable<Result<std::shared_ptr<void>>> DirectoryLocks::lock(
   auto locking = impl->here->lock(keys);
   Result<std::shared_ptr<void>> here = co_await std::move(locking);
   if (!here.ok()) co_return here.status();
-  std::shared_ptr<FileLocks> cluster = impl->cluster();
+  std::shared_ptr<FileLocks> cluster = impl->cluster.get();
   if (!cluster) co_return here;
   auto held = std::make_shared<Held>();
   held->here = std::move(here).value();

@@ -1,8 +1,6 @@
 #include "cache/layout_locks.h"
 
-#include <mutex>
-
-#include "cache/internal/file_locks.h"
+#include "cache/internal/attached_locks.h"
 #include "common/callback_awaitable.h"
 
 namespace tidepool::cache {
@@ -16,23 +14,7 @@ lockmgr::ResourceName data_lock(store::InodeId inode) {
 
 class LayoutLocks::Impl {
  public:
-  // Null while there is no lock manager.
-  std::shared_ptr<FileLocks> cluster() {
-    std::lock_guard guard(mutex_);
-    return locks_;
-  }
-  void set(std::shared_ptr<FileLocks> next) {
-    std::shared_ptr<FileLocks> previous;
-    {
-      std::lock_guard guard(mutex_);
-      previous = std::exchange(locks_, std::move(next));
-    }
-    if (previous) previous->close();
-  }
-
- private:
-  std::mutex mutex_;
-  std::shared_ptr<FileLocks> locks_;  // guarded by mutex_
+  AttachedLocks locks{"layouts"};
 };
 
 LayoutLocks::LayoutLocks() : impl_(std::make_shared<Impl>()) {}
@@ -40,21 +22,11 @@ LayoutLocks::LayoutLocks() : impl_(std::make_shared<Impl>()) {}
 LayoutLocks::~LayoutLocks() = default;
 
 void LayoutLocks::attach(cluster::EventLoop* loop, lockmgr::LockManager* manager) {
-  if (loop == nullptr || manager == nullptr) {
-    impl_->set(nullptr);
-    return;
-  }
-  lockmgr::LockCacheOptions options;
-  options.holder = "layouts";
-  // Nothing is kept under these locks: one goes as soon as another holder wants it and the
-  // change here is done.
-  impl_->set(FileLocks::make(*loop, *manager, options,
-                             [](const lockmgr::ResourceName&, lockmgr::Range, lockmgr::Mode,
-                                std::function<void()> done) { done(); }));
+  impl_->locks.attach(loop, manager);
 }
 
 store::awaitable<Result<std::shared_ptr<void>>> LayoutLocks::exclusive(store::InodeId inode) {
-  std::shared_ptr<FileLocks> cluster = impl_->cluster();
+  std::shared_ptr<FileLocks> cluster = impl_->locks.get();
   if (!cluster) co_return std::shared_ptr<void>();
   auto acquiring = await_callback<Result<lockmgr::CachedLock>>([&cluster, inode](auto done) {
     cluster->acquire(data_lock(inode), lockmgr::Mode::exclusive, lockmgr::kWholeResource,

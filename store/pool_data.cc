@@ -161,13 +161,11 @@ Result<std::vector<cluster::NodeId>> PoolData::owners(const Placement& where, In
   return owners;
 }
 
-Status PoolData::call_counting_boots(cluster::NodeId node, UnitMethod method,
-                                     const xdr::Buffer& request) {
-  TP_ASSIGN_OR_RETURN(xdr::Buffer reply, peers_->call(node, method, request));
+Status BootIds::note(cluster::NodeId node, std::span<const std::uint8_t> reply) {
   xdr::Decoder in(reply);
   const std::uint64_t boot = in.u64();
   if (!in.ok()) return error(Errc::io_error, "node " + std::to_string(node) + " gave no boot id");
-  std::lock_guard lock(boots_mutex_);
+  std::lock_guard lock(mutex_);
   auto [known, first] = boots_.try_emplace(node, boot);
   if (!first && known->second != boot) {
     known->second = boot;
@@ -177,6 +175,12 @@ Status PoolData::call_counting_boots(cluster::NodeId node, UnitMethod method,
                  node);
   }
   return {};
+}
+
+Status PoolData::call_counting_boots(cluster::NodeId node, UnitMethod method,
+                                     const xdr::Buffer& request) {
+  TP_ASSIGN_OR_RETURN(xdr::Buffer reply, peers_->call(node, method, request));
+  return boot_ids_.note(node, reply);
 }
 
 Status PoolData::for_each_unit(std::uint32_t stripe_unit, std::uint64_t offset, std::size_t length,

@@ -140,6 +140,22 @@ class PoolPeers {
                                                                  xdr::Buffer request) = 0;
 };
 
+// The boot ids the owners of units answered writes and syncs with, per node: a new one means
+// the node restarted and may have lost what it took UNSTABLE, so the write verifier its callers
+// hand out must change. Thread-safe.
+class BootIds {
+ public:
+  // Notes the boot id that leads `reply`, from `node`; io_error when there is none.
+  Status note(cluster::NodeId node, std::span<const std::uint8_t> reply);
+  // How many times a node answered with a boot id other than the one it had answered with.
+  std::uint64_t restarts() const { return restarts_.load(); }
+
+ private:
+  std::mutex mutex_;
+  std::map<cluster::NodeId, std::uint64_t> boots_;  // guarded by mutex_
+  std::atomic<std::uint64_t> restarts_{0};
+};
+
 // A unit's copy that a write or sync did not reach, its node down or not answering; unit
 // kEveryUnit: every unit of the file the node holds (a sync it missed).
 inline constexpr std::uint64_t kEveryUnit = ~std::uint64_t{0};
@@ -175,7 +191,7 @@ class PoolData {
                                               std::uint64_t unit) const;
   // How many times a node holding units was seen to have restarted (and may have lost data
   // not yet synced). The home folds it into its write verifier.
-  std::uint64_t restarts() const { return restarts_.load(); }
+  std::uint64_t restarts() const { return boot_ids_.restarts(); }
   // To every owner of each unit touched, but those that `hold` it already; `durable`: on their
   // disks before this returns.
   Status write(const Placement& where, InodeId inode, std::uint64_t offset,
@@ -249,9 +265,7 @@ class PoolData {
 
   const std::shared_ptr<PoolPeers> peers_;
   const std::shared_ptr<IntegrityCounters> integrity_;
-  std::mutex boots_mutex_;
-  std::map<cluster::NodeId, std::uint64_t> boots_;  // guarded by boots_mutex_
-  std::atomic<std::uint64_t> restarts_{0};
+  BootIds boot_ids_;
 };
 
 }  // namespace tidepool::store

@@ -1,7 +1,5 @@
 #include "store/unit_client.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -132,19 +130,7 @@ asio::awaitable<Status> UnitClient::call_counting_boots(cluster::NodeId node, Un
   auto calling = peers_->call_async(node, method, std::move(request));
   Result<xdr::Buffer> reply = co_await std::move(calling);
   if (!reply.ok()) co_return reply.status();
-  xdr::Decoder in(*reply);
-  const std::uint64_t boot = in.u64();
-  if (!in.ok()) co_return error(Errc::io_error, "node " + std::to_string(node) + " gave no boot id");
-  std::lock_guard lock(boots_mutex_);
-  auto [known, first] = boots_.try_emplace(node, boot);
-  if (!first && known->second != boot) {
-    known->second = boot;
-    restarts_.fetch_add(1);
-    spdlog::warn("node {} restarted: data it had not synced may be gone, so the write verifier "
-                 "changes",
-                 node);
-  }
-  co_return Status{};
+  co_return boot_ids_.note(node, *reply);
 }
 
 }  // namespace tidepool::store

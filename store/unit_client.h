@@ -11,12 +11,9 @@
 // Thread-safe; every call resumes on its caller's executor and blocks no thread.
 #pragma once
 
-#include <atomic>
 #include <boost/asio/awaitable.hpp>
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <span>
 
 #include "common/status.h"
@@ -48,7 +45,7 @@ class UnitClient {
   boost::asio::awaitable<Status> sync(const Layout& layout, InodeId inode);
   // How many times an owner answered a write or a sync with a new boot id: it restarted, and
   // may have lost what it took UNSTABLE. Folded into the write verifier the caller hands out.
-  std::uint64_t restarts() const { return restarts_.load(); }
+  std::uint64_t restarts() const { return boot_ids_.restarts(); }
 
  private:
   // A call whose reply is the owner's boot id (write, sync).
@@ -56,9 +53,7 @@ class UnitClient {
                                                      xdr::Buffer request);
 
   const std::shared_ptr<PoolPeers> peers_;
-  std::mutex boots_mutex_;
-  std::map<cluster::NodeId, std::uint64_t> boots_;  // guarded by boots_mutex_
-  std::atomic<std::uint64_t> restarts_ = 0;
+  BootIds boot_ids_;
 };
 
 }  // namespace tidepool::store
