@@ -5,9 +5,13 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <charconv>
 #include <filesystem>
 
+#include "common/callback_awaitable.h"
 #include "common/files.h"
 #include "store/internal/backend_links.h"
 
@@ -218,6 +222,31 @@ NamespaceService::Role NamespaceService::role(ShardId shard) const {
 }
 
 cluster::RpcEndpoint* NamespaceService::rpc() const { return cluster_ ? cluster_->rpc() : nullptr; }
+
+boost::asio::awaitable<Result<xdr::Buffer>> NamespaceService::call_peer(
+    cluster::NodeId node, std::uint32_t method, std::shared_ptr<const xdr::Buffer> message,
+    std::chrono::milliseconds deadline) {
+  for (int attempt = 0;; ++attempt) {
+    auto sending = await_callback<Result<xdr::Buffer>>([this, node, method, message,
+                                                        deadline](auto done) {
+      boost::asio::post(strand_, [this, node, method, message, deadline,
+                                  done = std::move(done)]() mutable {
+        cluster::RpcEndpoint* endpoint = rpc();
+        if (endpoint == nullptr) {
+          done(Result<xdr::Buffer>(error(Errc::unavailable, "this node is not in a cluster")));
+          return;
+        }
+        endpoint->call(node, method, *message, deadline, std::move(done));
+      });
+    });
+    Result<xdr::Buffer> sent = co_await std::move(sending);
+    if (sent.code() != Errc::behind || attempt == internal::kBehindRetries) co_return sent;
+    boost::asio::steady_timer pause(co_await boost::asio::this_coro::executor,
+                                    internal::kBehindPause);
+    auto paused = pause.async_wait(boost::asio::use_awaitable);
+    co_await std::move(paused);
+  }
+}
 
 void NamespaceService::attach(ClusterAccess* cluster) {
   cluster_ = cluster;

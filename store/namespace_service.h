@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <functional>
@@ -113,6 +114,11 @@ class NamespaceService {
   enum class Role { none, home, mirror };
 
   cluster::RpcEndpoint* rpc() const;
+  // `message` to `node` as RPC `method`, through the backend strand; sent again after a pause
+  // while the node answers `behind` (its view lags this node's), a bounded number of times.
+  boost::asio::awaitable<Result<xdr::Buffer>> call_peer(cluster::NodeId node, std::uint32_t method,
+                                                        std::shared_ptr<const xdr::Buffer> message,
+                                                        std::chrono::milliseconds deadline);
   Role role(ShardId shard) const;  // this node's, by the last record followed
   // Makes room for `count` shards, releasing the copies of a namespace of another count.
   void reshape(ShardId count);

@@ -131,27 +131,10 @@ class NamespaceService::Channel final : public ShardChannel, public ParticipantC
   boost::asio::awaitable<Result<xdr::Buffer>> send(std::uint32_t method, xdr::Buffer request,
                                                    std::chrono::milliseconds deadline) {
     // The one copy of the request (a write's data) every attempt sends.
-    auto message = std::make_shared<xdr::Buffer>(internal::shard_message(shard_, request));
-    for (int attempt = 0;; ++attempt) {
-      auto start = [this, method, message, deadline](auto done) mutable {
-        boost::asio::post(service_.strand_, [this, method, message, deadline,
-                                             done = std::move(done)]() mutable {
-          cluster::RpcEndpoint* rpc = service_.rpc();
-          if (rpc == nullptr) {
-            done(Result<xdr::Buffer>(error(Errc::unavailable, "this node is not in a cluster")));
-            return;
-          }
-          rpc->call(home_, method, *message, deadline, std::move(done));
-        });
-      };
-      auto sent = await_callback<Result<xdr::Buffer>>(std::move(start));
-      Result<xdr::Buffer> reply = co_await std::move(sent);
-      if (reply.code() != Errc::behind || attempt == internal::kBehindRetries) co_return reply;
-      boost::asio::steady_timer pause(co_await boost::asio::this_coro::executor,
-                                      internal::kBehindPause);
-      auto paused = pause.async_wait(boost::asio::use_awaitable);
-      co_await std::move(paused);
-    }
+    auto calling = service_.call_peer(
+        home_, method,
+        std::make_shared<const xdr::Buffer>(internal::shard_message(shard_, request)), deadline);
+    co_return co_await std::move(calling);
   }
 
   NamespaceService& service_;
@@ -306,27 +289,11 @@ class NamespaceService::UnitPeers final : public PoolPeers {
           boost::asio::use_awaitable);
       co_return co_await std::move(serving);
     }
-    const auto message = std::make_shared<const xdr::Buffer>(std::move(request));
-    for (int attempt = 0;; ++attempt) {
-      auto sending = await_callback<Result<xdr::Buffer>>([this, node, number, message](auto done) {
-        boost::asio::post(service_.strand_, [this, node, number, message,
-                                             done = std::move(done)]() mutable {
-          cluster::RpcEndpoint* rpc = service_.rpc();
-          if (rpc == nullptr) {
-            done(Result<xdr::Buffer>(error(Errc::unavailable, "this node is not in a cluster")));
-            return;
-          }
-          rpc->call(node, internal::kUnitMethodBase + number, *message,
-                    internal::kUnitCallDeadline, std::move(done));
-        });
-      });
-      Result<xdr::Buffer> sent = co_await std::move(sending);
-      if (sent.code() != Errc::behind || attempt == internal::kBehindRetries) co_return sent;
-      boost::asio::steady_timer pause(co_await boost::asio::this_coro::executor,
-                                      internal::kBehindPause);
-      auto paused = pause.async_wait(boost::asio::use_awaitable);
-      co_await std::move(paused);
-    }
+    auto calling =
+        service_.call_peer(node, internal::kUnitMethodBase + number,
+                           std::make_shared<const xdr::Buffer>(std::move(request)),
+                           internal::kUnitCallDeadline);
+    co_return co_await std::move(calling);
   }
 
   bool is_up(cluster::NodeId node) override {
