@@ -1,0 +1,82 @@
+#include "cli/render.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cli/internal/render_parts.h"
+
+namespace tidepool::cli {
+
+using internal::joined;
+using internal::node_and_state;
+using internal::render_fields;
+
+namespace {
+
+// Runs of stripe units (`tide get -D`): which units, their byte offsets, the nodes holding them.
+void render_unit_runs(std::ostream& out, const Json& runs, const Json& unit_bytes) {
+  Table units({{"Units"}, {"Offsets"}, {"Nodes"}});
+  for (const Json& run : as_list(runs)) {
+    const Json& first = field(run, "first");
+    const Json& count = field(run, "count");
+    if (!first.is_number_unsigned() || !count.is_number_unsigned() ||
+        !unit_bytes.is_number_unsigned() || count.get<std::uint64_t>() == 0) {
+      continue;
+    }
+    const std::uint64_t from = first.get<std::uint64_t>();
+    const std::uint64_t to = from + count.get<std::uint64_t>() - 1;
+    const std::uint64_t bytes = unit_bytes.get<std::uint64_t>();
+    units.add_row({std::to_string(from) + "-" + std::to_string(to),
+                   std::to_string(from * bytes) + "-" + std::to_string((to + 1) * bytes - 1),
+                   joined(field(run, "nodes"))});
+  }
+  units.render(out);
+}
+
+}  // namespace
+
+void render_file(std::ostream& out, const Json& file, bool details) {
+  const Json& layout = field(file, "layout");
+  const std::string path = display(field(file, "path"));
+  Table table({{"Policy"}, {"Level"}, {"Performance"}, {"File"}});
+  table.add_row(
+      {display(field(layout, "pool")), display(field(layout, "protection")),
+       display(field(layout, "access_pattern")),
+       path.substr(path.find_last_of('/') + 1) + (field(file, "type") == "directory" ? "/" : "")});
+  table.render(out);
+  if (!details) return;
+  const Json& shard = field(file, "shard");
+  std::vector<std::pair<std::string, std::string>> fields{
+      {"Path", path},
+      {"Inode", display(field(file, "inode")) + " (shard " + display(field(shard, "id")) + ")"},
+      {"Type", display(field(file, "type"))},
+      {"Size", display(field(file, "size")) + " bytes"},
+      {"Mode", display(field(file, "mode"))},
+      {"Owner", "uid " + display(field(file, "uid")) + ", gid " + display(field(file, "gid"))},
+      {"Links", display(field(file, "nlink"))},
+      {"Shard Home", node_and_state(field(shard, "home"), field(shard, "state"))},
+      {"Shard Mirror", node_and_state(field(shard, "mirror"), field(shard, "mirror_state"))}};
+  if (layout.is_object()) {
+    fields.insert(fields.end(),
+                  {{"Disk Pool Policy", display(field(layout, "pool"))},
+                   {"Protection", display(field(layout, "protection"))},
+                   {"Access Pattern", display(field(layout, "access_pattern"))},
+                   {"Stripe Unit", display(field(layout, "stripe_unit")) + " bytes"}});
+  }
+  out << '\n';
+  render_fields(out, fields, Align::left);
+  if (!layout.is_object()) return;
+  const Json& unit_bytes = field(layout, "stripe_unit");
+  out << "\nStripe Units:\n";
+  render_unit_runs(out, field(file, "stripe_units"), unit_bytes);
+  const Json& moving = field(file, "moving");
+  if (!moving.is_object()) return;
+  out << "\nMoving To: " << display(field(moving, "pool")) << " ("
+      << display(field(moving, "protection")) << "), " << display(field(moving, "copied_bytes"))
+      << " of " << display(field(file, "size")) << " bytes copied\n";
+  render_unit_runs(out, field(moving, "stripe_units"), unit_bytes);
+}
+
+}  // namespace tidepool::cli
