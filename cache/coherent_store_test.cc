@@ -175,7 +175,7 @@ class CoherentStoreTest : public ::testing::Test {
   cluster::SimWorld world_;
   std::filesystem::path dir_;
   // The home's L2: the other nodes' L1 fetch from the home's store itself here.
-  std::shared_ptr<BlockCache> l2_ = std::make_shared<BlockCache>(64u << 20);
+  std::shared_ptr<store::L2> l2_ = std::make_shared<store::L2>(64u << 20);
   std::unique_ptr<store::LocalStore> home_;
   std::map<NodeId, std::unique_ptr<lockmgr::LockManager>> managers_;
   std::map<NodeId, std::unique_ptr<CoherentStore>> caches_;

@@ -41,7 +41,7 @@ class MigrateTest : public ::testing::Test {
     options.peers = nodes_;
     options.placement = placement_;
     options.stripe_unit_bytes = stripe_unit_;
-    options.reads = shard_reads_;
+    options.l2 = shard_l2_;
     options.integrity = integrity_;
     auto opened = Store::open(options);
     ASSERT_TRUE(opened.ok()) << opened.status().to_string();
@@ -122,7 +122,7 @@ class MigrateTest : public ::testing::Test {
   std::filesystem::path dir_;
   std::shared_ptr<SuffixPlacement> placement_ = std::make_shared<SuffixPlacement>();
   std::shared_ptr<internal::InProcessPools> nodes_;
-  const std::shared_ptr<ReadCounters> shard_reads_ = std::make_shared<ReadCounters>();
+  const std::shared_ptr<L2> shard_l2_ = std::make_shared<L2>(0);
   const std::shared_ptr<IntegrityCounters> integrity_ = std::make_shared<IntegrityCounters>();
   std::unique_ptr<LocalStore> store_;
   int files_ = 0;
@@ -413,11 +413,11 @@ TEST_F(MigrateTest, ReadsOfAPlacedFileAreCountedByTheNodesHoldingItsUnitsAlone) 
           .ok());
   const InodeId with_shard = file_with(internal::random_bytes(kUnit, 36));
   EXPECT_EQ(contents(placed, bytes.size()), bytes);
-  EXPECT_EQ(nodes_->unit_reads->data_bytes_read.load(), bytes.size());
-  EXPECT_EQ(shard_reads_->data_bytes_read.load(), 0u);
+  EXPECT_EQ(nodes_->unit_l2->reads().data_bytes_read.load(), bytes.size());
+  EXPECT_EQ(shard_l2_->reads().data_bytes_read.load(), 0u);
   contents(with_shard, kUnit);
-  EXPECT_EQ(shard_reads_->data_bytes_read.load(), kUnit);
-  EXPECT_EQ(nodes_->unit_reads->data_bytes_read.load(), bytes.size());
+  EXPECT_EQ(shard_l2_->reads().data_bytes_read.load(), kUnit);
+  EXPECT_EQ(nodes_->unit_l2->reads().data_bytes_read.load(), bytes.size());
 }
 
 TEST_F(MigrateTest, APlacedFileIsTruncatedAndRemovedOnItsPoolsNodes) {

@@ -69,7 +69,7 @@ NamespaceService::NamespaceService(asio::any_io_executor strand,
                                    std::shared_ptr<NamespaceLocks> locks, PoolsOf pools_of)
     : strand_(std::move(strand)),
       store_executor_(std::move(store_executor)),
-      units_(std::make_unique<UnitStore>(options.data_dir + "/units", options.l2, options.reads)),
+      units_(std::make_unique<UnitStore>(options.data_dir + "/units", options.l2)),
       peers_(std::make_shared<UnitPeers>(*this)),
       unit_client_(std::make_shared<UnitClient>(peers_)),
       options_(with_pools(std::move(options), peers_)),
@@ -199,13 +199,8 @@ asio::awaitable<void> drop_store_caches(std::vector<std::shared_ptr<LocalStore>>
 
 }  // namespace
 
-L2Usage NamespaceService::l2_usage() const {
-  if (!options_.l2) return {};
-  return {options_.l2->statistics().bytes, options_.l2->capacity()};
-}
-
 void NamespaceService::drop_caches(std::function<void(Status)> done) {
-  units_->clear_l2();
+  options_.l2->clear();
   std::vector<std::shared_ptr<LocalStore>> stores;
   for (const Shard& shard : shards_) {
     if (shard.store) stores.push_back(shard.store);

@@ -87,9 +87,9 @@ class NamespaceService {
   // What the checks of this node's copies of file data found since the daemon started.
   const IntegrityCounters& integrity() const { return *options_.integrity; }
   // How this node's copies of the namespace answered reads from their own caches (its L2).
-  const ReadCounters& reads() const { return *options_.reads; }
+  const ReadCounters& reads() const { return options_.l2->reads(); }
   // What the node's L2 holds, of its shard's data and of the units it holds for node pools.
-  L2Usage l2_usage() const;
+  L2Usage l2_usage() const { return options_.l2->usage(); }
   // On the strand: empties the L2 of the units this node holds, and the caches of the store
   // this node serves from, if it holds one; `done` runs on the store's executor.
   void drop_caches(std::function<void(Status)> done);

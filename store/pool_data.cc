@@ -51,11 +51,9 @@ Result<UnitRequest> decode_unit_request(std::span<const std::uint8_t> body) {
   return request;
 }
 
-UnitStore::UnitStore(std::string root, std::shared_ptr<BlockCache> l2,
-                     std::shared_ptr<ReadCounters> reads)
+UnitStore::UnitStore(std::string root, std::shared_ptr<L2> l2)
     : root_(std::move(root)),
       l2_(std::move(l2)),
-      reads_(std::move(reads)),
       boot_(std::random_device{}() | std::uint64_t{std::random_device{}()} << 32) {}
 
 xdr::Buffer UnitStore::boot_reply() const {
@@ -102,9 +100,9 @@ Result<xdr::Buffer> UnitStore::serve(std::uint32_t method, std::span<const std::
       bytes.reserve(request.value + cluster::kRpcTrailerBytes);
       bytes.resize(request.value);
       // From the L2, else from the page cache (which may keep the units in the L2), else disk.
-      reads_->data_bytes_read.fetch_add(request.value, std::memory_order_relaxed);
+      l2_->reads().data_bytes_read.fetch_add(request.value, std::memory_order_relaxed);
       if (files->read_from_l2(request.inode, request.offset, bytes)) {
-        reads_->data_bytes_hit.fetch_add(request.value, std::memory_order_relaxed);
+        l2_->reads().data_bytes_hit.fetch_add(request.value, std::memory_order_relaxed);
         return bytes;
       }
       Result<bool> cached = files->read_cached(request.inode, request.offset, bytes);
@@ -133,11 +131,6 @@ Result<xdr::Buffer> UnitStore::serve(std::uint32_t method, std::span<const std::
       return xdr::Buffer{};
   }
   return error(Errc::not_supported, "no unit method " + std::to_string(method));
-}
-
-void UnitStore::clear_l2() {
-  std::lock_guard lock(mutex_);
-  for (auto& [pool, files] : pools_) files->clear_l2();
 }
 
 PoolData::PoolData(std::shared_ptr<PoolPeers> peers, std::shared_ptr<IntegrityCounters> integrity)

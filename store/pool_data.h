@@ -87,10 +87,9 @@ Result<UnitRequest> decode_unit_request(std::span<const std::uint8_t> body);
 // messages naming ever new pools cannot use up its file descriptors.
 class UnitStore {
  public:
-  // `l2`: the node's L2, which keeps the units read here as the shard's own data does; null
-  // keeps none. `reads` counts the unit reads and those the L2 answered.
-  explicit UnitStore(std::string root, std::shared_ptr<BlockCache> l2 = nullptr,
-                     std::shared_ptr<ReadCounters> reads = std::make_shared<ReadCounters>());
+  // `l2`: the node's L2, which keeps the units read here as the shard's own data does, and
+  // counts the unit reads and those it answered.
+  explicit UnitStore(std::string root, std::shared_ptr<L2> l2 = std::make_shared<L2>(0));
   ~UnitStore();
   UnitStore(const UnitStore&) = delete;
   UnitStore& operator=(const UnitStore&) = delete;
@@ -99,16 +98,13 @@ class UnitStore {
   // file), write and sync this store's boot id (8 bytes), the others nothing. A block that
   // fails its checksum fails the read as corrupt; an unknown method is not_supported.
   Result<xdr::Buffer> serve(std::uint32_t method, std::span<const std::uint8_t> request);
-  // Empties the L2 of the units kept here (tide flush --l2).
-  void clear_l2();
 
  private:
   Result<internal::DataFiles*> files_of(const std::string& pool);
   xdr::Buffer boot_reply() const;
 
   const std::string root_;
-  const std::shared_ptr<BlockCache> l2_;
-  const std::shared_ptr<ReadCounters> reads_;
+  const std::shared_ptr<L2> l2_;
   const std::uint64_t boot_;
   std::mutex mutex_;
   std::map<std::string, std::unique_ptr<internal::DataFiles>> pools_;  // guarded by mutex_

@@ -221,9 +221,8 @@ TEST_F(PoolDataTest, TruncateAndRemoveReachEveryNodeOfThePool) {
 
 TEST(UnitRequests, AnOwnerKeepsUnitsReadTwiceInItsL2UntilTheyChange) {
   const auto dir = internal::fresh_test_directory("tidepool-unit-l2-test");
-  const auto l2 = std::make_shared<BlockCache>(16u << 20);
-  const auto reads = std::make_shared<ReadCounters>();
-  UnitStore store(dir.string(), l2, reads);
+  const auto l2 = std::make_shared<L2>(16u << 20);
+  UnitStore store(dir.string(), l2);
   auto call = [&](UnitMethod method, const UnitRequest& request) {
     return store.serve(static_cast<std::uint32_t>(method), encode_unit_request(request));
   };
@@ -237,8 +236,8 @@ TEST(UnitRequests, AnOwnerKeepsUnitsReadTwiceInItsL2UntilTheyChange) {
   }
   EXPECT_EQ(l2->statistics().blocks, 2u);
   EXPECT_GE(l2->statistics().hits, 2u);
-  EXPECT_EQ(reads->data_bytes_read.load(), 3 * 2 * kUnit);
-  EXPECT_EQ(reads->data_bytes_hit.load(), 2 * kUnit);  // the third read
+  EXPECT_EQ(l2->reads().data_bytes_read.load(), 3 * 2 * kUnit);
+  EXPECT_EQ(l2->reads().data_bytes_hit.load(), 2 * kUnit);  // the third read
   std::fill(bytes.begin() + kUnit, bytes.end(), 2);
   ASSERT_TRUE(
       call(UnitMethod::write, {"f800", 9, kUnit, 1, {bytes.begin() + kUnit, bytes.end()}}).ok());
@@ -251,7 +250,7 @@ TEST(UnitRequests, AnOwnerKeepsUnitsReadTwiceInItsL2UntilTheyChange) {
   std::vector<std::uint8_t> cut(2 * kUnit, 0);
   std::fill(cut.begin(), cut.begin() + 10, 1);
   EXPECT_EQ(*read, xdr::Buffer(cut.begin(), cut.end()));
-  store.clear_l2();
+  l2->clear();
   EXPECT_EQ(l2->statistics().blocks, 0u);
   std::filesystem::remove_all(dir);
 }

@@ -138,9 +138,9 @@ class StoreImpl final : public LocalStore {
   }
 
   awaitable<Result<Attributes>> getattr(InodeId inode) override {
-    options_.reads->metadata_reads.fetch_add(1, std::memory_order_relaxed);
+    options_.l2->reads().metadata_reads.fetch_add(1, std::memory_order_relaxed);
     if (auto cached = rows_.cached(inode)) {
-      options_.reads->metadata_hits.fetch_add(1, std::memory_order_relaxed);
+      options_.l2->reads().metadata_hits.fetch_add(1, std::memory_order_relaxed);
       co_return *cached;
     }
     auto op = shard_.run<Attributes>(false, [this, inode](Database& db, AfterCommit&) {
@@ -223,8 +223,8 @@ class StoreImpl final : public LocalStore {
       std::optional<Attributes> cached = use_cache ? rows_.cached(inode) : std::nullopt;
       bool from_cache = cached && !rows_.atime_due(*cached);
       if (use_cache) {
-        options_.reads->metadata_reads.fetch_add(1, std::memory_order_relaxed);
-        if (from_cache) options_.reads->metadata_hits.fetch_add(1, std::memory_order_relaxed);
+        options_.l2->reads().metadata_reads.fetch_add(1, std::memory_order_relaxed);
+        if (from_cache) options_.l2->reads().metadata_hits.fetch_add(1, std::memory_order_relaxed);
       }
       if (!from_cache) {
         auto check = shard_.run<Attributes>(
@@ -561,8 +561,8 @@ class StoreImpl final : public LocalStore {
   // Counts a READ answered with cached attributes, without read(); its result.
   ReadResult counted_cached_read(const Attributes& a, std::uint64_t offset, std::uint32_t count,
                                  bool l2_hit) {
-    options_.reads->metadata_reads.fetch_add(1, std::memory_order_relaxed);
-    options_.reads->metadata_hits.fetch_add(1, std::memory_order_relaxed);
+    options_.l2->reads().metadata_reads.fetch_add(1, std::memory_order_relaxed);
+    options_.l2->reads().metadata_hits.fetch_add(1, std::memory_order_relaxed);
     data_.count_read(count, l2_hit);
     return ReadResult{count, offset + count >= a.size, a};
   }

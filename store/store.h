@@ -21,10 +21,10 @@
 #include <string_view>
 #include <vector>
 
-#include "common/block_cache.h"
 #include "common/clock.h"
 #include "common/piped_bytes.h"
 #include "common/status.h"
+#include "store/l2.h"
 
 namespace tidepool::store {
 
@@ -285,24 +285,6 @@ struct IntegrityCounters {
   std::atomic<std::uint64_t> units_left{0};
 };
 
-// How the store's own caches — its node's L2 — answered reads, counted like IntegrityCounters:
-// file data from the L2's units, counted once, by the node whose data files hold it (the
-// shard's, or the units it holds for node pools), attributes from the store's attribute cache.
-struct ReadCounters {
-  std::atomic<std::uint64_t> data_bytes_read{0};
-  std::atomic<std::uint64_t> data_bytes_hit{0};
-  // Of those, bytes sent from the page cache by reference (DataFiles::lend).
-  std::atomic<std::uint64_t> data_bytes_lent{0};
-  std::atomic<std::uint64_t> metadata_reads{0};
-  std::atomic<std::uint64_t> metadata_hits{0};
-};
-
-// What the L2 (the store's block cache of its own units) holds now, and may hold.
-struct L2Usage {
-  std::uint64_t cached_bytes = 0;
-  std::uint64_t budget_bytes = 0;
-};
-
 // A regular file a policy's SQL predicate selected, with its path (its first name, when it has
 // several).
 struct Candidate {
@@ -376,14 +358,13 @@ struct StoreOptions {
   std::shared_ptr<NewFilePlacement> placement;
   std::uint32_t threads = 4;
   std::uint32_t stripe_unit_bytes = 128u << 10;
-  // The node's L2 (its own data kept in memory as it is read), shared with the units it holds
-  // for node pools; null keeps none.
-  std::shared_ptr<BlockCache> l2;
+  // The node's L2 (its own data kept in memory as it is read, and its count of reads), shared
+  // with the units it holds for node pools.
+  std::shared_ptr<L2> l2 = std::make_shared<L2>(0);
   bool atime_enabled = true;
   std::chrono::seconds atime_grace_period{24 * 3600};
   Clock* clock = nullptr;  // null: the real clock
   std::shared_ptr<IntegrityCounters> integrity = std::make_shared<IntegrityCounters>();
-  std::shared_ptr<ReadCounters> reads = std::make_shared<ReadCounters>();
 };
 
 // Where shard `shard` of a node's namespace lives under its data directory: shard 0 in the

@@ -68,7 +68,6 @@ class StoreTest : public ::testing::TestWithParam<Placement> {
     options.data_dir = dir_.string();
     options.threads = 2;
     options.clock = &clock_;
-    options.reads = reads_;
     options.l2 = l2_;
     auto opened = Store::open(options);
     ASSERT_TRUE(opened.ok()) << opened.status().to_string();
@@ -104,8 +103,7 @@ class StoreTest : public ::testing::TestWithParam<Placement> {
   }
 
   std::filesystem::path dir_;
-  std::shared_ptr<ReadCounters> reads_ = std::make_shared<ReadCounters>();
-  std::shared_ptr<BlockCache> l2_ = std::make_shared<BlockCache>(16u << 20);
+  std::shared_ptr<L2> l2_ = std::make_shared<L2>(16u << 20);
   FakeClock clock_{std::chrono::system_clock::time_point(std::chrono::hours(24 * 365 * 50))};
   std::unique_ptr<Store> home_;    // holds the data
   std::unique_ptr<Store> remote_;  // Shipped only: ships every call to home_
@@ -172,25 +170,25 @@ TEST_P(StoreTest, DroppedCachesAreFilledAgainWithTheSameAnswersAndCountedAsMisse
   const std::vector<std::uint8_t> data(200000, 0x5a);
   ASSERT_TRUE(run(store_->write(file, 0, data, Stability::file_sync, kAlice)).ok());
   ASSERT_TRUE(run(home_->getattr(file)).ok());
-  const std::uint64_t hits = reads_->metadata_hits.load();
+  const std::uint64_t hits = l2_->reads().metadata_hits.load();
   ASSERT_TRUE(run(home_->getattr(file)).ok());
-  EXPECT_EQ(reads_->metadata_hits.load(), hits + 1);
+  EXPECT_EQ(l2_->reads().metadata_hits.load(), hits + 1);
 
   ASSERT_TRUE(run(static_cast<LocalStore&>(*home_).drop_caches()).ok());
-  const std::uint64_t looked_up = reads_->metadata_reads.load();
+  const std::uint64_t looked_up = l2_->reads().metadata_reads.load();
   const Result<Attributes> again = run(home_->getattr(file));
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->size, data.size());
-  EXPECT_EQ(reads_->metadata_reads.load(), looked_up + 1);
-  EXPECT_EQ(reads_->metadata_hits.load(), hits + 1);
+  EXPECT_EQ(l2_->reads().metadata_reads.load(), looked_up + 1);
+  EXPECT_EQ(l2_->reads().metadata_hits.load(), hits + 1);
 
   std::vector<std::uint8_t> got(data.size());
-  const std::uint64_t read_bytes = reads_->data_bytes_read.load();
+  const std::uint64_t read_bytes = l2_->reads().data_bytes_read.load();
   const Result<ReadResult> read = run(store_->read(file, 0, got, kAlice));
   ASSERT_TRUE(read.ok());
   EXPECT_EQ(got, data);
-  EXPECT_EQ(reads_->data_bytes_read.load(), read_bytes + data.size());
-  EXPECT_LE(reads_->data_bytes_hit.load(), reads_->data_bytes_read.load());
+  EXPECT_EQ(l2_->reads().data_bytes_read.load(), read_bytes + data.size());
+  EXPECT_LE(l2_->reads().data_bytes_hit.load(), l2_->reads().data_bytes_read.load());
 }
 
 TEST_P(StoreTest, TheL2AnswersWhatWasReadUntilAChangeReachesIt) {
@@ -214,19 +212,19 @@ TEST_P(StoreTest, TheL2AnswersWhatWasReadUntilAChangeReachesIt) {
     EXPECT_EQ(bytes.size(), read->result.count);
     return bytes;
   };
-  const std::uint64_t hits = reads_->data_bytes_hit.load();
-  const std::uint64_t lent = reads_->data_bytes_lent.load();
+  const std::uint64_t hits = l2_->reads().data_bytes_hit.load();
+  const std::uint64_t lent = l2_->reads().data_bytes_lent.load();
   // The first read marks the file's three units, the second keeps them. On the home, the
   // second (with the attributes the first cached) is sent from the page cache.
   EXPECT_EQ(read_all(), data);
   EXPECT_EQ(read_all(), data);
-  EXPECT_EQ(reads_->data_bytes_hit.load(), hits);
+  EXPECT_EQ(l2_->reads().data_bytes_hit.load(), hits);
   if (GetParam() == Placement::local) {
-    EXPECT_EQ(reads_->data_bytes_lent.load(), lent + data.size());
+    EXPECT_EQ(l2_->reads().data_bytes_lent.load(), lent + data.size());
   }
   // On the home, the reply's pieces are the L2's units themselves.
   EXPECT_EQ(read_all(GetParam() == Placement::local ? 3 : 0), data);
-  EXPECT_EQ(reads_->data_bytes_hit.load(), hits + data.size());
+  EXPECT_EQ(l2_->reads().data_bytes_hit.load(), hits + data.size());
 
   const std::vector<std::uint8_t> patch(10, 0xee);
   ASSERT_TRUE(run(store_->write(file, (128 << 10) + 5, patch, Stability::unstable, kAlice)).ok());
@@ -237,14 +235,14 @@ TEST_P(StoreTest, TheL2AnswersWhatWasReadUntilAChangeReachesIt) {
   ASSERT_TRUE(run(store_->setattr(file, cut, kAlice, std::nullopt)).ok());
   data.resize(2 << 17);
   EXPECT_EQ(read_all(), data);
-  const std::uint64_t hits_after_cut = reads_->data_bytes_hit.load();
+  const std::uint64_t hits_after_cut = l2_->reads().data_bytes_hit.load();
   EXPECT_EQ(read_all(), data);
-  EXPECT_EQ(reads_->data_bytes_hit.load(), hits_after_cut + data.size());
+  EXPECT_EQ(l2_->reads().data_bytes_hit.load(), hits_after_cut + data.size());
   // tide flush --l2
   ASSERT_TRUE(run(static_cast<LocalStore&>(*home_).drop_caches()).ok());
-  const std::uint64_t hits_before_read = reads_->data_bytes_hit.load();
+  const std::uint64_t hits_before_read = l2_->reads().data_bytes_hit.load();
   EXPECT_EQ(read_all(), data);
-  EXPECT_EQ(reads_->data_bytes_hit.load(), hits_before_read);
+  EXPECT_EQ(l2_->reads().data_bytes_hit.load(), hits_before_read);
 }
 
 TEST_P(StoreTest, CommittedSizeSurvivesReopenAndTheVerifierChanges) {

@@ -18,41 +18,19 @@
 #include <system_error>
 #include <vector>
 
+#include "store/internal/data_file_format.h"
 #include "store/store.h"
 
 namespace tidepool::store::internal {
 
 namespace {
 
-Status errno_status(const char* what, int err) {
-  Errc code = err == ENOSPC || err == EDQUOT ? Errc::no_space
-              : err == EFBIG                 ? Errc::file_too_large
-                                             : Errc::io_error;
-  return error(code, std::string(what) + ": " + std::strerror(err));
-}
-
-// The checksum table starts where file data cannot reach: 4 bytes per block, little-endian.
-constexpr std::uint64_t kChecksumTableOffset = kMaxFileSize;
 constexpr std::uint64_t kMaxBlocks = kMaxFileSize / kChecksumBlock;
-constexpr std::size_t kSumBytes = 4;
 constexpr const char* kPacksPath = "/packs";
 static_assert(kPackBlock == kChecksumBlock);
 // Blocks per lock region: a stripe unit's worth, and the L2's block.
 constexpr std::uint64_t kRegionBlocks = 32;
 static_assert(kRegionBlocks * kChecksumBlock == kCachedUnitBytes);
-
-std::uint64_t checksum_offset(std::uint64_t block) {
-  return kChecksumTableOffset + block * kSumBytes;
-}
-
-std::uint32_t get_sum(std::span<const std::uint8_t> bytes) {
-  return std::uint32_t{bytes[0]} | std::uint32_t{bytes[1]} << 8 | std::uint32_t{bytes[2]} << 16 |
-         std::uint32_t{bytes[3]} << 24;
-}
-
-void put_sum(std::span<std::uint8_t> bytes, std::uint32_t sum) {
-  for (int i = 0; i < 4; ++i) bytes[i] = static_cast<std::uint8_t>(sum >> (8 * i));
-}
 
 // Whether block `i` of `blocks` has a checksum in `sums` that it does not match.
 bool mismatches(std::span<const std::uint8_t> blocks, std::span<const std::uint8_t> sums,
@@ -91,6 +69,24 @@ Result<bool> read_at(int fd, std::span<std::uint8_t> into, std::uint64_t offset,
   return true;
 }
 
+Status punch(int fd, std::uint64_t offset, std::uint64_t length) {
+  if (length == 0) return {};
+  if (::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+                  static_cast<off_t>(length)) != 0) {
+    return errno_status("punch a hole in a data file", errno);
+  }
+  return {};
+}
+
+}  // namespace
+
+Status errno_status(const char* what, int err) {
+  Errc code = err == ENOSPC || err == EDQUOT ? Errc::no_space
+              : err == EFBIG                 ? Errc::file_too_large
+                                             : Errc::io_error;
+  return error(code, std::string(what) + ": " + std::strerror(err));
+}
+
 Status write_at(int fd, std::span<const std::uint8_t> data, std::uint64_t offset) {
   std::size_t done = 0;
   while (done < data.size()) {
@@ -105,37 +101,6 @@ Status write_at(int fd, std::span<const std::uint8_t> data, std::uint64_t offset
   return {};
 }
 
-Status punch(int fd, std::uint64_t offset, std::uint64_t length) {
-  if (length == 0) return {};
-  if (::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
-                  static_cast<off_t>(length)) != 0) {
-    return errno_status("punch a hole in a data file", errno);
-  }
-  return {};
-}
-
-}  // namespace
-
-// The whole checksum blocks a byte range touches.
-struct DataFiles::BlockSpan {
-  std::uint64_t first;
-  std::uint64_t count;
-  static BlockSpan of(std::uint64_t offset, std::uint64_t length) {
-    std::uint64_t first = offset / kChecksumBlock;
-    return {first, (offset + length - 1) / kChecksumBlock - first + 1};
-  }
-  bool aligned(std::uint64_t offset, std::uint64_t length) const {
-    return offset % kChecksumBlock == 0 && length == count * kChecksumBlock;
-  }
-  // Where a read into `into` from `offset` reads the whole blocks: `into` itself when it is
-  // they, else `bounce`, sized for them.
-  std::span<std::uint8_t> blocks_for(std::uint64_t offset, std::span<std::uint8_t> into,
-                                     std::vector<std::uint8_t>& bounce) const {
-    if (aligned(offset, into.size())) return into;
-    bounce.resize(count * kChecksumBlock);
-    return bounce;
-  }
-};
 
 // Holds the locks of the regions a block span touches, taken in index order.
 class DataFiles::RegionLocks {
@@ -168,73 +133,6 @@ class DataFiles::RegionLocks {
   std::vector<std::mutex*> held_;
 };
 
-// Which units were read whole lately: two generations of a Bloom filter (two bits per unit, 16
-// bits per unit the L2 holds, so about 5 % false marks when full), in shards of their own so
-// that readers of different units do not wait for each other. A generation is full after twice
-// as many units as the L2 holds; the older one then goes. A false mark keeps a unit on its first
-// read, which costs only the copy the doorkeeper is there to save.
-class DataFiles::Doorkeeper {
- public:
-  explicit Doorkeeper(std::size_t l2_units) {
-    const std::size_t limit = std::max<std::size_t>(2 * l2_units / kShards, 64);
-    const std::size_t bits = std::bit_ceil(std::max<std::size_t>(16 * l2_units / kShards, 1024));
-    for (Shard& shard : shards_) {
-      shard.limit = limit;
-      shard.bits = bits;
-      shard.current.assign(bits / 64, 0);
-      shard.previous.assign(bits / 64, 0);
-    }
-  }
-
-  // Marks the unit; whether it was marked already.
-  bool seen_before(std::uint64_t inode, std::uint64_t unit) {
-    const std::uint64_t hash = (inode * 0x9e3779b97f4a7c15ull) ^ (unit * 0xc2b2ae3d27d4eb4full);
-    Shard& shard = shards_[(hash >> 59) % kShards];
-    const std::size_t first = static_cast<std::size_t>(hash) & (shard.bits - 1);
-    const std::size_t second = static_cast<std::size_t>(hash >> 32 ^ hash >> 7) & (shard.bits - 1);
-    std::lock_guard lock(shard.mutex);
-    if (marked(shard.current, first, second)) return true;
-    const bool seen = marked(shard.previous, first, second);
-    mark(shard.current, first);
-    mark(shard.current, second);
-    if (++shard.marks >= shard.limit) {
-      shard.previous.swap(shard.current);
-      std::fill(shard.current.begin(), shard.current.end(), 0);
-      shard.marks = 0;
-    }
-    return seen;
-  }
-
-  void clear() {
-    for (Shard& shard : shards_) {
-      std::lock_guard lock(shard.mutex);
-      std::fill(shard.current.begin(), shard.current.end(), 0);
-      std::fill(shard.previous.begin(), shard.previous.end(), 0);
-      shard.marks = 0;
-    }
-  }
-
- private:
-  static constexpr std::size_t kShards = 16;
-  struct Shard {
-    std::size_t limit = 0;
-    std::size_t bits = 0;
-    std::mutex mutex;
-    std::vector<std::uint64_t> current;   // guarded by mutex
-    std::vector<std::uint64_t> previous;  // guarded by mutex
-    std::size_t marks = 0;                // units marked in current; guarded by mutex
-  };
-
-  static bool marked(const std::vector<std::uint64_t>& words, std::size_t a, std::size_t b) {
-    return (words[a / 64] >> (a % 64) & 1) != 0 && (words[b / 64] >> (b % 64) & 1) != 0;
-  }
-  static void mark(std::vector<std::uint64_t>& words, std::size_t bit) {
-    words[bit / 64] |= std::uint64_t{1} << (bit % 64);
-  }
-
-  std::array<Shard, kShards> shards_;
-};
-
 struct DataFiles::UnitsToKeep {
   std::uint64_t first = 0;  // units [first, end)
   std::uint64_t end = 0;
@@ -247,29 +145,13 @@ DataFiles::Descriptor::~Descriptor() {
   ::close(sums_fd);
 }
 
-namespace {
-// Each DataFiles with an L2 keys its units under a number of its own: DataFiles of a shard and
-// of pools may hold the same inode's units, and a store opened again must not find the units
-// its predecessor kept (a mirror's copy changed the files in between).
-std::atomic<std::uint64_t> next_l2_space{1};
-// Units of a file fit in 2^26 (kMaxFileSize / kCachedUnitBytes): the space goes above them.
-constexpr unsigned kSpaceShift = 32;
-}  // namespace
-
-DataFiles::DataFiles(std::string root, std::shared_ptr<BlockCache> l2, std::size_t max_open)
+DataFiles::DataFiles(std::string root, std::shared_ptr<L2> l2, std::size_t max_open)
     : root_(std::move(root)),
       max_open_(max_open),
-      units_(std::move(l2)),
-      space_(units_ ? next_l2_space.fetch_add(1) : 0),
-      doorkeeper_(units_ ? std::make_unique<Doorkeeper>(units_->capacity() / kCachedUnitBytes)
-                         : nullptr),
+      l2_(l2 && l2->keeps_units() ? std::move(l2) : nullptr),
+      space_(l2_ ? l2_->new_space() : 0),
       pack_(root_ + kPacksPath) {
-  static_assert(kMaxFileSize / kCachedUnitBytes <= std::uint64_t{1} << kSpaceShift);
   directories_.fill(-1);
-}
-
-BlockKey DataFiles::key_of(std::uint64_t inode, std::uint64_t unit) const {
-  return {inode, space_ << kSpaceShift | unit};
 }
 
 DataFiles::~DataFiles() {
@@ -432,31 +314,8 @@ Result<std::unique_ptr<PipedBytes>> DataFiles::lend(std::uint64_t inode, std::ui
 
 CachedUnits DataFiles::cached_units(std::uint64_t inode, std::uint64_t offset,
                                     std::uint64_t length) {
-  if (!units_ || length == 0) return {};
-  CachedUnits cached{units_, {}, offset / kCachedUnitBytes};
-  const std::uint64_t last = (offset + length - 1) / kCachedUnitBytes;
-  cached.units.reserve(last - cached.first_unit + 1);
-  for (std::uint64_t u = cached.first_unit; u <= last; ++u) {
-    BlockCache::Handle unit = units_->lookup(key_of(inode, u));
-    if (!unit) return {};
-    cached.units.push_back(std::move(unit));
-  }
-  return cached;
-}
-
-std::vector<std::span<const std::uint8_t>> CachedUnits::pieces(std::uint64_t offset,
-                                                               std::uint64_t length) const {
-  std::vector<std::span<const std::uint8_t>> found;
-  found.reserve(units.size());
-  std::uint64_t at = offset;
-  for (std::size_t i = 0; i < units.size(); ++i) {
-    const std::uint64_t start = (first_unit + i) * kCachedUnitBytes;
-    const std::uint64_t until = std::min(start + kCachedUnitBytes, offset + length);
-    found.emplace_back(
-        reinterpret_cast<const std::uint8_t*>(units[i].bytes().data()) + (at - start), until - at);
-    at = until;
-  }
-  return found;
+  if (!l2_) return {};
+  return l2_->lookup(space_, inode, offset, length);
 }
 
 bool DataFiles::read_from_l2(std::uint64_t inode, std::uint64_t offset,
@@ -470,16 +329,10 @@ bool DataFiles::read_from_l2(std::uint64_t inode, std::uint64_t offset,
   return true;
 }
 
-void DataFiles::clear_l2() {
-  if (!units_) return;
-  units_->clear();
-  doorkeeper_->clear();
-}
-
 std::optional<DataFiles::UnitsToKeep> DataFiles::units_to_keep(std::uint64_t inode,
                                                                std::uint64_t offset,
                                                                std::uint64_t length) {
-  if (!units_) return std::nullopt;
+  if (!l2_) return std::nullopt;
   UnitsToKeep plan;
   plan.first = (offset + kCachedUnitBytes - 1) / kCachedUnitBytes;
   plan.end = (offset + length) / kCachedUnitBytes;
@@ -500,8 +353,8 @@ void DataFiles::keep_units(std::uint64_t inode, std::uint64_t offset,
 
 void DataFiles::keep_unit(std::uint64_t inode, std::uint64_t u, std::span<const std::uint8_t> bytes,
                           const UnitsToKeep& plan) {
-  if (u < plan.first || u >= plan.end || !doorkeeper_->seen_before(inode, u)) return;
-  BlockCache::Filling unit = BlockCache::allocate(key_of(inode, u), kCachedUnitBytes);
+  if (u < plan.first || u >= plan.end || !l2_->read_before(space_, inode, u)) return;
+  BlockCache::Filling unit = L2::allocate(space_, inode, u);
   std::memcpy(unit.bytes().data(), bytes.data(), kCachedUnitBytes);
   // A reader on a client's thread does not wait for a writer: a busy unit is not kept.
   const std::size_t region = RegionLocks::region_index(inode, u);
@@ -513,24 +366,24 @@ void DataFiles::keep_unit(std::uint64_t inode, std::uint64_t u, std::span<const 
       region_changes_[region].load() != plan.region_changes[u - plan.first]) {
     return;
   }
-  units_->insert(std::move(unit), kCachedUnitBytes);
+  l2_->keep(std::move(unit));
 }
 
 void DataFiles::forget_units(std::uint64_t inode, const BlockSpan& span) {
-  if (!units_) return;
+  if (!l2_) return;
   for (std::uint64_t r = span.first / kRegionBlocks;
        r <= (span.first + span.count - 1) / kRegionBlocks; ++r) {
-    units_->erase(key_of(inode, r));
+    l2_->forget(space_, inode, r);
     region_changes_[RegionLocks::region_index(inode, r)].fetch_add(1);
   }
 }
 
 void DataFiles::forget_file(std::uint64_t inode) {
-  if (!units_) return;
+  if (!l2_) return;
   std::lock_guard file(file_locks_[inode % kFileSlots]);
   file_changes_[inode % kFileSlots].fetch_add(1);
   // Every DataFiles' units of the inode: more than this one's, which is only a few misses.
-  units_->erase_file(inode);
+  l2_->forget_file(inode);
 }
 
 Result<bool> DataFiles::read_verified(const Descriptor& d, std::uint64_t inode,
@@ -568,115 +421,6 @@ Status DataFiles::report_mismatch(std::uint64_t inode, std::uint64_t block) {
                      std::to_string(kChecksumBlock) + " bytes)";
   spdlog::error("{}", what);
   return error(Errc::corrupt, std::move(what));
-}
-
-Result<Pack::ReadOutcome> DataFiles::read_packed(std::uint64_t inode, std::uint64_t offset,
-                                                 std::span<std::uint8_t> into, bool nowait) {
-  const BlockSpan span = BlockSpan::of(offset, into.size());
-  std::vector<std::uint8_t> bounce;
-  const std::span<std::uint8_t> blocks = span.blocks_for(offset, into, bounce);
-  std::vector<std::uint32_t> sums(span.count);
-  TP_ASSIGN_OR_RETURN(Pack::ReadOutcome outcome,
-                      pack_.read(inode, span.first, blocks, sums, nowait));
-  if (outcome != Pack::ReadOutcome::read) return outcome;
-  for (std::uint64_t i = 0; i < span.count; ++i) {
-    if (sums[i] != 0 && sums[i] != stored_sum(blocks.subspan(i * kChecksumBlock, kChecksumBlock))) {
-      TP_RETURN_IF_ERROR(report_mismatch(inode, span.first + i));
-    }
-  }
-  if (!bounce.empty()) {
-    std::memcpy(into.data(), bounce.data() + (offset - span.first * kChecksumBlock), into.size());
-  }
-  return outcome;
-}
-
-Result<std::shared_ptr<DataFiles::Descriptor>> DataFiles::write_packed(
-    std::uint64_t inode, std::uint64_t offset, std::span<const std::uint8_t> data) {
-  const std::uint64_t end = offset + data.size();
-  TP_ASSIGN_OR_RETURN(std::optional<PackedData> packed, pack_.load(inode));
-  if (!packed) {
-    if (end >= kPackedBelow) {
-      TP_RETURN_IF_ERROR(pack_.settle(inode));
-      return open(inode, true);
-    }
-    TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, false));
-    if (descriptor) {
-      TP_RETURN_IF_ERROR(pack_.settle(inode));
-      return descriptor;
-    }
-    // A new small file, written from its start: packed as it came, without a copy.
-    if (offset == 0) {
-      const BlockSpan span = BlockSpan::of(0, data.size());
-      std::vector<std::uint32_t> sums(span.count);
-      for (std::uint64_t b = 0; b + 1 < span.count; ++b) {
-        sums[b] = stored_sum(data.subspan(b * kChecksumBlock, kChecksumBlock));
-      }
-      std::array<std::uint8_t, kChecksumBlock> last{};
-      const std::uint64_t last_start = (span.count - 1) * kChecksumBlock;
-      std::memcpy(last.data(), data.data() + last_start, data.size() - last_start);
-      sums.back() = stored_sum(last);
-      TP_RETURN_IF_ERROR(pack_.put(inode, data, sums));
-      return std::shared_ptr<Descriptor>();
-    }
-    packed.emplace();
-  } else if (end >= kPackedBelow) {
-    return unpack(inode, *packed);
-  }
-  // Into what is packed: a block written in part keeps the rest of its bytes, which must be
-  // good (as a data file's partial write reads and verifies them).
-  const BlockSpan span = BlockSpan::of(offset, data.size());
-  const std::uint64_t blocks =
-      std::max<std::uint64_t>(packed->sums.size(), span.first + span.count);
-  packed->sums.resize(blocks);
-  packed->blocks.resize(blocks * kChecksumBlock);
-  for (std::uint64_t b = span.first; b < span.first + span.count; ++b) {
-    const auto block = std::span(packed->blocks).subspan(b * kChecksumBlock, kChecksumBlock);
-    const std::uint64_t from = std::max(offset, b * kChecksumBlock);
-    const std::uint64_t to = std::min(end, (b + 1) * kChecksumBlock);
-    if (to - from < kChecksumBlock && packed->sums[b] != 0 &&
-        packed->sums[b] != stored_sum(block)) {
-      return report_mismatch(inode, b);
-    }
-    std::memcpy(block.data() + (from - b * kChecksumBlock), data.data() + (from - offset),
-                to - from);
-    packed->sums[b] = stored_sum(block);
-  }
-  TP_RETURN_IF_ERROR(pack_.put(inode, packed->blocks, packed->sums));
-  return std::shared_ptr<Descriptor>();
-}
-
-Result<std::shared_ptr<DataFiles::Descriptor>> DataFiles::unpack(std::uint64_t inode,
-                                                                 const PackedData& packed) {
-  TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, true));
-  // A data file left by an unpacking that a crash cut short is written anew.
-  if (::ftruncate(descriptor->fd, 0) != 0) return errno_status("empty a data file", errno);
-  std::vector<std::uint8_t> sums(packed.sums.size() * kSumBytes);
-  for (std::size_t b = 0; b < packed.sums.size(); ++b) {
-    put_sum(std::span(sums).subspan(b * kSumBytes, kSumBytes), packed.sums[b]);
-  }
-  TP_RETURN_IF_ERROR(write_at(descriptor->fd, packed.blocks, 0));
-  TP_RETURN_IF_ERROR(write_at(descriptor->fd, sums, checksum_offset(0)));
-  // The data file is durable before the pack lets go of the data: at no point is neither.
-  TP_RETURN_IF_ERROR(sync_descriptor(*descriptor, inode));
-  TP_RETURN_IF_ERROR(pack_.remove(inode));
-  TP_RETURN_IF_ERROR(pack_.sync());
-  // A reader that found the inode in neither place may have planned to keep units.
-  forget_file(inode);
-  return descriptor;
-}
-
-Status DataFiles::repack(std::uint64_t inode, PackedData changed) {
-  while (!changed.sums.empty() && changed.sums.back() == 0) changed.sums.pop_back();
-  if (changed.sums.empty()) {
-    // A data file left by an unpacking cut short is older than what was packed: it goes too,
-    // for good.
-    if (drop_own_file(inode) && ::fsync(directories_[inode % kFanout]) != 0) {
-      return errno_status("sync data directory", errno);
-    }
-    return pack_.remove(inode);
-  }
-  changed.blocks.resize(changed.sums.size() * kChecksumBlock);
-  return pack_.put(inode, changed.blocks, changed.sums);
 }
 
 Status DataFiles::write(std::uint64_t inode, std::uint64_t offset,

@@ -7,18 +7,13 @@
 // block whose checksum does not match is never returned. Checksums are per block rather than
 // per 128 KiB unit so that a 4 KiB random read reads and hashes 4 KiB, not a whole unit.
 //
-// With a block cache for it, the owner's L2 (DESIGN.md, Read path): whole 128 KiB units as they
-// were read and verified, in the node's one L2 (shared by the DataFiles of its shard and of the
-// pools whose units it holds, each under keys of its own), so that a read they cover is served from
-// memory — no pread, no checksum pass, and no copy for a caller that sends the cached bytes on.
-// Every change to a unit's data (write, repair, truncate, remove) drops it, under the lock its
-// writers take; a read that missed keeps what it read only if no change reached the unit since it
-// began. Units are kept on their second read: only a read the page cache answered, or a lend,
-// keeps the units it covers whole, and only those it finds marked as read before (a doorkeeper, as
-// TinyLFU's: a Bloom filter of the units read lately). One pass over a data set — a cold scan, even
-// with the kernel's read-ahead answering most of it; a copy; a file written and read back once —
-// costs no copy into the L2 and pushes nothing out of it. Dirty UNSTABLE data waits for COMMIT in
-// the kernel's page cache, not here.
+// With the node's L2 (store/l2.h), the units read here whole are kept there on their second
+// read: only a read the page cache answered, or a lend, keeps the units it covers, so that a
+// read they cover is served from memory — no pread, no checksum pass, and no copy for a caller
+// that sends the cached bytes on. Every change to a unit's data (write, repair, truncate,
+// remove) drops it, under the lock its writers take; a read that missed keeps what it read only
+// if no change reached the unit since it began. Dirty UNSTABLE data waits for COMMIT in the
+// kernel's page cache, not there.
 //
 // Small files are packed (pack.h): data that ends below kPackedBelow, written to an inode with
 // no data file, goes to the pack instead, with the same checksums; it gets a file of its own
@@ -38,16 +33,14 @@
 #include <utility>
 #include <vector>
 
-#include "common/block_cache.h"
 #include "common/piped_bytes.h"
 #include "common/status.h"
 #include "store/internal/pack.h"
+#include "store/l2.h"
 
 namespace tidepool::store::internal {
 
 inline constexpr std::uint64_t kChecksumBlock = 4096;
-// The L2's block: a stripe unit of the default size, and what a region lock covers.
-inline constexpr std::uint64_t kCachedUnitBytes = 128u << 10;
 // The most one lend() puts in a pipe: what a pipe may hold unless its owner may raise the
 // system's limit (/proc/sys/fs/pipe-max-size), and NFS's largest READ here.
 inline constexpr std::uint64_t kMaxLentBytes = 1u << 20;
@@ -56,23 +49,10 @@ inline constexpr std::uint64_t kMaxLentBytes = 1u << 20;
 // durable when the file is fsynced or fdatasynced.
 bool file_sync_covers_new_entry(std::int64_t filesystem_type);
 
-// Units of a file the L2 holds, pinned: units[i] is unit first_unit + i. The cache outlives the
-// handles (declared first, destroyed last), so a reply may hold them after its store is gone.
-struct CachedUnits {
-  std::shared_ptr<BlockCache> cache;
-  std::vector<BlockCache::Handle> units;
-  std::uint64_t first_unit = 0;
-
-  // The bytes [offset, offset + length) where they lie in the units, in order; the units must
-  // cover the range.
-  std::vector<std::span<const std::uint8_t>> pieces(std::uint64_t offset,
-                                                    std::uint64_t length) const;
-};
-
 class DataFiles {
  public:
   // `l2`: the node's L2, null to keep no units.
-  explicit DataFiles(std::string root, std::shared_ptr<BlockCache> l2 = nullptr,
+  explicit DataFiles(std::string root, std::shared_ptr<L2> l2 = nullptr,
                      std::size_t max_open = 1024);
   ~DataFiles();
   DataFiles(const DataFiles&) = delete;
@@ -101,9 +81,6 @@ class DataFiles {
   CachedUnits cached_units(std::uint64_t inode, std::uint64_t offset, std::uint64_t length);
   // Copies [offset, offset + into.size()) out of the L2 when it holds all of it.
   bool read_from_l2(std::uint64_t inode, std::uint64_t offset, std::span<std::uint8_t> into);
-  // Drops every unit the L2 keeps (of every DataFiles sharing it), and this one's doorkeeper's
-  // marks: the L2 is as cold as after a start (tide flush --l2).
-  void clear_l2();
   Status write(std::uint64_t inode, std::uint64_t offset, std::span<const std::uint8_t> data);
   // Puts back, from `good` (whole blocks from the block-aligned `offset`, as another copy
   // holds them), the blocks of that range that fail their checksums, and makes them durable.
@@ -229,12 +206,9 @@ class DataFiles {
   static constexpr std::size_t kFileSlots = 64;
   std::array<std::mutex, kFileSlots> file_locks_;
   std::array<std::atomic<std::uint64_t>, kFileSlots> file_changes_{};
-  // The L2, null without one; this DataFiles' keys in it carry `space_`.
-  const std::shared_ptr<BlockCache> units_;
+  // The L2, null without one; this DataFiles' units in it are in `space_`.
+  const std::shared_ptr<L2> l2_;
   const std::uint64_t space_;
-  BlockKey key_of(std::uint64_t inode, std::uint64_t unit) const;
-  class Doorkeeper;
-  std::unique_ptr<Doorkeeper> doorkeeper_;  // with units_
   Pack pack_;
   // Whether an inode is packed, or gets packed, is decided under the lock of its slot.
   std::array<std::mutex, kFileSlots> pack_slots_;

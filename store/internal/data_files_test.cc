@@ -25,7 +25,7 @@ class DataFilesTest : public ::testing::TestWithParam<std::size_t> {
  protected:
   void SetUp() override {
     root_ = fresh_test_directory("tidepool-data-files-test");
-    if (GetParam() > 0) l2_ = std::make_shared<BlockCache>(GetParam());
+    if (GetParam() > 0) l2_ = std::make_shared<L2>(GetParam());
     files_ = std::make_unique<DataFiles>(root_.string(), l2_);
     ASSERT_TRUE(files_->prepare().ok());
   }
@@ -57,7 +57,7 @@ class DataFilesTest : public ::testing::TestWithParam<std::size_t> {
   }
 
   std::filesystem::path root_;
-  std::shared_ptr<BlockCache> l2_;  // null: no L2
+  std::shared_ptr<L2> l2_;  // null: no L2
   std::unique_ptr<DataFiles> files_;
   std::mt19937_64 random_{42};
 };
@@ -583,7 +583,7 @@ TEST_P(DataFilesL2Test, WritesCutsAndRemovalsDropWhatTheyChange) {
   ASSERT_TRUE(*files_->read_cached(9, 0, whole));
   ASSERT_TRUE(*files_->read_cached(9, 0, whole));
   ASSERT_FALSE(files_->cached_units(9, 0, kUnit).units.empty());
-  files_->clear_l2();
+  l2_->clear();
   EXPECT_TRUE(files_->cached_units(9, 0, kUnit).units.empty());
   ASSERT_TRUE(*files_->read_cached(9, 0, whole));  // marked again, not kept
   EXPECT_TRUE(files_->cached_units(9, 0, kUnit).units.empty());
@@ -607,7 +607,7 @@ TEST_P(DataFilesL2Test, TheL2StaysWithinItsBudget) {
     }
   }
   const BlockCacheStatistics stats = l2_->statistics();
-  EXPECT_LE(stats.bytes, l2_->capacity());
+  EXPECT_LE(stats.bytes, l2_->usage().budget_bytes);
   EXPECT_GT(stats.blocks, 0u);
   EXPECT_GT(stats.evictions, 0u);
 }

@@ -16,21 +16,6 @@ namespace asio = boost::asio;
 // less than the pipe's system calls.
 constexpr std::uint32_t kMinLentBytes = 64u << 10;
 
-// L2 units a READ reply is sent from, counted against the share of the L2 replies may pin.
-struct ReplyPin {
-  ReplyPin(CachedUnits units, std::shared_ptr<std::atomic<std::uint64_t>> pins, std::uint64_t bytes)
-      : units(std::move(units)), pins(std::move(pins)), bytes(bytes) {
-    this->pins->fetch_add(bytes, std::memory_order_relaxed);
-  }
-  ~ReplyPin() { pins->fetch_sub(bytes, std::memory_order_relaxed); }
-  ReplyPin(const ReplyPin&) = delete;
-  ReplyPin& operator=(const ReplyPin&) = delete;
-
-  CachedUnits units;
-  std::shared_ptr<std::atomic<std::uint64_t>> pins;
-  std::uint64_t bytes;
-};
-
 }  // namespace
 
 FileData::FileData(DataFiles& shard_files, PoolData* pools, PlacementTable& placements,
@@ -41,7 +26,6 @@ FileData::FileData(DataFiles& shard_files, PoolData* pools, PlacementTable& plac
       mirror_(mirror),
       l2_(options.l2),
       integrity_(options.integrity),
-      reads_(options.reads),
       units_left_(std::move(units_left)),
       pool_("store-pool", options.threads) {}
 
@@ -70,21 +54,18 @@ asio::awaitable<Result<FileData::Read>> FileData::read(InodeId inode, std::uint6
 
 std::optional<ReadPieces> FileData::pinned_from_l2(InodeId inode, std::uint64_t offset,
                                                    std::uint32_t count) {
-  // Replies slow to go pin a quarter of the L2 at most; past that, reads copy.
-  if (count == 0 || !l2_ ||
-      reply_pins_->load(std::memory_order_relaxed) + count > l2_->capacity() / 4) {
-    return std::nullopt;
-  }
+  if (count == 0) return std::nullopt;
   CachedUnits cached;
   // The slot keeps the file's data here while the units are taken.
   if (std::shared_lock slot(placements_.move_slot(inode), std::try_to_lock);
       slot.owns_lock() && !placements_.where_of(inode).placed) {
     cached = shard_files_.cached_units(inode, offset, count);
   }
-  if (cached.units.empty()) return std::nullopt;
+  std::shared_ptr<const CachedUnits> pinned = l2_->pin_for_reply(std::move(cached), count);
+  if (!pinned) return std::nullopt;
   ReadPieces pieces;
-  pieces.pieces = cached.pieces(offset, count);
-  pieces.keep = std::make_shared<ReplyPin>(std::move(cached), reply_pins_, count);
+  pieces.pieces = pinned->pieces(offset, count);
+  pieces.keep = std::move(pinned);
   pieces.pins_a_cache = true;
   return pieces;
 }
@@ -108,12 +89,12 @@ asio::awaitable<std::unique_ptr<PipedBytes>> FileData::lend(InodeId inode, std::
 }
 
 void FileData::count_read(std::uint32_t count, bool l2_hit) {
-  reads_->data_bytes_read.fetch_add(count, std::memory_order_relaxed);
-  if (l2_hit) reads_->data_bytes_hit.fetch_add(count, std::memory_order_relaxed);
+  l2_->reads().data_bytes_read.fetch_add(count, std::memory_order_relaxed);
+  if (l2_hit) l2_->reads().data_bytes_hit.fetch_add(count, std::memory_order_relaxed);
 }
 
 void FileData::count_lent(std::uint32_t count) {
-  reads_->data_bytes_lent.fetch_add(count, std::memory_order_relaxed);
+  l2_->reads().data_bytes_lent.fetch_add(count, std::memory_order_relaxed);
 }
 
 Status FileData::read_any(InodeId inode, std::uint64_t offset, std::span<std::uint8_t> into,
@@ -285,7 +266,7 @@ void FileData::remove_shard_copy(InodeId inode) {
 }
 
 asio::awaitable<Status> FileData::drop_caches() {
-  shard_files_.clear_l2();
+  l2_->clear();
   auto advising = offload([this] { return shard_files_.drop_page_cache(); });
   co_return co_await std::move(advising);
 }

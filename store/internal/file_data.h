@@ -134,14 +134,9 @@ class FileData {
   PoolData* const pools_;
   PlacementTable& placements_;
   MirrorFeed& mirror_;
-  const std::shared_ptr<BlockCache> l2_;
+  const std::shared_ptr<L2> l2_;
   const std::shared_ptr<IntegrityCounters> integrity_;
-  const std::shared_ptr<ReadCounters> reads_;
   const UnitsLeft units_left_;
-  // Bytes of the L2 that READ replies hold (pinned_from_l2); shared with the pins, which may
-  // outlive the store.
-  const std::shared_ptr<std::atomic<std::uint64_t>> reply_pins_ =
-      std::make_shared<std::atomic<std::uint64_t>>(0);
   // Bumped whenever a file in the slot is truncated. Slots are shared by inodes: a collision
   // only costs a write its retry.
   std::array<std::atomic<std::uint64_t>, kTruncationSlots> truncations_{};

@@ -88,7 +88,7 @@ class InProcessPools final : public PoolPeers {
   InProcessPools(const std::filesystem::path& root, int n) : root_(root), f800_(n) {
     for (int id = 1; id <= n + 1; ++id) {
       stores_.push_back(
-          std::make_unique<UnitStore>((root / std::to_string(id)).string(), nullptr, unit_reads));
+          std::make_unique<UnitStore>((root / std::to_string(id)).string(), unit_l2));
     }
   }
   std::vector<cluster::NodeId> nodes_of(const std::string& pool) override {
@@ -154,7 +154,7 @@ class InProcessPools final : public PoolPeers {
   // A new UnitStore on the node's files, as after a restart: a new boot id.
   void restart(cluster::NodeId node) {
     stores_.at(node - 1) =
-        std::make_unique<UnitStore>((root_ / std::to_string(node)).string(), nullptr, unit_reads);
+        std::make_unique<UnitStore>((root_ / std::to_string(node)).string(), unit_l2);
   }
   std::filesystem::path units_of(cluster::NodeId node, const std::string& pool) const {
     return root_ / std::to_string(node) / pool;
@@ -176,7 +176,7 @@ class InProcessPools final : public PoolPeers {
   // The unit reads each node was asked for (node k at k - 1), served or not.
   std::array<std::atomic<std::uint64_t>, 8> reads_asked{};
   // The unit reads every node served, counted together.
-  const std::shared_ptr<ReadCounters> unit_reads = std::make_shared<ReadCounters>();
+  const std::shared_ptr<L2> unit_l2 = std::make_shared<L2>(0);
 
  private:
   std::mutex down_mutex_;
