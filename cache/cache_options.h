@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "common/block_cache.h"
+#include "common/clock.h"
 
 namespace tidepool::cache {
 
@@ -53,6 +54,9 @@ struct CacheOptions {
   // long: a client polling the attributes of a file written through another node would
   // otherwise have every write wait for the lock to come back.
   std::chrono::milliseconds attributes_lock_pause{1000};
+  // What the pauses, the reports' interval, the atime grace and the streams' expiry count on;
+  // null: the real clock.
+  Clock* clock = nullptr;
 };
 
 struct CacheStatistics {

@@ -122,12 +122,13 @@ class CoherentStoreTest : public ::testing::Test {
   void replace_cache(
       NodeId node, std::size_t l1_bytes,
       std::chrono::milliseconds read_report_interval = CacheOptions{}.read_report_interval,
-      PrefetchOptions prefetch = {}) {
+      PrefetchOptions prefetch = {}, Clock* clock = nullptr) {
     caches_[node]->attach(nullptr, nullptr);
     CacheOptions options;
     options.l1_bytes = l1_bytes;
     options.read_report_interval = read_report_interval;
     options.prefetch = prefetch;
+    options.clock = clock;
     caches_[node] = std::make_unique<CoherentStore>(
         *home_, [node](store::InodeId) { return node == kHome; }, options);
     caches_[node]->attach(&world_.loop(node), managers_[node].get());
@@ -178,6 +179,9 @@ class CoherentStoreTest : public ::testing::Test {
   std::shared_ptr<store::L2> l2_ = std::make_shared<store::L2>(64u << 20);
   std::unique_ptr<store::LocalStore> home_;
   std::map<NodeId, std::unique_ptr<lockmgr::LockManager>> managers_;
+  // A clock a test may give a cache (it outlives the caches): a day ahead of the home's, so that
+  // every atime the home gives is past a cache's grace period.
+  FakeClock cache_clock_{std::chrono::system_clock::now() + std::chrono::hours(24)};
   std::map<NodeId, std::unique_ptr<CoherentStore>> caches_;
 };
 
@@ -276,7 +280,8 @@ TEST_F(CoherentStoreTest, RepliesSlowToGoPinAQuarterOfL1AtMostAndTheRestAreCopie
 
 TEST_F(CoherentStoreTest, ReadsFromL1MoveTheFilesAtimeAtItsHome) {
   replace_cache(2, 64 << 20, std::chrono::milliseconds(0));
-  replace_cache(3, 64 << 20, std::chrono::hours(1));  // reports a file once an hour at most
+  // Node 3 reports a file once an hour at most, by a clock the test moves.
+  replace_cache(3, 64 << 20, std::chrono::hours(1), {}, &cache_clock_);
   // The atime is changed below behind the caches' backs (on the home's store, taking no lock):
   // with no grace period the nodes report every read they may, whatever atime they cached.
   // A cache passes the policy on to the store under it, here the home's: the home's is last.
@@ -307,6 +312,17 @@ TEST_F(CoherentStoreTest, ReadsFromL1MoveTheFilesAtimeAtItsHome) {
   EXPECT_EQ(caches_[2]->statistics().l1_bytes_hit, kBlock);
   EXPECT_TRUE(drive(atime_is_recent, std::chrono::seconds(5)))
       << "a read from node 2's L1 left the file looking 90 days cold";
+  // An hour later by node 3's clock, and only then, node 3 reports the file again.
+  set_atime_days_ago(90);
+  EXPECT_EQ(read(3, file, 0, kBlock).size(), kBlock);
+  EXPECT_EQ(caches_[3]->statistics().l1_bytes_hit, 2 * kBlock);
+  drive([] { return false; }, std::chrono::milliseconds(100));
+  EXPECT_FALSE(atime_is_recent()) << "node 3 reported the file within its hour";
+  cache_clock_.advance(std::chrono::hours(1));
+  EXPECT_EQ(read(3, file, 0, kBlock).size(), kBlock);
+  EXPECT_EQ(caches_[3]->statistics().l1_bytes_hit, 3 * kBlock);
+  EXPECT_TRUE(drive(atime_is_recent, std::chrono::seconds(5)))
+      << "node 3 kept counting its hour on another clock";
 }
 
 TEST_F(CoherentStoreTest, AReadFromL1OfAFileReadWithinTheGracePeriodIsNotReported) {

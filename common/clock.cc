@@ -1,6 +1,7 @@
 #include "common/clock.h"
 
 #include <cassert>
+#include <thread>
 
 namespace tidepool {
 
@@ -10,6 +11,10 @@ std::chrono::system_clock::time_point RealClock::now() const {
 
 std::chrono::steady_clock::time_point RealClock::steady_now() const {
   return std::chrono::steady_clock::now();
+}
+
+void RealClock::sleep_until(std::chrono::steady_clock::time_point deadline) {
+  std::this_thread::sleep_until(deadline);
 }
 
 FakeClock::FakeClock(std::chrono::system_clock::time_point start) : now_(start) {}
@@ -29,6 +34,13 @@ void FakeClock::advance(std::chrono::nanoseconds by) {
   std::lock_guard lock(mutex_);
   now_ += std::chrono::duration_cast<std::chrono::system_clock::duration>(by);
   steady_now_ += std::chrono::duration_cast<std::chrono::steady_clock::duration>(by);
+}
+
+void FakeClock::sleep_until(std::chrono::steady_clock::time_point deadline) {
+  std::lock_guard lock(mutex_);
+  if (deadline <= steady_now_) return;
+  now_ += std::chrono::duration_cast<std::chrono::system_clock::duration>(deadline - steady_now_);
+  steady_now_ = deadline;
 }
 
 void FakeClock::set(std::chrono::system_clock::time_point to) {

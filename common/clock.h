@@ -15,12 +15,18 @@ class Clock {
   virtual std::chrono::system_clock::time_point now() const = 0;
   // Monotonic time: deadlines, timeouts and intervals.
   virtual std::chrono::steady_clock::time_point steady_now() const = 0;
+  // Blocks the calling thread until the monotonic clock reaches `deadline`.
+  virtual void sleep_until(std::chrono::steady_clock::time_point deadline) = 0;
+  void sleep_for(std::chrono::nanoseconds pause) {
+    sleep_until(steady_now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(pause));
+  }
 };
 
 class RealClock final : public Clock {
  public:
   std::chrono::system_clock::time_point now() const override;
   std::chrono::steady_clock::time_point steady_now() const override;
+  void sleep_until(std::chrono::steady_clock::time_point deadline) override;
 };
 
 // Time stands still until a test moves it.
@@ -30,6 +36,9 @@ class FakeClock final : public Clock {
 
   std::chrono::system_clock::time_point now() const override;
   std::chrono::steady_clock::time_point steady_now() const override;
+  // Moves both clocks to the deadline at once, if it is ahead, and returns: a sleeper's wait
+  // costs a test no time.
+  void sleep_until(std::chrono::steady_clock::time_point deadline) override;
 
   // Moves both clocks forward; `by` must not be negative.
   void advance(std::chrono::nanoseconds by);

@@ -49,6 +49,24 @@ TEST(FakeClock, ConcurrentAdvancesAreAllCounted) {
   EXPECT_EQ(clock.now(), kStart + 4s);
 }
 
+TEST(FakeClock, ASleepMovesTimeToItsEndAtOnce) {
+  FakeClock clock(kStart);
+  const auto steady = clock.steady_now();
+  const auto real_before = std::chrono::steady_clock::now();
+  clock.sleep_for(1h);
+  clock.sleep_until(steady + 30min);  // already past: no move
+  EXPECT_EQ(clock.steady_now(), steady + 1h);
+  EXPECT_EQ(clock.now(), kStart + 1h);
+  EXPECT_LT(std::chrono::steady_clock::now() - real_before, 10s);
+}
+
+TEST(RealClock, SleepsOnTheMonotonicClock) {
+  Clock& clock = real_clock();
+  const auto before = std::chrono::steady_clock::now();
+  clock.sleep_for(20ms);
+  EXPECT_GE(std::chrono::steady_clock::now() - before, 20ms);
+}
+
 TEST(RealClock, FollowsTheSystemClocks) {
   Clock& clock = real_clock();
   auto wall_before = std::chrono::system_clock::now();

@@ -61,7 +61,7 @@ bool JobEngine::leading() const {
 
 std::int64_t JobEngine::unix_now() const {
   return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+             clock().now().time_since_epoch())
       .count();
 }
 
@@ -125,7 +125,7 @@ asio::awaitable<void> JobEngine::start_due_schedules(std::int64_t now) {
 }
 
 asio::awaitable<void> JobEngine::keep_protection(std::int64_t now) {
-  const auto steady_now = std::chrono::steady_clock::now();
+  const auto steady_now = clock().steady_now();
   const std::chrono::seconds delay = repair_delay(membership_.group()->view());
   // A new leader counts anew: a node back must be placed on again well before weeks pass.
   const std::chrono::seconds return_delay = std::min(delay, kMaxReturnDelay);
@@ -247,7 +247,7 @@ asio::awaitable<void> JobEngine::plan() {
     if (const Status s = co_await std::move(deleting); !s.ok() || !leading()) co_return;
   }
   if (!chosen || running_) co_return;  // nothing to run, or a run here is still under way
-  if (retry_at_ && std::chrono::steady_clock::now() < *retry_at_) co_return;
+  if (retry_at_ && clock().steady_now() < *retry_at_) co_return;
   const std::optional<StoredJob> stored = job_of(membership_.group()->view(), *chosen);
   if (!stored) co_return;
   Job next = stored->job;
@@ -389,7 +389,7 @@ asio::awaitable<void> JobEngine::run(std::uint64_t id, std::shared_ptr<Run> stat
   if (!done.ok()) {
     spdlog::info("jobs: the run of job {} stopped: {}", id, done.message());
     if (is_transient(done.code()) && !state->stopping) {
-      retry_at_ = std::chrono::steady_clock::now() + options_.retry_after;
+      retry_at_ = clock().steady_now() + options_.retry_after;
     }
   }
   if (running_ == state) running_.reset();

@@ -26,6 +26,7 @@
 #include <string>
 
 #include "cluster/group.h"
+#include "common/clock.h"
 #include "common/status.h"
 #include "daemon/membership.h"
 #include "store/store.h"
@@ -41,6 +42,9 @@ struct JobEngineOptions {
   // After a run stopped on a transient error (the namespace unreachable, no quorum), how long
   // before it is taken up again.
   std::chrono::milliseconds retry_after{3000};
+  // What schedules, the repair delay and retries count on; null: the real clock. (The tick
+  // itself is an Asio timer: a fake clock is moved, then the next tick looks.)
+  Clock* clock = nullptr;
 };
 
 class JobEngine {
@@ -84,6 +88,7 @@ class JobEngine {
                                                 std::set<std::string>& full);
   boost::asio::awaitable<Status> propose(cluster::Change change);
   bool leading() const;
+  Clock& clock() const { return options_.clock ? *options_.clock : real_clock(); }
   std::int64_t unix_now() const;
 
   boost::asio::any_io_executor strand_;

@@ -6,7 +6,6 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <thread>
 
 #include "common/config.h"
 
@@ -50,7 +49,7 @@ std::uint64_t whole_units(std::uint64_t size, std::uint32_t stripe_unit) {
 
 Migration::Migration(ShardExecutor& shard, ShardRows& rows, PlacementTable& placements,
                      FileData& data, MirrorFeed& mirror, PoolData* pools, CatchUp& catch_up,
-                     Store& store, std::shared_ptr<LayoutLocks> layout_locks)
+                     Store& store, std::shared_ptr<LayoutLocks> layout_locks, Clock& clock)
     : shard_(shard),
       rows_(rows),
       placements_(placements),
@@ -59,7 +58,8 @@ Migration::Migration(ShardExecutor& shard, ShardRows& rows, PlacementTable& plac
       pools_(pools),
       catch_up_(catch_up),
       store_(store),
-      layout_locks_(std::move(layout_locks)) {}
+      layout_locks_(std::move(layout_locks)),
+      clock_(clock) {}
 
 asio::awaitable<Result<Move>> Migration::migrate(InodeId inode, std::string pool,
                                                  std::uint32_t protection,
@@ -164,7 +164,7 @@ asio::awaitable<Result<Move>> Migration::migrate(InodeId inode, std::string pool
   // A restripe's copy covers the last unit whole: the new owners' files may hold units a
   // restripe given up left there, which must not show past the end when the file grows.
   const std::uint64_t copy_end = restripe ? whole_units(size, target.stripe_unit) : size;
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = clock_.steady_now();
   int redone = 0;
   // What the copy read and wrote, a range copied again counted again: the pace counts it.
   std::uint64_t copied_bytes = 0;
@@ -316,9 +316,9 @@ asio::awaitable<Status> Migration::note_watermark(InodeId inode, const Placement
 
 asio::awaitable<Status> Migration::wait_for_move(InodeId inode) {
   asio::steady_timer timer(co_await asio::this_coro::executor);
-  for (const auto deadline = std::chrono::steady_clock::now() + kMoveWaitLimit;
+  for (const auto deadline = clock_.steady_now() + kMoveWaitLimit;
        placements_.move_reserved(inode);) {
-    if (std::chrono::steady_clock::now() >= deadline || data_.closed()) {
+    if (clock_.steady_now() >= deadline || data_.closed()) {
       co_return error(Errc::unavailable, "the file's data is still being moved");
     }
     timer.expires_after(kMoveWaitPoll);
@@ -401,8 +401,8 @@ Status Migration::copy_data(InodeId inode, const std::optional<Placement>& sourc
     slot.unlock();
     // Keeps to the job's pace: this store thread waits, the file's readers and writers don't.
     if (bytes_per_second > 0) {
-      std::this_thread::sleep_until(
-          range.start + std::chrono::microseconds(copied * 1'000'000 / bytes_per_second));
+      clock_.sleep_until(range.start +
+                         std::chrono::microseconds(copied * 1'000'000 / bytes_per_second));
     }
   }
   return pools_->sync(target, inode);

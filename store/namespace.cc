@@ -46,10 +46,11 @@ Status retry_if_changed(Status status) {
 
 class ShardedNamespace::Impl {
  public:
-  Impl(ShardId count, ShardOf shard, std::shared_ptr<NamespaceLocks> locks)
-      : count_(count), shard_(std::move(shard)), locks_(std::move(locks)) {}
+  Impl(ShardId count, ShardOf shard, std::shared_ptr<NamespaceLocks> locks, Clock& clock)
+      : count_(count), shard_(std::move(shard)), locks_(std::move(locks)), clock_(clock) {}
 
   ShardId count() const { return count_; }
+  Clock& clock() const { return clock_; }
   NamespaceLocks& locks() { return *locks_; }
 
   Result<ShardAccess> at(ShardId shard) const {
@@ -75,6 +76,7 @@ class ShardedNamespace::Impl {
   const ShardId count_;
   const ShardOf shard_;
   const std::shared_ptr<NamespaceLocks> locks_;
+  Clock& clock_;
   std::mutex random_mutex_;
   std::mt19937_64 random_{std::random_device{}()};
 };
@@ -217,8 +219,8 @@ static awaitable<Status> run_plan(ShardedNamespace::Impl& ns, Plan plan,
 }
 
 ShardedNamespace::ShardedNamespace(ShardId shard_count, ShardOf shard,
-                                   std::shared_ptr<NamespaceLocks> locks)
-    : impl_(std::make_shared<Impl>(shard_count, std::move(shard), std::move(locks))) {}
+                                   std::shared_ptr<NamespaceLocks> locks, Clock& clock)
+    : impl_(std::make_shared<Impl>(shard_count, std::move(shard), std::move(locks), clock)) {}
 
 ShardId ShardedNamespace::shard_for_directory(InodeId parent, std::string_view name) const {
   std::array<std::uint8_t, sizeof parent> key{};
@@ -406,7 +408,7 @@ awaitable<Result<NewObject>> ShardedNamespace::mkdir(InodeId directory, std::str
   Result<Attributes> dir = co_await std::move(checking);
   if (!dir.ok()) co_return dir.status();
   const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                               std::chrono::system_clock::now().time_since_epoch())
+                               impl_->clock().now().time_since_epoch())
                                .count();
   ShardStep make = inode_step(StepKind::make_inode, 0, 0, directory);
   make.attributes =

@@ -55,7 +55,9 @@ class ShardedNamespace final : public Store {
   // `shard_count` shards, 0 to shard_count - 1; `shard(id)` fails (unavailable) while a shard
   // cannot be reached.
   using ShardOf = std::function<Result<ShardAccess>(ShardId)>;
-  ShardedNamespace(ShardId shard_count, ShardOf shard, std::shared_ptr<NamespaceLocks> locks);
+  // `clock` stamps the directories made on a shard other than their parent's.
+  ShardedNamespace(ShardId shard_count, ShardOf shard, std::shared_ptr<NamespaceLocks> locks,
+                   Clock& clock = real_clock());
 
   // Settles what crashes left of changes across shards on the shards this process is the home
   // of: a coordinator's prepared part is aborted on every shard, a decision is committed on

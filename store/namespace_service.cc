@@ -123,7 +123,8 @@ void NamespaceService::reshape(ShardId count) {
   namespace_.reset();
   if (count > 1) {
     namespace_ = std::make_shared<ShardedNamespace>(
-        count, [routes = routes_](ShardId shard) { return routes->get(shard); }, locks_);
+        count, [routes = routes_](ShardId shard) { return routes->get(shard); }, locks_,
+        options_.time_source());
   }
 }
 
@@ -549,7 +550,7 @@ Status NamespaceService::drop_mirror(ShardId shard, cluster::NodeId mirror) {
   // fails the update, and the next try reads the record again once the view has it.
   Status dropped;
   for (int attempt = 0; attempt < internal::kDropAttempts; ++attempt) {
-    if (attempt > 0) std::this_thread::sleep_for(internal::kDropRetryPause);
+    if (attempt > 0) options_.time_source().sleep_for(internal::kDropRetryPause);
     dropped = try_drop_mirror(shard, mirror);
     if (dropped.code() != Errc::precondition_failed) break;
   }

@@ -72,7 +72,7 @@ class StoreImpl final : public LocalStore {
                              : nullptr),
         placements_(options.integrity),
         mirror_(shard_files_, options.data_dir + internal::kShardDatabasePath + ".copy"),
-        rows_(options.shard, options.clock ? *options.clock : real_clock(), options.atime_enabled,
+        rows_(options.shard, options.time_source(), options.atime_enabled,
               options.atime_grace_period),
         data_(shard_files_, pools_.get(), placements_, mirror_, options,
               [this](InodeId inode, const std::string& pool, std::vector<cluster::NodeId> nodes) {
@@ -83,7 +83,7 @@ class StoreImpl final : public LocalStore {
         names_(rows_, holds_, data_, placements_, catch_up_, pools_.get(), options),
         participant_(shard_, rows_, holds_, names_),
         migration_(shard_, rows_, placements_, data_, mirror_, pools_.get(), catch_up_, *this,
-                   options.layout_locks),
+                   options.layout_locks, options.time_source()),
         shard_(
             std::move(db), [this](Database& db) { return flush(db); },
             [this](bool committed, bool changing) { return batch_done(committed, changing); }) {}

@@ -364,6 +364,8 @@ struct StoreOptions {
   bool atime_enabled = true;
   std::chrono::seconds atime_grace_period{24 * 3600};
   Clock* clock = nullptr;  // null: the real clock
+
+  Clock& time_source() const { return clock ? *clock : real_clock(); }
   std::shared_ptr<IntegrityCounters> integrity = std::make_shared<IntegrityCounters>();
 };
 

@@ -62,7 +62,7 @@ void CoherentStore::Impl::take_attributes_lock(const store::Attributes& attribut
     std::lock_guard guard(attribute_locks_mutex_);
     if (auto paused = attribute_locks_paused_.find(inode);
         paused != attribute_locks_paused_.end()) {
-      if (std::chrono::steady_clock::now() < paused->second) return;
+      if (clock_.steady_now() < paused->second) return;
       attribute_locks_paused_.erase(paused);
     }
     if (attribute_locks_taken_.size() >= kMaxAttributeLocksTaken ||
@@ -81,7 +81,7 @@ void CoherentStore::Impl::take_attributes_lock(const store::Attributes& attribut
 }
 
 void CoherentStore::Impl::pause_attributes_lock(InodeId inode) {
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = clock_.steady_now();
   std::lock_guard guard(attribute_locks_mutex_);
   if (attribute_locks_paused_.size() >= kMaxAttributeLocksPaused) {
     std::erase_if(attribute_locks_paused_, [&](const auto& entry) { return entry.second <= now; });
@@ -139,13 +139,13 @@ awaitable<std::optional<store::Attributes>> CoherentStore::Impl::learn_file(Inod
 bool CoherentStore::Impl::atime_due(const store::Attributes& cached) const {
   if (!atime_enabled_.load(std::memory_order_relaxed)) return false;
   const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                               std::chrono::system_clock::now().time_since_epoch())
+                               clock_.now().time_since_epoch())
                                .count();
   return now - cached.atime_ns >= atime_grace_ns_.load(std::memory_order_relaxed);
 }
 
 void CoherentStore::Impl::report_read(InodeId inode, const asio::any_io_executor& executor) {
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = clock_.steady_now();
   {
     // Striped by file: READs of different files on different threads do not meet here.
     ReportedStripe& stripe = reported_[inode % kFileStripes];

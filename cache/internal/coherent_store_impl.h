@@ -383,6 +383,7 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
   std::unordered_map<InodeId, std::chrono::steady_clock::time_point>
       attribute_locks_paused_;  // guarded by attribute_locks_mutex_
   const std::chrono::milliseconds attributes_lock_pause_;
+  Clock& clock_;
 };
 
 template <typename T, typename Change>

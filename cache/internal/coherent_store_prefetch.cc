@@ -21,9 +21,9 @@ namespace asio = boost::asio;
 // were prefetched.
 constexpr std::size_t kWasteSweepEvery = 256;
 
-std::uint64_t monotonic_ms() {
+std::uint64_t monotonic_ms(const Clock& clock) {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        clock.steady_now().time_since_epoch())
                                         .count());
 }
 
@@ -44,7 +44,7 @@ awaitable<void> CoherentStore::Impl::prefetch_ahead(InodeId inode, std::uint64_t
     co_return;
   }
   const PrefetchAdvice advice =
-      prefetcher_.on_read(inode, client, offset, length, size, *pattern, monotonic_ms());
+      prefetcher_.on_read(inode, client, offset, length, size, *pattern, monotonic_ms(clock_));
   if (advice.empty()) co_return;
   const std::uint64_t first = advice.start / block_bytes_;
   const std::uint64_t last = (advice.end - 1) / block_bytes_;

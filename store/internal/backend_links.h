@@ -21,7 +21,6 @@
 #include <map>
 #include <mutex>
 #include <set>
-#include <thread>
 #include <vector>
 
 #include "common/callback_awaitable.h"
@@ -232,7 +231,7 @@ class NamespaceService::MirrorLink final : public MirrorTarget {
     Result<xdr::Buffer> sent = service_.send_to_mirror(mirror_, method, message);
     for (int attempt = 0;
          sent.status().code() == Errc::behind && attempt < internal::kBehindRetries; ++attempt) {
-      std::this_thread::sleep_for(internal::kBehindPause);
+      service_.options_.time_source().sleep_for(internal::kBehindPause);
       sent = service_.send_to_mirror(mirror_, method, message);
     }
     return sent;
@@ -270,7 +269,7 @@ class NamespaceService::UnitPeers final : public PoolPeers {
     Result<xdr::Buffer> sent = send(node, number, request);
     for (int attempt = 0;
          sent.status().code() == Errc::behind && attempt < internal::kBehindRetries; ++attempt) {
-      std::this_thread::sleep_for(internal::kBehindPause);
+      service_.options_.time_source().sleep_for(internal::kBehindPause);
       sent = send(node, number, request);
     }
     return sent;

@@ -25,10 +25,11 @@ namespace tidepool::store::internal {
 class Migration {
  public:
   // `store`: the store the file is in, for its attributes and layout as they are answered;
-  // `layout_locks`: taken around the changes of a layout (null: none to take).
+  // `layout_locks`: taken around the changes of a layout (null: none to take); `clock`: what a
+  // move's pace and a wait for another move count on.
   Migration(ShardExecutor& shard, ShardRows& rows, PlacementTable& placements, FileData& data,
             MirrorFeed& mirror, PoolData* pools, CatchUp& catch_up, Store& store,
-            std::shared_ptr<LayoutLocks> layout_locks);
+            std::shared_ptr<LayoutLocks> layout_locks, Clock& clock);
 
   boost::asio::awaitable<Result<Move>> migrate(InodeId inode, std::string pool,
                                                std::uint32_t protection,
@@ -84,6 +85,7 @@ class Migration {
   CatchUp& catch_up_;
   Store& store_;
   const std::shared_ptr<LayoutLocks> layout_locks_;
+  Clock& clock_;  // the pace and the wait for a move
 };
 
 }  // namespace tidepool::store::internal
