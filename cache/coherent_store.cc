@@ -38,7 +38,7 @@ awaitable<Result<store::Wcc>> CoherentStore::commit(store::InodeId inode) {
   co_return co_await std::move(committing);
 }
 
-Result<std::shared_ptr<store::Store>> CoherentStore::next() const {
+Result<std::shared_ptr<store::Store>> CoherentStore::next(store::InodeId) const {
   // Not owned: the inner store outlives the cache.
   return std::shared_ptr<store::Store>(std::shared_ptr<store::Store>(), &impl_->inner());
 }

@@ -117,7 +117,7 @@ class CoherentStore final : public store::ForwardingStore {
   // migrate: the bytes stay what they were, so caches of them stay good, and no lock is taken.
 
  protected:
-  Result<std::shared_ptr<store::Store>> next() const override;
+  Result<std::shared_ptr<store::Store>> next(store::InodeId addressed) const override;
 
  private:
   class Impl;

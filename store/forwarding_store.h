@@ -1,6 +1,7 @@
 // A Store that hands every operation to another — the store it decorates or routes to — so
 // that a layer overrides only the operations whose behaviour it changes: the one declaration of
-// the forwarding that the layers over the store share (ShardRouter, cache::CoherentStore).
+// the forwarding that the layers over the store share (ShardRouter, ShardedNamespace,
+// cache::CoherentStore).
 #pragma once
 
 #include <memory>
@@ -65,14 +66,16 @@ class ForwardingStore : public Store {
                                               InodeId after, std::uint32_t limit) override;
 
  protected:
-  // The store an operation goes to now, held by the operation until it completes (so that a
-  // change of it never pulls a store from under one); or why there is none.
-  virtual Result<std::shared_ptr<Store>> next() const = 0;
+  // The store an operation addressed to `addressed` goes to now — the inode it names first: the
+  // file, or the directory of a name; kRootInode for what concerns the whole store — held by
+  // the operation until it completes (so that a change of it never pulls a store from under
+  // one); or why there is none.
+  virtual Result<std::shared_ptr<Store>> next(InodeId addressed) const = 0;
 
  private:
   template <typename T, typename... Params, typename... Args>
-  awaitable<Result<T>> forward(awaitable<Result<T>> (Store::*operation)(Params...),
-                               Args... args);
+  awaitable<Result<T>> forward(InodeId addressed,
+                               awaitable<Result<T>> (Store::*operation)(Params...), Args... args);
 };
 
 }  // namespace tidepool::store

@@ -253,6 +253,11 @@ Wcc wcc_of(const Attributes& before, const Result<Attributes>& after) {
 
 }  // namespace
 
+Result<std::shared_ptr<Store>> ShardedNamespace::next(InodeId addressed) const {
+  TP_ASSIGN_OR_RETURN(ShardAccess access, impl_->of(addressed));
+  return std::move(access.store);
+}
+
 std::uint64_t ShardedNamespace::write_verifier() const {
   std::uint64_t verifier = 0;
   for (ShardId shard = 0; shard < impl_->count(); ++shard) {
@@ -277,17 +282,6 @@ void ShardedNamespace::set_atime_policy(bool enabled, std::chrono::seconds grace
   }
 }
 
-awaitable<Result<Attributes>> ShardedNamespace::getattr(InodeId inode) {
-  return attributes_of(*impl_, inode);
-}
-
-awaitable<Result<Wcc>> ShardedNamespace::setattr(InodeId inode, AttributeChanges changes,
-                                                 Caller caller,
-                                                 std::optional<std::int64_t> guard_ctime_ns) {
-  return on_shard<Wcc>(*impl_, inode,
-                       [=](Store& s) { return s.setattr(inode, changes, caller, guard_ctime_ns); });
-}
-
 awaitable<Result<LookupResult>> ShardedNamespace::lookup(InodeId directory, std::string name,
                                                          Caller caller) {
   auto looking = on_shard<LookupResult>(
@@ -298,37 +292,6 @@ awaitable<Result<LookupResult>> ShardedNamespace::lookup(InodeId directory, std:
   Result<Attributes> object = co_await std::move(fetching);
   if (!object.ok()) co_return object.status();
   co_return LookupResult{*object, found->directory, false};
-}
-
-awaitable<Result<AccessResult>> ShardedNamespace::check_access(InodeId inode, Caller caller,
-                                                               std::uint32_t requested) {
-  return on_shard<AccessResult>(*impl_, inode,
-                                [=](Store& s) { return s.check_access(inode, caller, requested); });
-}
-
-awaitable<Result<ReadlinkResult>> ShardedNamespace::readlink(InodeId inode) {
-  return on_shard<ReadlinkResult>(*impl_, inode, [=](Store& s) { return s.readlink(inode); });
-}
-
-awaitable<Result<Layout>> ShardedNamespace::layout(InodeId inode) {
-  return on_shard<Layout>(*impl_, inode, [=](Store& s) { return s.layout(inode); });
-}
-
-awaitable<Result<Layout>> ShardedNamespace::set_access_pattern(InodeId inode, std::string pattern) {
-  return on_shard<Layout>(*impl_, inode,
-                          [=](Store& s) { return s.set_access_pattern(inode, pattern); });
-}
-
-awaitable<Result<ReadResult>> ShardedNamespace::read(InodeId inode, std::uint64_t offset,
-                                                     std::span<std::uint8_t> into, Caller caller) {
-  return on_shard<ReadResult>(*impl_, inode,
-                              [=](Store& s) { return s.read(inode, offset, into, caller); });
-}
-
-awaitable<Result<ReadPieces>> ShardedNamespace::read_pieces(InodeId inode, std::uint64_t offset,
-                                                            std::uint32_t count, Caller caller) {
-  return on_shard<ReadPieces>(
-      *impl_, inode, [=](Store& s) { return s.read_pieces(inode, offset, count, caller); });
 }
 
 awaitable<Result<WriteResult>> ShardedNamespace::write(InodeId inode, std::uint64_t offset,
@@ -422,23 +385,6 @@ awaitable<Result<NewObject>> ShardedNamespace::mkdir(InodeId directory, std::str
   Result<LookupResult> made = co_await std::move(finding);
   if (!made.ok()) co_return made.status();
   co_return NewObject{made->object, Wcc{pre_of(*dir), made->directory}};
-}
-
-awaitable<Result<NewObject>> ShardedNamespace::symlink(InodeId directory, std::string name,
-                                                       std::string target, AttributeChanges initial,
-                                                       Caller caller) {
-  return on_shard<NewObject>(*impl_, directory, [=](Store& s) {
-    return s.symlink(directory, name, target, initial, caller);
-  });
-}
-
-awaitable<Result<NewObject>> ShardedNamespace::mknod(InodeId directory, std::string name,
-                                                     FileType type, std::uint32_t rdev_major,
-                                                     std::uint32_t rdev_minor,
-                                                     AttributeChanges initial, Caller caller) {
-  return on_shard<NewObject>(*impl_, directory, [=](Store& s) {
-    return s.mknod(directory, name, type, rdev_major, rdev_minor, initial, caller);
-  });
 }
 
 namespace {
@@ -660,14 +606,6 @@ awaitable<Result<DirectoryPage>> ShardedNamespace::readdir(InodeId directory, st
   co_return page;
 }
 
-awaitable<Result<FsStatistics>> ShardedNamespace::fsstat() {
-  return on_shard<FsStatistics>(*impl_, kRootInode, [](Store& s) { return s.fsstat(); });
-}
-
-awaitable<Result<Wcc>> ShardedNamespace::commit(InodeId inode) {
-  return on_shard<Wcc>(*impl_, inode, [=](Store& s) { return s.commit(inode); });
-}
-
 awaitable<Result<std::uint32_t>> ShardedNamespace::record_reads(std::vector<InodeId> inodes) {
   std::map<ShardId, std::vector<InodeId>> by_shard;
   for (InodeId inode : inodes) by_shard[shard_of(inode)].push_back(inode);
@@ -681,14 +619,6 @@ awaitable<Result<std::uint32_t>> ShardedNamespace::record_reads(std::vector<Inod
     moved += *recorded;
   }
   co_return moved;
-}
-
-awaitable<Result<Move>> ShardedNamespace::migrate(InodeId inode, std::string pool,
-                                                  std::uint32_t protection,
-                                                  std::uint64_t bytes_per_second) {
-  return on_shard<Move>(*impl_, inode, [=](Store& s) {
-    return s.migrate(inode, pool, protection, bytes_per_second);
-  });
 }
 
 awaitable<Result<CandidatePage>> ShardedNamespace::find_files(std::string where,

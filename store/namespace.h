@@ -23,6 +23,7 @@
 
 #include "common/status.h"
 #include "store/cross_shard.h"
+#include "store/forwarding_store.h"
 #include "store/store.h"
 
 namespace tidepool::store {
@@ -50,7 +51,7 @@ std::shared_ptr<NamespaceLocks> make_process_locks();
 // The key held while a directory moves to another parent.
 inline constexpr InodeId kDirectoryMovesKey = 0;
 
-class ShardedNamespace final : public Store {
+class ShardedNamespace final : public ForwardingStore {
  public:
   // `shard_count` shards, 0 to shard_count - 1; `shard(id)` fails (unavailable) while a shard
   // cannot be reached.
@@ -69,24 +70,13 @@ class ShardedNamespace final : public Store {
   // The shard a new directory named `name` in `parent` goes on.
   ShardId shard_for_directory(InodeId parent, std::string_view name) const;
 
+  // Operations addressed to one inode go to its shard (ForwardingStore); those below change
+  // behaviour: they span shards, or answer for the whole namespace.
   std::uint64_t write_verifier() const override;
   void close() override;
   void set_atime_policy(bool enabled, std::chrono::seconds grace_period) override;
-
-  awaitable<Result<Attributes>> getattr(InodeId inode) override;
-  awaitable<Result<Wcc>> setattr(InodeId inode, AttributeChanges changes, Caller caller,
-                                 std::optional<std::int64_t> guard_ctime_ns) override;
   awaitable<Result<LookupResult>> lookup(InodeId directory, std::string name,
                                          Caller caller) override;
-  awaitable<Result<AccessResult>> check_access(InodeId inode, Caller caller,
-                                               std::uint32_t requested) override;
-  awaitable<Result<ReadlinkResult>> readlink(InodeId inode) override;
-  awaitable<Result<Layout>> layout(InodeId inode) override;
-  awaitable<Result<Layout>> set_access_pattern(InodeId inode, std::string pattern) override;
-  awaitable<Result<ReadResult>> read(InodeId inode, std::uint64_t offset,
-                                     std::span<std::uint8_t> into, Caller caller) override;
-  awaitable<Result<ReadPieces>> read_pieces(InodeId inode, std::uint64_t offset,
-                                            std::uint32_t count, Caller caller) override;
   // Its verifier is the namespace's (write_verifier(): every shard's, folded), not its shard's.
   awaitable<Result<WriteResult>> write(InodeId inode, std::uint64_t offset,
                                        std::span<const std::uint8_t> data, Stability stability,
@@ -99,11 +89,6 @@ class ShardedNamespace final : public Store {
                                       Caller caller) override;
   awaitable<Result<NewObject>> mkdir(InodeId directory, std::string name, AttributeChanges initial,
                                      Caller caller) override;
-  awaitable<Result<NewObject>> symlink(InodeId directory, std::string name, std::string target,
-                                       AttributeChanges initial, Caller caller) override;
-  awaitable<Result<NewObject>> mknod(InodeId directory, std::string name, FileType type,
-                                     std::uint32_t rdev_major, std::uint32_t rdev_minor,
-                                     AttributeChanges initial, Caller caller) override;
   awaitable<Result<Wcc>> remove(InodeId directory, std::string name, Caller caller) override;
   awaitable<Result<Wcc>> rmdir(InodeId directory, std::string name, Caller caller) override;
   awaitable<Result<RenameResult>> rename(InodeId from_directory, std::string from_name,
@@ -114,15 +99,14 @@ class ShardedNamespace final : public Store {
   awaitable<Result<DirectoryPage>> readdir(InodeId directory, std::uint64_t cookie,
                                            std::uint64_t cookie_verifier, std::uint32_t max_entries,
                                            bool with_attributes, Caller caller) override;
-  awaitable<Result<FsStatistics>> fsstat() override;
-  awaitable<Result<Wcc>> commit(InodeId inode) override;
   awaitable<Result<std::uint32_t>> record_reads(std::vector<InodeId> inodes) override;
-  awaitable<Result<Move>> migrate(InodeId inode, std::string pool, std::uint32_t protection,
-                                  std::uint64_t bytes_per_second) override;
   awaitable<Result<CandidatePage>> find_files(std::string where, std::vector<std::int64_t> values,
                                               InodeId after, std::uint32_t limit) override;
 
   class Impl;  // namespace.cc's
+
+ protected:
+  Result<std::shared_ptr<Store>> next(InodeId addressed) const override;
 
  private:
   // The attributes of `directory`, where `caller` may add the new entry `name`.

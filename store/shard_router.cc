@@ -17,7 +17,7 @@ void ShardRouter::set_home(cluster::NodeId home, std::shared_ptr<Store> local) {
   target_.store(home == 0 ? nullptr : std::shared_ptr<Store>(make_remote_store(channel_to_(home))));
 }
 
-Result<std::shared_ptr<Store>> ShardRouter::next() const {
+Result<std::shared_ptr<Store>> ShardRouter::next(InodeId) const {
   std::shared_ptr<Store> to = target_.load();
   if (!to) return error(Errc::unavailable, "the namespace's home node is down");
   return to;

@@ -36,7 +36,7 @@ class ShardRouter final : public ForwardingStore {
   void set_atime_policy(bool enabled, std::chrono::seconds grace_period) override;
 
  protected:
-  Result<std::shared_ptr<Store>> next() const override;
+  Result<std::shared_ptr<Store>> next(InodeId addressed) const override;
 
  private:
   const cluster::NodeId self_;
