@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <vector>
@@ -251,6 +252,11 @@ Result<std::unique_ptr<Database>> Database::open(const std::string& path,
 }
 
 Database::~Database() {
+  if (const int left = sessions_.load(); left != 0) {
+    std::fprintf(stderr, "database %s closed with %d session(s) still recording it\n",
+                 path_.c_str(), left);
+    std::abort();
+  }
   for (auto& [sql, stmt] : statements_) sqlite3_finalize(stmt);
   sqlite3_close(db_);
   if (wal_fd_ >= 0) ::close(wal_fd_);

@@ -5,6 +5,7 @@
 
 #include <sqlite3.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -89,6 +90,10 @@ class Database {
   std::int64_t changes() const { return sqlite3_changes64(db_); }
   std::string last_error() const { return sqlite3_errmsg(db_); }
   sqlite3* handle() { return db_; }
+  // Counts the sessions (sqlite3session_create) recording this connection: each must be deleted
+  // before the connection closes, as deleting one locks and writes the connection. A
+  // connection closed with one left aborts the process rather than let it write freed memory.
+  void count_session(int change) { sessions_ += change; }
 
   // synced_by_caller only. Makes every transaction committed before the call durable. Safe from
   // any thread, concurrently with the owner's transactions.
@@ -105,6 +110,7 @@ class Database {
   // any descriptor), opened on first use, under wal_mutex_.
   std::mutex wal_mutex_;
   int wal_fd_ = -1;
+  std::atomic<int> sessions_{0};
 };
 
 }  // namespace tidepool::sqlite

@@ -92,6 +92,9 @@ class StoreImpl final : public LocalStore {
   ~StoreImpl() override {
     close();
     data_.join();
+    // shard_, declared last, goes first and takes the database with it: the mirror feed's
+    // change recorder (a session on that database) must go before it.
+    mirror_.detach();
   }
 
   // Runs on the opening thread before start(): creates the schema and the root directory.

@@ -24,6 +24,13 @@ Status MirrorFeed::attach(sqlite::Database& db, std::shared_ptr<MirrorTarget> mi
   return {};
 }
 
+void MirrorFeed::detach() {
+  std::unique_lock gate(gate_);
+  ++generation_;
+  recorder_.reset();
+  mirror_.reset();
+}
+
 Delivery MirrorFeed::batch_done(bool committed, bool changing) {
   if (!committed || !recorder_) return nullptr;
   auto changes = recorder_->take();

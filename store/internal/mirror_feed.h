@@ -44,6 +44,10 @@ class MirrorFeed {
   // mirror), once it committed; `changing`: it ran changing operations, which wait for the
   // mirror even when they changed no row (they may have read what an earlier batch changed).
   Delivery batch_done(bool committed, bool changing);
+  // Once the shard thread, the sync thread and the store's threads stopped, before the
+  // database goes: the recorder's session is attached to the database and must be deleted
+  // first (sqlite3session_delete locks and writes the connection).
+  void detach();
 
   // Held shared by data operations while their bytes go to the disk and the mirror.
   std::shared_lock<std::shared_mutex> gate() { return std::shared_lock(gate_); }

@@ -61,8 +61,13 @@ Result<std::unique_ptr<ChangeRecorder>> ChangeRecorder::attach(sqlite::Database&
   return recorder;
 }
 
-ChangeRecorder::~ChangeRecorder() {
-  if (session_ != nullptr) sqlite3session_delete(session_);
+ChangeRecorder::~ChangeRecorder() { end_session(); }
+
+void ChangeRecorder::end_session() {
+  if (session_ == nullptr) return;
+  sqlite3session_delete(session_);
+  session_ = nullptr;
+  db_.count_session(-1);
 }
 
 Status ChangeRecorder::start() {
@@ -70,6 +75,7 @@ Status ChangeRecorder::start() {
     session_ = nullptr;
     return sqlite_error(db_, "cannot record shard changes", rc);
   }
+  db_.count_session(1);
   if (int rc = sqlite3session_attach(session_, nullptr); rc != SQLITE_OK) {
     return sqlite_error(db_, "cannot record shard changes", rc);
   }
@@ -87,8 +93,7 @@ Result<std::vector<std::uint8_t>> ChangeRecorder::take() {
   sqlite3_free(bytes);
   seal(changeset);
   // A session has no reset: the next batch is recorded by a new one.
-  sqlite3session_delete(session_);
-  session_ = nullptr;
+  end_session();
   TP_RETURN_IF_ERROR(start());
   return changeset;
 }

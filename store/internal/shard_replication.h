@@ -35,6 +35,7 @@ class ChangeRecorder {
  private:
   explicit ChangeRecorder(sqlite::Database& db) : db_(db) {}
   Status start();
+  void end_session();
 
   sqlite::Database& db_;
   sqlite3_session* session_ = nullptr;
