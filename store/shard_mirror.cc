@@ -140,6 +140,8 @@ Status ShardCopy::apply(std::uint32_t number, std::span<const std::uint8_t> requ
       if (!extent) return malformed(method);
       std::shared_lock lock(mutex_);
       if (closed_) return error(Errc::unavailable, "the shard copy is closed");
+      // A whole copy that could not start left no data files to write to.
+      if (!data_) return error(Errc::unavailable, "no whole copy of the shard is under way");
       // During a whole copy nothing is in step yet, and the home sends only copy messages.
       if (method == MirrorMethod::write && !in_step_) {
         return error(Errc::unavailable, "the shard copy is not in step with its home");

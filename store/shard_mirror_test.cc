@@ -10,6 +10,7 @@
 
 #include "store/internal/data_files.h"
 #include "store/internal/mirror_messages.h"
+#include "store/internal/schema.h"
 #include "store/internal/test_util.h"
 
 namespace tidepool::store {
@@ -279,6 +280,21 @@ TEST_F(ShardMirrorTest, ABlockBadInEveryCopyFailsTheReadAndNamesTheOffset) {
   // Without a mirror there is nothing to repair from either.
   ASSERT_TRUE(run_to_completion(home_->mirror_to(nullptr)).ok());
   EXPECT_EQ(run_to_completion(home_->read(file, 0, into, kRoot)).code(), Errc::corrupt);
+}
+
+TEST_F(ShardMirrorTest, DataForAWholeCopyThatCouldNotStartIsRefused) {
+  // The old database's write-ahead log cannot be removed (a directory that is not empty stands
+  // in its place), so the copy stops after letting its old data files go.
+  const auto wal = root_ / "mirror" / (std::string(internal::kShardDatabasePath).substr(1) + "-wal");
+  std::filesystem::remove(wal);
+  std::filesystem::create_directories(wal / "in-the-way");
+  EXPECT_EQ(copy_->apply(static_cast<std::uint32_t>(MirrorMethod::copy_begin), {}).code(),
+            Errc::io_error);
+  EXPECT_EQ(copy_->apply(static_cast<std::uint32_t>(MirrorMethod::copy_data),
+                         internal::encode_mirror_extent({5, 0, true, pattern(10, 1)}))
+                .code(),
+            Errc::unavailable);
+  std::filesystem::remove_all(wal);
 }
 
 TEST_F(ShardMirrorTest, MalformedMessagesAreRefusedAndChangeNothing) {
