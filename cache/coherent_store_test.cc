@@ -176,7 +176,7 @@ class CoherentStoreTest : public ::testing::Test {
   cluster::SimWorld world_;
   std::filesystem::path dir_;
   // The home's L2: the other nodes' L1 fetch from the home's store itself here.
-  std::shared_ptr<store::L2> l2_ = std::make_shared<store::L2>(64u << 20);
+  std::shared_ptr<store::L2> l2_ = store::L2::make(64u << 20);
   std::unique_ptr<store::LocalStore> home_;
   std::map<NodeId, std::unique_ptr<lockmgr::LockManager>> managers_;
   // A clock a test may give a cache (it outlives the caches): a day ahead of the home's, so that

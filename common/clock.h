@@ -29,7 +29,10 @@ class RealClock final : public Clock {
   void sleep_until(std::chrono::steady_clock::time_point deadline) override;
 };
 
-// Time stands still until a test moves it.
+// Time stands still until a test moves it, or a thread sleeps: a sleep moves it to the sleep's
+// end for every reader of the clock. A pause that waits for another thread or node to get
+// somewhere (a retry of a peer that is behind) therefore comes back at once: tests that need
+// such a wait to last give the code the real clock.
 class FakeClock final : public Clock {
  public:
   explicit FakeClock(std::chrono::system_clock::time_point start);

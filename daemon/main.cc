@@ -148,7 +148,7 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
   const std::uint64_t l2_bytes = config.l2_budget_bytes.value_or(
       default_l2_budget(static_cast<std::uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
                         static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE))));
-  store_options.l2 = std::make_shared<store::L2>(l2_bytes);
+  store_options.l2 = store::L2::make(l2_bytes);
   store_options.atime_enabled = config.atime_enabled;
   store_options.atime_grace_period = config.atime_grace_period;
   // Client connections are spread over io_threads io_contexts of one thread each

@@ -108,6 +108,10 @@ L2::L2(std::uint64_t budget_bytes)
       doorkeeper_(budget_bytes > 0 ? std::make_unique<Doorkeeper>(budget_bytes / kCachedUnitBytes)
                                    : nullptr) {}
 
+std::shared_ptr<L2> L2::make(std::uint64_t budget_bytes) {
+  return std::shared_ptr<L2>(new L2(budget_bytes));
+}
+
 L2::~L2() = default;
 
 std::uint64_t L2::new_space() { return next_space_.fetch_add(1); }
@@ -146,8 +150,12 @@ void L2::forget_file(std::uint64_t inode) {
   if (units_) units_->erase_file(inode);
 }
 
+bool L2::may_pin(std::uint64_t bytes) const {
+  return units_ && reply_pins_.load(std::memory_order_relaxed) + bytes <= units_->capacity() / 4;
+}
+
 std::shared_ptr<const CachedUnits> L2::pin_for_reply(CachedUnits units, std::uint64_t bytes) {
-  if (!units_ || units.units.empty()) return nullptr;
+  if (!units_ || units.units.empty() || units.l2.get() != this) return nullptr;
   if (reply_pins_.fetch_add(bytes, std::memory_order_relaxed) + bytes > units_->capacity() / 4) {
     reply_pins_.fetch_sub(bytes, std::memory_order_relaxed);
     return nullptr;

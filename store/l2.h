@@ -62,8 +62,9 @@ struct CachedUnits {
 
 class L2 : public std::enable_shared_from_this<L2> {
  public:
-  // 0 bytes keeps no units; reads are counted all the same.
-  explicit L2(std::uint64_t budget_bytes);
+  // 0 bytes keeps no units; reads are counted all the same. Always shared: pinned units keep
+  // their L2.
+  static std::shared_ptr<L2> make(std::uint64_t budget_bytes);
   ~L2();
   L2(const L2&) = delete;
   L2& operator=(const L2&) = delete;
@@ -86,9 +87,10 @@ class L2 : public std::enable_shared_from_this<L2> {
   void forget(std::uint64_t space, std::uint64_t inode, std::uint64_t unit);
   void forget_file(std::uint64_t inode);
 
-  // Holds `units` for a READ reply on its way, unless replies pin a quarter of the budget
-  // already (a reply slow to go would keep others' units from coming in): then null, and the
-  // read copies.
+  // Whether READ replies may pin `bytes` more: they pin a quarter of the budget at most (a reply
+  // slow to go would keep others' units from coming in); past that, reads copy.
+  bool may_pin(std::uint64_t bytes) const;
+  // Holds `units` (this L2's) for a READ reply on its way, unless may_pin() says no: then null.
   std::shared_ptr<const CachedUnits> pin_for_reply(CachedUnits units, std::uint64_t bytes);
 
   // Drops every unit and the doorkeeper's marks: the L2 is as cold as after a start (tide flush
@@ -103,6 +105,8 @@ class L2 : public std::enable_shared_from_this<L2> {
  private:
   class Doorkeeper;
   class ReplyPin;
+
+  explicit L2(std::uint64_t budget_bytes);
 
   const std::unique_ptr<BlockCache> units_;  // null: keeps none
   const std::unique_ptr<Doorkeeper> doorkeeper_;  // with units_

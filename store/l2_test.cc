@@ -15,7 +15,7 @@ void keep_unit(L2& l2, std::uint64_t space, std::uint64_t inode, std::uint64_t u
 }
 
 TEST(L2, AUnitGoesInOnlyOnItsSecondRead) {
-  const auto l2 = std::make_shared<L2>(8u << 20);
+  const auto l2 = L2::make(8u << 20);
   const std::uint64_t space = l2->new_space();
   EXPECT_FALSE(l2->read_before(space, 5, 0));
   EXPECT_TRUE(l2->read_before(space, 5, 0));
@@ -23,7 +23,7 @@ TEST(L2, AUnitGoesInOnlyOnItsSecondRead) {
 }
 
 TEST(L2, EachSpaceFindsOnlyItsOwnUnits) {
-  const auto l2 = std::make_shared<L2>(8u << 20);
+  const auto l2 = L2::make(8u << 20);
   const std::uint64_t shard = l2->new_space();
   const std::uint64_t pool = l2->new_space();
   keep_unit(*l2, shard, 7, 0, 1);
@@ -47,7 +47,7 @@ TEST(L2, EachSpaceFindsOnlyItsOwnUnits) {
 }
 
 TEST(L2, RepliesPinAQuarterOfTheBudgetAtMostOverAllSpaces) {
-  const auto l2 = std::make_shared<L2>(4 * 4 * kCachedUnitBytes);  // replies may pin 4 units
+  const auto l2 = L2::make(4 * 4 * kCachedUnitBytes);  // replies may pin 4 units
   const std::uint64_t shard = l2->new_space();
   const std::uint64_t pool = l2->new_space();
   for (std::uint64_t u = 0; u < 3; ++u) {
@@ -71,7 +71,7 @@ TEST(L2, RepliesPinAQuarterOfTheBudgetAtMostOverAllSpaces) {
 }
 
 TEST(L2, AFlushDropsEveryUnitAndEveryMark) {
-  const auto l2 = std::make_shared<L2>(8u << 20);
+  const auto l2 = L2::make(8u << 20);
   const std::uint64_t space = l2->new_space();
   ASSERT_FALSE(l2->read_before(space, 3, 0));
   keep_unit(*l2, space, 3, 0, 9);
@@ -84,7 +84,7 @@ TEST(L2, AFlushDropsEveryUnitAndEveryMark) {
 }
 
 TEST(L2, WithoutABudgetItKeepsNothingAndStillCountsReads) {
-  const auto l2 = std::make_shared<L2>(0);
+  const auto l2 = L2::make(0);
   EXPECT_FALSE(l2->keeps_units());
   const std::uint64_t space = l2->new_space();
   EXPECT_FALSE(l2->read_before(space, 1, 0));

@@ -123,7 +123,7 @@ class MigrateTest : public ::testing::Test {
   std::filesystem::path dir_;
   std::shared_ptr<SuffixPlacement> placement_ = std::make_shared<SuffixPlacement>();
   std::shared_ptr<internal::InProcessPools> nodes_;
-  const std::shared_ptr<L2> shard_l2_ = std::make_shared<L2>(0);
+  const std::shared_ptr<L2> shard_l2_ = L2::make(0);
   FakeClock fake_clock_{std::chrono::system_clock::time_point(std::chrono::hours(24 * 365 * 50))};
   Clock* clock_ = nullptr;  // the real one, unless a test sets &fake_clock_
   const std::shared_ptr<IntegrityCounters> integrity_ = std::make_shared<IntegrityCounters>();

@@ -56,6 +56,13 @@ asio::awaitable<Status> recover_shards(std::shared_ptr<ShardedNamespace> shards)
   co_return co_await std::move(recovering);
 }
 
+// The node's L2, made (of 0 bytes) if the options have none, so that the units and the shards
+// count in one.
+std::shared_ptr<L2> node_l2(StoreOptions& options) {
+  if (!options.l2) options.l2 = L2::make(0);
+  return options.l2;
+}
+
 StoreOptions with_pools(StoreOptions options, std::shared_ptr<PoolPeers> peers) {
   options.peers = std::move(peers);
   return options;
@@ -69,7 +76,7 @@ NamespaceService::NamespaceService(asio::any_io_executor strand,
                                    std::shared_ptr<NamespaceLocks> locks, PoolsOf pools_of)
     : strand_(std::move(strand)),
       store_executor_(std::move(store_executor)),
-      units_(std::make_unique<UnitStore>(options.data_dir + "/units", options.l2)),
+      units_(std::make_unique<UnitStore>(options.data_dir + "/units", node_l2(options))),
       peers_(std::make_shared<UnitPeers>(*this)),
       unit_client_(std::make_shared<UnitClient>(peers_)),
       options_(with_pools(std::move(options), peers_)),

@@ -53,7 +53,7 @@ Result<UnitRequest> decode_unit_request(std::span<const std::uint8_t> body) {
 
 UnitStore::UnitStore(std::string root, std::shared_ptr<L2> l2)
     : root_(std::move(root)),
-      l2_(std::move(l2)),
+      l2_(l2 ? std::move(l2) : L2::make(0)),
       boot_(std::random_device{}() | std::uint64_t{std::random_device{}()} << 32) {}
 
 xdr::Buffer UnitStore::boot_reply() const {

@@ -88,8 +88,8 @@ Result<UnitRequest> decode_unit_request(std::span<const std::uint8_t> body);
 class UnitStore {
  public:
   // `l2`: the node's L2, which keeps the units read here as the shard's own data does, and
-  // counts the unit reads and those it answered.
-  explicit UnitStore(std::string root, std::shared_ptr<L2> l2 = std::make_shared<L2>(0));
+  // counts the unit reads and those it answered; null: one of 0 bytes.
+  explicit UnitStore(std::string root, std::shared_ptr<L2> l2 = L2::make(0));
   ~UnitStore();
   UnitStore(const UnitStore&) = delete;
   UnitStore& operator=(const UnitStore&) = delete;

@@ -221,7 +221,7 @@ TEST_F(PoolDataTest, TruncateAndRemoveReachEveryNodeOfThePool) {
 
 TEST(UnitRequests, AnOwnerKeepsUnitsReadTwiceInItsL2UntilTheyChange) {
   const auto dir = internal::fresh_test_directory("tidepool-unit-l2-test");
-  const auto l2 = std::make_shared<L2>(16u << 20);
+  const auto l2 = L2::make(16u << 20);
   UnitStore store(dir.string(), l2);
   auto call = [&](UnitMethod method, const UnitRequest& request) {
     return store.serve(static_cast<std::uint32_t>(method), encode_unit_request(request));

@@ -699,6 +699,7 @@ std::string shard_directory(const std::string& data_dir, ShardId shard) {
 }
 
 Result<std::unique_ptr<LocalStore>> Store::open(const StoreOptions& options) {
+  if (!options.l2) return error(Errc::invalid_argument, "a store needs an L2 (of 0 bytes: none)");
   std::error_code ec;
   std::filesystem::create_directories(options.data_dir + "/shards", ec);
   if (ec) {

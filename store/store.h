@@ -359,14 +359,14 @@ struct StoreOptions {
   std::uint32_t threads = 4;
   std::uint32_t stripe_unit_bytes = 128u << 10;
   // The node's L2 (its own data kept in memory as it is read, and its count of reads), shared
-  // with the units it holds for node pools.
-  std::shared_ptr<L2> l2 = std::make_shared<L2>(0);
+  // with the units it holds for node pools. Never null: a budget of 0 keeps no units.
+  std::shared_ptr<L2> l2 = L2::make(0);
   bool atime_enabled = true;
   std::chrono::seconds atime_grace_period{24 * 3600};
   Clock* clock = nullptr;  // null: the real clock
+  std::shared_ptr<IntegrityCounters> integrity = std::make_shared<IntegrityCounters>();
 
   Clock& time_source() const { return clock ? *clock : real_clock(); }
-  std::shared_ptr<IntegrityCounters> integrity = std::make_shared<IntegrityCounters>();
 };
 
 // Where shard `shard` of a node's namespace lives under its data directory: shard 0 in the

@@ -103,7 +103,7 @@ class StoreTest : public ::testing::TestWithParam<Placement> {
   }
 
   std::filesystem::path dir_;
-  std::shared_ptr<L2> l2_ = std::make_shared<L2>(16u << 20);
+  std::shared_ptr<L2> l2_ = L2::make(16u << 20);
   FakeClock clock_{std::chrono::system_clock::time_point(std::chrono::hours(24 * 365 * 50))};
   std::unique_ptr<Store> home_;    // holds the data
   std::unique_ptr<Store> remote_;  // Shipped only: ships every call to home_

@@ -25,7 +25,7 @@ class DataFilesTest : public ::testing::TestWithParam<std::size_t> {
  protected:
   void SetUp() override {
     root_ = fresh_test_directory("tidepool-data-files-test");
-    if (GetParam() > 0) l2_ = std::make_shared<L2>(GetParam());
+    if (GetParam() > 0) l2_ = L2::make(GetParam());
     files_ = std::make_unique<DataFiles>(root_.string(), l2_);
     ASSERT_TRUE(files_->prepare().ok());
   }

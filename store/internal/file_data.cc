@@ -54,7 +54,7 @@ asio::awaitable<Result<FileData::Read>> FileData::read(InodeId inode, std::uint6
 
 std::optional<ReadPieces> FileData::pinned_from_l2(InodeId inode, std::uint64_t offset,
                                                    std::uint32_t count) {
-  if (count == 0) return std::nullopt;
+  if (count == 0 || !l2_->may_pin(count)) return std::nullopt;
   CachedUnits cached;
   // The slot keeps the file's data here while the units are taken.
   if (std::shared_lock slot(placements_.move_slot(inode), std::try_to_lock);

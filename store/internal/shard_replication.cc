@@ -83,6 +83,9 @@ Status ChangeRecorder::start() {
 }
 
 Result<std::vector<std::uint8_t>> ChangeRecorder::take() {
+  if (session_ == nullptr) {
+    return error(Errc::io_error, "shard changes are not being recorded (a restart failed)");
+  }
   int size = 0;
   void* bytes = nullptr;
   if (int rc = sqlite3session_changeset(session_, &size, &bytes); rc != SQLITE_OK) {

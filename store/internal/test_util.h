@@ -176,7 +176,7 @@ class InProcessPools final : public PoolPeers {
   // The unit reads each node was asked for (node k at k - 1), served or not.
   std::array<std::atomic<std::uint64_t>, 8> reads_asked{};
   // The unit reads every node served, counted together.
-  const std::shared_ptr<L2> unit_l2 = std::make_shared<L2>(0);
+  const std::shared_ptr<L2> unit_l2 = L2::make(0);
 
  private:
   std::mutex down_mutex_;
