@@ -30,14 +30,7 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// Under the sanitizers half the nodes, so half the cluster's cache and half the data set to
-// read (4 GiB there took 264 s): the law does not depend on the scale. An L2 cannot be made
-// smaller than 64 MiB.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr std::size_t kNodes = 2;
-#else
 constexpr std::size_t kNodes = 4;
-#endif
 constexpr std::size_t kReadersPerNode = 2;
 constexpr std::uint64_t kFileBytes = 256 * 1024;  // two stripe units
 constexpr auto kPhaseBound = std::chrono::seconds(300);  // twice, within ctest's 900 s
