@@ -58,4 +58,7 @@ class FakeClock final : public Clock {
 // The process-wide RealClock.
 Clock& real_clock();
 
+// What options that take an optional clock mean by null: the real one.
+inline Clock& clock_or_real(Clock* clock) { return clock ? *clock : real_clock(); }
+
 }  // namespace tidepool

@@ -88,7 +88,7 @@ class JobEngine {
                                                 std::set<std::string>& full);
   boost::asio::awaitable<Status> propose(cluster::Change change);
   bool leading() const;
-  Clock& clock() const { return options_.clock ? *options_.clock : real_clock(); }
+  Clock& clock() const { return clock_or_real(options_.clock); }
   std::int64_t unix_now() const;
 
   boost::asio::any_io_executor strand_;

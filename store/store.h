@@ -366,7 +366,7 @@ struct StoreOptions {
   Clock* clock = nullptr;  // null: the real clock
   std::shared_ptr<IntegrityCounters> integrity = std::make_shared<IntegrityCounters>();
 
-  Clock& time_source() const { return clock ? *clock : real_clock(); }
+  Clock& time_source() const { return clock_or_real(clock); }
 };
 
 // Where shard `shard` of a node's namespace lives under its data directory: shard 0 in the

@@ -37,7 +37,7 @@ CoherentStore::Impl::Impl(store::Store& inner, DataIsLocal data_is_local, CacheO
       }()),
       read_report_interval_(options.read_report_interval),
       attributes_lock_pause_(options.attributes_lock_pause),
-      clock_(options.clock ? *options.clock : real_clock()) {}
+      clock_(clock_or_real(options.clock)) {}
 
 AccessPattern CoherentStore::Impl::pattern_named(const std::string& name) {
   if (name == "random") return AccessPattern::random;
