@@ -325,8 +325,10 @@ void NamespaceService::route(const NamespaceRecord* record, const cluster::Group
     if (home == 0) {
       routes_->set(shard, std::nullopt);
     } else if (home == self_) {
-      routes_->set(shard, ShardAccess{state.store, std::shared_ptr<ShardParticipant>(
-                                                       state.store, &state.store->participant())});
+      routes_->set(shard,
+                   ShardAccess{state.store, std::shared_ptr<ShardParticipant>(
+                                                state.store, &state.store->participant())},
+                   state.store);
     } else {
       auto channel = std::make_shared<Channel>(*this, home, shard);
       routes_->set(shard, ShardAccess{std::shared_ptr<Store>(make_remote_store(channel)),
@@ -527,7 +529,10 @@ void NamespaceService::follow_again_after(std::chrono::milliseconds delay) {
 }
 
 bool NamespaceService::data_is_local(InodeId inode) const {
-  return routes_->is_local(shard_of(inode));
+  const ShardId shard = shard_of(inode);
+  if (!routes_->is_local(shard)) return false;
+  const std::shared_ptr<LocalStore> store = routes_->local_store(shard);
+  return store && !store->data_in_node_pool(inode);
 }
 
 std::shared_ptr<Store> NamespaceService::served() const {

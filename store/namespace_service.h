@@ -81,7 +81,9 @@ class NamespaceService {
   Store& store() { return router_; }
   // How this node reads and writes the units of placed files at their owners directly.
   std::shared_ptr<UnitClient> unit_client() const { return unit_client_; }
-  // Whether `inode`'s data is on this node's disks now: it serves the inode's shard.
+  // Whether `inode`'s data is this node's to serve from its own disks now: it serves the
+  // inode's shard, which keeps the file's data with it. A file placed in a node pool is read and
+  // written at its units' owners, by its home as by any other node.
   bool data_is_local(InodeId inode) const;
   void set_atime_policy(bool enabled, std::chrono::seconds grace_period);
   // What the checks of this node's copies of file data found since the daemon started.

@@ -496,6 +496,10 @@ class StoreImpl final : public LocalStore {
 
   ShardParticipant& participant() override { return participant_; }
 
+  bool data_in_node_pool(InodeId inode) const override {
+    return placements_.is_placed(inode);
+  }
+
  private:
   // Runs one of ShardNamespace's operations on the shard thread; `mutates` opens a write
   // transaction.

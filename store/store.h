@@ -521,6 +521,9 @@ class LocalStore : public Store {
   // The shard's part in changes that span shards (store/cross_shard.h); lives as long as the
   // store.
   virtual ShardParticipant& participant() = 0;
+  // Whether the file's data is placed in a node pool now (read and written at its units'
+  // owners, store/unit_client.h) rather than kept with the shard; without waiting.
+  virtual bool data_in_node_pool(InodeId inode) const = 0;
 };
 
 }  // namespace tidepool::store

@@ -116,6 +116,9 @@ asio::awaitable<Status> UnitClient::write(const Layout& layout, InodeId inode,
 asio::awaitable<Status> UnitClient::sync(const Layout& layout, InodeId inode) {
   std::vector<std::function<asio::awaitable<Status>()>> calls;
   for (cluster::NodeId node : layout.nodes) {
+    // The home's commit notes a node that is down behind; a call to it would only wait out
+    // its deadline, on every COMMIT until the node is back or lost.
+    if (!peers_->is_up(node)) continue;
     calls.push_back([this, node, request = encode_unit_request(
                                      {layout.pool, inode, 0, 0, {}})]() mutable {
       return call_counting_boots(node, UnitMethod::sync, std::move(request));

@@ -41,7 +41,8 @@ class UnitClient {
   // differ, until the caller writes the bytes again the home's way.
   boost::asio::awaitable<Status> write(const Layout& layout, InodeId inode, std::uint64_t offset,
                                        std::span<const std::uint8_t> data, bool durable);
-  // Makes what the file's units took durable on every node of its layout.
+  // Makes what the file's units took durable on every node of its layout that the view has up;
+  // the home's COMMIT, which follows, notes the copies on the others behind.
   boost::asio::awaitable<Status> sync(const Layout& layout, InodeId inode);
   // How many times an owner answered a write or a sync with a new boot id: it restarted, and
   // may have lost what it took UNSTABLE. Folded into the write verifier the caller hands out.

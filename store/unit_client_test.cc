@@ -105,6 +105,15 @@ TEST_F(UnitClientTest, ARestartOfAnOwnerSeenByAWriteOrSyncIsCounted) {
   EXPECT_EQ(client_->restarts(), 1u) << "what it took UNSTABLE may be gone: the verifier changes";
 }
 
+// A COMMIT while an owner is down: a call to it would wait out its deadline on every COMMIT.
+TEST_F(UnitClientTest, ASyncMakesTheOwnersUpDurableAndAsksNoneThatIsDown) {
+  ASSERT_TRUE(write(17, 0, internal::random_bytes(kUnit, 6)).ok());
+  nodes_->set_down({unit_owners(layout_.nodes, 17, 0, 2)[0]});
+  const Status synced = internal::run_to_completion(client_->sync(layout_, 17));
+  EXPECT_TRUE(synced.ok()) << synced.to_string();
+  EXPECT_EQ(nodes_->calls_to_down.load(), 0u);
+}
+
 TEST_F(UnitClientTest, OnlyALayoutInAPoolWithNoMoveAndNoCopyBehindIsServed) {
   EXPECT_TRUE(UnitClient::serves(layout_));
   Layout with_shard = layout_;

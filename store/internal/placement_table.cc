@@ -67,6 +67,12 @@ Where PlacementTable::where_of(InodeId inode) const {
   return where;
 }
 
+bool PlacementTable::is_placed(InodeId inode) const {
+  if (!any_placement_.load(std::memory_order_acquire)) return false;
+  std::shared_lock lock(mutex_);
+  return placed_.contains(inode);
+}
+
 CopyBehind PlacementTable::behind_of(InodeId inode) const {
   std::shared_lock lock(mutex_);
   return behind_of_locked(inode);

@@ -52,6 +52,8 @@ class PlacementTable {
   Status open(sqlite::Database& db);
 
   Where where_of(InodeId inode) const;
+  // Whether the file's data is placed in a node pool: where_of(inode).placed, without copying it.
+  bool is_placed(InodeId inode) const;
   CopyBehind behind_of(InodeId inode) const;
   bool any_behind() const;
 

@@ -121,7 +121,10 @@ class InProcessPools final : public PoolPeers {
   Result<xdr::Buffer> call(cluster::NodeId node, UnitMethod method,
                            std::span<const std::uint8_t> request) override {
     if (method == UnitMethod::read && node <= reads_asked.size()) reads_asked[node - 1].fetch_add(1);
-    if (!is_up(node)) return error(Errc::unavailable, "node down");
+    if (!is_up(node)) {
+      calls_to_down.fetch_add(1);
+      return error(Errc::unavailable, "node down");
+    }
     if (method == UnitMethod::write) {
       unit_writes.fetch_add(1);
       std::unique_lock lock(hold_mutex_);
@@ -175,6 +178,8 @@ class InProcessPools final : public PoolPeers {
   std::atomic<std::uint64_t> unit_writes{0};
   // The unit reads each node was asked for (node k at k - 1), served or not.
   std::array<std::atomic<std::uint64_t>, 8> reads_asked{};
+  // The calls made to nodes while they were down, counted together.
+  std::atomic<std::uint64_t> calls_to_down{0};
   // The unit reads every node served, counted together.
   const std::shared_ptr<L2> unit_l2 = L2::make(0);
 

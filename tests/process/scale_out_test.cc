@@ -113,6 +113,22 @@ TEST_F(ScaleOutTest, ReadsThroughANodeHoldingNoneOfTheFileComeFromItsOwnersAlone
       << crossed << " backend bytes for " << kFileBytes << " bytes read";
 }
 
+// The home holds none of a file placed on nodes 2 and 3 either: it reads it through its L1 from
+// the owners, as node 4 does, rather than serving it as data of its own (one unit after another
+// on its blocking pool).
+TEST_F(ScaleOutTest, TheHomeReadsAFileItHoldsNoneOfAtItsOwnersThroughItsCache) {
+  const std::string bytes = contents_of(4);
+  const FileHandle file = make_file(2, "home.bin", bytes);
+  ASSERT_FALSE(file.empty());
+  ASSERT_EQ(pool_of("/ifs/home.bin"), "f800");
+  const std::int64_t through_l1 = cluster_->metric(kHome, "tidepool_cache_l1_accessed_bytes_total");
+  const std::int64_t as_own = cluster_->metric(kHome, "tidepool_cache_l2_read_bytes_total");
+  EXPECT_TRUE(read_through(kHome, file) == bytes) << "the home reads the file as written";
+  EXPECT_EQ(cluster_->metric(kHome, "tidepool_cache_l1_accessed_bytes_total") - through_l1,
+            static_cast<std::int64_t>(kFileBytes));
+  EXPECT_EQ(cluster_->metric(kHome, "tidepool_cache_l2_read_bytes_total"), as_own);
+}
+
 // Node 4 writes a file placed on nodes 2 and 3: the bytes go to both owners from node 4, the
 // home hears of the size only, and every node reads what was written.
 TEST_F(ScaleOutTest, WritesThroughANodeHoldingNoneOfTheFileGoToItsOwnersAlone) {
