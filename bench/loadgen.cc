@@ -179,6 +179,13 @@ std::string_view error_text(void* data) {
   return data != nullptr ? static_cast<const char*>(data) : "cancelled";
 }
 
+// A failed READ's errno and the context's last error: libnfs 4.0 may hand a READ split in
+// chunks a `data` that is not its error text.
+std::string read_error_text(int err, nfs_context* nfs) {
+  const char* last = nfs != nullptr ? nfs_get_error(nfs) : nullptr;
+  return std::string(std::strerror(-err)) + " (" + (last != nullptr ? last : "no detail") + ")";
+}
+
 // The outcome of one async call driven to completion by Connection::call.
 struct CallState {
   bool done = false;
@@ -713,12 +720,12 @@ class ReadJob final : public Job {
     uint64_t expected;
   };
 
-  static void on_read(int err, nfs_context*, void* data, void* private_data) {
+  static void on_read(int err, nfs_context* nfs, void*, void* private_data) {
     auto& s = *static_cast<Slot*>(private_data);
     ReadJob& job = *s.job;
     if (!job.aborted()) {
       if (err < 0) {
-        job.record_error("READ", error_text(data));
+        job.record_error("READ", read_error_text(err, nfs));
       } else if (static_cast<uint64_t>(err) != s.expected) {
         job.record_error("READ", "short read of " + std::to_string(err) + " bytes");
       } else {
@@ -803,12 +810,12 @@ class DlTrainJob final : public Job {
     return true;
   }
 
-  static void on_read(int err, nfs_context*, void* data, void* private_data) {
+  static void on_read(int err, nfs_context* nfs, void*, void* private_data) {
     auto& r = *static_cast<Reader*>(private_data);
     DlTrainJob& job = *r.job;
     if (!job.aborted()) {
       if (err < 0) {
-        job.record_error("READ", error_text(data));
+        job.record_error("READ", read_error_text(err, nfs));
       } else if (static_cast<uint64_t>(err) != r.expected) {
         job.record_error("READ", "short read of " + std::to_string(err) + " bytes");
       } else {
