@@ -41,6 +41,9 @@ constexpr std::size_t kHelloBytes = 20;
 constexpr std::size_t kMaxAddressLength = 256;
 constexpr std::size_t kHeaderBytes = 8;
 constexpr std::size_t kMaxBatch = 64;  // messages gathered into one write
+// RPC bytes gathered into one write, beyond its first message: a Raft or lock message queued
+// meanwhile waits for at most this much (and what the socket holds) before it goes.
+constexpr std::size_t kMaxBulkBatchBytes = 1 << 20;
 constexpr auto kHandshakeTimeout = std::chrono::seconds(5);
 constexpr auto kWriteTimeout = std::chrono::seconds(30);
 
@@ -207,8 +210,19 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
     explicit Peer(asio::strand<asio::any_io_executor>& strand) : wake(strand) {}
     NodeId id = 0;
     std::string address;
-    std::deque<Outgoing> queue;
+    // Raft and lock messages go before RPCs queued earlier: a node sending unit data to a peer
+    // faster than the peer takes it must not fall silent to the leader (which then records it
+    // down) or hold up locks. Each queue keeps its own order.
+    std::deque<Outgoing> control;
+    std::deque<Outgoing> bulk;  // Channel::rpc
     std::size_t queued_bytes = 0;
+    bool idle() const { return control.empty() && bulk.empty(); }
+    Outgoing take(std::deque<Outgoing>& from) {
+      queued_bytes -= from.front().payload.size();
+      Outgoing out = std::move(from.front());
+      from.pop_front();
+      return out;
+    }
     bool running = false;
     asio::steady_timer wake;  // cancelled when the queue gets work
   };
@@ -254,10 +268,9 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
     boost::endian::store_big_u32(out.header.data() + 4, static_cast<std::uint32_t>(channel));
     out.payload = std::move(message);
     p.queued_bytes += out.payload.size();
-    p.queue.push_back(std::move(out));
-    while (p.queued_bytes > options_.max_queued_bytes && p.queue.size() > 1) {
-      p.queued_bytes -= p.queue.front().payload.size();
-      p.queue.pop_front();
+    (channel == Channel::rpc ? p.bulk : p.control).push_back(std::move(out));
+    while (p.queued_bytes > options_.max_queued_bytes && p.control.size() + p.bulk.size() > 1) {
+      p.take(p.bulk.empty() ? p.control : p.bulk);
       count(&Counters::messages_dropped);
     }
     if (!p.running) {
@@ -278,7 +291,7 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
   static awaitable<void> run_peer(std::shared_ptr<Impl> self, std::shared_ptr<Peer> peer) {
     auto backoff = self->options_.first_backoff;
     while (!self->stopped_) {
-      if (peer->queue.empty() || peer->address.empty()) {
+      if (peer->idle() || peer->address.empty()) {
         co_await wait_for_work(*peer);
         continue;
       }
@@ -338,17 +351,21 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
     std::vector<Outgoing> batch;
     std::vector<asio::const_buffer> buffers;
     while (!stopped_) {
-      if (peer.queue.empty()) {
+      if (peer.idle()) {
         stream.idle();
         co_await wait_for_work(peer);
         continue;
       }
       batch.clear();
       buffers.clear();
-      while (!peer.queue.empty() && batch.size() < kMaxBatch) {
-        peer.queued_bytes -= peer.queue.front().payload.size();
-        batch.push_back(std::move(peer.queue.front()));
-        peer.queue.pop_front();
+      while (!peer.control.empty() && batch.size() < kMaxBatch) {
+        batch.push_back(peer.take(peer.control));
+      }
+      for (std::size_t bulk_bytes = 0; !peer.bulk.empty() && batch.size() < kMaxBatch;) {
+        const std::size_t next = peer.bulk.front().payload.size();
+        if (bulk_bytes > 0 && bulk_bytes + next > kMaxBulkBatchBytes) break;
+        bulk_bytes += next;
+        batch.push_back(peer.take(peer.bulk));
       }
       for (const auto& out : batch) {
         buffers.emplace_back(asio::buffer(out.header));

@@ -1,7 +1,9 @@
 // The Transport between processes: TCP on the nodes' backend addresses, with mutual TLS under
 // the cluster CA unless switched off (benchmarks). Each node opens one connection to each peer
 // it sends to and accepts the peers' connections to it; a message is a length-prefixed frame
-// on that connection, so messages to one peer keep their order. Connections are made on first
+// on that connection, so messages to one peer keep their order — except that Raft and lock
+// messages overtake RPCs still queued (a peer slow to take unit data must not make the sender
+// look silent to the leader, or hold up locks). Connections are made on first
 // use and again after failures with exponential backoff; messages queued for a peer that cannot
 // be reached wait, up to a bound, and then the oldest are dropped (the transport is
 // best-effort; the protocols on top retry).

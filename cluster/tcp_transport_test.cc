@@ -8,9 +8,11 @@
 #include <boost/asio/write.hpp>
 #include <boost/endian/conversion.hpp>
 
+#include <algorithm>
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
+#include <numeric>
 #include <string_view>
 #include <thread>
 
@@ -229,6 +231,42 @@ TEST_F(TcpTransportTest, MessagesQueuedWhileAPeerIsDownArriveWhenItReturns) {
   at_b.attach(*b);
   ASSERT_TRUE(at_b.wait_for(1, 10s));
   EXPECT_EQ(at_b.messages()[0].second, "while you were out");
+}
+
+// Unit data queued for a peer slow to take it must not hold up Raft's heartbeats: the leader
+// would record the sender down.
+TEST_F(TcpTransportTest, RaftAndLockMessagesOvertakeRpcsStillQueued) {
+  TcpTransport* a = start(1, std::nullopt);
+  std::string address;
+  {
+    TcpTransport* probe = start(2, std::nullopt);
+    address = probe->local_address();
+    transports_.pop_back();
+  }
+  a->set_address(2, address);
+  const std::string bulk(512 * 1024, 'd');
+  constexpr int kRpcs = 16;
+  for (int i = 0; i < kRpcs; ++i) a->send(2, Channel::rpc, bytes(std::to_string(i) + bulk));
+  a->send(2, Channel::raft, bytes("heartbeat"));
+  a->send(2, Channel::lock, bytes("grant"));
+  TcpTransport* b = start(2, std::nullopt, address);
+  ASSERT_NE(b, nullptr);
+  Inbox at_b;
+  for (Channel channel : {Channel::rpc, Channel::raft, Channel::lock}) at_b.attach(*b, channel);
+  ASSERT_TRUE(at_b.wait_for(kRpcs + 2, 10s));
+  std::vector<std::string> order;
+  for (const auto& [from, message] : at_b.messages()) order.push_back(message.substr(0, 9));
+  const auto heartbeat = std::find(order.begin(), order.end(), "heartbeat") - order.begin();
+  const auto grant = std::find(order.begin(), order.end(), "grant") - order.begin();
+  EXPECT_LE(heartbeat, 2) << "behind at most the RPCs of the write under way";
+  EXPECT_EQ(grant, heartbeat + 1) << "Raft and lock messages keep their own order";
+  std::vector<int> rpcs;
+  for (const std::string& message : order) {
+    if (message != "heartbeat" && message != "grant") rpcs.push_back(std::stoi(message));
+  }
+  std::vector<int> expected(kRpcs);
+  std::iota(expected.begin(), expected.end(), 0);
+  EXPECT_EQ(rpcs, expected) << "RPCs keep theirs";
 }
 
 TEST_F(TcpTransportTest, AnAddressInUseIsAClearError) {
