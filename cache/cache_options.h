@@ -16,6 +16,10 @@ struct PrefetchOptions {
   std::uint64_t first_window = 256 * 1024;
   std::uint64_t concurrency_limit = 4 * 1024 * 1024;
   std::uint64_t streaming_limit = 32 * 1024 * 1024;
+  // Bytes all of a node's prefetches may have in flight at once (at most a quarter of L1):
+  // readers on many streams would otherwise queue more at the owners than they serve within
+  // a call's deadline. What SmartRead advises beyond it is left to the readers' next READs.
+  std::uint64_t node_limit = 64 * 1024 * 1024;
   // How far from a stream's next offset a read may land and still continue it, at most: READs
   // of one reader arrive a little out of order when several are in flight.
   std::uint64_t slack = 1024 * 1024;
@@ -67,6 +71,8 @@ struct CacheStatistics {
   std::uint64_t l1_bytes_prefetched = 0;  // fetched into L1 ahead of the readers
   std::uint64_t l1_prefetch_used = 0;     // prefetched bytes read afterwards
   std::uint64_t l1_prefetch_wasted = 0;   // prefetched bytes evicted or dropped unread
+  std::uint64_t l1_prefetch_deferred = 0;  // advised, not fetched: the node's limit was reached
+  std::uint64_t l1_prefetch_in_flight = 0;  // bytes being prefetched now
   std::uint64_t l1_bypassed_bytes = 0;    // READ bytes served around L1 (no lock, random)
   // Attribute look-ups of those READs (each checks the reader's rights and the file's size),
   // and of them those the attributes cached in L1 answered.

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
@@ -534,6 +535,39 @@ TEST_F(CoherentStoreTest, AStreamingReadLargerThanL1LeavesTheRestOfL1Alone) {
   EXPECT_EQ(read(2, hot, 0, 8 * kBlock).size(), 8 * kBlock);
   // Every block of the hot file is still there: the stream's went first.
   EXPECT_EQ(caches_[2]->statistics().l1_bytes_hit - hits, 8 * kBlock);
+}
+
+// Readers on many streams at once: SmartRead's windows together would queue far more at the
+// owners than they serve within a call's deadline. The node keeps its prefetches within its
+// limit; the rest is fetched ahead later, or on demand, and every read is whole.
+TEST_F(CoherentStoreTest, ANodesPrefetchesTogetherStayWithinItsLimit) {
+  PrefetchOptions prefetch;
+  prefetch.node_limit = 4 * kBlock;
+  replace_cache(2, 64 << 20, CacheOptions{}.read_report_interval, prefetch);
+  constexpr std::size_t kStreams = 6;
+  constexpr std::uint64_t kSize = 4ull << 20;
+  std::vector<InodeId> files;
+  for (std::size_t i = 0; i < kStreams; ++i) {
+    files.push_back(make_file("stream" + std::to_string(i), kSize));
+    EXPECT_TRUE(run(caches_[2]->set_access_pattern(files.back(), "streaming")).ok());
+  }
+  std::uint64_t most_in_flight = 0;
+  for (std::uint64_t offset = 0; offset < kSize; offset += kBlock) {
+    for (std::size_t i = 0; i < kStreams; ++i) {
+      store::Caller reader = kRoot;
+      reader.client = 0x0a000010 + i;
+      ASSERT_EQ(read(2, files[i], offset, kBlock, reader).size(), kBlock);
+      most_in_flight =
+          std::max(most_in_flight, caches_[2]->statistics().l1_prefetch_in_flight);
+    }
+  }
+  const CacheStatistics stats = caches_[2]->statistics();
+  EXPECT_LE(most_in_flight, 4 * kBlock);
+  EXPECT_GT(stats.l1_prefetch_deferred, 0u) << "six streams' windows exceed four blocks";
+  EXPECT_GT(stats.l1_bytes_prefetched, 0u) << "still fetched ahead";
+  EXPECT_TRUE(drive([&] { return caches_[2]->statistics().l1_prefetch_in_flight == 0; },
+                    std::chrono::seconds(5)))
+      << "every prefetch ended and gave its room back";
 }
 
 TEST_F(CoherentStoreTest, SmallRandomReadsOfARandomFileBypassL1) {

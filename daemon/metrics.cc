@@ -119,6 +119,12 @@ std::string render_metrics(Membership& membership, const nfsd::NfsServer& server
              "Prefetched bytes read afterwards.", cache.l1_prefetch_used);
   out.metric("tidepool_cache_l1_prefetch_wasted_bytes_total", "counter",
              "Prefetched bytes evicted or dropped unread.", cache.l1_prefetch_wasted);
+  out.metric("tidepool_cache_l1_prefetch_deferred_bytes_total", "counter",
+             "Bytes SmartRead advised but left to the readers' next READs: the node had its "
+             "limit of prefetch bytes in flight.",
+             cache.l1_prefetch_deferred);
+  out.metric("tidepool_cache_l1_prefetch_in_flight_bytes", "gauge",
+             "Bytes being prefetched into L1 now.", cache.l1_prefetch_in_flight);
   out.metric("tidepool_cache_l1_bypassed_bytes_total", "counter",
              "READ bytes of other nodes' files served around L1 (no lock, small random reads).",
              cache.l1_bypassed_bytes);

@@ -2,6 +2,7 @@
 // the state kept of each file and what drops it, flush and statistics.
 #include "cache/internal/coherent_store_impl.h"
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -35,6 +36,7 @@ CoherentStore::Impl::Impl(store::Store& inner, DataIsLocal data_is_local, CacheO
         prefetch.unit = options.block_bytes;
         return prefetch;
       }()),
+      prefetch_limit_(std::min<std::uint64_t>(options.prefetch.node_limit, options.l1_bytes / 4)),
       read_report_interval_(options.read_report_interval),
       attributes_lock_pause_(options.attributes_lock_pause),
       clock_(clock_or_real(options.clock)) {}
@@ -85,6 +87,8 @@ CacheStatistics CoherentStore::Impl::statistics() const {
   s.l1_bytes_prefetched = counters_.l1_bytes_prefetched.load();
   s.l1_prefetch_used = counters_.l1_prefetch_used.load();
   s.l1_prefetch_wasted = counters_.l1_prefetch_wasted.load();
+  s.l1_prefetch_deferred = counters_.l1_prefetch_deferred.load();
+  s.l1_prefetch_in_flight = prefetch_in_flight_.load();
   s.l1_bypassed_bytes = counters_.l1_bypassed_bytes.load();
   s.l1_metadata_reads = counters_.l1_metadata_reads.load();
   s.l1_metadata_hits = counters_.l1_metadata_hits.load();

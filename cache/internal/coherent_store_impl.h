@@ -182,6 +182,7 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
     std::atomic<std::uint64_t> l1_bytes_prefetched{0};
     std::atomic<std::uint64_t> l1_prefetch_used{0};
     std::atomic<std::uint64_t> l1_prefetch_wasted{0};
+    std::atomic<std::uint64_t> l1_prefetch_deferred{0};
     std::atomic<std::uint64_t> l1_bypassed_bytes{0};
     std::atomic<std::uint64_t> l1_metadata_reads{0};
     std::atomic<std::uint64_t> l1_metadata_hits{0};
@@ -331,7 +332,10 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
                                                      std::uint64_t length, std::uint64_t size,
                                                      std::shared_ptr<HeldLock> lock);
 
-  // Fetches the blocks first + i, i in `missing`, of the `count` from `first`.
+  // Of `blocks` more blocks to prefetch, how many fit within the node's limit, now counted in
+  // flight (at least one while nothing is).
+  std::size_t reserve_prefetch(std::size_t blocks);
+  // Fetches the blocks first + i, i in `missing` (reserved), of the `count` from `first`.
   static awaitable<void> prefetch(std::shared_ptr<Impl> self, InodeId inode, std::uint64_t first,
                                   std::size_t count, std::vector<std::size_t> missing,
                                   std::shared_ptr<HeldLock> lock);
@@ -352,6 +356,8 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
   BlockCache blocks_;
   FetchTable fetches_;
   Prefetcher prefetcher_;
+  const std::uint64_t prefetch_limit_;  // bytes in flight, all prefetches together
+  std::atomic<std::uint64_t> prefetch_in_flight_{0};
   Counters counters_;
   std::atomic<std::shared_ptr<FileLocks>> locks_;
   std::array<FileStripe, kFileStripes> stripes_;

@@ -1,5 +1,6 @@
 // CoherentStore::Impl: SmartRead's fetches ahead of each reader, and the count of prefetched
 // blocks read (used) or evicted unread (wasted) that narrows its windows.
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -53,6 +54,10 @@ awaitable<void> CoherentStore::Impl::prefetch_ahead(InodeId inode, std::uint64_t
     if (!blocks_.contains({inode, block})) missing.push_back(block - first);
   }
   if (missing.empty()) co_return;
+  const std::size_t reserved = reserve_prefetch(missing.size());
+  counters_.l1_prefetch_deferred += (missing.size() - reserved) * block_bytes_;
+  if (reserved == 0) co_return;
+  missing.resize(reserved);  // the blocks nearest the reader
   asio::co_spawn(executor,
                  prefetch(shared_from_this(), inode, first, last - first + 1, std::move(missing),
                           std::move(lock)),
@@ -83,8 +88,23 @@ awaitable<void> CoherentStore::Impl::prefetch(
     std::vector<std::size_t> missing,
     // Held until the fetches end: what they keep stays valid.
     [[maybe_unused]] std::shared_ptr<HeldLock> lock) {
+  const std::uint64_t reserved = missing.size() * self->block_bytes_;
   auto fetching = self->fetch(inode, first, std::move(missing), count, true);
   (void)co_await std::move(fetching);
+  self->prefetch_in_flight_ -= reserved;
+}
+
+std::size_t CoherentStore::Impl::reserve_prefetch(std::size_t blocks) {
+  std::uint64_t in_flight = prefetch_in_flight_.load();
+  for (;;) {
+    if (in_flight > 0 && in_flight + block_bytes_ > prefetch_limit_) return 0;
+    const std::uint64_t room = prefetch_limit_ > in_flight ? prefetch_limit_ - in_flight : 0;
+    const std::size_t taken =
+        std::min<std::size_t>(blocks, std::max<std::uint64_t>(room / block_bytes_, 1));
+    if (prefetch_in_flight_.compare_exchange_weak(in_flight, in_flight + taken * block_bytes_)) {
+      return taken;
+    }
+  }
 }
 
 void CoherentStore::Impl::note_prefetched(const BlockKey& key) {

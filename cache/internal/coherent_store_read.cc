@@ -110,18 +110,20 @@ awaitable<Result<store::ReadPieces>> CoherentStore::Impl::read_through_l1(
   const std::uint64_t first = offset / block_bytes_;
   std::optional<store::Attributes> attributes = known_attributes(inode);
   counters_.l1_metadata_reads++;
+  if (attributes) counters_.l1_metadata_hits++;
+  if (units_ && (!attributes || !known_layout(inode))) {
+    // Learnt with the layout, so that even the first blocks come from their owners: attributes
+    // a LOOKUP or GETATTR brought come without it, and blocks fetched without it would go the
+    // home's way, the whole of a first READ and SmartRead's first window.
+    auto learning = learn_file(inode);
+    attributes = co_await std::move(learning);
+  }
   // SmartRead fetches ahead from the moment the READ arrives: the reader's next READs,
   // already on their way, would otherwise start those fetches themselves.
   const bool advised = attributes.has_value();
   if (attributes) {
-    counters_.l1_metadata_hits++;
     auto prefetching = prefetch_ahead(inode, caller.client, offset, length, attributes->size, lock);
     co_await std::move(prefetching);
-  }
-  if (!attributes && units_) {
-    // Learnt with the layout, so that even the first block comes from its owners.
-    auto learning = learn_file(inode);
-    attributes = co_await std::move(learning);
   }
   BlockCache::Handle first_block;  // fetched for the attributes
   if (!attributes) {

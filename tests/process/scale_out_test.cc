@@ -113,6 +113,31 @@ TEST_F(ScaleOutTest, ReadsThroughANodeHoldingNoneOfTheFileComeFromItsOwnersAlone
       << crossed << " backend bytes for " << kFileBytes << " bytes read";
 }
 
+// A reader that asked for the file's attributes first (a LOOKUP or GETATTR: every client does)
+// has them cached without the file's layout: its first READ learns the layout before it
+// fetches, or those blocks would go the home's way and cross the backend twice.
+TEST_F(ScaleOutTest, AFirstReadAfterAGetattrComesFromTheOwnersToo) {
+  const std::string bytes = contents_of(5);
+  const FileHandle file = make_file(2, "stat-then-read.bin", bytes);
+  ASSERT_FALSE(file.empty());
+  ASSERT_EQ(pool_of("/ifs/stat-then-read.bin"), "f800");
+  const Ran random = cluster_->tide(kHome, {"set", "-a", "random", "/ifs/stat-then-read.bin"});
+  ASSERT_EQ(random.exit_code, 0) << random.output;
+
+  NfsClient nfs(cluster_->node(kReader).endpoint());
+  // The first GETATTR has node 4 take the attributes' lock in the background; the later ones
+  // are answered from what it then keeps.
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(nfs.getattr(file).status, NFS3_OK);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const std::int64_t before = backend_bytes_sent();
+  EXPECT_TRUE(read_through(kReader, file) == bytes);
+  const std::int64_t crossed = backend_bytes_sent() - before;
+  EXPECT_LE(static_cast<double>(crossed), 1.05 * kFileBytes)
+      << crossed << " backend bytes for " << kFileBytes << " bytes read";
+}
+
 // The home holds none of a file placed on nodes 2 and 3 either: it reads it through its L1 from
 // the owners, as node 4 does, rather than serving it as data of its own (one unit after another
 // on its blocking pool).
