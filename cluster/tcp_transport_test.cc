@@ -94,6 +94,15 @@ class TcpTransportTest : public ::testing::Test {
     return transports_.back().get();
   }
 
+  // An address nobody listens on: a port that was free, taken and closed again. A peer there
+  // is down until a transport starts on it.
+  std::string down_peer_address() {
+    TcpTransport* probe = start(2, std::nullopt);
+    std::string address = probe->local_address();
+    transports_.pop_back();
+    return address;
+  }
+
   // Sends raw bytes to `address` as an impostor would; returns once the server closed it.
   bool server_closes_after(const std::string& address, const std::vector<std::uint8_t>& data) {
     asio::io_context io;
@@ -215,13 +224,7 @@ TEST_F(TcpTransportTest, ForgedOrOversizedFramesCloseTheConnectionAndTheNodeKeep
 
 TEST_F(TcpTransportTest, MessagesQueuedWhileAPeerIsDownArriveWhenItReturns) {
   TcpTransport* a = start(1, std::nullopt);
-  // Take a free port, then close it: the peer is "down" at that address.
-  std::string address;
-  {
-    TcpTransport* probe = start(2, std::nullopt);
-    address = probe->local_address();
-    transports_.pop_back();
-  }
+  const std::string address = down_peer_address();
   a->set_address(2, address);
   a->send(2, Channel::rpc, bytes("while you were out"));
   std::this_thread::sleep_for(300ms);
@@ -237,12 +240,7 @@ TEST_F(TcpTransportTest, MessagesQueuedWhileAPeerIsDownArriveWhenItReturns) {
 // would record the sender down.
 TEST_F(TcpTransportTest, RaftAndLockMessagesOvertakeRpcsStillQueued) {
   TcpTransport* a = start(1, std::nullopt);
-  std::string address;
-  {
-    TcpTransport* probe = start(2, std::nullopt);
-    address = probe->local_address();
-    transports_.pop_back();
-  }
+  const std::string address = down_peer_address();
   a->set_address(2, address);
   const std::string bulk(512 * 1024, 'd');
   constexpr int kRpcs = 16;

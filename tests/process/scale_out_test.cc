@@ -88,6 +88,27 @@ class ScaleOutTest : public ::testing::Test {
     return nfs.read_all(file, kPiece);
   }
 
+  // /ifs/NAME made as make_file does, checked to be in f800, with the access pattern `random`:
+  // no read-ahead, so that every byte read is a byte asked for.
+  static FileHandle make_random_file(const std::string& name, const std::string& bytes) {
+    const FileHandle file = make_file(2, name, bytes);
+    EXPECT_EQ(pool_of("/ifs/" + name), "f800");
+    const Ran random = cluster_->tide(kHome, {"set", "-a", "random", "/ifs/" + name});
+    EXPECT_EQ(random.exit_code, 0) << random.output;
+    return file;
+  }
+
+  // Node 4 reads the file whole as written, and every byte crosses the backend once at most
+  // (from an owner to node 4), none through the home.
+  static void expect_read_by_the_reader_crossing_once(const FileHandle& file,
+                                                     const std::string& bytes) {
+    const std::int64_t before = backend_bytes_sent();
+    EXPECT_TRUE(read_through(kReader, file) == bytes) << "node 4 reads the file as written";
+    const std::int64_t crossed = backend_bytes_sent() - before;
+    EXPECT_LE(static_cast<double>(crossed), 1.05 * kFileBytes)
+        << crossed << " backend bytes for " << kFileBytes << " bytes read";
+  }
+
   static std::string pool_of(const std::string& path) {
     const json shown = cluster_->tide_json(kHome, {"get", "-D", path});
     return shown["layout"]["pool"].get<std::string>();
@@ -100,17 +121,9 @@ class ScaleOutTest : public ::testing::Test {
 // crosses the backend once, from an owner to node 4, and none through the home.
 TEST_F(ScaleOutTest, ReadsThroughANodeHoldingNoneOfTheFileComeFromItsOwnersAlone) {
   const std::string bytes = contents_of(1);
-  const FileHandle file = make_file(2, "read.bin", bytes);
+  const FileHandle file = make_random_file("read.bin", bytes);
   ASSERT_FALSE(file.empty());
-  ASSERT_EQ(pool_of("/ifs/read.bin"), "f800");
-  const Ran random = cluster_->tide(kHome, {"set", "-a", "random", "/ifs/read.bin"});
-  ASSERT_EQ(random.exit_code, 0) << random.output;
-
-  const std::int64_t before = backend_bytes_sent();
-  EXPECT_TRUE(read_through(kReader, file) == bytes) << "node 4 reads the file as written";
-  const std::int64_t crossed = backend_bytes_sent() - before;
-  EXPECT_LE(static_cast<double>(crossed), 1.05 * kFileBytes)
-      << crossed << " backend bytes for " << kFileBytes << " bytes read";
+  expect_read_by_the_reader_crossing_once(file, bytes);
 }
 
 // A reader that asked for the file's attributes first (a LOOKUP or GETATTR: every client does)
@@ -118,12 +131,8 @@ TEST_F(ScaleOutTest, ReadsThroughANodeHoldingNoneOfTheFileComeFromItsOwnersAlone
 // fetches, or those blocks would go the home's way and cross the backend twice.
 TEST_F(ScaleOutTest, AFirstReadAfterAGetattrComesFromTheOwnersToo) {
   const std::string bytes = contents_of(5);
-  const FileHandle file = make_file(2, "stat-then-read.bin", bytes);
+  const FileHandle file = make_random_file("stat-then-read.bin", bytes);
   ASSERT_FALSE(file.empty());
-  ASSERT_EQ(pool_of("/ifs/stat-then-read.bin"), "f800");
-  const Ran random = cluster_->tide(kHome, {"set", "-a", "random", "/ifs/stat-then-read.bin"});
-  ASSERT_EQ(random.exit_code, 0) << random.output;
-
   NfsClient nfs(cluster_->node(kReader).endpoint());
   // The first GETATTR has node 4 take the attributes' lock in the background; the later ones
   // are answered from what it then keeps.
@@ -131,11 +140,7 @@ TEST_F(ScaleOutTest, AFirstReadAfterAGetattrComesFromTheOwnersToo) {
     ASSERT_EQ(nfs.getattr(file).status, NFS3_OK);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  const std::int64_t before = backend_bytes_sent();
-  EXPECT_TRUE(read_through(kReader, file) == bytes);
-  const std::int64_t crossed = backend_bytes_sent() - before;
-  EXPECT_LE(static_cast<double>(crossed), 1.05 * kFileBytes)
-      << crossed << " backend bytes for " << kFileBytes << " bytes read";
+  expect_read_by_the_reader_crossing_once(file, bytes);
 }
 
 // The home holds none of a file placed on nodes 2 and 3 either: it reads it through its L1 from
