@@ -187,14 +187,15 @@ cpu_ticks() {  # pid
 
 # The machine's counters a run's costs are told from: CPU ticks in all, waiting for the disk
 # and taken by the hypervisor (steal), from /proc/stat; reads and sectors read of the disk
-# under $WORK, from /proc/diskstats (none on a file system without a disk of its own).
+# under $WORK, from /proc/diskstats (none on a file system without a disk of its own); and the
+# CPU ticks idle.
 machine_counters() {
   local device
   device=$(stat -c '%Hd %Ld' "$WORK" 2>/dev/null)
   { head -1 /proc/stat; awk -v d="$device" '$1 " " $2 == d {print "disk", $4, $6}' /proc/diskstats; } |
-    awk '/^cpu / {for (i = 2; i <= 9; i++) total += $i; iowait = $6; steal = $9}
+    awk '/^cpu / {for (i = 2; i <= 9; i++) total += $i; idle = $5; iowait = $6; steal = $9}
          /^disk / {reads = $2; sectors = $3}
-         END {print total + 0, iowait + 0, steal + 0, reads + 0, sectors + 0}'
+         END {print total + 0, iowait + 0, steal + 0, reads + 0, sectors + 0, idle + 0}'
 }
 
 # What a run cost: the server's CPU time, the machine's time stolen by the hypervisor and

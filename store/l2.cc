@@ -150,13 +150,15 @@ void L2::forget_file(std::uint64_t inode) {
   if (units_) units_->erase_file(inode);
 }
 
+std::uint64_t L2::reply_pin_limit() const { return units_->capacity() / 4; }
+
 bool L2::may_pin(std::uint64_t bytes) const {
-  return units_ && reply_pins_.load(std::memory_order_relaxed) + bytes <= units_->capacity() / 4;
+  return units_ && reply_pins_.load(std::memory_order_relaxed) + bytes <= reply_pin_limit();
 }
 
 std::shared_ptr<const CachedUnits> L2::pin_for_reply(CachedUnits units, std::uint64_t bytes) {
   if (!units_ || units.units.empty() || units.l2.get() != this) return nullptr;
-  if (reply_pins_.fetch_add(bytes, std::memory_order_relaxed) + bytes > units_->capacity() / 4) {
+  if (reply_pins_.fetch_add(bytes, std::memory_order_relaxed) + bytes > reply_pin_limit()) {
     reply_pins_.fetch_sub(bytes, std::memory_order_relaxed);
     return nullptr;
   }

@@ -107,6 +107,8 @@ class L2 : public std::enable_shared_from_this<L2> {
   class ReplyPin;
 
   explicit L2(std::uint64_t budget_bytes);
+  // What replies may pin at most, with units_: a quarter of the budget.
+  std::uint64_t reply_pin_limit() const;
 
   const std::unique_ptr<BlockCache> units_;  // null: keeps none
   const std::unique_ptr<Doorkeeper> doorkeeper_;  // with units_

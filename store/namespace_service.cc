@@ -56,13 +56,6 @@ asio::awaitable<Status> recover_shards(std::shared_ptr<ShardedNamespace> shards)
   co_return co_await std::move(recovering);
 }
 
-// The node's L2, made (of 0 bytes) if the options have none, so that the units and the shards
-// count in one.
-std::shared_ptr<L2> node_l2(StoreOptions& options) {
-  if (!options.l2) options.l2 = L2::make(0);
-  return options.l2;
-}
-
 StoreOptions with_pools(StoreOptions options, std::shared_ptr<PoolPeers> peers) {
   options.peers = std::move(peers);
   return options;
@@ -76,7 +69,7 @@ NamespaceService::NamespaceService(asio::any_io_executor strand,
                                    std::shared_ptr<NamespaceLocks> locks, PoolsOf pools_of)
     : strand_(std::move(strand)),
       store_executor_(std::move(store_executor)),
-      units_(std::make_unique<UnitStore>(options.data_dir + "/units", node_l2(options))),
+      units_(std::make_unique<UnitStore>(options.data_dir + "/units", options.l2)),
       peers_(std::make_shared<UnitPeers>(*this)),
       unit_client_(std::make_shared<UnitClient>(peers_)),
       options_(with_pools(std::move(options), peers_)),
@@ -325,10 +318,8 @@ void NamespaceService::route(const NamespaceRecord* record, const cluster::Group
     if (home == 0) {
       routes_->set(shard, std::nullopt);
     } else if (home == self_) {
-      routes_->set(shard,
-                   ShardAccess{state.store, std::shared_ptr<ShardParticipant>(
-                                                state.store, &state.store->participant())},
-                   state.store);
+      routes_->set(shard, ShardAccess{state.store, std::shared_ptr<ShardParticipant>(
+                                                       state.store, &state.store->participant())});
     } else {
       auto channel = std::make_shared<Channel>(*this, home, shard);
       routes_->set(shard, ShardAccess{std::shared_ptr<Store>(make_remote_store(channel)),

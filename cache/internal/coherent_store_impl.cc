@@ -136,6 +136,14 @@ std::optional<store::Attributes> CoherentStore::Impl::known_attributes(InodeId i
   return it == stripe.files.end() ? std::nullopt : it->second.attributes;
 }
 
+std::optional<store::Attributes> CoherentStore::Impl::known_attributes_and_layout(InodeId inode) {
+  FileStripe& stripe = stripe_of(inode);
+  std::lock_guard guard(stripe.mutex);
+  auto it = stripe.files.find(inode);
+  if (it == stripe.files.end() || !it->second.layout) return std::nullopt;
+  return it->second.attributes;
+}
+
 std::optional<store::Layout> CoherentStore::Impl::known_layout(InodeId inode) {
   FileStripe& stripe = stripe_of(inode);
   std::lock_guard guard(stripe.mutex);

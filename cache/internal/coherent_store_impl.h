@@ -209,6 +209,8 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
 
   std::optional<AccessPattern> known_pattern(InodeId inode);
   std::optional<store::Attributes> known_attributes(InodeId inode);
+  // The same, but none unless the file's layout is known too (without copying it).
+  std::optional<store::Attributes> known_attributes_and_layout(InodeId inode);
   std::optional<store::Layout> known_layout(InodeId inode);
 
   // The generation of the file's cached state, made now if there is none.

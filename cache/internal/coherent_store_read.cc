@@ -108,13 +108,15 @@ awaitable<Result<store::ReadPieces>> CoherentStore::Impl::read_through_l1(
     InodeId inode, std::uint64_t offset, std::uint32_t length, const store::Caller& caller,
     std::shared_ptr<HeldLock> lock, bool for_reply) {
   const std::uint64_t first = offset / block_bytes_;
-  std::optional<store::Attributes> attributes = known_attributes(inode);
+  // A node that reads at the owners needs the layout too: attributes a LOOKUP or GETATTR
+  // brought come without it, and blocks fetched without it would go the home's way (the whole
+  // of a first READ and SmartRead's first window).
+  std::optional<store::Attributes> attributes =
+      units_ ? known_attributes_and_layout(inode) : known_attributes(inode);
   counters_.l1_metadata_reads++;
   if (attributes) counters_.l1_metadata_hits++;
-  if (units_ && (!attributes || !known_layout(inode))) {
-    // Learnt with the layout, so that even the first blocks come from their owners: attributes
-    // a LOOKUP or GETATTR brought come without it, and blocks fetched without it would go the
-    // home's way, the whole of a first READ and SmartRead's first window.
+  if (!attributes && units_) {
+    // Both learnt, so that even the first blocks come from their owners.
     auto learning = learn_file(inode);
     attributes = co_await std::move(learning);
   }

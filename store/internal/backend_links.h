@@ -149,21 +149,20 @@ class NamespaceService::Routes {
   void reset(ShardId count) {
     std::lock_guard lock(mutex_);
     routes_.assign(count, std::nullopt);
-    local_stores_.assign(count, nullptr);
     for (auto& local : local_) local.store(false, std::memory_order_relaxed);
   }
-  // `local_store`: the store behind `access` while this node is the shard's home.
-  void set(ShardId shard, std::optional<ShardAccess> access,
-           std::shared_ptr<LocalStore> local_store = nullptr) {
+  // A local `access` is to this node's own store of the shard (a LocalStore).
+  void set(ShardId shard, std::optional<ShardAccess> access) {
     std::lock_guard lock(mutex_);
     if (shard >= routes_.size()) return;
     local_[shard].store(access && access->local, std::memory_order_relaxed);
     routes_[shard] = std::move(access);
-    local_stores_[shard] = std::move(local_store);
   }
+  // This node's own store of the shard while it serves it, else null.
   std::shared_ptr<LocalStore> local_store(ShardId shard) const {
     std::lock_guard lock(mutex_);
-    return shard < local_stores_.size() ? local_stores_[shard] : nullptr;
+    if (shard >= routes_.size() || !routes_[shard] || !routes_[shard]->local) return nullptr;
+    return std::static_pointer_cast<LocalStore>(routes_[shard]->store);
   }
   Result<ShardAccess> get(ShardId shard) const {
     std::lock_guard lock(mutex_);
@@ -180,8 +179,7 @@ class NamespaceService::Routes {
 
  private:
   mutable std::mutex mutex_;
-  std::vector<std::optional<ShardAccess>> routes_;         // guarded by mutex_
-  std::vector<std::shared_ptr<LocalStore>> local_stores_;  // guarded by mutex_
+  std::vector<std::optional<ShardAccess>> routes_;  // guarded by mutex_
   std::array<std::atomic<bool>, kMaxShards> local_{};
 };
 
