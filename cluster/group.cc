@@ -10,6 +10,7 @@
 #include <set>
 
 #include "cluster/internal/config_db.h"
+#include "cluster/internal/lease_keeper.h"
 #include "cluster/internal/raft_io.h"
 #include "cluster/internal/raft_log.h"
 
@@ -143,7 +144,7 @@ constexpr int kPromotionAttempts = 3;
 
 }  // namespace
 
-class GroupMember::Impl {
+class GroupMember::Impl final : public internal::LeaseKeeper::Group {
  public:
   Impl(EventLoop& loop, Transport& transport, GroupOptions options,
        std::unique_ptr<internal::RaftLog> log, std::unique_ptr<internal::ConfigDb> db)
@@ -151,7 +152,9 @@ class GroupMember::Impl {
         options_(std::move(options)),
         log_(std::move(log)),
         db_(std::move(db)),
-        io_(loop, transport, *log_) {
+        io_(loop, transport, *log_),
+        leases_(loop, transport, options_.id,
+                internal::LeaseTiming{options_.lease, options_.lease_renew}, *this) {
     fsm_.version = 1;
     fsm_.data = this;
     fsm_.apply = &Impl::fsm_apply;
@@ -203,10 +206,49 @@ class GroupMember::Impl {
     int rc = raft_start(&raft_);
     if (rc != 0) return from_raft(rc, std::string("start: ") + raft_errmsg(&raft_));
     schedule_watch();
+    leases_.start();
     return {};
   }
 
   void propose(const Change& change, Done done) {
+    if (change.kind != Change::Kind::set_node_state || change.node.up) {
+      return propose_now(change, std::move(done));
+    }
+    once_lease_gone(change.node.id, std::move(done),
+                    [this, change](Done then) { propose_now(change, std::move(then)); });
+  }
+
+  // Runs `then` once `node` holds no lease: at once when the view has it down (it got none
+  // since), else `down_after` after it stops getting them — as if silent since now. Anything
+  // that hands on what a node holds goes through here.
+  void once_lease_gone(NodeId node, Done done, std::function<void(Done)> then) {
+    if (!is_leader() || !view().is_up(node)) return then(std::move(done));
+    revoked_[node]++;
+    spdlog::info("group view: node {} gets no more leases; going on in {} ms", node,
+                 options_.down_after.count());
+    loop_.schedule(options_.down_after, [this, alive = std::weak_ptr<bool>(alive_), node,
+                                         term = raft_.current_term, done = std::move(done),
+                                         then = std::move(then)]() mutable {
+      if (alive.expired()) return;
+      // A leader that lost the lead meanwhile forgot what it revoked: it may have granted since.
+      if (!is_leader() || raft_.current_term != term) {
+        end_revocation(node);
+        return done(not_leader_status());
+      }
+      then([this, node, done = std::move(done)](Status s) {
+        end_revocation(node);
+        done(std::move(s));
+      });
+    });
+  }
+
+  void end_revocation(NodeId node) {
+    if (auto it = revoked_.find(node); it != revoked_.end() && --it->second == 0) {
+      revoked_.erase(it);
+    }
+  }
+
+  void propose_now(const Change& change, Done done) {
     xdr::Buffer encoded;
     xdr::Encoder encoder(encoded);
     internal::encode_change(change, encoder);
@@ -248,14 +290,16 @@ class GroupMember::Impl {
                                        "a node cannot remove itself; ask another member"));
       return;
     }
-    change_membership(MembershipStep::remove, node, {},
-                      [this, node, done = std::move(done)](Status s) mutable {
-                        if (!s.ok()) return done(std::move(s));
-                        propose(Change::remove_node(node), [done = std::move(done)](Status s) {
-                          // Already gone from the view: the repeat of a removal succeeds.
-                          done(s.code() == Errc::not_found ? Status{} : std::move(s));
+    once_lease_gone(node, std::move(done), [this, node](Done done) {
+      change_membership(MembershipStep::remove, node, {},
+                        [this, node, done = std::move(done)](Status s) mutable {
+                          if (!s.ok()) return done(std::move(s));
+                          propose(Change::remove_node(node), [done = std::move(done)](Status s) {
+                            // Already gone from the view: the repeat of a removal succeeds.
+                            done(s.code() == Errc::not_found ? Status{} : std::move(s));
+                          });
                         });
-                      });
+    });
   }
 
   void on_applied(std::function<void(const AppliedChange&)> observer) {
@@ -274,12 +318,40 @@ class GroupMember::Impl {
   std::uint64_t applied() const { return db_->applied(); }
   std::uint64_t digest() const { return db_->digest(); }
   const GroupView& view() { return db_->view(); }
+  std::shared_ptr<const Lease> lease() const { return leases_.lease(); }
+
+  // internal::LeaseKeeper::Group
+  std::uint64_t term() const override { return raft_.current_term; }
+  std::vector<NodeId> voters() const override {
+    std::vector<NodeId> ids;
+    for (unsigned i = 0; i < raft_.configuration.n; ++i) {
+      if (raft_.configuration.servers[i].role == RAFT_VOTER) {
+        ids.push_back(raft_.configuration.servers[i].id);
+      }
+    }
+    return ids;
+  }
+  std::optional<std::uint64_t> grantable(NodeId node) override {
+    // Until it applied everything earlier leaders committed, the leader's view may still miss
+    // a change that took the node.
+    if (caught_up_term_ != raft_.current_term) return std::nullopt;
+    if (!view().is_up(node) || revoked_.contains(node) || in_flight_.contains(node)) {
+      return std::nullopt;
+    }
+    auto up = recorded_up_at_.find(node);
+    return up != recorded_up_at_.end() ? up->second : applied();
+  }
 
  private:
   struct Proposal {
     struct raft_apply request;
     Impl* member;
     Done done;
+  };
+  struct Barrier {
+    struct raft_barrier request;
+    Impl* member;
+    std::uint64_t term;
   };
   enum class MembershipStep { add, assign_voter, remove };
   struct MembershipChange {
@@ -330,6 +402,27 @@ class GroupMember::Impl {
     Done done = std::move(proposal->done);
     delete proposal;
     self.finish(std::move(done), std::move(outcome));
+  }
+
+  // A new leader learns that it applied every change of earlier terms once an entry of its own
+  // term is applied.
+  void catch_up_as_leader() {
+    if (barrier_pending_ || caught_up_term_ == raft_.current_term) return;
+    auto* barrier = new Barrier{{}, this, raft_.current_term};
+    barrier->request.data = barrier;
+    if (raft_barrier(&raft_, &barrier->request, &Impl::barrier_cb) != 0) {
+      delete barrier;
+      return;
+    }
+    barrier_pending_ = true;
+  }
+
+  static void barrier_cb(struct raft_barrier* request, int status) {
+    auto* barrier = static_cast<Barrier*>(request->data);
+    Impl& self = *barrier->member;
+    self.barrier_pending_ = false;
+    if (status == 0) self.caught_up_term_ = barrier->term;
+    delete barrier;
   }
 
   // Makes the added node a voter; a promotion Raft gave up is tried again, `attempts` in all.
@@ -405,6 +498,7 @@ class GroupMember::Impl {
     if (self.outcomes_.size() > kOutcomesKept) self.outcomes_.erase(self.outcomes_.begin());
     *result = reinterpret_cast<void*>(static_cast<std::uintptr_t>(position));
     AppliedChange applied{change, outcome, self.db_->epoch(), position, self.db_->digest()};
+    self.leases_follow(applied);
     for (const auto& observer : self.observers_) observer(applied);
     return 0;
   }
@@ -435,7 +529,28 @@ class GroupMember::Impl {
     }
     // On success the buffer is ours to free.
     raft_free(buffer->base);
+    // What the snapshot skipped is unknown: a node must catch up with all of it.
+    self.recorded_up_at_.clear();
+    if (!self.view().is_up(self.options_.id)) self.leases_.lapse();
+    self.leases_.changes_applied();
     return 0;
+  }
+
+  // A change that records a node up is what that node must have applied before it relies on
+  // a lease; one that takes this node out takes its lease.
+  void leases_follow(const AppliedChange& applied) {
+    const Change& change = applied.change;
+    const bool about_a_node = change.kind == Change::Kind::add_node ||
+                              change.kind == Change::Kind::set_node_state ||
+                              change.kind == Change::Kind::remove_node;
+    if (applied.outcome.ok() && about_a_node) {
+      if (view().is_up(change.node.id)) {
+        recorded_up_at_[change.node.id] = applied.applied;
+      } else if (change.node.id == options_.id) {
+        leases_.lapse();
+      }
+    }
+    leases_.changes_applied();
   }
 
   void schedule_watch() {
@@ -451,10 +566,12 @@ class GroupMember::Impl {
   void watch() {
     if (!is_leader()) {
       leading_since_.reset();
+      revoked_.clear();
       return;
     }
     std::uint64_t now = loop_.now_ms();
     if (!leading_since_) leading_since_ = now;
+    catch_up_as_leader();
     const GroupView& current = view();
     if (self_ && current.node(options_.id) == nullptr && !in_flight_.contains(options_.id)) {
       in_flight_.insert(options_.id);
@@ -465,11 +582,12 @@ class GroupMember::Impl {
     bool settled = now - *leading_since_ >= static_cast<std::uint64_t>(options_.down_after.count());
     std::vector<std::pair<NodeId, bool>> flips;
     for (const NodeInfo& node : current.nodes) {
+      if (revoked_.contains(node.id)) continue;  // recorded down when its lease has run out
       bool heard;
       if (node.id == options_.id) {
         heard = true;
       } else {
-        auto last = io_.last_heard(node.id);
+        auto last = leases_.last_heard(node.id);
         heard = last && now - *last < static_cast<std::uint64_t>(options_.down_after.count());
       }
       if (heard != node.up && (heard || settled)) flips.emplace_back(node.id, heard);
@@ -478,8 +596,8 @@ class GroupMember::Impl {
       if (in_flight_.contains(node)) continue;
       in_flight_.insert(node);
       spdlog::info("group view: recording node {} {}", node, up ? "up" : "down");
-      propose(Change::set_node_state(node, up),
-              [this, flipped = node](Status) { in_flight_.erase(flipped); });
+      propose_now(Change::set_node_state(node, up),
+                  [this, flipped = node](Status) { in_flight_.erase(flipped); });
     }
   }
 
@@ -488,6 +606,7 @@ class GroupMember::Impl {
   std::unique_ptr<internal::RaftLog> log_;
   std::unique_ptr<internal::ConfigDb> db_;
   internal::RaftIo io_;
+  internal::LeaseKeeper leases_;
   raft raft_{};
   raft_fsm fsm_{};
   bool initialised_ = false;
@@ -497,6 +616,10 @@ class GroupMember::Impl {
   std::optional<EventLoop::TimerId> watch_timer_;
   std::optional<std::uint64_t> leading_since_;
   std::set<NodeId> in_flight_;  // nodes with a proposal about them under way
+  std::map<NodeId, int> revoked_;  // nodes that get no lease: being recorded down or removed
+  std::map<NodeId, std::uint64_t> recorded_up_at_;  // node -> the change that recorded it up
+  std::uint64_t caught_up_term_ = 0;  // the term in which this leader applied all before it
+  bool barrier_pending_ = false;
   std::map<std::uint64_t, Status> outcomes_;
   std::vector<std::function<void(const AppliedChange&)>> observers_;
 };
@@ -506,6 +629,13 @@ Result<std::unique_ptr<GroupMember>> GroupMember::open(EventLoop& loop, Transpor
   if (options.id == 0) return error(Errc::invalid_argument, "node id must not be 0");
   if (options.heartbeat.count() <= 0 || options.election_timeout <= options.heartbeat) {
     return error(Errc::invalid_argument, "the election timeout must exceed the heartbeat");
+  }
+  if (options.lease_renew.count() <= 0 || options.lease <= options.lease_renew ||
+      static_cast<double>(options.lease.count()) * (1 + internal::kMaxClockDrift) >=
+          static_cast<double>(options.down_after.count())) {
+    return error(Errc::invalid_argument,
+                 "a lease must outlast its renewal and, with the clocks' drift, end before "
+                 "down_after");
   }
   TP_ASSIGN_OR_RETURN(auto log, internal::RaftLog::open(options.raft_log_path));
   TP_ASSIGN_OR_RETURN(auto db, internal::ConfigDb::open(options.config_db_path));
@@ -537,5 +667,6 @@ Epoch GroupMember::epoch() const { return impl_->epoch(); }
 std::uint64_t GroupMember::applied() const { return impl_->applied(); }
 std::uint64_t GroupMember::digest() const { return impl_->digest(); }
 const GroupView& GroupMember::view() { return impl_->view(); }
+std::shared_ptr<const Lease> GroupMember::lease() const { return impl_->lease(); }
 
 }  // namespace tidepool::cluster

@@ -5,7 +5,9 @@
 // change bumps the group epoch. Each node applies the log into its own SQLite config database.
 //
 // The node that leads the log also watches the others: a node not heard from for
-// `down_after` is recorded down, and up again when it is heard from.
+// `down_after` is recorded down, and up again when it is heard from. It grants every node a
+// lease (cluster/lease.h), shorter than `down_after`, that the node renews while it reaches
+// the leader and the leader a majority.
 //
 // Not thread-safe: a GroupMember and the callbacks it makes live on its EventLoop.
 #pragma once
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "cluster/event_loop.h"
+#include "cluster/lease.h"
 #include "cluster/transport.h"
 #include "cluster/types.h"
 #include "common/status.h"
@@ -109,8 +112,12 @@ struct GroupOptions {
   std::string config_db_path;
   std::chrono::milliseconds heartbeat{100};
   std::chrono::milliseconds election_timeout{1000};
-  // The leader records a node down after this long without a message from it.
+  // The leader records a node down after this long without a lease request from it.
   std::chrono::milliseconds down_after{2000};
+  // How long a lease lasts from the request that got it, and how often a node asks. With the
+  // clocks' drift, a lease must end before `down_after`.
+  std::chrono::milliseconds lease{1500};
+  std::chrono::milliseconds lease_renew{250};
   unsigned snapshot_threshold = 1024;  // entries between snapshots of the config database
   unsigned snapshot_trailing = 128;    // entries kept behind a snapshot for slow followers
   // How long the leader waits for a follower to take a snapshot before sending it again.
@@ -140,7 +147,8 @@ class GroupMember {
   // Applies `change` through the log; `done` runs once it is applied here (with its outcome)
   // or has failed. Only the leader accepts changes: others answer `unavailable` naming the
   // leader. A leader that loses its majority fails pending changes with `unavailable`; such a
-  // change may or may not have been applied.
+  // change may or may not have been applied. A node recorded down this way first stops
+  // getting its lease: the change is made `down_after` later, once the lease has run out.
   void propose(const Change& change, Done done);
   // Registers `node` in the view, then makes it a voting member of the log. Safe to repeat.
   // timed_out when the node never caught up with the log to become a voter (Raft gives a
@@ -160,6 +168,8 @@ class GroupMember {
   std::uint64_t digest() const;
   // The current view; the reference is valid until the next change is applied.
   const GroupView& view();
+  // This node's lease; readable from any thread, for as long as the caller keeps it.
+  std::shared_ptr<const Lease> lease() const;
 
  private:
   class Impl;

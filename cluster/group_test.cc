@@ -771,5 +771,106 @@ TEST_F(GroupTest, ObserversSeeEveryChangeOncePerNodeInOrder) {
   EXPECT_EQ(answers[3]->status->code(), Errc::already_exists);
 }
 
+// --- leases --------------------------------------------------------------------------------
+
+constexpr std::uint64_t kLeaseMs = 1'500;
+constexpr std::uint64_t kRenewMs = 250;
+
+TEST_F(GroupTest, EveryNodeOfAConnectedGroupHoldsItsLeaseWithoutABreak) {
+  ASSERT_NO_FATAL_FAILURE(form_cluster(3));
+  ASSERT_TRUE(wait([&] {
+    for (NodeId id : all()) {
+      if (!member(id).lease()->held()) return false;
+    }
+    return true;
+  }, kSoonMs));
+  const std::uint64_t since = world_.now_ms();
+  for (int step = 0; step < 200; ++step) {
+    run_for(50);
+    for (NodeId id : all()) {
+      ASSERT_TRUE(member(id).lease()->held_since(since))
+          << "node " << id << " lost its lease " << world_.now_ms() - since << " ms in";
+    }
+  }
+}
+
+// When `viewer` first applies a change recording `node` down (or up), by the shared clock.
+class Recorded {
+ public:
+  Recorded(GroupMember& viewer, SimWorld& world, NodeId node, bool up = false) {
+    viewer.on_applied([this, &world, node, up](const AppliedChange& a) {
+      if (a.change.kind == Change::Kind::set_node_state && a.change.node.id == node &&
+          a.change.node.up == up && !at_ms) {
+        at_ms = world.now_ms();
+      }
+    });
+  }
+  std::optional<std::uint64_t> at_ms;
+};
+
+TEST_F(GroupTest, AFollowerCutOffLosesItsLeaseWithinALeaseAndIsRecordedDownOnlyAfter) {
+  ASSERT_NO_FATAL_FAILURE(form_cluster(3));
+  ASSERT_EQ(leader(), 1u);
+  ASSERT_TRUE(wait([&] { return member(3).lease()->held(); }, kSoonMs));
+  Recorded down(member(1), world_, 3);
+  const std::uint64_t cut_at = world_.now_ms();
+  world_.partition({{1, 2}, {3}});
+
+  ASSERT_TRUE(wait([&] { return down.at_ms.has_value(); }, kSoonMs));
+  const std::uint64_t lapsed_at = member(3).lease()->until_ms();
+  EXPECT_LE(lapsed_at, cut_at + kLeaseMs);
+  EXPECT_LE(lapsed_at, *down.at_ms) << "recorded down while its lease ran";
+  EXPECT_FALSE(member(3).lease()->held());
+
+  world_.heal();
+  ASSERT_TRUE(wait([&] { return recorded_up(1, 3) && member(3).lease()->held(); }, kSoonMs))
+      << "no lease again after the cut healed";
+}
+
+TEST_F(GroupTest, AnIsolatedLeaderLosesItsLeaseBeforeTheNewLeaderRecordsItDown) {
+  ASSERT_NO_FATAL_FAILURE(form_cluster(5));
+  const NodeId old_leader = leader();
+  ASSERT_NE(old_leader, 0u);
+  ASSERT_TRUE(wait([&] { return member(old_leader).lease()->held(); }, kSoonMs));
+  std::vector<NodeId> others;
+  for (NodeId id : all()) {
+    if (id != old_leader) others.push_back(id);
+  }
+  Recorded down(member(others[0]), world_, old_leader);
+  const std::uint64_t cut_at = world_.now_ms();
+  world_.partition({{old_leader}, others});
+
+  ASSERT_TRUE(wait([&] { return down.at_ms.has_value(); }, kSoonMs));
+  const std::uint64_t lapsed_at = member(old_leader).lease()->until_ms();
+  EXPECT_LE(lapsed_at, cut_at + kLeaseMs);
+  EXPECT_LE(lapsed_at, *down.at_ms) << "recorded down while its lease ran";
+  for (NodeId id : others) EXPECT_TRUE(member(id).lease()->held()) << "node " << id;
+}
+
+TEST_F(GroupTest, ANodeRecordedDownWhileAliveGetsNoLeaseFirstAndAnotherOnlyOnceItCaughtUp) {
+  ASSERT_NO_FATAL_FAILURE(form_cluster(3));
+  ASSERT_EQ(leader(), 1u);
+  ASSERT_TRUE(wait([&] { return member(3).lease()->held(); }, kSoonMs));
+  Recorded down(member(1), world_, 3);
+  Recorded up_again(member(3), world_, 3, true);
+  // As the lock manager does with a node that leaves a callback unanswered.
+  const std::uint64_t asked_at = world_.now_ms();
+  auto answer = propose(1, Change::set_node_state(3, false));
+
+  ASSERT_TRUE(wait([&] { return down.at_ms.has_value(); }, kSoonMs));
+  EXPECT_GE(*down.at_ms, asked_at + kDownAfterMs);
+  EXPECT_LE(member(3).lease()->until_ms(), *down.at_ms) << "recorded down while its lease ran";
+  EXPECT_TRUE(await(answer).ok());
+
+  // Heard from, it is recorded up again; it holds a lease again only once it applied that.
+  std::uint64_t lease_again_at = 0;
+  ASSERT_TRUE(wait([&] {
+    if (!lease_again_at && member(3).lease()->held()) lease_again_at = world_.now_ms();
+    return lease_again_at != 0 && up_again.at_ms.has_value();
+  }, kSoonMs));
+  EXPECT_TRUE(recorded_up(1, 3));
+  EXPECT_GE(lease_again_at, *up_again.at_ms);
+}
+
 }  // namespace
 }  // namespace tidepool::cluster

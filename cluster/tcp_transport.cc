@@ -49,7 +49,7 @@ constexpr auto kWriteTimeout = std::chrono::seconds(30);
 
 bool known_channel(std::uint32_t channel) {
   return channel >= static_cast<std::uint32_t>(Channel::raft) &&
-         channel <= static_cast<std::uint32_t>(Channel::lock);
+         channel <= static_cast<std::uint32_t>(Channel::lease);
 }
 
 using internal::TlsStream;

@@ -15,7 +15,7 @@ namespace tidepool::cluster {
 
 // Each component that talks to its peers has a channel of its own, so that one transport
 // carries them all.
-enum class Channel : std::uint8_t { raft = 1, rpc = 2, lock = 3 };
+enum class Channel : std::uint8_t { raft = 1, rpc = 2, lock = 3, lease = 4 };
 
 class Transport {
  public:

@@ -219,6 +219,9 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
   };
   hooks.local_stats = [&] { return local_stats(config, rates); };
   hooks.serve_rpc = [&](cluster::RpcEndpoint& rpc) { shipping.serve(rpc); };
+  hooks.lease = [&](std::shared_ptr<const cluster::Lease> lease) {
+    (*server)->set_lease(std::move(lease));
+  };
   hooks.advisory_locks = [&](std::shared_ptr<lockmgr::AdvisoryLocks> locks) {
     (*server)->set_advisory_locks(locks);
   };

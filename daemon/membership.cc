@@ -228,6 +228,7 @@ Status Membership::start_member(bool bootstrap) {
   });
   TP_RETURN_IF_ERROR(group_->start());
   if (hooks_.advisory_locks) hooks_.advisory_locks(advisory_locks_);
+  if (hooks_.lease) hooks_.lease(group_->lease());
   if (hooks_.lock_manager) hooks_.lock_manager(loop_.get(), lock_manager_.get());
   if (!bootstrap && group_->view().node(config_.node_id) != nullptr) announce_up();
   spdlog::info("member of cluster '{}' ({}) as node {}, backend {}{}", identity_->name,
@@ -390,6 +391,7 @@ Status Membership::install(const JoinPackage& package, bool bootstrap) {
 }
 
 void Membership::stop_member() {
+  if (hooks_.lease) hooks_.lease(nullptr);
   if (advisory_locks_) {
     if (hooks_.advisory_locks) hooks_.advisory_locks(nullptr);
     advisory_locks_->close();

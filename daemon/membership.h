@@ -64,6 +64,8 @@ class Membership final : public store::ClusterAccess {
     std::function<void(cluster::RpcEndpoint&)> serve_rpc;
     // When the lock manager starts (the node became a member) and, with null, when it stops.
     std::function<void(std::shared_ptr<lockmgr::AdvisoryLocks>)> advisory_locks;
+    // This node's lease when it becomes a member, and null when it stops being one.
+    std::function<void(std::shared_ptr<const cluster::Lease>)> lease;
     // The same for the file system's own locks: with the lock manager and the loop it runs on
     // (the strand) when it starts, and with nulls before it stops.
     std::function<void(cluster::EventLoop*, lockmgr::LockManager*)> lock_manager;

@@ -100,6 +100,10 @@ class NfsServerImpl final : public NfsServer {
     nlm_.set_locks(std::move(locks));
   }
 
+  void set_lease(std::shared_ptr<const cluster::Lease> lease) override {
+    service_.lease.store(std::move(lease));
+  }
+
   void nlm_sessions(std::function<void(std::vector<NlmSession>)> done) const override {
     nlm_.sessions(std::move(done));
   }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster/lease.h"
 #include "common/config.h"
 #include "common/status.h"
 #include "lockmgr/advisory_locks.h"
@@ -60,6 +61,10 @@ class NfsServer {
   // The cluster's advisory locks, which NLM's locks become; until the node is a member (and
   // after it left) NLM refuses locks. Callable from any thread.
   virtual void set_advisory_locks(std::weak_ptr<lockmgr::AdvisoryLocks> locks) = 0;
+  // This node's lease once it is a cluster member (null: none applies): while it is not held,
+  // NFS calls but NULL answer JUKEBOX and NLM refuses locks as in a grace period, and an
+  // answer read while it lapsed is replaced by JUKEBOX. Callable from any thread.
+  virtual void set_lease(std::shared_ptr<const cluster::Lease> lease) = 0;
   // The clients that used NLM through this node; `done` may run on another thread.
   virtual void nlm_sessions(std::function<void(std::vector<NlmSession>)> done) const = 0;
 };

@@ -60,11 +60,33 @@ asio::awaitable<Result<xdr::Buffer>> run_participant_call(std::shared_ptr<LocalS
 
 }  // namespace
 
+std::optional<cluster::RpcEndpoint::Reply> NamespaceService::while_leased(
+    cluster::RpcEndpoint::Reply reply) const {
+  cluster::GroupMember* group = cluster_ != nullptr ? cluster_->group() : nullptr;
+  if (group == nullptr) return reply;
+  std::shared_ptr<const cluster::Lease> lease = group->lease();
+  const std::uint64_t started = lease->now_ms();
+  auto lapsed = [self = self_] {
+    return error(Errc::unavailable,
+                 "node " + std::to_string(self) + " holds no lease from the group: retry later");
+  };
+  if (!lease->held_since(started)) {
+    reply(lapsed());
+    return std::nullopt;
+  }
+  return [lease, started, lapsed, reply = std::move(reply)](Result<xdr::Buffer> answer) {
+    reply(lease->held_since(started) ? std::move(answer) : lapsed());
+  };
+}
+
 void NamespaceService::serve(cluster::RpcEndpoint& rpc) {
   // A shipped call for a shard this node does not serve: the caller is behind (or ahead) of
-  // this node's view, and retries later.
+  // this node's view, and retries later. One it serves is answered only under its lease.
   auto served_shard = [this](std::span<const std::uint8_t> request,
                              cluster::RpcEndpoint::Reply& reply) -> std::optional<ShardMessage> {
+    std::optional<cluster::RpcEndpoint::Reply> leased = while_leased(std::move(reply));
+    if (!leased) return std::nullopt;
+    reply = std::move(*leased);
     std::optional<ShardMessage> message = shard_message_of(request);
     if (!message) {
       reply(error(Errc::invalid_argument, "a shipped call for no shard"));
@@ -115,6 +137,12 @@ void NamespaceService::serve(cluster::RpcEndpoint& rpc) {
         internal::kUnitMethodBase + method,
         [this, method](cluster::NodeId, std::span<const std::uint8_t> request,
                        cluster::RpcEndpoint::Reply reply) {
+          // An owner that lapsed may have missed writes that went on without it.
+          if (method == static_cast<std::uint32_t>(UnitMethod::read)) {
+            std::optional<cluster::RpcEndpoint::Reply> leased = while_leased(std::move(reply));
+            if (!leased) return;
+            reply = std::move(*leased);
+          }
           asio::post(blocking_, [this, method, strand = strand_, reply,
                                  body = std::vector<std::uint8_t>(request.begin(), request.end())] {
             Result<xdr::Buffer> answer = units_->serve(method, body);
@@ -134,6 +162,12 @@ void NamespaceService::serve(cluster::RpcEndpoint& rpc) {
             return;
           }
           const ShardId shard = message->shard;
+          // A mirror that lapsed may have been replaced: its copy is not one to repair from.
+          if (method == static_cast<std::uint32_t>(MirrorMethod::read)) {
+            std::optional<cluster::RpcEndpoint::Reply> leased = while_leased(std::move(reply));
+            if (!leased) return;
+            reply = std::move(*leased);
+          }
           // Only the home the view names may change the copy: a deposed one must not.
           if (role(shard) != Role::mirror || !shards_[shard].copy ||
               from != record_->places[shard].home) {

@@ -116,6 +116,11 @@ class NamespaceService {
   enum class Role { none, home, mirror };
 
   cluster::RpcEndpoint* rpc() const;
+  // `reply`, answered only if this node holds its lease from now until it answers
+  // (cluster/lease.h): a node whose lease lapsed may have been replaced as a shard's home or
+  // left behind as an owner, so what it would answer may be old; "unavailable" instead, which
+  // the caller retries. Nothing when the lease is not held now: `reply` was answered so.
+  std::optional<cluster::RpcEndpoint::Reply> while_leased(cluster::RpcEndpoint::Reply reply) const;
   // `message` to `node` as RPC `method`, through the backend strand; sent again after a pause
   // while the node answers `behind` (its view lags this node's), a bounded number of times.
   boost::asio::awaitable<Result<xdr::Buffer>> call_peer(cluster::NodeId node, std::uint32_t method,

@@ -35,12 +35,6 @@ RaftIo::~RaftIo() {
   transport_.set_receiver(Channel::raft, nullptr);
 }
 
-std::optional<std::uint64_t> RaftIo::last_heard(NodeId node) const {
-  auto it = last_heard_.find(node);
-  if (it == last_heard_.end()) return std::nullopt;
-  return it->second;
-}
-
 int RaftIo::init(raft_io* io, raft_id id, const char* address) {
   RaftIo& s = self(io);
   s.id_ = id;
@@ -104,7 +98,6 @@ void RaftIo::receive(NodeId from, std::span<const std::uint8_t> bytes) {
                 message.server_id);
     return;
   }
-  last_heard_[from] = loop_.now_ms();
   auto& address = addresses_[from];
   message.server_address = address.c_str();
   if (message.type != RAFT_IO_APPEND_ENTRIES) {

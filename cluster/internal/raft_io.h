@@ -30,8 +30,6 @@ class RaftIo {
   RaftIo& operator=(const RaftIo&) = delete;
 
   raft_io* io() { return &io_; }
-  // When a Raft message from `node` last arrived (loop milliseconds), if ever.
-  std::optional<std::uint64_t> last_heard(NodeId node) const;
 
  private:
   static RaftIo& self(raft_io* io) { return *static_cast<RaftIo*>(io->impl); }
@@ -80,7 +78,6 @@ class RaftIo {
   std::uint64_t next_pending_ = 0;
   // Addresses of the servers Raft has named; Raft keeps pointers into these strings.
   std::map<NodeId, std::string> addresses_;
-  std::map<NodeId, std::uint64_t> last_heard_;
 };
 
 }  // namespace tidepool::cluster::internal

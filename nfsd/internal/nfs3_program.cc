@@ -70,27 +70,71 @@ AcceptStatus fail_wcc(xdr::Encoder& out, Errc code) {
 }  // namespace
 
 const Nfs3Program::Procedure Nfs3Program::kProcedures[22] = {
-    {&Nfs3Program::null, false},     {&Nfs3Program::getattr, false},
-    {&Nfs3Program::setattr, true},   {&Nfs3Program::lookup, false},
-    {&Nfs3Program::access, false},   {&Nfs3Program::readlink, false},
-    {&Nfs3Program::read, false},     {&Nfs3Program::write, true},
-    {&Nfs3Program::create, true},    {&Nfs3Program::mkdir, true},
-    {&Nfs3Program::symlink, true},   {&Nfs3Program::mknod, true},
-    {&Nfs3Program::remove, true},    {&Nfs3Program::rmdir, true},
-    {&Nfs3Program::rename, true},    {&Nfs3Program::link, true},
-    {&Nfs3Program::readdir, false},  {&Nfs3Program::readdirplus, false},
-    {&Nfs3Program::fsstat, false},   {&Nfs3Program::fsinfo, false},
-    {&Nfs3Program::pathconf, false}, {&Nfs3Program::commit, false},
+    {&Nfs3Program::null, false, FailureBody::none},
+    {&Nfs3Program::getattr, false, FailureBody::none},
+    {&Nfs3Program::setattr, true, FailureBody::wcc},
+    {&Nfs3Program::lookup, false, FailureBody::attr},
+    {&Nfs3Program::access, false, FailureBody::attr},
+    {&Nfs3Program::readlink, false, FailureBody::attr},
+    {&Nfs3Program::read, false, FailureBody::attr},
+    {&Nfs3Program::write, true, FailureBody::wcc},
+    {&Nfs3Program::create, true, FailureBody::wcc},
+    {&Nfs3Program::mkdir, true, FailureBody::wcc},
+    {&Nfs3Program::symlink, true, FailureBody::wcc},
+    {&Nfs3Program::mknod, true, FailureBody::wcc},
+    {&Nfs3Program::remove, true, FailureBody::wcc},
+    {&Nfs3Program::rmdir, true, FailureBody::wcc},
+    {&Nfs3Program::rename, true, FailureBody::two_wcc},
+    {&Nfs3Program::link, true, FailureBody::attr_and_wcc},
+    {&Nfs3Program::readdir, false, FailureBody::attr},
+    {&Nfs3Program::readdirplus, false, FailureBody::attr},
+    {&Nfs3Program::fsstat, false, FailureBody::attr},
+    {&Nfs3Program::fsinfo, false, FailureBody::attr},
+    {&Nfs3Program::pathconf, false, FailureBody::attr},
+    {&Nfs3Program::commit, false, FailureBody::wcc},
 };
+
+AcceptStatus Nfs3Program::put_retry_later(xdr::Encoder& out, FailureBody failure) {
+  put_status(out, Errc::unavailable);
+  switch (failure) {
+    case FailureBody::none: break;
+    case FailureBody::attr: out.boolean(false); break;
+    case FailureBody::wcc: put_empty_wcc(out); break;
+    case FailureBody::two_wcc:
+      put_empty_wcc(out);
+      put_empty_wcc(out);
+      break;
+    case FailureBody::attr_and_wcc:
+      out.boolean(false);
+      put_empty_wcc(out);
+      break;
+  }
+  return AcceptStatus::success;
+}
 
 awaitable<std::optional<AcceptStatus>> Nfs3Program::call(const CallContext& context,
                                                          xdr::Decoder& arguments,
                                                          xdr::Encoder& results) {
   if (context.procedure >= std::size(kProcedures)) co_return AcceptStatus::proc_unavail;
   const Procedure& procedure = kProcedures[context.procedure];
+  // A node whose lease lapsed may have lost what its caches and copies rely on: it serves
+  // nothing until it holds one again (cluster/lease.h). NULL answers all the same.
+  std::uint64_t started = 0;
+  if (context.procedure != 0) {
+    std::optional<std::uint64_t> held = co_await service_.held_lease();
+    if (!held) co_return put_retry_later(results, procedure.failure);
+    started = *held;
+  }
   if (!procedure.replay_from_cache) {
     Call call{context, arguments, results, service_.fsid, service_.exports.snapshot()};
-    co_return co_await (this->*procedure.handler)(call);
+    const std::size_t start = results.size();
+    const AcceptStatus status = co_await (this->*procedure.handler)(call);
+    // An answer read from what this node holds is good only if the lease held throughout:
+    // checked as it is sent, by this node's clock, so a pause mid-call counts too.
+    if (status != AcceptStatus::success || service_.lease_held_since(started)) co_return status;
+    results.buffer().resize(start);
+    if (context.pieces) context.pieces->pieces.clear();
+    co_return put_retry_later(results, procedure.failure);
   }
   // The cache keeps the reply's bytes alone: these procedures leave none by reference.
   CallContext cached_context = context;

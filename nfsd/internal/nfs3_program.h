@@ -45,11 +45,18 @@ class Nfs3Program final : public RpcProgram {
   awaitable<AcceptStatus> commit(Call& call);
 
   using Handler = awaitable<AcceptStatus> (Nfs3Program::*)(Call&);
+  // What a failure reply carries besides its status: nothing, a post_op_attr, a wcc_data,
+  // two of them (RENAME), or a post_op_attr and a wcc_data (LINK).
+  enum class FailureBody : std::uint8_t { none, attr, wcc, two_wcc, attr_and_wcc };
   struct Procedure {
     Handler handler;
     bool replay_from_cache;  // non-idempotent: retransmissions get the original reply
+    FailureBody failure;
   };
   static const Procedure kProcedures[22];
+
+  // A call answered "retry later" (JUKEBOX): this node may not serve it now.
+  static AcceptStatus put_retry_later(xdr::Encoder& out, FailureBody failure);
 
   Result<Target> target(const Call& call, std::span<const std::uint8_t> handle) const;
   // The target of a call that changes something; when there is none, the failure (with an

@@ -385,7 +385,9 @@ awaitable<std::uint32_t> NlmProgram::test(const CallContext& context, const Requ
                                           std::optional<lockmgr::AdvisoryConflict>& holder) {
   auto locks = this->locks();
   if (!locks) co_return NLM4_DENIED_NOLOCKS;
-  if (in_grace()) co_return NLM4_DENIED_GRACE_PERIOD;
+  if (in_grace() || !(co_await service_.held_lease())) {
+    co_return NLM4_DENIED_GRACE_PERIOD;
+  }
   lockmgr::AdvisoryLock lock;
   const std::uint32_t named = co_await advisory_lock(context, request, lock);
   if (named != NLM4_GRANTED) co_return named;
@@ -400,8 +402,11 @@ awaitable<std::uint32_t> NlmProgram::test(const CallContext& context, const Requ
 awaitable<std::uint32_t> NlmProgram::lock(const CallContext& context, const Request& request) {
   auto locks = this->locks();
   if (!locks) co_return NLM4_DENIED_NOLOCKS;
-  // In the grace period only reclaims; after it, none.
-  if (in_grace() != request.reclaim) co_return NLM4_DENIED_GRACE_PERIOD;
+  // In the grace period only reclaims; after it, none. Without its lease the node may have
+  // lost locks it coordinates: it grants none, as in a grace period.
+  if (in_grace() != request.reclaim || !(co_await service_.held_lease())) {
+    co_return NLM4_DENIED_GRACE_PERIOD;
+  }
   lockmgr::AdvisoryLock lock;
   const std::uint32_t named = co_await advisory_lock(context, request, lock);
   if (named != NLM4_GRANTED) co_return named;
@@ -458,7 +463,10 @@ awaitable<std::uint32_t> NlmProgram::share(const CallContext& context, const Sha
                                            bool reserve) {
   auto locks = this->locks();
   if (!locks) co_return NLM4_DENIED_NOLOCKS;
-  if (reserve && in_grace() != request.reclaim) co_return NLM4_DENIED_GRACE_PERIOD;
+  if (reserve && (in_grace() != request.reclaim ||
+                  !(co_await service_.held_lease()))) {
+    co_return NLM4_DENIED_GRACE_PERIOD;
+  }
   const std::optional<std::uint64_t> file = co_await file_of(context, request.lock);
   if (!file) co_return NLM4_STALE_FH;
   lockmgr::ShareReservation share;

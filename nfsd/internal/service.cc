@@ -1,6 +1,31 @@
 #include "nfsd/internal/service.h"
 
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <chrono>
+
 namespace tidepool::nfsd {
+
+namespace {
+
+// A lease comes back within a renewal or two once the node reaches the group's leader again,
+// and after a restart once the node is recorded up.
+constexpr std::chrono::milliseconds kLeaseWait{3000};
+constexpr std::chrono::milliseconds kLeasePoll{20};
+
+}  // namespace
+
+awaitable<std::optional<std::uint64_t>> Service::held_lease() const {
+  const auto deadline = std::chrono::steady_clock::now() + kLeaseWait;
+  for (;;) {
+    const std::uint64_t started = lease_clock();
+    if (lease_held_since(started)) co_return started;
+    if (std::chrono::steady_clock::now() >= deadline) co_return std::nullopt;
+    boost::asio::steady_timer poll(co_await boost::asio::this_coro::executor, kLeasePoll);
+    co_await poll.async_wait(boost::asio::use_awaitable);
+  }
+}
 
 awaitable<Result<store::Attributes>> Service::resolve(store::InodeId from,
                                                    std::vector<std::string> components) {

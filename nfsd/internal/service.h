@@ -5,9 +5,11 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "cluster/lease.h"
 #include "common/config.h"
 #include "nfsd/internal/duplicate_request_cache.h"
 #include "nfsd/internal/exports.h"
@@ -34,6 +36,25 @@ struct Service {
   std::uint64_t fsid;
 
   std::shared_ptr<const HandleSealer> sealer() const { return current_sealer.load(); }
+
+  // This node's lease (cluster/lease.h) while it is a cluster member; null otherwise, when
+  // nothing it holds can be taken from it.
+  std::atomic<std::shared_ptr<const cluster::Lease>> lease;
+  // Now, on the lease's clock; 0 without a lease.
+  std::uint64_t lease_clock() const {
+    auto held = lease.load();
+    return held ? held->now_ms() : 0;
+  }
+  // Whether the lease held without a break since `start` (a lease_clock() time), or no lease
+  // applies.
+  bool lease_held_since(std::uint64_t start) const {
+    auto held = lease.load();
+    return !held || held->held_since(start);
+  }
+  // Waits a little for the lease, as a node gets it back within moments after a pause or a
+  // restart and clients retry a refusal only seconds later. The time it is held from (to check
+  // again with lease_held_since before answering), or nothing: answer "retry later".
+  awaitable<std::optional<std::uint64_t>> held_lease() const;
 
   // Walks `components` from `from` as root (as knfsd does for MOUNT) to a directory's
   // attributes; fails on anything that is not a directory along the way.

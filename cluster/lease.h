@@ -1,0 +1,47 @@
+// A node's lease from the majority of its group (cluster/group.h). While a node holds it,
+// nobody has handed its locks, its shards or its stripe units to another node: the group's
+// leader marks a node down only once every lease it granted that node has run out by the
+// node's own clock (docs/DESIGN.md, "Leases"). A node that finds its lease lapsed — cut off
+// from the majority, paused, or starved of CPU — serves nothing from what it may have lost
+// until it holds one again, which it gets only once it has applied every change that took
+// something from it.
+//
+// Thread-safe: the group member extends it on its loop; anyone reads it.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+
+#include "cluster/event_loop.h"
+
+namespace tidepool::cluster {
+
+class Lease {
+ public:
+  // Times are `clock`'s now_ms(), which must be callable from any thread (both loops' are).
+  explicit Lease(const EventLoop& clock) : clock_(&clock) {}
+
+  // 0 once the group member is gone.
+  std::uint64_t now_ms() const;
+  // Whether the lease was held, without a break, from `start_ms` until now. An answer built
+  // from cached state since `start_ms` is right only while this holds when it is sent.
+  bool held_since(std::uint64_t start_ms) const;
+  bool held() const { return held_since(now_ms()); }
+  // When the lease runs out, or ran out; 0 when never held.
+  std::uint64_t until_ms() const;
+
+  // For the group member. Holds the lease until `until_ms`, from now if it had lapsed.
+  void extend(std::uint64_t until_ms);
+  // Gives it up now.
+  void lapse();
+  // Gives it up for good, before `clock` goes: a reader may outlive the group member.
+  void detach();
+
+ private:
+  const EventLoop* clock_;  // guarded by mutex_
+  mutable std::mutex mutex_;
+  std::uint64_t from_ms_ = 0;
+  std::uint64_t until_ms_ = 0;
+};
+
+}  // namespace tidepool::cluster
