@@ -219,6 +219,7 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
   };
   hooks.local_stats = [&] { return local_stats(config, rates); };
   hooks.serve_rpc = [&](cluster::RpcEndpoint& rpc) { shipping.serve(rpc); };
+  hooks.nlm_locks_lost = [&] { (*server)->nlm_locks_lost(); };
   hooks.lease = [&](std::shared_ptr<const cluster::Lease> lease) {
     (*server)->set_lease(std::move(lease));
   };

@@ -221,7 +221,7 @@ Status Membership::start_member(bool bootstrap) {
                      });
   };
   lock_manager_ = std::make_unique<lockmgr::LockManager>(*loop_, *transport_, lock_options);
-  advisory_locks_ = lockmgr::AdvisoryLocks::make(*loop_, *lock_manager_);
+  advisory_locks_ = lockmgr::AdvisoryLocks::make(*loop_, *lock_manager_, hooks_.nlm_locks_lost);
   group_->on_applied([this](const cluster::AppliedChange& applied) {
     membership_changed(applied);
     changes_applied();

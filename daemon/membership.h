@@ -64,6 +64,8 @@ class Membership final : public store::ClusterAccess {
     std::function<void(cluster::RpcEndpoint&)> serve_rpc;
     // When the lock manager starts (the node became a member) and, with null, when it stops.
     std::function<void(std::shared_ptr<lockmgr::AdvisoryLocks>)> advisory_locks;
+    // NLM locks held through this node were lost (it was fenced); on the strand.
+    std::function<void()> nlm_locks_lost;
     // This node's lease when it becomes a member, and null when it stops being one.
     std::function<void(std::shared_ptr<const cluster::Lease>)> lease;
     // The same for the file system's own locks: with the lock manager and the loop it runs on

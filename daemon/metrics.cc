@@ -50,6 +50,13 @@ std::string render_metrics(Membership& membership, const nfsd::NfsServer& server
   const nfsd::CallStatistics& calls = server.calls();
   out.metric("tidepool_rpc_calls_total", "counter",
              "RPC calls served: NFS, MOUNT, NLM, NSM and portmap.", calls.calls());
+  out.family("tidepool_rpc_refused_total", "counter",
+             "Calls refused for who sent them or for what this node may serve now, by reason.");
+  const auto refusals = calls.refusals();
+  for (std::size_t r = 0; r < refusals.size(); ++r) {
+    out.sample("tidepool_rpc_refused_total", refusals[r],
+               std::string("reason=\"") + nfsd::refusal_name(static_cast<nfsd::Refusal>(r)) + "\"");
+  }
   out.family("tidepool_nfs3_calls_total", "counter", "NFSv3 calls served, by procedure.");
   const auto nfs3_calls = calls.nfs3_calls();
   for (std::size_t p = 0; p < nfs3_calls.size(); ++p) {

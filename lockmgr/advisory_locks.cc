@@ -50,8 +50,8 @@ std::vector<Range> outside(Range range, Range cut) {
 class AdvisoryLocksImpl final : public AdvisoryLocks,
                                 public std::enable_shared_from_this<AdvisoryLocksImpl> {
  public:
-  AdvisoryLocksImpl(cluster::EventLoop& loop, LockManager& manager)
-      : loop_(loop), manager_(manager) {}
+  AdvisoryLocksImpl(cluster::EventLoop& loop, LockManager& manager, std::function<void()> lost)
+      : loop_(loop), manager_(manager), lost_(std::move(lost)) {}
 
   void lock(const AdvisoryLock& lock, bool wait, std::function<void(AdvisoryOutcome)> done,
             std::function<void()> granted_later) override {
@@ -435,6 +435,16 @@ class AdvisoryLocksImpl final : public AdvisoryLocks,
   }
 
   void forget_lock(const Key& key, LockId id) {
+    // The lock manager reports every lost lock of a view at once: one report for them all.
+    if (lost_ && !loss_reported_) {
+      loss_reported_ = true;
+      loop_.post([weak = weak_from_this()] {
+        auto self = weak.lock();
+        if (!self || self->closed_) return;
+        self->loss_reported_ = false;
+        self->lost_();
+      });
+    }
     auto owned = owners_.find(key);
     if (owned == owners_.end()) return;
     std::erase_if(owned->second.held, [id](const Held& held) { return held.id == id; });
@@ -456,12 +466,15 @@ class AdvisoryLocksImpl final : public AdvisoryLocks,
   // still holds this object (an NLM call under way) never reaches a destroyed loop.
   std::mutex closing_;
   std::atomic<bool> closed_{false};
+  std::function<void()> lost_;
+  bool loss_reported_ = false;  // a report is posted and has not run yet
 };
 
 }  // namespace
 
-std::shared_ptr<AdvisoryLocks> AdvisoryLocks::make(cluster::EventLoop& loop, LockManager& manager) {
-  return std::make_shared<AdvisoryLocksImpl>(loop, manager);
+std::shared_ptr<AdvisoryLocks> AdvisoryLocks::make(cluster::EventLoop& loop, LockManager& manager,
+                                                   std::function<void()> lost) {
+  return std::make_shared<AdvisoryLocksImpl>(loop, manager, std::move(lost));
 }
 
 }  // namespace tidepool::lockmgr

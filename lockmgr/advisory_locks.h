@@ -72,8 +72,11 @@ enum class AdvisoryOutcome {
 
 class AdvisoryLocks {
  public:
-  // `manager` lives on `loop` and outlives this object.
-  static std::shared_ptr<AdvisoryLocks> make(cluster::EventLoop& loop, LockManager& manager);
+  // `manager` lives on `loop` and outlives this object. `lost` runs on the loop, once per view
+  // that took them, when locks or reservations held through this node were lost: the node left
+  // the group view (it was fenced), and the clients no longer hold what they held.
+  static std::shared_ptr<AdvisoryLocks> make(cluster::EventLoop& loop, LockManager& manager,
+                                             std::function<void()> lost = {});
   virtual ~AdvisoryLocks() = default;
 
   // Takes `lock`. Without `wait`: granted or denied. With it: granted, or blocked and then

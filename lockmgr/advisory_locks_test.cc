@@ -36,7 +36,8 @@ class AdvisoryLocksTest : public ::testing::Test {
       options.self = node;
       managers_[node] =
           std::make_unique<LockManager>(world_.loop(node), world_.transport(node), options);
-      locks_[node] = AdvisoryLocks::make(world_.loop(node), *managers_[node]);
+      locks_[node] = AdvisoryLocks::make(world_.loop(node), *managers_[node],
+                                         [this, node] { losses_[node]++; });
     }
     for (NodeId node : {1, 2, 3}) managers_[node]->set_view(1, {1, 2, 3});
   }
@@ -97,6 +98,7 @@ class AdvisoryLocksTest : public ::testing::Test {
   cluster::SimWorld world_{11};
   std::map<NodeId, std::unique_ptr<LockManager>> managers_;
   std::map<NodeId, std::shared_ptr<AdvisoryLocks>> locks_;
+  std::map<NodeId, int> losses_;  // reports of lost locks, by node
 };
 
 TEST_F(AdvisoryLocksTest, ALockThroughOneNodeBlocksAConflictingOneThroughAnotherUntilUnlocked) {
@@ -153,6 +155,22 @@ TEST_F(AdvisoryLocksTest, LocksOfANodeThatLeftTheViewAreNoLongerItsClients) {
   // Back in the view, its client asks like any other.
   for (NodeId node : {1, 2, 3}) managers_[node]->set_view(3, {1, 2, 3});
   EXPECT_EQ(take(1, lock_of(1, {0, 100}, false)), AdvisoryOutcome::denied);
+}
+
+TEST_F(AdvisoryLocksTest, ANodeThatLeftTheViewReportsItsLostLocksOnceForThemAll) {
+  ASSERT_EQ(take(1, lock_of(1, {0, 100}, true)), AdvisoryOutcome::granted);
+  ASSERT_EQ(take(1, lock_of(2, {200, 300}, false)), AdvisoryOutcome::granted);
+  ASSERT_EQ(take(2, lock_of(3, {400, 500}, false)), AdvisoryOutcome::granted);
+  settle();
+  for (NodeId node : {1, 2, 3}) managers_[node]->set_view(2, {2, 3});
+  ASSERT_TRUE(run_until([&] { return losses_[1] > 0; }));
+  settle();
+  EXPECT_EQ(losses_[1], 1);
+  EXPECT_EQ(losses_[2], 0) << "node 2 lost nothing";
+  // A view that takes nothing reports nothing.
+  for (NodeId node : {1, 2, 3}) managers_[node]->set_view(3, {1, 2, 3});
+  settle();
+  EXPECT_EQ(losses_[1], 1);
 }
 
 TEST_F(AdvisoryLocksTest, RequestsUnderWayWhenTheNodeLeavesTheViewAreUnavailableNotDenied) {

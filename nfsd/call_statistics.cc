@@ -13,7 +13,24 @@ constexpr const char* kNfs3ProcedureNames[kNfs3Procedures] = {
     "create",  "mkdir",       "symlink", "mknod",  "remove",   "rmdir",    "rename", "link",
     "readdir", "readdirplus", "fsstat",  "fsinfo", "pathconf", "commit"};
 
+constexpr const char* kRefusalNames[kRefusals] = {"no_lease", "foreign_notify",
+                                                   "foreign_free_all", "callback_limit"};
+
 }  // namespace
+
+const char* refusal_name(Refusal why) { return kRefusalNames[static_cast<std::size_t>(why)]; }
+
+bool CallStatistics::refuse(Refusal why) {
+  return refusals_[static_cast<std::size_t>(why)].fetch_add(1, std::memory_order_relaxed) == 0;
+}
+
+std::array<std::uint64_t, kRefusals> CallStatistics::refusals() const {
+  std::array<std::uint64_t, kRefusals> counted{};
+  for (std::size_t i = 0; i < kRefusals; ++i) {
+    counted[i] = refusals_[i].load(std::memory_order_relaxed);
+  }
+  return counted;
+}
 
 const char* nfs3_procedure_name(std::size_t procedure) {
   return procedure < kNfs3Procedures ? kNfs3ProcedureNames[procedure] : "unknown";

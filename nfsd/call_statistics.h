@@ -30,6 +30,17 @@ struct ClientTotals {
   std::chrono::steady_clock::time_point last_seen;
 };
 
+// Calls refused for who sent them, or for what this node may serve now.
+enum class Refusal : std::uint8_t {
+  no_lease,          // this node held no lease (cluster/lease.h): JUKEBOX, or NLM's grace period
+  foreign_notify,    // SM_NOTIFY from an address no client of this node called from
+  foreign_free_all,  // FREE_ALL naming a client that called from another address
+  callback_limit,    // a _MSG result or GRANTED callback beyond what a client, or all, may have
+};
+inline constexpr std::size_t kRefusals = 4;
+// Its name in /metrics: "no_lease".
+const char* refusal_name(Refusal why);
+
 // Thread-safe. A call takes one lock: its client's shard's.
 class CallStatistics {
  public:
@@ -47,6 +58,10 @@ class CallStatistics {
   std::uint64_t calls() const { return calls_.load(std::memory_order_relaxed); }
   // The clients counted now, in no particular order.
   std::vector<ClientTotals> clients() const;
+  // Counts a refusal; true for the first of its kind, which the caller logs (a flood of forged
+  // calls must not flood the log).
+  bool refuse(Refusal why);
+  std::array<std::uint64_t, kRefusals> refusals() const;
 
  private:
   static constexpr std::size_t kShards = 16;
@@ -58,6 +73,7 @@ class CallStatistics {
   const std::size_t max_per_shard_;
   std::array<std::atomic<std::uint64_t>, kNfs3Procedures> nfs3_calls_{};
   std::atomic<std::uint64_t> calls_{0};
+  std::array<std::atomic<std::uint64_t>, kRefusals> refusals_{};
   std::array<Shard, kShards> shards_;
 };
 

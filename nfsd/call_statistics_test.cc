@@ -75,5 +75,17 @@ TEST(CallStatistics, CountsEveryCallFromManyThreads) {
   EXPECT_EQ(client(statistics, 1).bytes_out, 40'000u);
 }
 
+TEST(CallStatistics, CountsRefusalsByKindAndSaysWhichIsTheFirstOfItsKind) {
+  CallStatistics statistics;
+  EXPECT_TRUE(statistics.refuse(Refusal::foreign_notify));
+  EXPECT_FALSE(statistics.refuse(Refusal::foreign_notify));
+  EXPECT_TRUE(statistics.refuse(Refusal::no_lease));
+  const auto counted = statistics.refusals();
+  EXPECT_EQ(counted[static_cast<std::size_t>(Refusal::foreign_notify)], 2u);
+  EXPECT_EQ(counted[static_cast<std::size_t>(Refusal::no_lease)], 1u);
+  EXPECT_EQ(counted[static_cast<std::size_t>(Refusal::callback_limit)], 0u);
+  EXPECT_STREQ(refusal_name(Refusal::foreign_free_all), "foreign_free_all");
+}
+
 }  // namespace
 }  // namespace tidepool::nfsd

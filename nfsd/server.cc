@@ -22,7 +22,7 @@ class NfsServerImpl final : public NfsServer {
   NfsServerImpl(std::vector<asio::io_context*> contexts, const NodeConfig& config,
                 store::Store& store, HandleSealer sealer)
       : config_(config),
-        service_(store, config_, sealer),
+        service_(store, config_, sealer, calls_),
         nfs_(service_),
         mount_(service_),
         nlm_(service_, contexts.at(0)->get_executor()),
@@ -100,6 +100,11 @@ class NfsServerImpl final : public NfsServer {
     nlm_.set_locks(std::move(locks));
   }
 
+  void nlm_locks_lost() override {
+    nlm_.start_grace_period(true);
+    nsm_.restarted(executor_);
+  }
+
   void set_lease(std::shared_ptr<const cluster::Lease> lease) override {
     service_.lease.store(std::move(lease));
   }
@@ -165,13 +170,13 @@ class NfsServerImpl final : public NfsServer {
   }
 
   NodeConfig config_;
+  CallStatistics calls_;
   Service service_;
   Nfs3Program nfs_;
   MountProgram mount_;
   NlmProgram nlm_;
   NsmProgram nsm_;
   PortmapProgram portmap_;
-  CallStatistics calls_;
   RpcDispatcher dispatcher_;
   RpcDispatcher udp_dispatcher_;
   asio::any_io_executor executor_;

@@ -65,6 +65,11 @@ class NfsServer {
   // NFS calls but NULL answer JUKEBOX and NLM refuses locks as in a grace period, and an
   // answer read while it lapsed is replaced by JUKEBOX. Callable from any thread.
   virtual void set_lease(std::shared_ptr<const cluster::Lease> lease) = 0;
+  // NLM locks held through this node were lost (it was fenced): toward its NLM clients it
+  // behaves as a restarted server — a new NSM state, SM_NOTIFY to every host that held locks
+  // through it, a new grace period for their reclaims (a reclaim of a lock another client took
+  // meanwhile is denied, so theirs is reported lost). Callable from any thread.
+  virtual void nlm_locks_lost() = 0;
   // The clients that used NLM through this node; `done` may run on another thread.
   virtual void nlm_sessions(std::function<void(std::vector<NlmSession>)> done) const = 0;
 };

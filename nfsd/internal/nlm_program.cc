@@ -33,6 +33,7 @@ struct NlmProgram::Request {
   bool exclusive = false;
   Lock lock;
   bool reclaim = false;
+  std::optional<std::uint32_t> state;  // the client's NSM state, which LOCK tells
 };
 
 // nlm4_shareargs, SHARE's and UNSHARE's; the lock names the file and owner only.
@@ -85,6 +86,10 @@ enum ShareBits : std::uint32_t { kShareRead = 1, kShareWrite = 2 };
 constexpr std::size_t kMaxNetobj = 1024;  // MAXNETOBJ_SZ
 constexpr std::size_t kMaxName = 1024;    // LM_MAXSTRLEN
 constexpr int kGrantedAttempts = 6;
+// Callbacks (GRANTED, and the results of _MSG calls) under way at once, to one client and to
+// all: a flood of calls with forged source addresses must not turn this node into a reflector.
+constexpr int kMaxCallbacksPerClient = 16;
+constexpr int kMaxCallbacks = 256;
 constexpr std::chrono::seconds kCallbackTimeout{5};
 
 std::vector<std::uint8_t> netobj(xdr::Decoder& in) {
@@ -129,7 +134,7 @@ NlmProgram::Request decode_request(std::uint32_t procedure, xdr::Decoder& in) {
       request.exclusive = in.boolean();
       request.lock = decode_lock(in);
       request.reclaim = in.boolean();
-      in.u32();  // the client's NSM state
+      request.state = in.u32();
       break;
     case kCancel:
     case kCancelMsg:
@@ -165,15 +170,18 @@ std::optional<lockmgr::Range> range_of(const NlmProgram::Lock& lock) {
   return lockmgr::Range{lock.offset, end};
 }
 
-// One owner per process of a client, the same through every node: the client's name, the
-// process id and the owner handle, hashed.
-lockmgr::LockOwner owner_of(const NlmProgram::Lock& lock) {
+// One owner per process of a client, the same through every node: the address the client
+// calls from, its name, the process id and the owner handle, hashed. With the address in it, a
+// host that learns another's name, process and handle still names an owner of its own.
+lockmgr::LockOwner owner_of(const NlmProgram::Lock& lock, const asio::ip::address_v4& from) {
   EVP_MD_CTX* context = EVP_MD_CTX_new();
   const std::uint32_t svid = lock.svid;
   const std::uint32_t name_length = static_cast<std::uint32_t>(lock.caller_name.size());
+  const asio::ip::address_v4::bytes_type address = from.to_bytes();
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
   EVP_DigestInit_ex(context, EVP_sha256(), nullptr);
+  EVP_DigestUpdate(context, address.data(), address.size());
   EVP_DigestUpdate(context, &name_length, sizeof name_length);
   EVP_DigestUpdate(context, lock.caller_name.data(), lock.caller_name.size());
   EVP_DigestUpdate(context, &svid, sizeof svid);
@@ -190,6 +198,12 @@ lockmgr::LockOwner owner_of(const NlmProgram::Lock& lock) {
   return owner;
 }
 
+// The advisory locks' name for a client: its caller_name and the address it calls from, so that
+// FREE_ALL and SM_NOTIFY, which name a client, free only what that host took.
+std::string client_key(const std::string& name, const asio::ip::address_v4& from) {
+  return name + "@" + from.to_string();
+}
+
 std::uint32_t svid_of(const lockmgr::LockOwner& owner) {
   return static_cast<std::uint32_t>(owner.low & 0xffffffff);
 }
@@ -204,8 +218,8 @@ lockmgr::AdvisoryLock advisory_of(const CallContext& context, const NlmProgram::
                                   std::uint64_t file, lockmgr::Range range) {
   lockmgr::AdvisoryLock lock;
   lock.file = file;
-  lock.owner = owner_of(request.lock);
-  lock.client = request.lock.caller_name;
+  lock.owner = owner_of(request.lock, context.client);
+  lock.client = client_key(request.lock.caller_name, context.client);
   lock.holder = holder_of(context, request.lock, "pid " + std::to_string(request.lock.svid));
   lock.range = range;
   lock.exclusive = request.exclusive;
@@ -253,9 +267,9 @@ void NlmProgram::set_locks(std::weak_ptr<lockmgr::AdvisoryLocks> locks) {
   if (first && status_monitor_.serving) status_monitor_.serving();
 }
 
-void NlmProgram::start_grace_period() {
+void NlmProgram::start_grace_period(bool again) {
   std::lock_guard guard(mutex_);
-  if (!grace_ends_)
+  if (!grace_ends_ || again)
     grace_ends_ = std::chrono::steady_clock::now() + service_.config.nlm_grace_period;
 }
 
@@ -288,7 +302,7 @@ awaitable<std::optional<AcceptStatus>> NlmProgram::call(const CallContext& conte
     case kUnlockMsg: {
       Request request = decode_request(procedure, in);
       if (!in.ok()) co_return AcceptStatus::garbage_args;
-      saw_client(context, request.lock.caller_name);
+      saw_client(context, request.lock.caller_name, request.state);
       std::uint32_t status = NLM4_DENIED;
       std::optional<lockmgr::AdvisoryConflict> holder;
       switch (procedure) {
@@ -328,7 +342,7 @@ awaitable<std::optional<AcceptStatus>> NlmProgram::call(const CallContext& conte
     case kUnshare: {
       const ShareRequest request = decode_share(in);
       if (!in.ok()) co_return AcceptStatus::garbage_args;
-      saw_client(context, request.lock.caller_name);
+      saw_client(context, request.lock.caller_name, std::nullopt);
       const std::uint32_t status = co_await share(context, request, procedure == kShare);
       encode_status(out, request.cookie, status);
       out.u32(0);  // sequence, unused
@@ -338,7 +352,16 @@ awaitable<std::optional<AcceptStatus>> NlmProgram::call(const CallContext& conte
       const std::string name(in.string(kMaxName));
       in.u32();  // the client's new NSM state
       if (!in.ok()) co_return AcceptStatus::garbage_args;
-      co_await free_client(name);
+      const std::string key = client_key(name, context.client);
+      if (!known_client(key) && known_client_name(name)) {
+        if (service_.statistics.refuse(Refusal::foreign_free_all)) {
+          spdlog::warn("nlm: FREE_ALL for client {} from {}, which it never called from: ignored "
+                       "(and counted in tidepool_rpc_refused_total from now on)",
+                       name, context.client.to_string());
+        }
+        co_return AcceptStatus::success;
+      }
+      co_await free_client(key);
       co_return AcceptStatus::success;
     }
     case kGrantedMsg:
@@ -471,8 +494,8 @@ awaitable<std::uint32_t> NlmProgram::share(const CallContext& context, const Sha
   if (!file) co_return NLM4_STALE_FH;
   lockmgr::ShareReservation share;
   share.file = *file;
-  share.owner = owner_of(request.lock);
-  share.client = request.lock.caller_name;
+  share.owner = owner_of(request.lock, context.client);
+  share.client = client_key(request.lock.caller_name, context.client);
   share.holder = holder_of(context, request.lock, "share");
   share.read = (request.access & kShareRead) != 0;
   share.write = (request.access & kShareWrite) != 0;
@@ -490,42 +513,74 @@ awaitable<std::uint32_t> NlmProgram::share(const CallContext& context, const Sha
   co_return granted ? NLM4_GRANTED : NLM4_DENIED;
 }
 
-awaitable<void> NlmProgram::free_client(std::string name) {
+awaitable<void> NlmProgram::free_client(std::string key) {
   {
     std::lock_guard guard(mutex_);
-    seen_.erase(name);
+    seen_.erase(key);
   }
   auto locks = this->locks();
   if (!locks) co_return;
   auto freeing = await_callback<bool>(
-      [&locks, &name](auto done) { locks->free_client(name, [done]() mutable { done(true); }); });
+      [&locks, &key](auto done) { locks->free_client(key, [done]() mutable { done(true); }); });
   co_await std::move(freeing);
-  spdlog::info("nlm: freed every lock of client {}", name);
+  spdlog::info("nlm: freed every lock of client {}", key);
 }
 
-void NlmProgram::client_rebooted(const std::string& name, const asio::ip::address_v4& address) {
-  std::vector<std::string> names{name};
+bool NlmProgram::known_client(const std::string& key) const {
+  std::lock_guard guard(mutex_);
+  return seen_.contains(key);
+}
+
+bool NlmProgram::known_client_name(const std::string& name) const {
+  std::lock_guard guard(mutex_);
+  return std::any_of(seen_.begin(), seen_.end(),
+                     [&name](const auto& seen) { return seen.second.client == name; });
+}
+
+void NlmProgram::client_rebooted(const std::string& name, const asio::ip::address_v4& address,
+                                 std::uint32_t state) {
+  // Whatever name the notice gives, it speaks for the host it comes from: the clients that
+  // called from that address, unless they told this state already (a repeated notice).
+  std::vector<std::string> keys;
+  bool from_a_client = false;
   {
     std::lock_guard guard(mutex_);
-    for (const auto& [client, seen] : seen_) {
-      if (client != name && seen.address == address.to_string()) names.push_back(client);
+    for (const auto& [key, seen] : seen_) {
+      if (seen.address != address.to_string()) continue;
+      from_a_client = true;
+      if (seen_states_.contains(key) && seen_states_.at(key) == state) continue;
+      keys.push_back(key);
     }
   }
-  for (const std::string& client : names) {
-    asio::co_spawn(executor_, free_client(client), asio::detached);
+  if (!from_a_client) {
+    if (service_.statistics.refuse(Refusal::foreign_notify)) {
+      spdlog::warn("nsm: SM_NOTIFY for {} from {}, where no client of this node called from: "
+                   "ignored (and counted in tidepool_rpc_refused_total from now on)",
+                   name, address.to_string());
+    }
+    return;
+  }
+  for (const std::string& key : keys) {
+    spdlog::info("nsm: {} ({}) restarted (state {}): freeing the locks of {}", name,
+                 address.to_string(), state, key);
+    asio::co_spawn(executor_, free_client(key), asio::detached);
   }
 }
 
-void NlmProgram::saw_client(const CallContext& context, const std::string& name) {
+void NlmProgram::saw_client(const CallContext& context, const std::string& name,
+                            std::optional<std::uint32_t> state) {
   const auto now = std::chrono::system_clock::now();
+  const std::string key = client_key(name, context.client);
   std::lock_guard guard(mutex_);
-  auto [it, fresh] = seen_.try_emplace(name, NlmSession{name, {}, now, now, 0, 0, 0});
+  auto [it, fresh] = seen_.try_emplace(key, NlmSession{name, {}, now, now, 0, 0, 0});
   it->second.address = context.client.to_string();
   it->second.last_seen = now;
+  if (state) seen_states_[key] = *state;
   if (!fresh || seen_.size() <= kMaxSessions) return;
   auto oldest = std::min_element(seen_.begin(), seen_.end(), [](const auto& a, const auto& b) {
     return a.second.last_seen < b.second.last_seen;
   });
+  seen_states_.erase(oldest->first);
   seen_.erase(oldest);
 }
 
@@ -545,9 +600,15 @@ void NlmProgram::sessions(std::function<void(std::vector<NlmSession>)> done) con
   locks->clients([sessions = std::move(sessions), listed,
                   done = std::move(done)](std::vector<lockmgr::AdvisoryClient> clients) mutable {
     for (const lockmgr::AdvisoryClient& client : clients) {
-      // A client evicted from the table while it still holds locks is listed all the same.
+      // A client evicted from the table while it still holds locks is listed all the same,
+      // by the name and address its key holds.
+      const std::size_t at = client.client.rfind('@');
       NlmSession& session =
-          sessions.try_emplace(client.client, NlmSession{client.client, "", {}, {}, 0, 0, 0})
+          sessions
+              .try_emplace(client.client,
+                           NlmSession{client.client.substr(0, at),
+                                      at == std::string::npos ? "" : client.client.substr(at + 1),
+                                      {}, {}, 0, 0, 0})
               .first->second;
       session.locks = client.locks;
       session.waiting = client.waiting;
@@ -557,7 +618,36 @@ void NlmProgram::sessions(std::function<void(std::vector<NlmSession>)> done) con
   });
 }
 
+bool NlmProgram::take_callback(const asio::ip::address_v4& client) {
+  {
+    std::lock_guard guard(mutex_);
+    int& to_client = callbacks_by_client_[client.to_uint()];
+    if (to_client < kMaxCallbacksPerClient && callbacks_ < kMaxCallbacks) {
+      to_client++;
+      callbacks_++;
+      return true;
+    }
+    if (to_client == 0) callbacks_by_client_.erase(client.to_uint());
+  }
+  if (service_.statistics.refuse(Refusal::callback_limit)) {
+    spdlog::warn("nlm: too many callbacks under way to {} or to all clients: dropping this one "
+                 "(and counting the next in tidepool_rpc_refused_total)",
+                 client.to_string());
+  }
+  return false;
+}
+
+void NlmProgram::give_back_callback(const asio::ip::address_v4& client) {
+  std::lock_guard guard(mutex_);
+  callbacks_--;
+  if (--callbacks_by_client_[client.to_uint()] == 0) callbacks_by_client_.erase(client.to_uint());
+}
+
 awaitable<void> NlmProgram::send_granted(CallContext context, Request request) {
+  if (!take_callback(context.client)) {
+    co_await unlock(context, request);
+    co_return;
+  }
   xdr::Buffer arguments;
   xdr::Encoder out(arguments);
   out.opaque(request.cookie);
@@ -566,6 +656,7 @@ awaitable<void> NlmProgram::send_granted(CallContext context, Request request) {
   auto calling = call_client_retrying(callback_target(context), kGranted, arguments,
                                       kCallbackTimeout, kGrantedAttempts);
   const Result<xdr::Buffer> reply = co_await std::move(calling);
+  give_back_callback(context.client);
   std::string why = "it no longer wants the lock";
   if (reply.ok()) {
     xdr::Decoder in(*reply);
@@ -582,10 +673,12 @@ awaitable<void> NlmProgram::send_granted(CallContext context, Request request) {
 
 void NlmProgram::send_result(const CallContext& context, std::uint32_t procedure,
                              xdr::Buffer results) {
-  auto send = [](RpcTarget client, std::uint32_t procedure,
-                 xdr::Buffer results) -> awaitable<void> {
+  if (!take_callback(context.client)) return;
+  auto send = [this](RpcTarget client, std::uint32_t procedure,
+                     xdr::Buffer results) -> awaitable<void> {
     auto calling = call_client(client, procedure, results, kCallbackTimeout);
     Result<xdr::Buffer> reply = co_await std::move(calling);
+    give_back_callback(client.host);
     if (!reply.ok()) {
       spdlog::info("nlm: result {} to {} not delivered: {}", procedure, client.host.to_string(),
                    reply.status().message());

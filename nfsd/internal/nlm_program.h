@@ -42,9 +42,10 @@ class NlmProgram final : public RpcProgram {
   // The cluster's advisory locks, once the node is a member (until then locks are refused as
   // DENIED_NOLOCKS); empty again when it leaves. Callable from any thread.
   void set_locks(std::weak_ptr<lockmgr::AdvisoryLocks> locks);
-  // Until called, only reclaims are accepted; from then on, for the grace period. Once only;
-  // callable from any thread.
-  void start_grace_period();
+  // Until called, only reclaims are accepted; from then on, for the grace period. A second call
+  // does nothing unless `again` (after the node lost its clients' locks), which starts a new
+  // one. Callable from any thread.
+  void start_grace_period(bool again = false);
 
   // NLM's side of the status monitor, set before serving: `monitor` learns of every host that
   // holds or waits for a lock through this node; `serving` runs once, when the locks first come.
@@ -57,10 +58,12 @@ class NlmProgram final : public RpcProgram {
   // The clients that used NLM through this node (at most kMaxSessions, the most recently
   // seen), with what each holds; `done` may run on another thread.
   void sessions(std::function<void(std::vector<NlmSession>)> done) const;
-  // A client's status monitor says it restarted (SM_NOTIFY): its locks and reservations are
-  // gone with its processes. Frees those of the client named `name` and of any client whose
-  // calls came from `address`.
-  void client_rebooted(const std::string& name, const boost::asio::ip::address_v4& address);
+  // A client's status monitor says it restarted (SM_NOTIFY) with NSM state `state`: its locks
+  // and reservations are gone with its processes. Frees those of every client whose calls came
+  // from `address`, but not of one whose last LOCK told this state already; a notice from an
+  // address no client called from is refused (counted, logged once).
+  void client_rebooted(const std::string& name, const boost::asio::ip::address_v4& address,
+                       std::uint32_t state);
 
   static constexpr std::size_t kMaxSessions = 4096;
 
@@ -88,11 +91,19 @@ class NlmProgram final : public RpcProgram {
   // SHARE when `reserve`, else UNSHARE.
   awaitable<std::uint32_t> share(const CallContext& context, const ShareRequest& request,
                                  bool reserve);
-  awaitable<void> free_client(std::string name);
-  // Records that `name` called from the context's address.
-  void saw_client(const CallContext& context, const std::string& name);
+  // Frees the locks of the client with this key (name@address).
+  awaitable<void> free_client(std::string key);
+  bool known_client(const std::string& key) const;
+  bool known_client_name(const std::string& name) const;
+  // Records that `name` called from the context's address, telling its NSM state if it did.
+  void saw_client(const CallContext& context, const std::string& name,
+                  std::optional<std::uint32_t> state);
+  // A place for one more callback to `client`, or false (counted, logged once) when it has, or
+  // all have, as many under way as they may; give_back_callback when it ends.
+  bool take_callback(const boost::asio::ip::address_v4& client);
+  void give_back_callback(const boost::asio::ip::address_v4& client);
   // Tells the client its blocked request is granted; gives the lock back if it never says
-  // it still wants it.
+  // it still wants it, or if it may be sent no more callbacks now.
   awaitable<void> send_granted(CallContext context, Request request);
   // The result of a _MSG call, as the matching _RES call to the client.
   void send_result(const CallContext& context, std::uint32_t procedure, xdr::Buffer results);
@@ -104,8 +115,11 @@ class NlmProgram final : public RpcProgram {
   std::weak_ptr<lockmgr::AdvisoryLocks> locks_;                      // guarded by mutex_
   std::optional<std::chrono::steady_clock::time_point> grace_ends_;  // guarded by mutex_
   bool served_ = false;  // the locks came once; guarded by mutex_
-  // By caller_name, without lock counts (the advisory locks have them); guarded by mutex_.
+  // By name@address, without lock counts (the advisory locks have them); guarded by mutex_.
   std::map<std::string, NlmSession> seen_;
+  std::map<std::string, std::uint32_t> seen_states_;  // the NSM state LOCK last told, by key
+  std::map<std::uint32_t, int> callbacks_by_client_;  // under way, by address; guarded by mutex_
+  int callbacks_ = 0;                                 // under way to all; guarded by mutex_
 };
 
 }  // namespace tidepool::nfsd

@@ -91,6 +91,22 @@ void NsmProgram::start(boost::asio::any_io_executor executor,
   }
 }
 
+void NsmProgram::restarted(boost::asio::any_io_executor executor) {
+  std::vector<boost::asio::ip::address_v4> holders;
+  {
+    std::lock_guard guard(mutex_);
+    if (hosts_file_.empty()) return;
+    state_ = next_state(hosts_file_.parent_path() / "nsm-state");
+    holders.assign(monitored_.begin(), monitored_.end());
+  }
+  spdlog::warn("nsm: this node lost its clients' locks (it was fenced); telling {} lock holders "
+               "to reclaim them (state {})",
+               holders.size(), state_.load());
+  for (const auto& host : holders) {
+    boost::asio::co_spawn(executor, notify(host), boost::asio::detached);
+  }
+}
+
 void NsmProgram::monitor(const boost::asio::ip::address_v4& host) {
   std::lock_guard guard(mutex_);
   if (monitored_.contains(host)) return;
@@ -178,9 +194,7 @@ awaitable<std::optional<AcceptStatus>> NsmProgram::call(const CallContext& conte
       const std::string name(in.string(kMaxName));
       const std::uint32_t new_state = in.u32();
       if (!in.ok()) co_return AcceptStatus::garbage_args;
-      spdlog::info("nsm: {} ({}) restarted (state {}): freeing its locks", name,
-                   context.client.to_string(), new_state);
-      nlm_.client_rebooted(name, context.client);
+      nlm_.client_rebooted(name, context.client, new_state);
       co_return AcceptStatus::success;
     }
     case kSimuCrash:

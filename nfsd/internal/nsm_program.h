@@ -48,6 +48,10 @@ class NsmProgram final : public RpcProgram {
   // clients mount it by — rebooted. Until called, nothing is written or sent.
   void start(boost::asio::any_io_executor executor, const std::filesystem::path& directory,
              std::string our_name);
+  // This node lost the locks its clients held through it (it was fenced): as after a restart,
+  // takes the next state number and tells every host that held locks through it, in the
+  // background on `executor`. Nothing before start().
+  void restarted(boost::asio::any_io_executor executor);
   // `host` holds or waits for a lock through this node: it is told after the next restart
   // (kept in memory until start(), then in the file).
   void monitor(const boost::asio::ip::address_v4& host);

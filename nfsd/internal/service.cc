@@ -1,5 +1,7 @@
 #include "nfsd/internal/service.h"
 
+#include <spdlog/spdlog.h>
+
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -21,7 +23,13 @@ awaitable<std::optional<std::uint64_t>> Service::held_lease() const {
   for (;;) {
     const std::uint64_t started = lease_clock();
     if (lease_held_since(started)) co_return started;
-    if (std::chrono::steady_clock::now() >= deadline) co_return std::nullopt;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      if (statistics.refuse(Refusal::no_lease)) {
+        spdlog::warn("this node holds no lease from its group: calls are answered "
+                     "\"retry later\" until it does (counted in tidepool_rpc_refused_total)");
+      }
+      co_return std::nullopt;
+    }
     boost::asio::steady_timer poll(co_await boost::asio::this_coro::executor, kLeasePoll);
     co_await poll.async_wait(boost::asio::use_awaitable);
   }

@@ -11,6 +11,7 @@
 
 #include "cluster/lease.h"
 #include "common/config.h"
+#include "nfsd/call_statistics.h"
 #include "nfsd/internal/duplicate_request_cache.h"
 #include "nfsd/internal/exports.h"
 #include "nfsd/internal/file_handle.h"
@@ -19,9 +20,10 @@
 namespace tidepool::nfsd {
 
 struct Service {
-  Service(store::Store& s, const NodeConfig& c, HandleSealer h)
+  Service(store::Store& s, const NodeConfig& c, HandleSealer h, CallStatistics& calls)
       : store(s),
         config(c),
+        statistics(calls),
         exports(c.exports),
         current_sealer(std::make_shared<const HandleSealer>(std::move(h))),
         replies(c.duplicate_request_cache_entries),
@@ -29,6 +31,7 @@ struct Service {
 
   store::Store& store;
   const NodeConfig& config;
+  CallStatistics& statistics;
   LiveExports exports;
   // Replaced when the node joins a cluster and takes the cluster's handle key.
   std::atomic<std::shared_ptr<const HandleSealer>> current_sealer;

@@ -24,7 +24,7 @@ FuzzNode::FuzzNode(const std::string& data_dir) {
   auto sealer = nfsd::HandleSealer::load_or_create(data_dir);
   if (!opened.ok() || !sealer.ok()) std::abort();
   store_ = std::move(opened).value();
-  service_ = std::make_unique<nfsd::Service>(*store_, config_, *sealer);
+  service_ = std::make_unique<nfsd::Service>(*store_, config_, *sealer, calls_);
   nfs_ = std::make_unique<nfsd::Nfs3Program>(*service_);
   mount_ = std::make_unique<nfsd::MountProgram>(*service_);
   portmap_ = std::make_unique<nfsd::PortmapProgram>(std::vector<nfsd::PortMapping>{

@@ -30,6 +30,7 @@ class FuzzNode {
  private:
   NodeConfig config_;
   std::unique_ptr<store::Store> store_;
+  nfsd::CallStatistics calls_;
   std::unique_ptr<nfsd::Service> service_;
   std::unique_ptr<nfsd::Nfs3Program> nfs_;
   std::unique_ptr<nfsd::MountProgram> mount_;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/process/raw_rpc.h"
 #include "tests/process/tide_cluster.h"
 
 // After libnfs.h, which tide_cluster.h brings and these need.
@@ -251,6 +253,15 @@ class NlmClient {
     EXPECT_TRUE(answered) << "TEST: " << connection_.error();
     return status;
   }
+  uint32_t cancel(const FileHandle& fh, uint32_t svid, bool exclusive) {
+    NLM4_CANCargs args{};
+    args.block = true;
+    args.exclusive = exclusive;
+    args.lock = lock_of(fh, svid);
+    return call("CANCEL", [&](rpc_cb cb, void* priv) {
+      return rpc_nlm4_cancel_async(connection_.get(), cb, &args, priv);
+    });
+  }
   uint32_t unlock(const FileHandle& fh, uint32_t svid) {
     NLM4_UNLOCKargs args{};
     args.lock = lock_of(fh, svid);
@@ -293,8 +304,9 @@ class NlmTest : public ::testing::Test {
   void SetUp() override {
     if (tide_path().empty()) GTEST_SKIP() << "no tide binary in this build";
     ASSERT_TRUE(lockd_.listening()) << "no free loopback address for the client's lock manager";
-    cluster_ = std::make_unique<TideCluster>("nlm", std::vector<std::string>(3, "default"), "nlm",
-                                             "[nfs]\nnlm_grace_period = \"2s\"\n");
+    cluster_ = std::make_unique<TideCluster>(
+        "nlm", std::vector<std::string>(3, "default"), "nlm",
+        "[nfs]\nnlm_grace_period = \"" + std::to_string(grace_seconds()) + "s\"\n");
     std::string error;
     ASSERT_TRUE(cluster_->start(&error)) << error;
     cluster_->form();
@@ -321,7 +333,55 @@ class NlmTest : public ::testing::Test {
     }
   }
 
+  void TearDown() override {
+    // A node left stopped would keep its test from ending.
+    if (paused_ != 0) ::kill(paused_, SIGCONT);
+  }
+
+  // Short, so that connect_clients() waits little for the grace period of the start.
+  virtual int grace_seconds() const { return 2; }
+
+  // A host that is neither client: the loopback address the forged calls come from.
+  static std::string forger() { return "127.203." + std::to_string(::getpid() % 250 + 1) + ".9"; }
+
+  // `procedure` of `program` with `args`, from the forger over TCP to node `id`: whether it was
+  // answered SUCCESS.
+  bool forge(std::size_t id, uint32_t program, uint32_t version, uint32_t procedure,
+             const Bytes& args) {
+    RawRpcConnection connection;
+    const Endpoint& node = cluster_->node(id).endpoint();
+    if (!connection.connect(node.address, node.nfs_port, 10s, forger())) {
+      ADD_FAILURE() << connection.error();
+      return false;
+    }
+    const auto reply = connection.call(
+        RpcCall{.xid = 7, .program = program, .version = version, .procedure = procedure,
+                .args = args});
+    return reply && reply->accept_stat == AcceptStat::kSuccess;
+  }
+
+  // SM_NOTIFY to node 1 from client a's address, naming client a, with NSM state `state`.
+  void notify_as_client_a(int state) {
+    RpcConnection nsm;
+    ASSERT_TRUE(nsm.connect(cluster_->node(1).endpoint().address,
+                            cluster_->node(1).endpoint().nfs_port, NSM_PROGRAM, NSM_V1, {}));
+    std::string name = "client-a";
+    NSM1_NOTIFYargs notify{name.data(), state};
+    EXPECT_TRUE(nsm.call(
+        "SM_NOTIFY",
+        [&](rpc_cb cb, void* priv) { return rpc_nsm1_notify_async(nsm.get(), cb, &notify, priv); },
+        [](void*) {}))
+        << nsm.error();
+  }
+
+  static Bytes notify_args(const std::string& mon_name, uint32_t state) {
+    XdrWriter args;
+    args.string(mon_name).u32(state);
+    return args.bytes();
+  }
+
   ClientLockd lockd_;
+  pid_t paused_ = 0;
   std::unique_ptr<TideCluster> cluster_;
   FileHandle file_;
   std::unique_ptr<NlmClient> a_;
@@ -427,16 +487,7 @@ TEST_F(NlmTest, TheCliShowsLocksClientsAndCountersAndARestartedClientLosesItsLoc
   EXPECT_GT(first[0]["round_trip_p99_us"].get<double>(), 0.0);
 
   // Client a's status monitor says it restarted: node 1 frees its lock, and b's turn comes.
-  RpcConnection nsm;
-  ASSERT_TRUE(nsm.connect(cluster_->node(1).endpoint().address,
-                          cluster_->node(1).endpoint().nfs_port, NSM_PROGRAM, NSM_V1, {}));
-  std::string name = "client-a";
-  NSM1_NOTIFYargs notify{name.data(), 3};
-  EXPECT_TRUE(nsm.call(
-      "SM_NOTIFY",
-      [&](rpc_cb cb, void* priv) { return rpc_nsm1_notify_async(nsm.get(), cb, &notify, priv); },
-      [](void*) {}))
-      << nsm.error();
+  ASSERT_NO_FATAL_FAILURE(notify_as_client_a(3));
   EXPECT_TRUE(lockd_.wait_granted(2, 15s)) << "the waiter was not granted after SM_NOTIFY";
   const nlohmann::json after = cluster_->tide_json(2, {"nfs", "nlm", "sessions", "list"});
   EXPECT_TRUE(where(after["sessions"], "client", "client-a").empty()) << after.dump();
@@ -481,6 +532,148 @@ TEST_F(NlmTest, ARestartedNodeTellsItsLockHoldersAndTheyReclaimTheirLocks) {
   }
   EXPECT_EQ(status, NLM4_GRANTED) << node.log_tail();
   EXPECT_EQ(a_->test(file_, 1, false), NLM4_DENIED);
+}
+
+// --- calls only from whom they concern -----------------------------------------------------
+
+constexpr uint32_t kNlmFreeAll = 23;
+constexpr uint32_t kSmNotify = 6;
+
+TEST_F(NlmTest, AnUnlockOrACancelForgedFromAnotherAddressMatchesNothing) {
+  ASSERT_NO_FATAL_FAILURE(connect_clients());
+  ASSERT_EQ(a_->lock(file_, 1, true, false), NLM4_GRANTED);
+  ASSERT_EQ(b_->lock(file_, 2, true, true), NLM4_BLOCKED);
+
+  // Same names, processes and owner handles as the clients', from another host.
+  NlmClient forged_b(cluster_->node(3).endpoint(), "client-b", forger());
+  NlmClient forged_a(cluster_->node(1).endpoint(), "client-a", forger());
+  ASSERT_TRUE(forged_a.connected() && forged_b.connected());
+  forged_b.cancel(file_, 2, true);
+  EXPECT_EQ(forged_a.unlock(file_, 1), NLM4_GRANTED);  // as UNLOCK of nothing answers
+
+  // Client a still holds its lock; client b still waits, and gets it when a lets go.
+  EXPECT_EQ(NlmClient(cluster_->node(2).endpoint(), "client-c").test(file_, 3, false),
+            NLM4_DENIED) << "the forged UNLOCK freed client a's lock";
+  EXPECT_FALSE(lockd_.wait_granted(2, 1s)) << "the forged UNLOCK let client b in";
+  ASSERT_EQ(a_->unlock(file_, 1), NLM4_GRANTED);
+  EXPECT_TRUE(lockd_.wait_granted(2, 15s)) << "the forged CANCEL withdrew client b's request";
+}
+
+TEST_F(NlmTest, FreeAllAndSmNotifyForgedFromAnotherAddressFreeNothingAndAreCounted) {
+  ASSERT_NO_FATAL_FAILURE(connect_clients());
+  ASSERT_EQ(a_->lock(file_, 1, true, false), NLM4_GRANTED);
+  // After each forged call client a must still hold its lock; where it does not, the lock is
+  // taken again so that the next call is judged on its own.
+  NlmClient other(cluster_->node(2).endpoint(), "client-c");
+  auto still_held = [&](const std::string& what) {
+    std::this_thread::sleep_for(300ms);  // SM_NOTIFY frees in the background, after its answer
+    if (other.test(file_, 3, false) == NLM4_DENIED) return;
+    ADD_FAILURE() << what << " freed client a's lock";
+    EXPECT_EQ(a_->lock(file_, 1, true, false), NLM4_GRANTED);
+  };
+
+  XdrWriter free_all;
+  free_all.string("client-a").u32(5);
+  EXPECT_TRUE(forge(1, NLM_PROGRAM, NLM_V4, kNlmFreeAll, free_all.bytes()));
+  still_held("a FREE_ALL from another address");
+  EXPECT_TRUE(forge(1, NSM_PROGRAM, NSM_V1, kSmNotify, notify_args("client-a", 5)));
+  still_held("an SM_NOTIFY over TCP from another address");
+  const Bytes notify_over_udp = encode_call(RpcCall{.xid = 8, .program = NSM_PROGRAM,
+                                                    .version = NSM_V1, .procedure = kSmNotify,
+                                                    .args = notify_args("client-a", 7)});
+  EXPECT_TRUE(send_datagram(notify_over_udp, forger(), cluster_->node(1).endpoint().address,
+                            cluster_->node(1).endpoint().mount_port));
+  still_held("an SM_NOTIFY over UDP from another address");
+  // From client a's own address, but telling the state its LOCK told (libnfs sends 0): no
+  // restart happened.
+  ASSERT_NO_FATAL_FAILURE(notify_as_client_a(0));
+  still_held("an SM_NOTIFY of an unchanged state");
+
+  EXPECT_EQ(cluster_->metric(1, "tidepool_rpc_refused_total{reason=\"foreign_free_all\"}"), 1);
+  EXPECT_EQ(cluster_->metric(1, "tidepool_rpc_refused_total{reason=\"foreign_notify\"}"), 2);
+  const nlohmann::json sessions = cluster_->tide_json(1, {"nfs", "nlm", "sessions", "list"});
+  const auto alpha = where(sessions["sessions"], "client", "client-a");
+  ASSERT_EQ(alpha.size(), 1u) << sessions.dump();
+  EXPECT_EQ(alpha[0]["locks"], 1);
+}
+
+TEST_F(NlmTest, CallbacksToOneClientAreCappedSoForgedCallsCannotMakeANodeAReflector) {
+  ASSERT_NO_FATAL_FAILURE(connect_clients());
+  // The "client" the forged calls name as their source: its portmapper takes connections and
+  // never answers, so every callback to it stays under way for its whole timeout.
+  const int silent = bound_socket(forger(), kPortmapPort);
+  ASSERT_GE(silent, 0) << "cannot listen on " << forger();
+  constexpr int kCalls = 40;
+  constexpr int kPerClient = 16;  // nlm_program.cc's kMaxCallbacksPerClient
+  RawRpcConnection connection;
+  const Endpoint& node = cluster_->node(1).endpoint();
+  ASSERT_TRUE(connection.connect(node.address, node.nfs_port, 10s, forger())) << connection.error();
+  for (int i = 0; i < kCalls; ++i) {
+    XdrWriter args;
+    args.opaque(Bytes{1, 2, 3, 4}).u32(0);  // cookie, shared
+    args.string("reflector").opaque(file_.data(), file_.size()).string("oh").u32(100 + i);
+    args.u64(0).u64(1);
+    const auto reply = connection.call(RpcCall{.xid = static_cast<uint32_t>(100 + i),
+                                               .program = NLM_PROGRAM, .version = NLM_V4,
+                                               .procedure = NLM4_TEST_MSG, .args = args.bytes()});
+    ASSERT_TRUE(reply && reply->accept_stat == AcceptStat::kSuccess) << "TEST_MSG " << i;
+  }
+  const auto dropped_by = Clock::now() + 3s;
+  std::int64_t dropped = 0;
+  while ((dropped = cluster_->metric(
+              1, "tidepool_rpc_refused_total{reason=\"callback_limit\"}")) < kCalls - kPerClient &&
+         Clock::now() < dropped_by) {
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_EQ(dropped, kCalls - kPerClient);
+  ::close(silent);
+}
+
+// --- clients told -------------------------------------------------------------------------
+
+// Long enough for a reclaim after the node that was fenced comes back.
+class NlmFenceTest : public NlmTest {
+ protected:
+  int grace_seconds() const override { return 8; }
+};
+
+TEST_F(NlmFenceTest, ANodeFencedWhileItsClientHoldsALockTellsItAndItsReclaimOfWhatWasTakenIsDenied) {
+  ASSERT_NO_FATAL_FAILURE(connect_clients());
+  ASSERT_EQ(b_->lock(file_, 2, true, false), NLM4_GRANTED);
+  ASSERT_EQ(a_->lock(file_, 1, true, false), NLM4_DENIED);
+
+  // Node 3, through which client b holds its lock, stops past its lease; the others record it
+  // down and give its locks away: client a gets b's.
+  paused_ = cluster_->node(3).pid();
+  ASSERT_EQ(::kill(paused_, SIGSTOP), 0);
+  std::uint32_t taken = NLM4_DENIED;
+  for (const auto deadline = Clock::now() + 20s; taken != NLM4_GRANTED && Clock::now() < deadline;) {
+    std::this_thread::sleep_for(250ms);
+    taken = a_->lock(file_, 1, true, false);
+  }
+  ASSERT_EQ(taken, NLM4_GRANTED) << "node 3's locks were never given away";
+  ASSERT_EQ(::kill(paused_, SIGCONT), 0);
+  paused_ = 0;
+
+  // Back, node 3 tells client b, as a restarted server would, that its locks are gone...
+  const auto notice = lockd_.wait_notified(30s);
+  ASSERT_TRUE(notice.has_value()) << "no SM_NOTIFY reached client b; node 3 said:\n"
+                                  << cluster_->node(3).log_tail();
+  EXPECT_EQ(notice->mon_name, cluster_->node(3).endpoint().address);
+  EXPECT_EQ(notice->state % 2, 1);
+  // ...and client b's reclaim is denied: client a holds the lock now.
+  NlmClient reclaiming(cluster_->node(3).endpoint(), "client-b", lockd_.address());
+  ASSERT_TRUE(reclaiming.connected());
+  std::uint32_t reclaimed = NLM4_DENIED_NOLOCKS;
+  for (const auto deadline = Clock::now() + 20s;
+       (reclaimed == NLM4_DENIED_NOLOCKS || reclaimed == NLM4_DENIED_GRACE_PERIOD) &&
+       Clock::now() < deadline;) {
+    reclaimed = reclaiming.lock(file_, 2, true, false, true);
+    if (reclaimed != NLM4_DENIED) std::this_thread::sleep_for(200ms);
+  }
+  EXPECT_EQ(reclaimed, NLM4_DENIED) << cluster_->node(3).log_tail();
+  EXPECT_EQ(NlmClient(cluster_->node(2).endpoint(), "client-c").test(file_, 3, false),
+            NLM4_DENIED);
 }
 
 }  // namespace

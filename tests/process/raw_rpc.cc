@@ -191,7 +191,7 @@ RawRpcConnection::~RawRpcConnection() {
 }
 
 bool RawRpcConnection::connect(const std::string& address, uint16_t port,
-                               std::chrono::milliseconds timeout) {
+                               std::chrono::milliseconds timeout, const std::string& source) {
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_port = htons(port);
@@ -206,6 +206,16 @@ bool RawRpcConnection::connect(const std::string& address, uint16_t port,
   }
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (!source.empty()) {
+    sockaddr_in local{};
+    local.sin_family = AF_INET;
+    if (::inet_pton(AF_INET, source.c_str(), &local.sin_addr) != 1 ||
+        ::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0) {
+      error_ = "cannot send from " + source + ": " + std::strerror(errno);
+      ::close(fd);
+      return false;
+    }
+  }
   if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 &&
       errno != EINPROGRESS) {
     error_ = std::string("connect: ") + std::strerror(errno);
@@ -225,6 +235,27 @@ bool RawRpcConnection::connect(const std::string& address, uint16_t port,
   }
   fd_ = fd;
   return true;
+}
+
+bool send_datagram(const Bytes& msg, const std::string& source, const std::string& to,
+                   uint16_t port) {
+  sockaddr_in local{};
+  local.sin_family = AF_INET;
+  sockaddr_in remote{};
+  remote.sin_family = AF_INET;
+  remote.sin_port = htons(port);
+  if (::inet_pton(AF_INET, source.c_str(), &local.sin_addr) != 1 ||
+      ::inet_pton(AF_INET, to.c_str(), &remote.sin_addr) != 1) {
+    return false;
+  }
+  int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const bool sent =
+      ::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) == 0 &&
+      ::sendto(fd, msg.data(), msg.size(), 0, reinterpret_cast<sockaddr*>(&remote),
+               sizeof remote) == static_cast<ssize_t>(msg.size());
+  ::close(fd);
+  return sent;
 }
 
 bool RawRpcConnection::send_raw(const Bytes& bytes) {

@@ -132,6 +132,10 @@ struct RpcReply {
   Bytes results;
 };
 
+// Sends `msg` as one UDP datagram from `source` (a local address, any port) to `to`:`port`;
+// false if it could not be sent. No reply is awaited.
+bool send_datagram(const Bytes& msg, const std::string& source, const std::string& to,
+                   uint16_t port);
 // Parses a reply message; nullopt (with *error set) if it is not one.
 std::optional<RpcReply> decode_reply(const Bytes& msg, std::string* error);
 
@@ -145,9 +149,11 @@ class RawRpcConnection {
   RawRpcConnection(const RawRpcConnection&) = delete;
   RawRpcConnection& operator=(const RawRpcConnection&) = delete;
 
-  // Connects with a bounded wait; false (and error()) on failure.
+  // Connects with a bounded wait, from `source` (a local address) when one is given; false
+  // (and error()) on failure.
   bool connect(const std::string& address, uint16_t port,
-               std::chrono::milliseconds timeout = std::chrono::seconds(10));
+               std::chrono::milliseconds timeout = std::chrono::seconds(10),
+               const std::string& source = {});
   bool connected() const { return fd_ >= 0; }
 
   // Sends `msg` as one record (one last fragment).

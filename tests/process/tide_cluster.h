@@ -69,8 +69,8 @@ class TideCluster {
   // (a node that just joined answers "retry later" until its view names the home); bounded,
   // a gtest failure and an empty handle if it never does.
   FileHandle root_via(std::size_t id);
-  // The value of an unlabelled counter or gauge in node `id`'s /metrics (gtest failure and -1
-  // if it cannot be read).
+  // The value of a counter or gauge in node `id`'s /metrics, named with its labels as they are
+  // printed there (`name{reason="x"}`); gtest failure and -1 if it cannot be read.
   std::int64_t metric(std::size_t id, const std::string& name);
   // Waits (bounded by `limit`) until `tide status` through `via` shows the nodes this test runs
   // up and no others, every shard of the namespace served by a home with an in-step mirror,
