@@ -220,6 +220,7 @@ Status Membership::start_member(bool bootstrap) {
                          spdlog::warn("could not mark node {} down: {}", node, s.message());
                      });
   };
+  lock_options.may_coordinate = [lease = group_->lease()] { return lease->held(); };
   lock_manager_ = std::make_unique<lockmgr::LockManager>(*loop_, *transport_, lock_options);
   advisory_locks_ = lockmgr::AdvisoryLocks::make(*loop_, *lock_manager_, hooks_.nlm_locks_lost);
   group_->on_applied([this](const cluster::AppliedChange& applied) {

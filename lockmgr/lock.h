@@ -173,6 +173,7 @@ struct LockStatistics {
   std::uint64_t fenced = 0;             // views that left this node out
   std::uint64_t locks_lost = 0;         // granted locks given up for that
   std::uint64_t stale_dropped = 0;      // messages of another epoch, or overtaken calls
+  std::uint64_t unleased_dropped = 0;   // calls to coordinators while this node held no lease
   std::uint64_t callbacks_sent = 0;
   std::uint64_t unresponsive_reported = 0;  // holders' nodes that left callbacks unanswered
   std::uint64_t recoveries = 0;

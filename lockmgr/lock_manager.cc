@@ -17,7 +17,8 @@ class LockManager::Impl {
         coordinator_(
             loop, [this](cluster::NodeId to, const LockMessage& m) { send(to, m); },
             {options.remind, options.max_held_back, options.tombstone_lifetime,
-             options.max_tombstones, options.callback_deadline, options.unresponsive},
+             options.max_tombstones, options.callback_deadline, options.unresponsive,
+             options.may_coordinate},
             statistics_),
         requester_(
             loop, [this](cluster::NodeId to, const LockMessage& m) { send(to, m); }, options.self,

@@ -44,6 +44,11 @@ struct LockManagerOptions {
   // mark it down, which drops its locks everywhere and fences it.
   std::chrono::milliseconds callback_deadline{10'000};
   std::function<void(cluster::NodeId)> unresponsive;
+  // Whether this node may coordinate now: whether it holds its lease (cluster/lease.h). A node
+  // without one may have been replaced as the coordinator of its locks, and grant what another
+  // granted: its coordinators drop the calls they get, as if lost, until it holds one again,
+  // and their requesters send them again. Null: always.
+  std::function<bool()> may_coordinate;
 };
 
 class LockManager {

@@ -27,6 +27,7 @@ class LockManagerTest : public ::testing::Test {
       options.self = node;
       options.callback_deadline = std::chrono::milliseconds(2'000);
       options.unresponsive = [this, node](NodeId silent) { unresponsive_[node].insert(silent); };
+      options.may_coordinate = [this] { return leased_; };
       managers_[node] =
           std::make_unique<LockManager>(world_.loop(node), world_.transport(node), options);
     }
@@ -58,6 +59,7 @@ class LockManagerTest : public ::testing::Test {
   std::map<NodeId, std::unique_ptr<LockManager>> managers_;
   std::map<NodeId, std::pair<LockId, Mode>> blocked_;
   std::map<NodeId, std::set<NodeId>> unresponsive_;  // by the coordinator that reported them
+  bool leased_ = true;  // whether every node holds its lease
 };
 
 TEST_F(LockManagerTest, AConflictingRequestWaitsUntilTheHolderGivesWayAfterItsCallback) {
@@ -86,6 +88,21 @@ TEST_F(LockManagerTest, AConflictingRequestWaitsUntilTheHolderGivesWayAfterItsCa
   // Each node timed its calls: node 1 its lock and release, node 3 its request.
   EXPECT_EQ(managers_[1]->statistics().round_trips.count(), 2u);
   EXPECT_EQ(managers_[3]->statistics().round_trips.count(), 1u);
+}
+
+TEST_F(LockManagerTest, ACoordinatorWithoutItsLeaseGrantsNothingUntilItHoldsOneAgain) {
+  leased_ = false;
+  std::optional<LockResult> result;
+  lock(2, Mode::exclusive, result);
+  EXPECT_FALSE(run_until([&] { return result.has_value(); })) << "granted without a lease";
+  std::uint64_t dropped = 0;
+  for (const auto& [node, manager] : managers_) dropped += manager->statistics().unleased_dropped;
+  EXPECT_GT(dropped, 1u) << "the call was not sent again";
+
+  // Its requester sends the call again, and this time it is answered.
+  leased_ = true;
+  ASSERT_TRUE(run_until([&] { return result.has_value(); }));
+  EXPECT_TRUE(result->granted());
 }
 
 TEST_F(LockManagerTest, ATryLockIsRefusedAtOnceAndAWaiterGivesUpAtItsDeadline) {

@@ -63,6 +63,10 @@ void Coordinator::receive(cluster::NodeId from, const LockMessage& message) {
     return;
   }
   if (!to_coordinator(message)) return;
+  if (limits_.may_coordinate && !limits_.may_coordinate()) {
+    counters_.unleased_dropped++;
+    return;
+  }
   if (recovering()) {
     if (held_back_.size() < limits_.max_held_back) held_back_.emplace_back(from, message);
     return;

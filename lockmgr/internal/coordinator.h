@@ -49,6 +49,8 @@ class Coordinator {
     // `unresponsive`, once per node and view.
     std::chrono::milliseconds callback_deadline{10'000};
     std::function<void(cluster::NodeId)> unresponsive;
+    // LockManagerOptions::may_coordinate.
+    std::function<bool()> may_coordinate;
   };
 
   // Counts into `counters`, which the node's requester shares.
