@@ -222,30 +222,37 @@ class GroupMember::Impl final : public internal::LeaseKeeper::Group {
   // since), else `down_after` after it stops getting them — as if silent since now. Anything
   // that hands on what a node holds goes through here.
   void once_lease_gone(NodeId node, Done done, std::function<void(Done)> then) {
-    if (!is_leader() || !view().is_up(node)) return then(std::move(done));
-    revoked_[node]++;
+    // Down, with no change recording it up under way: it got no lease since it went down.
+    if (!is_leader() || (!view().is_up(node) && !in_flight_.contains(node))) {
+      return then(std::move(done));
+    }
+    const std::uint64_t revocation = next_revocation_++;
+    revoked_[node].insert(revocation);
     spdlog::info("group view: node {} gets no more leases; going on in {} ms", node,
                  options_.down_after.count());
     loop_.schedule(options_.down_after, [this, alive = std::weak_ptr<bool>(alive_), node,
-                                         term = raft_.current_term, done = std::move(done),
+                                         revocation, term = raft_.current_term,
+                                         done = std::move(done),
                                          then = std::move(then)]() mutable {
       if (alive.expired()) return;
       // A leader that lost the lead meanwhile forgot what it revoked: it may have granted since.
       if (!is_leader() || raft_.current_term != term) {
-        end_revocation(node);
+        end_revocation(node, revocation);
         return done(not_leader_status());
       }
-      then([this, node, done = std::move(done)](Status s) {
-        end_revocation(node);
+      then([this, node, revocation, done = std::move(done)](Status s) {
+        end_revocation(node, revocation);
         done(std::move(s));
       });
     });
   }
 
-  void end_revocation(NodeId node) {
-    if (auto it = revoked_.find(node); it != revoked_.end() && --it->second == 0) {
-      revoked_.erase(it);
-    }
+  // Ends this revocation only: another, of a later term, may be under way for the node.
+  void end_revocation(NodeId node, std::uint64_t revocation) {
+    auto it = revoked_.find(node);
+    if (it == revoked_.end()) return;
+    it->second.erase(revocation);
+    if (it->second.empty()) revoked_.erase(it);
   }
 
   void propose_now(const Change& change, Done done) {
@@ -570,7 +577,12 @@ class GroupMember::Impl final : public internal::LeaseKeeper::Group {
       return;
     }
     std::uint64_t now = loop_.now_ms();
-    if (!leading_since_) leading_since_ = now;
+    // Led since the start of this term: a lead lost and won back between two ticks counts anew.
+    if (!leading_since_ || leading_term_ != raft_.current_term) {
+      leading_since_ = now;
+      leading_term_ = raft_.current_term;
+      revoked_.clear();
+    }
     catch_up_as_leader();
     const GroupView& current = view();
     if (self_ && current.node(options_.id) == nullptr && !in_flight_.contains(options_.id)) {
@@ -615,8 +627,11 @@ class GroupMember::Impl final : public internal::LeaseKeeper::Group {
   std::optional<NodeInfo> self_;  // set by bootstrap until the view has it
   std::optional<EventLoop::TimerId> watch_timer_;
   std::optional<std::uint64_t> leading_since_;
+  std::uint64_t leading_term_ = 0;
   std::set<NodeId> in_flight_;  // nodes with a proposal about them under way
-  std::map<NodeId, int> revoked_;  // nodes that get no lease: being recorded down or removed
+  // Nodes that get no lease, being recorded down or removed: the revocations under way.
+  std::map<NodeId, std::set<std::uint64_t>> revoked_;
+  std::uint64_t next_revocation_ = 1;
   std::map<NodeId, std::uint64_t> recorded_up_at_;  // node -> the change that recorded it up
   std::uint64_t caught_up_term_ = 0;  // the term in which this leader applied all before it
   bool barrier_pending_ = false;

@@ -166,6 +166,8 @@ Status Membership::start_member(bool bootstrap) {
   group_options.raft_log_path = dir_ + "/raft.db";
   group_options.config_db_path = dir_ + "/config.db";
   TP_ASSIGN_OR_RETURN(group_, cluster::GroupMember::open(*loop_, *transport_, group_options));
+  // Before anything runs: until the group grants one, the front end serves nothing it may lose.
+  if (hooks_.lease) hooks_.lease(group_->lease());
   if (bootstrap) TP_RETURN_IF_ERROR(group_->bootstrap(self()));
   rpc_ = std::make_unique<cluster::RpcEndpoint>(*loop_, *transport_,
                                                 [group = group_.get()] { return group->epoch(); });
@@ -229,7 +231,6 @@ Status Membership::start_member(bool bootstrap) {
   });
   TP_RETURN_IF_ERROR(group_->start());
   if (hooks_.advisory_locks) hooks_.advisory_locks(advisory_locks_);
-  if (hooks_.lease) hooks_.lease(group_->lease());
   if (hooks_.lock_manager) hooks_.lock_manager(loop_.get(), lock_manager_.get());
   if (!bootstrap && group_->view().node(config_.node_id) != nullptr) announce_up();
   spdlog::info("member of cluster '{}' ({}) as node {}, backend {}{}", identity_->name,

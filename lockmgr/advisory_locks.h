@@ -72,9 +72,10 @@ enum class AdvisoryOutcome {
 
 class AdvisoryLocks {
  public:
-  // `manager` lives on `loop` and outlives this object. `lost` runs on the loop, once per view
-  // that took them, when locks or reservations held through this node were lost: the node left
-  // the group view (it was fenced), and the clients no longer hold what they held.
+  // `manager` lives on `loop` and outlives this object. `lost` runs on the loop after locks or
+  // reservations held through this node were lost — the node left the group view (it was
+  // fenced) and the clients no longer hold what they held — once for all that one view took
+  // (losses of views applied together may be reported once).
   static std::shared_ptr<AdvisoryLocks> make(cluster::EventLoop& loop, LockManager& manager,
                                              std::function<void()> lost = {});
   virtual ~AdvisoryLocks() = default;

@@ -58,10 +58,30 @@ asio::awaitable<Result<xdr::Buffer>> run_participant_call(std::shared_ptr<LocalS
   co_return co_await std::move(served);
 }
 
+// Whether a shipped call only reads: its answer is good only if the lease held until it was
+// ready.
+bool only_reads(StoreMethod method) {
+  switch (method) {
+    case StoreMethod::getattr:
+    case StoreMethod::lookup:
+    case StoreMethod::check_access:
+    case StoreMethod::readlink:
+    case StoreMethod::read:
+    case StoreMethod::readdir:
+    case StoreMethod::fsstat:
+    case StoreMethod::write_verifier:
+    case StoreMethod::layout:
+    case StoreMethod::find_files:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 std::optional<cluster::RpcEndpoint::Reply> NamespaceService::while_leased(
-    cluster::RpcEndpoint::Reply reply) const {
+    cluster::RpcEndpoint::Reply reply, bool reads) const {
   cluster::GroupMember* group = cluster_ != nullptr ? cluster_->group() : nullptr;
   if (group == nullptr) return reply;
   std::shared_ptr<const cluster::Lease> lease = group->lease();
@@ -74,6 +94,7 @@ std::optional<cluster::RpcEndpoint::Reply> NamespaceService::while_leased(
     reply(lapsed());
     return std::nullopt;
   }
+  if (!reads) return reply;
   return [lease, started, lapsed, reply = std::move(reply)](Result<xdr::Buffer> answer) {
     reply(lease->held_since(started) ? std::move(answer) : lapsed());
   };
@@ -82,9 +103,9 @@ std::optional<cluster::RpcEndpoint::Reply> NamespaceService::while_leased(
 void NamespaceService::serve(cluster::RpcEndpoint& rpc) {
   // A shipped call for a shard this node does not serve: the caller is behind (or ahead) of
   // this node's view, and retries later. One it serves is answered only under its lease.
-  auto served_shard = [this](std::span<const std::uint8_t> request,
-                             cluster::RpcEndpoint::Reply& reply) -> std::optional<ShardMessage> {
-    std::optional<cluster::RpcEndpoint::Reply> leased = while_leased(std::move(reply));
+  auto served_shard = [this](std::span<const std::uint8_t> request, cluster::RpcEndpoint::Reply& reply,
+                             bool reads) -> std::optional<ShardMessage> {
+    std::optional<cluster::RpcEndpoint::Reply> leased = while_leased(std::move(reply), reads);
     if (!leased) return std::nullopt;
     reply = std::move(*leased);
     std::optional<ShardMessage> message = shard_message_of(request);
@@ -102,7 +123,8 @@ void NamespaceService::serve(cluster::RpcEndpoint& rpc) {
         internal::kStoreMethodBase + method,
         [this, method, served_shard](cluster::NodeId, std::span<const std::uint8_t> request,
                                      cluster::RpcEndpoint::Reply reply) {
-          std::optional<ShardMessage> message = served_shard(request, reply);
+          std::optional<ShardMessage> message =
+              served_shard(request, reply, only_reads(static_cast<StoreMethod>(method)));
           if (!message) return;
           // A write or commit (of one inode of the shard) answers the shard's own write
           // verifier. The namespace's would fold in what this node last heard of the
@@ -123,7 +145,7 @@ void NamespaceService::serve(cluster::RpcEndpoint& rpc) {
     rpc.handle(internal::kParticipantMethodBase + method,
                [this, method, served_shard](cluster::NodeId, std::span<const std::uint8_t> request,
                                             cluster::RpcEndpoint::Reply reply) {
-                 std::optional<ShardMessage> message = served_shard(request, reply);
+                 std::optional<ShardMessage> message = served_shard(request, reply, false);
                  if (!message) return;
                  run_and_reply(store_executor_, strand_,
                                run_participant_call(shards_[message->shard].store, method,
@@ -139,7 +161,8 @@ void NamespaceService::serve(cluster::RpcEndpoint& rpc) {
                        cluster::RpcEndpoint::Reply reply) {
           // An owner that lapsed may have missed writes that went on without it.
           if (method == static_cast<std::uint32_t>(UnitMethod::read)) {
-            std::optional<cluster::RpcEndpoint::Reply> leased = while_leased(std::move(reply));
+            std::optional<cluster::RpcEndpoint::Reply> leased =
+                while_leased(std::move(reply), true);
             if (!leased) return;
             reply = std::move(*leased);
           }
@@ -164,7 +187,8 @@ void NamespaceService::serve(cluster::RpcEndpoint& rpc) {
           const ShardId shard = message->shard;
           // A mirror that lapsed may have been replaced: its copy is not one to repair from.
           if (method == static_cast<std::uint32_t>(MirrorMethod::read)) {
-            std::optional<cluster::RpcEndpoint::Reply> leased = while_leased(std::move(reply));
+            std::optional<cluster::RpcEndpoint::Reply> leased =
+                while_leased(std::move(reply), true);
             if (!leased) return;
             reply = std::move(*leased);
           }

@@ -116,11 +116,14 @@ class NamespaceService {
   enum class Role { none, home, mirror };
 
   cluster::RpcEndpoint* rpc() const;
-  // `reply`, answered only if this node holds its lease from now until it answers
-  // (cluster/lease.h): a node whose lease lapsed may have been replaced as a shard's home or
-  // left behind as an owner, so what it would answer may be old; "unavailable" instead, which
-  // the caller retries. Nothing when the lease is not held now: `reply` was answered so.
-  std::optional<cluster::RpcEndpoint::Reply> while_leased(cluster::RpcEndpoint::Reply reply) const;
+  // `reply`, for a call served only while this node holds its lease (cluster/lease.h): a node
+  // whose lease lapsed may have been replaced as a shard's home or left behind as an owner, so
+  // what it would answer may be old; "unavailable" instead, which the caller retries. Nothing
+  // when the lease is not held now: `reply` was answered so. For a call that `reads`, the
+  // answer is replaced too unless the lease held until it was ready; one that changes
+  // something is answered as it went (retried, it could fail for having been done).
+  std::optional<cluster::RpcEndpoint::Reply> while_leased(cluster::RpcEndpoint::Reply reply,
+                                                          bool reads) const;
   // `message` to `node` as RPC `method`, through the backend strand; sent again after a pause
   // while the node answers `behind` (its view lags this node's), a bounded number of times.
   boost::asio::awaitable<Result<xdr::Buffer>> call_peer(cluster::NodeId node, std::uint32_t method,

@@ -37,7 +37,6 @@ LeaseKeeper::LeaseKeeper(EventLoop& loop, Transport& transport, NodeId self, Lea
       lease_(std::make_shared<Lease>(loop)) {}
 
 LeaseKeeper::~LeaseKeeper() {
-  alive_.reset();
   if (request_timer_) loop_.cancel(*request_timer_);
   if (round_) loop_.cancel(round_->deadline);
   transport_.set_receiver(Channel::lease, nullptr);
@@ -123,6 +122,12 @@ void LeaseKeeper::receive(NodeId from, std::span<const std::uint8_t> bytes) {
 
 void LeaseKeeper::on_request(NodeId from, std::uint64_t sequence) {
   if (!group_.is_leader()) return;
+  // What was heard while leading an earlier term says nothing of this one.
+  if (group_.term() != leading_term_) {
+    heard_.clear();
+    pending_.clear();
+    leading_term_ = group_.term();
+  }
   heard_[from] = loop_.now_ms();
   pending_[from] = sequence;
   if (!round_) begin_round();

@@ -101,7 +101,6 @@ class LeaseKeeper {
   LeaseTiming timing_;
   Group& group_;
   std::shared_ptr<Lease> lease_;
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   std::optional<EventLoop::TimerId> request_timer_;
 
   // As a requester.
@@ -110,6 +109,7 @@ class LeaseKeeper {
   std::optional<WaitingGrant> waiting_;
 
   // As the leader.
+  std::uint64_t leading_term_ = 0;            // the term heard_ and pending_ are of
   std::map<NodeId, std::uint64_t> heard_;    // node -> when its latest request arrived
   std::map<NodeId, std::uint64_t> pending_;  // requests not yet in a round
   std::optional<Round> round_;

@@ -63,7 +63,9 @@ void Coordinator::receive(cluster::NodeId from, const LockMessage& message) {
     return;
   }
   if (!to_coordinator(message)) return;
-  if (limits_.may_coordinate && !limits_.may_coordinate()) {
+  // An acknowledged callback grants nothing; dropping it would report its holder unresponsive.
+  if (!std::holds_alternative<BlockingAck>(message.body) && limits_.may_coordinate &&
+      !limits_.may_coordinate()) {
     counters_.unleased_dropped++;
     return;
   }

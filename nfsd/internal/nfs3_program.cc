@@ -130,8 +130,9 @@ awaitable<std::optional<AcceptStatus>> Nfs3Program::call(const CallContext& cont
     const std::size_t start = results.size();
     const AcceptStatus status = co_await (this->*procedure.handler)(call);
     // An answer read from what this node holds is good only if the lease held throughout:
-    // checked as it is sent, by this node's clock, so a pause mid-call counts too.
+    // checked once the answer is ready, by this node's clock, so a pause mid-call counts too.
     if (status != AcceptStatus::success || service_.lease_held_since(started)) co_return status;
+    service_.refused_for_want_of_lease();
     results.buffer().resize(start);
     if (context.pieces) context.pieces->pieces.clear();
     co_return put_retry_later(results, procedure.failure);

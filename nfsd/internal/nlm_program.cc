@@ -302,6 +302,11 @@ awaitable<std::optional<AcceptStatus>> NlmProgram::call(const CallContext& conte
     case kUnlockMsg: {
       Request request = decode_request(procedure, in);
       if (!in.ok()) co_return AcceptStatus::garbage_args;
+      if (told_a_new_state(context, request.lock.caller_name, request.state)) {
+        // The client restarted and speaks before its status monitor does: what its processes
+        // held before went with them.
+        co_await free_client(client_key(request.lock.caller_name, context.client));
+      }
       saw_client(context, request.lock.caller_name, request.state);
       std::uint32_t status = NLM4_DENIED;
       std::optional<lockmgr::AdvisoryConflict> holder;
@@ -517,6 +522,7 @@ awaitable<void> NlmProgram::free_client(std::string key) {
   {
     std::lock_guard guard(mutex_);
     seen_.erase(key);
+    seen_states_.erase(key);
   }
   auto locks = this->locks();
   if (!locks) co_return;
@@ -524,6 +530,14 @@ awaitable<void> NlmProgram::free_client(std::string key) {
       [&locks, &key](auto done) { locks->free_client(key, [done]() mutable { done(true); }); });
   co_await std::move(freeing);
   spdlog::info("nlm: freed every lock of client {}", key);
+}
+
+bool NlmProgram::told_a_new_state(const CallContext& context, const std::string& name,
+                                  std::optional<std::uint32_t> state) const {
+  if (!state) return false;
+  std::lock_guard guard(mutex_);
+  auto known = seen_states_.find(client_key(name, context.client));
+  return known != seen_states_.end() && known->second != *state;
 }
 
 bool NlmProgram::known_client(const std::string& key) const {
@@ -674,17 +688,18 @@ awaitable<void> NlmProgram::send_granted(CallContext context, Request request) {
 void NlmProgram::send_result(const CallContext& context, std::uint32_t procedure,
                              xdr::Buffer results) {
   if (!take_callback(context.client)) return;
-  auto send = [this](RpcTarget client, std::uint32_t procedure,
-                     xdr::Buffer results) -> awaitable<void> {
+  // A coroutine keeps its parameters, not the lambda it was made from: nothing is captured.
+  auto send = [](NlmProgram* self, RpcTarget client, std::uint32_t procedure,
+                 xdr::Buffer results) -> awaitable<void> {
     auto calling = call_client(client, procedure, results, kCallbackTimeout);
     Result<xdr::Buffer> reply = co_await std::move(calling);
-    give_back_callback(client.host);
+    self->give_back_callback(client.host);
     if (!reply.ok()) {
       spdlog::info("nlm: result {} to {} not delivered: {}", procedure, client.host.to_string(),
                    reply.status().message());
     }
   };
-  asio::co_spawn(executor_, send(callback_target(context), procedure, std::move(results)),
+  asio::co_spawn(executor_, send(this, callback_target(context), procedure, std::move(results)),
                  asio::detached);
 }
 

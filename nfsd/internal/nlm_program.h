@@ -93,6 +93,10 @@ class NlmProgram final : public RpcProgram {
                                  bool reserve);
   // Frees the locks of the client with this key (name@address).
   awaitable<void> free_client(std::string key);
+  // Whether `name`, calling from the context's address, tells another NSM state than it last
+  // did: it restarted.
+  bool told_a_new_state(const CallContext& context, const std::string& name,
+                        std::optional<std::uint32_t> state) const;
   bool known_client(const std::string& key) const;
   bool known_client_name(const std::string& name) const;
   // Records that `name` called from the context's address, telling its NSM state if it did.

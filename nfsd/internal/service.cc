@@ -18,16 +18,20 @@ constexpr std::chrono::milliseconds kLeasePoll{20};
 
 }  // namespace
 
+void Service::refused_for_want_of_lease() const {
+  if (statistics.refuse(Refusal::no_lease)) {
+    spdlog::warn("this node holds no lease from its group: calls are answered \"retry later\" "
+                 "until it does (counted in tidepool_rpc_refused_total)");
+  }
+}
+
 awaitable<std::optional<std::uint64_t>> Service::held_lease() const {
   const auto deadline = std::chrono::steady_clock::now() + kLeaseWait;
   for (;;) {
     const std::uint64_t started = lease_clock();
     if (lease_held_since(started)) co_return started;
     if (std::chrono::steady_clock::now() >= deadline) {
-      if (statistics.refuse(Refusal::no_lease)) {
-        spdlog::warn("this node holds no lease from its group: calls are answered "
-                     "\"retry later\" until it does (counted in tidepool_rpc_refused_total)");
-      }
+      refused_for_want_of_lease();
       co_return std::nullopt;
     }
     boost::asio::steady_timer poll(co_await boost::asio::this_coro::executor, kLeasePoll);

@@ -58,6 +58,8 @@ struct Service {
   // restart and clients retry a refusal only seconds later. The time it is held from (to check
   // again with lease_held_since before answering), or nothing: answer "retry later".
   awaitable<std::optional<std::uint64_t>> held_lease() const;
+  // Counts a call answered "retry later" for want of a lease; the first is logged.
+  void refused_for_want_of_lease() const;
 
   // Walks `components` from `from` as root (as knfsd does for MOUNT) to a directory's
   // attributes; fails on anything that is not a directory along the way.

@@ -219,13 +219,15 @@ class NlmClient {
   }
   bool connected() const { return connected_; }
 
+  // `state`: the client's NSM state, which a client that restarted tells anew.
   uint32_t lock(const FileHandle& fh, uint32_t svid, bool exclusive, bool block,
-                bool reclaim = false) {
+                bool reclaim = false, int state = 0) {
     NLM4_LOCKargs args{};
     args.block = block;
     args.exclusive = exclusive;
     args.lock = lock_of(fh, svid);
     args.reclaim = reclaim;
+    args.state = state;
     return call("LOCK", [&](rpc_cb cb, void* priv) {
       return rpc_nlm4_lock_async(connection_.get(), cb, &args, priv);
     });
@@ -588,6 +590,11 @@ TEST_F(NlmTest, FreeAllAndSmNotifyForgedFromAnotherAddressFreeNothingAndAreCount
   // restart happened.
   ASSERT_NO_FATAL_FAILURE(notify_as_client_a(0));
   still_held("an SM_NOTIFY of an unchanged state");
+
+  // Client a restarted, and its first LOCK, telling its new state, comes before its status
+  // monitor's notice: the lock of its process before the restart is gone, so a lock of one of
+  // its new processes is granted.
+  EXPECT_EQ(a_->lock(file_, 5, true, false, false, 3), NLM4_GRANTED);
 
   EXPECT_EQ(cluster_->metric(1, "tidepool_rpc_refused_total{reason=\"foreign_free_all\"}"), 1);
   EXPECT_EQ(cluster_->metric(1, "tidepool_rpc_refused_total{reason=\"foreign_notify\"}"), 2);
