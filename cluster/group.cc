@@ -314,15 +314,15 @@ class GroupMember::Impl final : public internal::LeaseKeeper::Group {
   }
 
   NodeId id() const { return options_.id; }
-  bool is_leader() const { return raft_state(const_cast<raft*>(&raft_)) == RAFT_LEADER; }
-  NodeId leader() const {
+  bool is_leader() const override { return raft_state(const_cast<raft*>(&raft_)) == RAFT_LEADER; }
+  NodeId leader() const override {
     raft_id id = 0;
     const char* address = nullptr;
     raft_leader(const_cast<raft*>(&raft_), &id, &address);
     return id;
   }
   Epoch epoch() const { return db_->epoch(); }
-  std::uint64_t applied() const { return db_->applied(); }
+  std::uint64_t applied() const override { return db_->applied(); }
   std::uint64_t digest() const { return db_->digest(); }
   const GroupView& view() { return db_->view(); }
   std::shared_ptr<const Lease> lease() const { return leases_.lease(); }
