@@ -119,8 +119,9 @@ awaitable<std::optional<AcceptStatus>> Nfs3Program::call(const CallContext& cont
   const Procedure& procedure = kProcedures[context.procedure];
   // A node whose lease lapsed may have lost what its caches and copies rely on: it serves
   // nothing until it holds one again (cluster/lease.h). NULL answers all the same.
+  const bool leased = context.procedure != 0;
   std::uint64_t started = 0;
-  if (context.procedure != 0) {
+  if (leased) {
     std::optional<std::uint64_t> held = co_await service_.held_lease();
     if (!held) co_return put_retry_later(results, procedure.failure);
     started = *held;
@@ -131,7 +132,9 @@ awaitable<std::optional<AcceptStatus>> Nfs3Program::call(const CallContext& cont
     const AcceptStatus status = co_await (this->*procedure.handler)(call);
     // An answer read from what this node holds is good only if the lease held throughout:
     // checked once the answer is ready, by this node's clock, so a pause mid-call counts too.
-    if (status != AcceptStatus::success || service_.lease_held_since(started)) co_return status;
+    if (status != AcceptStatus::success || !leased || service_.lease_held_since(started)) {
+      co_return status;
+    }
     service_.refused_for_want_of_lease();
     results.buffer().resize(start);
     if (context.pieces) context.pieces->pieces.clear();

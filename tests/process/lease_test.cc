@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tests/process/nfs_client.h"
+#include "tests/process/raw_rpc.h"
 #include "tests/process/tide_cluster.h"
 
 namespace tidepool::test {
@@ -54,6 +55,17 @@ TEST_F(LeaseTest, ANodePausedPastItsLeaseNeverAnswersWithWhatItCachedBefore) {
   NfsClient writer(cluster_->node(1).endpoint());
   const FileHandle file = writer.make_file(cluster_->root_via(1), "paused", 0644, old_data);
   ASSERT_FALSE(file.empty());
+
+  // NULL answers nothing but success, lease or not: clients ping with it.
+  {
+    RawRpcConnection ping;
+    const Endpoint& node = cluster_->node(3).endpoint();
+    ASSERT_TRUE(ping.connect(node.address, node.nfs_port)) << ping.error();
+    const auto reply = ping.call(RpcCall{.xid = 1, .procedure = 0});
+    ASSERT_TRUE(reply.has_value());
+    EXPECT_EQ(reply->accept_stat, AcceptStat::kSuccess);
+    EXPECT_TRUE(reply->results.empty()) << reply->results.size() << " bytes of results";
+  }
 
   // Node 3 reads the file, so that its cache holds the old data under a shared lock.
   NfsClient reader(cluster_->node(3).endpoint());
