@@ -237,13 +237,7 @@ Status PoolData::write_units(const Placement& where, InodeId inode, std::uint64_
         const auto current = [&](cluster::NodeId node) { return !(behind && behind(node, unit)); };
         // A write only copies behind took could not be read: no copy would hold both it and
         // what those copies missed.
-        if (missed && std::none_of(nodes.begin(), nodes.end(), [&](cluster::NodeId node) {
-              return current(node) && peers_->is_up(node);
-            })) {
-          return error(Errc::unavailable, "inode " + std::to_string(inode) +
-                                              ": no up-to-date copy of unit " +
-                                              std::to_string(unit) + " is on a node up");
-        }
+        if (missed && !current_copy_up(nodes, unit, behind)) return no_current_copy_up(inode, unit);
         const xdr::Buffer request = encode_unit_request(
             {where.pool, inode, offset + done, durable ? 1u : 0u, data.subspan(done, piece)});
         bool taken = false;
@@ -277,21 +271,41 @@ Status PoolData::write_units(const Placement& where, InodeId inode, std::uint64_
       });
 }
 
-std::vector<MissedCopy> PoolData::copies_down(const Placement& where, InodeId inode,
-                                              std::uint64_t offset, std::uint64_t length) const {
+bool PoolData::current_copy_up(const std::vector<cluster::NodeId>& owners, std::uint64_t unit,
+                               const CopyBehind& behind) const {
+  return std::any_of(owners.begin(), owners.end(), [&](cluster::NodeId node) {
+    return !(behind && behind(node, unit)) && peers_->is_up(node);
+  });
+}
+
+Status PoolData::no_current_copy_up(InodeId inode, std::uint64_t unit) {
+  return error(Errc::unavailable, "inode " + std::to_string(inode) +
+                                      ": no up-to-date copy of unit " + std::to_string(unit) +
+                                      " is on a node up");
+}
+
+Result<std::vector<MissedCopy>> PoolData::copies_down(const Placement& where, InodeId inode,
+                                                      std::uint64_t offset, std::uint64_t length,
+                                                      const CopyBehind& behind) const {
   std::vector<MissedCopy> down;
   // Every write of a placed file asks: with every node up, no owner need be worked out.
   if (std::all_of(where.nodes.begin(), where.nodes.end(),
                   [this](cluster::NodeId node) { return peers_->is_up(node); })) {
     return down;
   }
+  std::optional<std::uint64_t> lacking;  // a unit without a current copy up
   for_each_unit_owners(where, inode, offset, offset + length,
                        [&](std::uint64_t unit, const std::vector<cluster::NodeId>& owners) {
+                         if (!current_copy_up(owners, unit, behind)) {
+                           lacking = unit;
+                           return false;
+                         }
                          for (cluster::NodeId node : owners) {
                            if (!peers_->is_up(node)) down.push_back({node, unit});
                          }
                          return true;
                        });
+  if (lacking) return no_current_copy_up(inode, *lacking);
   return down;
 }
 

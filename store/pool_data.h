@@ -201,9 +201,13 @@ class PoolData {
   Status write_past_down(const Placement& where, InodeId inode, std::uint64_t offset,
                          std::span<const std::uint8_t> data, bool durable, const CopyBehind& behind,
                          std::vector<MissedCopy>& missed);
-  // The copies of the units of [offset, offset + length) on nodes the view has down.
-  std::vector<MissedCopy> copies_down(const Placement& where, InodeId inode, std::uint64_t offset,
-                                      std::uint64_t length) const;
+  // The copies of the units of [offset, offset + length) on nodes the view has down; unavailable
+  // when a unit has no owner up whose copy is not `behind`, as a write then fails
+  // (write_past_down): its copies down must not be noted behind for it, or none might be left
+  // that is not.
+  Result<std::vector<MissedCopy>> copies_down(const Placement& where, InodeId inode,
+                                              std::uint64_t offset, std::uint64_t length,
+                                              const CopyBehind& behind = nullptr) const;
   // From the first good copy of each unit that is not `behind`, owners that are up first; a
   // unit no owner holds reads as zeros (a hole). A copy that failed its checksum is put back
   // from the good one; when every copy fails, corrupt, logged with the inode and offset.
@@ -253,6 +257,10 @@ class PoolData {
                    std::span<std::uint8_t> into, const CopyBehind& behind);
   void repair(const Placement& where, InodeId inode, std::uint64_t offset, std::size_t length,
               cluster::NodeId good, const std::vector<cluster::NodeId>& bad);
+  // Whether an owner of `unit` is up and holds a copy that is not `behind`.
+  bool current_copy_up(const std::vector<cluster::NodeId>& owners, std::uint64_t unit,
+                       const CopyBehind& behind) const;
+  static Status no_current_copy_up(InodeId inode, std::uint64_t unit);
   Status write_units(const Placement& where, InodeId inode, std::uint64_t offset,
                      std::span<const std::uint8_t> data, bool durable, const CopyBehind& behind,
                      std::vector<MissedCopy>* missed, const CopyBehind& hold = nullptr);

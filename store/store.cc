@@ -309,7 +309,8 @@ class StoreImpl final : public LocalStore {
       // Copies on nodes known down are noted behind, durably, before the data goes out: a home
       // that dies meanwhile must not leave a successor reading them.
       if (const std::optional<Placement> placed = placements_.where_of(inode).placed) {
-        std::vector<MissedCopy> down = data_.new_copies_down(inode, *placed, offset, data.size());
+        TP_CO_ASSIGN_OR_RETURN(std::vector<MissedCopy> down,
+                               data_.new_copies_down(inode, *placed, offset, data.size()));
         if (!down.empty()) {
           placements_.note_behind(inode, *placed, down);
           auto keeping = catch_up_.keep_behind(inode, *placed, std::move(down));

@@ -160,12 +160,13 @@ Status FileData::repair_from_mirror(InodeId inode, std::uint64_t offset, std::ui
   return {};
 }
 
-std::vector<MissedCopy> FileData::new_copies_down(InodeId inode, const Placement& where,
-                                                  std::uint64_t offset,
-                                                  std::uint64_t length) const {
-  std::vector<MissedCopy> down = pools_->copies_down(where, inode, offset, length);
-  if (down.empty()) return down;
-  if (const CopyBehind behind = placements_.behind_of(inode)) {
+Result<std::vector<MissedCopy>> FileData::new_copies_down(InodeId inode, const Placement& where,
+                                                          std::uint64_t offset,
+                                                          std::uint64_t length) const {
+  const CopyBehind behind = placements_.behind_of(inode);
+  TP_ASSIGN_OR_RETURN(std::vector<MissedCopy> down,
+                      pools_->copies_down(where, inode, offset, length, behind));
+  if (behind) {
     std::erase_if(down, [&](const MissedCopy& copy) { return behind(copy.node, copy.unit); });
   }
   return down;

@@ -78,9 +78,11 @@ class FileData {
   void count_read(std::uint32_t count, bool l2_hit);
   void count_lent(std::uint32_t count);
 
-  // Of the copies a write to `where` would miss (their nodes down), those not noted yet.
-  std::vector<MissedCopy> new_copies_down(InodeId inode, const Placement& where,
-                                          std::uint64_t offset, std::uint64_t length) const;
+  // Of the copies a write to `where` would miss (their nodes down), those not noted yet;
+  // unavailable when the write would fail for want of an up-to-date copy up.
+  Result<std::vector<MissedCopy>> new_copies_down(InodeId inode, const Placement& where,
+                                                  std::uint64_t offset,
+                                                  std::uint64_t length) const;
   // On the pool: writes to every copy, the move's target too; `durable`: on their disks first.
   // Copies of a placed file that the write missed go into `missed` (noted behind already), with
   // the placement they are of in `placed`.
