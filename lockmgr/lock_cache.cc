@@ -103,6 +103,7 @@ class LockCache::Impl : public std::enable_shared_from_this<LockCache::Impl> {
     auto it = entries_.find(id);
     if (it == entries_.end() || it->second.users == 0) return;
     if (--it->second.users > 0) return;
+    if (it->second.lost) return drop_lost(id);
     settle(id);
   }
 
@@ -128,6 +129,7 @@ class LockCache::Impl : public std::enable_shared_from_this<LockCache::Impl> {
     cluster::EventLoop::TimerId hold_timer = 0;
     bool idle = false;
     std::list<LockId>::iterator idle_at;  // in idle_, while idle
+    bool lost = false;                    // gone with the view; dropped once unused
   };
 
   static bool serves(const Entry& entry, const Acquisition& acquisition) {
@@ -331,7 +333,8 @@ class LockCache::Impl : public std::enable_shared_from_this<LockCache::Impl> {
 
   void dropped(LockId id, Mode kept) {
     auto it = entries_.find(id);
-    if (it == entries_.end()) return;
+    // A lock lost meanwhile is dropped on its own (lost()).
+    if (it == entries_.end() || it->second.lost) return;
     Entry& entry = it->second;
     // Modes wanted while the lock was being given up that `kept` still conflicts with.
     unsigned still_wanted = 0;
@@ -347,24 +350,47 @@ class LockCache::Impl : public std::enable_shared_from_this<LockCache::Impl> {
     for (Acquisition& acquisition : deferred) acquire(std::move(acquisition));
   }
 
-  // This node left the group view, which fenced it: the lock is gone. Its user drops what it
-  // protected at once, those who joined its request or conversion learn why, and those deferred
-  // ask anew.
+  // This node left the group view, which fenced it: the lock is gone. Its user drops what the
+  // lock protected at once, and those who joined its request or conversion learn why. Calls
+  // still using it go on, and may put back what it protected (a read under way fills the
+  // cache): once the last of them is done, its user drops that too, and only then do those
+  // deferred, and those who come meanwhile, ask anew.
   void lost(LockId id) {
     auto it = entries_.find(id);
     if (it == entries_.end()) return;
     stats_.lost++;
-    std::vector<Acquisition> joined = std::move(it->second.joined);
-    std::vector<Acquisition> deferred = std::move(it->second.deferred);
-    const ResourceName resource = it->second.resource;
-    const Range range = it->second.range;
-    forget(id);
-    revoke_(resource, range, Mode::null, [] {});
+    Entry& entry = it->second;
+    std::vector<Acquisition> joined = std::move(entry.joined);
+    entry.joined.clear();
+    if (entry.hold_timer != 0) loop_.cancel(entry.hold_timer);
+    entry.hold_timer = 0;
+    set_idle(entry, false);
+    entry.lost = true;
+    entry.op = Op::giving_up;
+    entry.mode = Mode::null;
+    if (entry.users == 0) {
+      drop_lost(id);
+    } else {
+      revoke_(entry.resource, entry.range, Mode::null, [] {});
+    }
     for (Acquisition& acquisition : joined) {
       acquisition.done(
           error(Errc::unavailable, "the lock was lost: this node left the group view"));
     }
-    for (Acquisition& acquisition : deferred) acquire(std::move(acquisition));
+  }
+
+  void drop_lost(LockId id) {
+    const ResourceName resource = entries_.at(id).resource;
+    const Range range = entries_.at(id).range;
+    revoke_(resource, range, Mode::null, [weak = weak_from_this(), id] {
+      auto self = weak.lock();
+      if (!self) return;
+      auto it = self->entries_.find(id);
+      if (it == self->entries_.end()) return;
+      std::vector<Acquisition> deferred = std::move(it->second.deferred);
+      self->forget(id);
+      for (Acquisition& acquisition : deferred) self->acquire(std::move(acquisition));
+    });
   }
 
   void forget(LockId id) {

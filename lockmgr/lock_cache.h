@@ -58,7 +58,10 @@ class LockCache {
   // which drops what the lock protected and `kept` no longer does (flushing dirty state first)
   // and then runs `done`. Called only while nobody uses the lock — except when the lock is
   // lost (this node left the group view): then `kept` is NL, the lock is already gone, dirty
-  // state can no longer be written under it, and the acquisitions holding it are void.
+  // state can no longer be written under it, and the acquisitions holding it are void; it is
+  // called again once they are all released, for what they put back meanwhile, and the
+  // resource is acquired anew only after that. So a user must not acquire a resource it
+  // already holds through this cache: after a loss, that acquisition would wait for itself.
   using Revoke = std::function<void(const ResourceName& resource, Range range, Mode kept,
                                     std::function<void()> done)>;
   // The lock, or `unavailable` when a conversion the acquisition needed was refused to break a

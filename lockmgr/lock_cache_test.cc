@@ -220,6 +220,29 @@ TEST_F(LockCacheTest, ALockLostWithTheViewIsDroppedAndAskedForAnewOnReturn) {
   EXPECT_EQ(revoked_[2][0].kept, Mode::protected_read);
 }
 
+TEST_F(LockCacheTest, ALockLostWhileInUseIsDroppedAgainOnceUnusedAndNobodyTakesItsResourceBefore) {
+  start(8, {1, 2, 3});
+  Result<CachedLock> mine = acquire(1, Mode::protected_read);
+  ASSERT_TRUE(mine.ok());
+  // Fenced while a read is under way: what that read puts back must go too.
+  for (NodeId node : {1, 2, 3}) managers_[node]->set_view(2, {2, 3});
+  EXPECT_EQ(caches_[1]->statistics().lost, 1u);
+  ASSERT_EQ(revoked_[1].size(), 1u) << "what the lock protected is dropped at once";
+  for (NodeId node : {1, 2, 3}) managers_[node]->set_view(3, {1, 2, 3});
+  // A new read waits for the drop, not only for a new lock.
+  std::optional<Result<CachedLock>> again;
+  caches_[1]->acquire(kFile, Mode::protected_read, {0, 4096},
+                      [&again](Result<CachedLock> r) { again = std::move(r); });
+  world_->run_until([] { return false; }, world_->now_ms() + 500);
+  EXPECT_FALSE(again.has_value());
+  caches_[1]->release(mine->id);
+  ASSERT_TRUE(run_until([&] { return again.has_value(); }));
+  ASSERT_EQ(revoked_[1].size(), 2u) << "and what the read put back, once it is done";
+  EXPECT_EQ(revoked_[1][1].kept, Mode::null);
+  ASSERT_TRUE(again->ok());
+  EXPECT_NE((*again)->id, mine->id);
+}
+
 // Users on every node take and give back random modes on random ranges of two files through
 // their caches, over a network that delays, reorders, loses and repeats; what users hold at any
 // moment never conflicts across nodes, and every acquisition is answered.
