@@ -538,7 +538,7 @@ class GroupMember::Impl final : public internal::LeaseKeeper::Group {
     raft_free(buffer->base);
     // What the snapshot skipped is unknown: a node must catch up with all of it.
     self.recorded_up_at_.clear();
-    if (!self.view().is_up(self.options_.id)) self.leases_.lapse();
+    if (!self.view().is_up(self.options_.id)) self.leases_.fence();
     self.leases_.changes_applied();
     return 0;
   }
@@ -554,7 +554,7 @@ class GroupMember::Impl final : public internal::LeaseKeeper::Group {
       if (view().is_up(change.node.id)) {
         recorded_up_at_[change.node.id] = applied.applied;
       } else if (change.node.id == options_.id) {
-        leases_.lapse();
+        leases_.fence();
       }
     }
     leases_.changes_applied();

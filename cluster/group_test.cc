@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cluster/sim.h"
+#include "common/fail_points.h"
 
 namespace tidepool::cluster {
 namespace {
@@ -827,6 +828,19 @@ TEST_F(GroupTest, AFollowerCutOffLosesItsLeaseWithinALeaseAndIsRecordedDownOnlyA
       << "no lease again after the cut healed";
 }
 
+TEST_F(GroupTest, TheFailPointIgnoringLeasesMakesALapsedLeaseCountAsHeldUntilSwitchedOff) {
+  ASSERT_NO_FATAL_FAILURE(form_cluster(3));
+  ASSERT_TRUE(wait([&] { return member(3).lease()->held(); }, kSoonMs));
+  world_.partition({{1, 2}, {3}});
+  ASSERT_TRUE(wait([&] { return !member(3).lease()->held(); }, kSoonMs));
+
+  fail_points::set_switch(fail_points::kIgnoreLeases, true);
+  const bool held_while_ignored = member(3).lease()->held();
+  fail_points::set_switch(fail_points::kIgnoreLeases, false);
+  EXPECT_TRUE(held_while_ignored);
+  EXPECT_FALSE(member(3).lease()->held());
+}
+
 TEST_F(GroupTest, AnIsolatedLeaderLosesItsLeaseBeforeTheNewLeaderRecordsItDown) {
   ASSERT_NO_FATAL_FAILURE(form_cluster(5));
   const NodeId old_leader = leader();
@@ -851,6 +865,7 @@ TEST_F(GroupTest, ANodeRecordedDownWhileAliveGetsNoLeaseFirstAndAnotherOnlyOnceI
   ASSERT_NO_FATAL_FAILURE(form_cluster(3));
   ASSERT_EQ(leader(), 1u);
   ASSERT_TRUE(wait([&] { return member(3).lease()->held(); }, kSoonMs));
+  const std::uint64_t fences = member(3).lease()->fences();
   Recorded down(member(1), world_, 3);
   Recorded up_again(member(3), world_, 3, true);
   // As the lock manager does with a node that leaves a callback unanswered.
@@ -870,6 +885,8 @@ TEST_F(GroupTest, ANodeRecordedDownWhileAliveGetsNoLeaseFirstAndAnotherOnlyOnceI
   }, kSoonMs));
   EXPECT_TRUE(recorded_up(1, 3));
   EXPECT_GE(lease_again_at, *up_again.at_ms);
+  // A call that waited for the lease across this knows it (nfsd's held_lease).
+  EXPECT_EQ(member(3).lease()->fences(), fences + 1);
 }
 
 }  // namespace

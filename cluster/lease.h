@@ -34,14 +34,23 @@ class Lease {
   void extend(std::uint64_t until_ms);
   // Gives it up now.
   void lapse();
+  // The group took what this node held (it applied a change that has it down): gives the
+  // lease up, and counts.
+  void fence();
+  // How often fence() was called. A call that waited for a lease across a fence was made
+  // before what it relied on was taken: it must not be served with the next lease.
+  std::uint64_t fences() const;
   // Gives it up for good, before `clock` goes: a reader may outlive the group member.
   void detach();
 
  private:
+  void lapse_locked();  // with mutex_ held
+
   const EventLoop* clock_;  // guarded by mutex_
   mutable std::mutex mutex_;
   std::uint64_t from_ms_ = 0;
   std::uint64_t until_ms_ = 0;
+  std::uint64_t fences_ = 0;
 };
 
 }  // namespace tidepool::cluster

@@ -22,6 +22,11 @@ constexpr std::string_view kRepairDelay = "efs.flexprotect.repair_delay";
 constexpr std::chrono::seconds kMinRepairDelay{1};
 constexpr std::chrono::seconds kMaxRepairDelay{4 * 7 * 86400};
 constexpr std::string_view kCrossShardDecidePause = "debug.fail_point.cross_shard_decide";
+constexpr std::string_view kIgnoreLeases = "debug.fail_point.ignore_leases";
+
+bool is_flag(const SysctlSpec& spec) {
+  return spec.name == kAtimeEnabled || spec.name == kIgnoreLeases;
+}
 
 // A transfer limit as written: a whole percentage, 1 to 100, with or without '%'.
 std::optional<std::uint32_t> parse_percent(std::string_view text) {
@@ -136,6 +141,9 @@ const std::vector<SysctlSpec>& sysctl_specs() {
       {kCrossShardDecidePause,
        "fault injection: a change across shards waits this long between its two phases (0s: "
        "not at all)"},
+      {kIgnoreLeases,
+       "fault injection, never on a cluster that serves data: every node serves as if it held "
+       "its lease, cut off or not (true or false)"},
   };
   return specs;
 }
@@ -147,7 +155,7 @@ const SysctlSpec* find_sysctl(std::string_view name) {
 }
 
 Result<std::string> normalize_sysctl(const SysctlSpec& spec, std::string_view value) {
-  if (spec.name == kAtimeEnabled) {
+  if (is_flag(spec)) {
     if (value == "true" || value == "1") return std::string("true");
     if (value == "false" || value == "0") return std::string("false");
     return error(Errc::invalid_argument, std::string(spec.name) + " must be true or false");
@@ -175,6 +183,7 @@ std::string sysctl_default(const SysctlSpec& spec, const NodeConfig& config) {
   if (spec.name == kAtimeEnabled) return config.atime_enabled ? "true" : "false";
   if (spec.name == kTransferLimit) return std::to_string(kDefaultTransferLimitPercent);
   if (spec.name == kCrossShardDecidePause) return "0s";
+  if (spec.name == kIgnoreLeases) return "false";
   if (spec.name == kRepairDelay) return format_duration(kDefaultRepairDelay);
   return format_duration(config.atime_grace_period);
 }
@@ -197,6 +206,10 @@ AtimePolicy atime_policy(const cluster::GroupView& view, const NodeConfig& confi
 
 std::chrono::seconds cross_shard_decide_pause(const cluster::GroupView& view) {
   return duration_value(view, kCrossShardDecidePause, std::chrono::seconds(0));
+}
+
+bool ignore_leases(const cluster::GroupView& view) {
+  return cluster_value(view, kIgnoreLeases) == "true";
 }
 
 std::chrono::seconds repair_delay(const cluster::GroupView& view) {

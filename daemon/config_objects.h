@@ -74,6 +74,9 @@ std::chrono::seconds repair_delay(const cluster::GroupView& view);
 // debug.fail_point.cross_shard_decide: the pause of fail point kCrossShardDecide
 // (common/fail_points.h) on every node; 0 when unset.
 std::chrono::seconds cross_shard_decide_pause(const cluster::GroupView& view);
+// debug.fail_point.ignore_leases: fail point kIgnoreLeases (common/fail_points.h) on every node;
+// off when unset.
+bool ignore_leases(const cluster::GroupView& view);
 
 // The nodes the cluster places file data on no more: down past the repair delay. The leader
 // writes the record; every home leaves these nodes out of their pools (pool_nodes), for new

@@ -53,6 +53,19 @@ TEST(Sysctls, TheFailPointBetweenThePhasesIsADurationAndOffUnlessSet) {
   EXPECT_EQ(cross_shard_decide_pause(view).count(), 2);
 }
 
+TEST(Sysctls, TheFailPointIgnoringLeasesIsAFlagAndOffUnlessSet) {
+  const SysctlSpec* ignore = find_sysctl("debug.fail_point.ignore_leases");
+  ASSERT_NE(ignore, nullptr);
+  EXPECT_EQ(normalize_sysctl(*ignore, "1").value(), "true");
+  EXPECT_FALSE(normalize_sysctl(*ignore, "30s").ok());
+  EXPECT_EQ(sysctl_default(*ignore, NodeConfig{}), "false");
+  cluster::GroupView view;
+  EXPECT_FALSE(ignore_leases(view));
+  view.objects.push_back(
+      {std::string(kSysctlKind), "debug.fail_point.ignore_leases", R"({"value":"true"})", 4});
+  EXPECT_TRUE(ignore_leases(view));
+}
+
 TEST(Sysctls, TheRepairDelayIsTenMinutesUnlessSet) {
   const SysctlSpec* delay = find_sysctl("efs.flexprotect.repair_delay");
   ASSERT_NE(delay, nullptr);

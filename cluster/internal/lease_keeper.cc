@@ -62,8 +62,8 @@ void LeaseKeeper::changes_applied() {
   waiting_.reset();
 }
 
-void LeaseKeeper::lapse() {
-  lease_->lapse();
+void LeaseKeeper::fence() {
+  lease_->fence();
   waiting_.reset();
   // A grant still on its way answers a request made before what was taken: it must not count.
   sent_.clear();

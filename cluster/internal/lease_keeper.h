@@ -69,7 +69,7 @@ class LeaseKeeper {
   // This node applied changes: a grant waiting for it to catch up may now count.
   void changes_applied();
   // This node applied a change that has it down: what it held may be handed on.
-  void lapse();
+  void fence();
 
  private:
   struct Round {

@@ -27,10 +27,13 @@ void Service::refused_for_want_of_lease() const {
 
 awaitable<std::optional<std::uint64_t>> Service::held_lease() const {
   const auto deadline = std::chrono::steady_clock::now() + kLeaseWait;
+  const auto held = lease.load();
+  const std::uint64_t fences = held ? held->fences() : 0;
   for (;;) {
     const std::uint64_t started = lease_clock();
-    if (lease_held_since(started)) co_return started;
-    if (std::chrono::steady_clock::now() >= deadline) {
+    const bool fenced_meanwhile = held && held->fences() != fences;
+    if (!fenced_meanwhile && lease_held_since(started)) co_return started;
+    if (fenced_meanwhile || std::chrono::steady_clock::now() >= deadline) {
       refused_for_want_of_lease();
       co_return std::nullopt;
     }

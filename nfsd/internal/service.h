@@ -56,7 +56,9 @@ struct Service {
   }
   // Waits a little for the lease, as a node gets it back within moments after a pause or a
   // restart and clients retry a refusal only seconds later. The time it is held from (to check
-  // again with lease_held_since before answering), or nothing: answer "retry later".
+  // again with lease_held_since before answering), or nothing: answer "retry later" — also
+  // when the node was fenced while the call waited, since the call may have been sent under a
+  // lock the group gave away meanwhile, before its client could be told.
   awaitable<std::optional<std::uint64_t>> held_lease() const;
   // Counts a call answered "retry later" for want of a lease; the first is logged.
   void refused_for_want_of_lease() const;
