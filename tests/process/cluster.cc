@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -118,7 +119,8 @@ bool wait_for_port(const std::string& address, uint16_t port,
 }
 
 TidedNode::TidedNode(NodeOptions options) : options_(std::move(options)) {
-  endpoint_.address = pick_loopback_address(endpoint_);
+  endpoint_.address =
+      options_.address.empty() ? pick_loopback_address(endpoint_) : options_.address;
   auto base = std::filesystem::temp_directory_path() /
               ("tidepool-test-" + std::to_string(::getpid()) + "-XXXXXX");
   std::string tmpl = base.string();
@@ -197,17 +199,30 @@ bool TidedNode::start(std::string* error) {
   int log_fd = ::open(log_path_.c_str(),
                       O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  int namespace_fd = -1;
+  if (!options_.network_namespace.empty()) {
+    namespace_fd = ::open(("/run/netns/" + options_.network_namespace).c_str(),
+                          O_RDONLY | O_CLOEXEC);
+    if (namespace_fd < 0) {
+      *error = "network namespace " + options_.network_namespace + ": " + std::strerror(errno);
+      if (log_fd >= 0) ::close(log_fd);
+      if (null_fd >= 0) ::close(null_fd);
+      return false;
+    }
+  }
   pid_t parent = ::getpid();
   pid_t child = ::fork();
   if (child < 0) {
     *error = std::string("fork: ") + std::strerror(errno);
     if (log_fd >= 0) ::close(log_fd);
     if (null_fd >= 0) ::close(null_fd);
+    if (namespace_fd >= 0) ::close(namespace_fd);
     return false;
   }
   if (child == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(126);
+    if (namespace_fd >= 0 && ::setns(namespace_fd, CLONE_NEWNET) != 0) ::_exit(125);
     if (null_fd >= 0) ::dup2(null_fd, 0);
     if (log_fd >= 0) {
       ::dup2(log_fd, 1);
@@ -218,6 +233,7 @@ bool TidedNode::start(std::string* error) {
   }
   if (log_fd >= 0) ::close(log_fd);
   if (null_fd >= 0) ::close(null_fd);
+  if (namespace_fd >= 0) ::close(namespace_fd);
   pid_ = child;
   exit_description_.clear();
   ending_ = false;

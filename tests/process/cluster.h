@@ -43,6 +43,10 @@ struct NodeOptions {
   std::vector<ExportSpec> exports;
   // Appended verbatim to the generated config file.
   std::string extra_toml;
+  // The address to answer on; empty: a free loopback address (pick_loopback_address).
+  std::string address;
+  // The network namespace (by its name under /run/netns) to run in; empty: the test's own.
+  std::string network_namespace;
   std::chrono::milliseconds start_timeout = std::chrono::seconds(10);
   std::chrono::milliseconds stop_timeout = std::chrono::seconds(5);
 };

@@ -278,6 +278,9 @@ class RpcConnection {
             const std::function<void(void*)>& on_reply);
 
   void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
+  // Whether a call that gets no reply fails the test (the default) or only reports it; not,
+  // where a node may be cut off on purpose.
+  void set_report_no_reply(bool report) { report_no_reply_ = report; }
 
  private:
   bool run_until(const bool& done, Clock::time_point deadline);
@@ -286,6 +289,7 @@ class RpcConnection {
   bool connected_ = false;
   std::string error_;
   std::chrono::milliseconds timeout_ = std::chrono::seconds(10);
+  bool report_no_reply_ = true;
 };
 
 // NFSv3 procedures on one connection.
@@ -295,6 +299,12 @@ class NfsClient {
   bool connected() const { return conn_.connected(); }
   const std::string& error() const { return conn_.error(); }
   const Credentials& credentials() const { return creds_; }
+  // Calls that get no reply within `timeout` return kNoReply without failing the test, and
+  // leave the client unconnected: for tests that cut nodes off on purpose.
+  void tolerate_no_reply(std::chrono::milliseconds timeout) {
+    conn_.set_timeout(timeout);
+    conn_.set_report_no_reply(false);
+  }
 
   bool null();
   AttrResult getattr(const FileHandle& fh);

@@ -1,305 +1,30 @@
 // NLM through real tided nodes: libnfs's NLM calls lock a file through one node and another,
-// and the client's own lock manager — a portmapper and NLM's GRANTED procedure on port 111 of
-// the client's loopback address, served by libnfs — receives the GRANTED callbacks.
-#include <arpa/inet.h>
+// and the client's own lock manager (nlm_client.h) receives the GRANTED callbacks and SM_NOTIFY.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
-#include <cstring>
 #include <fstream>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "tests/process/nlm_client.h"
 #include "tests/process/raw_rpc.h"
 #include "tests/process/tide_cluster.h"
 
-// After libnfs.h, which tide_cluster.h brings and these need.
-#include <nfsc/libnfs-raw-nlm.h>
+// After libnfs.h, which the headers above bring and this needs.
 #include <nfsc/libnfs-raw-nsm.h>
-#include <nfsc/libnfs-raw-portmap.h>
-
-// libnfs 4.0 never frees the service table rpc_register_service() allocates for a server
-// context; the leak is libnfs's, a few bytes per connection of the test's client lock manager.
-extern "C" const char* __lsan_default_suppressions() { return "leak:rpc_register_service\n"; }
 
 namespace tidepool::test {
 namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-constexpr uint16_t kPortmapPort = 111;
-
-// A TCP socket bound to `address` (port 0: any), connected to `to`:`port` when `to` is given,
-// else listening. -1 on failure.
-int bound_socket(const std::string& address, uint16_t port, const std::string& to = {},
-                 uint16_t to_port = 0) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in local{};
-  local.sin_family = AF_INET;
-  local.sin_port = htons(port);
-  ::inet_pton(AF_INET, address.c_str(), &local.sin_addr);
-  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) == 0;
-  if (ok && to.empty()) ok = ::listen(fd, 16) == 0;
-  if (ok && !to.empty()) {
-    sockaddr_in remote{};
-    remote.sin_family = AF_INET;
-    remote.sin_port = htons(to_port);
-    ::inet_pton(AF_INET, to.c_str(), &remote.sin_addr);
-    ok = ::connect(fd, reinterpret_cast<sockaddr*>(&remote), sizeof remote) == 0;
-  }
-  if (!ok) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-// The client host's lock manager and status monitor: answers PMAP GETPORT for NLM and NSM with
-// port 111 itself, and records the GRANTED callbacks and the SM_NOTIFY calls it receives. libnfs's
-// service callbacks carry no user pointer, so the one instance is reached through `current`.
-class ClientLockd {
- public:
-  ClientLockd() {
-    for (int i = 0; i < 50 && listener_ < 0; ++i) {
-      address_ = "127.201." + std::to_string((::getpid() + i) % 250 + 1) + "." +
-                 std::to_string(i % 250 + 1);
-      listener_ = bound_socket(address_, kPortmapPort);
-    }
-    current = this;
-    if (listener_ >= 0) thread_ = std::thread([this] { serve(); });
-  }
-  ~ClientLockd() {
-    stop_ = true;
-    if (thread_.joinable()) thread_.join();
-    if (listener_ >= 0) ::close(listener_);
-    current = nullptr;
-  }
-
-  bool listening() const { return listener_ >= 0; }
-  const std::string& address() const { return address_; }
-
-  struct Notice {
-    std::string mon_name;
-    int state = 0;
-  };
-  // Waits (bounded) for an SM_NOTIFY.
-  std::optional<Notice> wait_notified(std::chrono::milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    while (Clock::now() < deadline) {
-      {
-        std::lock_guard lock(mutex_);
-        if (!notices_.empty()) return notices_.front();
-      }
-      std::this_thread::sleep_for(50ms);
-    }
-    return std::nullopt;
-  }
-
-  // Waits (bounded) for a GRANTED callback for process `svid`.
-  bool wait_granted(uint32_t svid, std::chrono::milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    while (Clock::now() < deadline) {
-      {
-        std::lock_guard lock(mutex_);
-        if (granted_.contains(svid)) return true;
-      }
-      std::this_thread::sleep_for(50ms);
-    }
-    return false;
-  }
-
- private:
-  static int getport(rpc_context* rpc, rpc_msg* call) {
-    uint32_t port = kPortmapPort;
-    return rpc_send_reply(rpc, call, &port, reinterpret_cast<zdrproc_t>(zdr_uint32_t), sizeof port);
-  }
-  static int granted(rpc_context* rpc, rpc_msg* call) {
-    auto* args = static_cast<NLM4_GRANTEDargs*>(call->body.cbody.args);
-    {
-      std::lock_guard lock(current->mutex_);
-      current->granted_.insert(args->lock.svid);
-    }
-    NLM4_GRANTEDres res{};
-    res.cookie = args->cookie;
-    res.status = NLM4_GRANTED;
-    return rpc_send_reply(rpc, call, &res, reinterpret_cast<zdrproc_t>(zdr_NLM4_GRANTEDres),
-                          sizeof res);
-  }
-
-  static int notified(rpc_context* rpc, rpc_msg* call) {
-    const auto* args = static_cast<NSM1_NOTIFYargs*>(call->body.cbody.args);
-    {
-      std::lock_guard lock(current->mutex_);
-      current->notices_.push_back({args->mon_name, args->state});
-    }
-    return rpc_send_reply(rpc, call, nullptr, reinterpret_cast<zdrproc_t>(zdr_void), 0);
-  }
-
-  // libnfs decodes strings into the pointers already in its argument buffer, which it does not
-  // clear first: start from zeroes.
-  static uint32_t decode_granted(ZDR* zdrs, NLM4_GRANTEDargs* args) {
-    std::memset(args, 0, sizeof *args);
-    return zdr_NLM4_GRANTEDargs(zdrs, args);
-  }
-  static uint32_t decode_notify(ZDR* zdrs, NSM1_NOTIFYargs* args) {
-    std::memset(args, 0, sizeof *args);
-    return zdr_NSM1_NOTIFYargs(zdrs, args);
-  }
-
-  void serve() {
-    static service_proc portmap[] = {{PMAP2_GETPORT, getport,
-                                      reinterpret_cast<zdrproc_t>(zdr_pmap2_mapping),
-                                      sizeof(pmap2_mapping)}};
-    static service_proc nlm[] = {{NLM4_GRANT, granted, reinterpret_cast<zdrproc_t>(decode_granted),
-                                  sizeof(NLM4_GRANTEDargs)}};
-    static service_proc nsm[] = {{NSM1_NOTIFY, notified, reinterpret_cast<zdrproc_t>(decode_notify),
-                                  sizeof(NSM1_NOTIFYargs)}};
-    std::vector<rpc_context*> connections;
-    const auto deadline = Clock::now() + 5min;
-    while (!stop_ && Clock::now() < deadline && connections.size() < 256) {
-      std::vector<pollfd> fds{{listener_, POLLIN, 0}};
-      for (rpc_context* rpc : connections) {
-        fds.push_back({rpc_get_fd(rpc), static_cast<short>(rpc_which_events(rpc)), 0});
-      }
-      if (::poll(fds.data(), fds.size(), 100) < 0) break;
-      for (std::size_t i = 1; i < fds.size(); ++i) {
-        if (fds[i].revents != 0) rpc_service(connections[i - 1], fds[i].revents);
-      }
-      if (fds[0].revents & POLLIN) {
-        int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
-        if (fd < 0) continue;
-        rpc_context* rpc = rpc_init_server_context(fd);
-        rpc_register_service(rpc, PMAP_PROGRAM, PMAP_V2, portmap, 1);
-        rpc_register_service(rpc, NLM_PROGRAM, NLM_V4, nlm, 1);
-        rpc_register_service(rpc, NSM_PROGRAM, NSM_V1, nsm, 1);
-        connections.push_back(rpc);
-      }
-    }
-    for (rpc_context* rpc : connections) rpc_destroy_context(rpc);
-  }
-
-  static inline ClientLockd* current = nullptr;
-  std::string address_;
-  int listener_ = -1;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-  std::mutex mutex_;
-  std::set<uint32_t> granted_;  // guarded by mutex_
-  std::vector<Notice> notices_;  // guarded by mutex_
-};
-
-// NLM v4 calls through libnfs to one node, from `source` when given (where the node sends its
-// callbacks).
-class NlmClient {
- public:
-  NlmClient(const Endpoint& node, std::string caller, const std::string& source = {})
-      : caller_(std::move(caller)) {
-    connected_ = connection_.connect(node.address, node.nfs_port, NLM_PROGRAM, NLM_V4, {});
-    if (!connected_ || source.empty()) return;
-    // libnfs cannot choose its source address: put a socket that did in place of its own.
-    int fd = bound_socket(source, 0, node.address, node.nfs_port);
-    connected_ = fd >= 0 && ::dup2(fd, rpc_get_fd(connection_.get())) >= 0;
-    if (fd >= 0) ::close(fd);
-  }
-  bool connected() const { return connected_; }
-
-  // `state`: the client's NSM state, which a client that restarted tells anew.
-  uint32_t lock(const FileHandle& fh, uint32_t svid, bool exclusive, bool block,
-                bool reclaim = false, int state = 0) {
-    NLM4_LOCKargs args{};
-    args.block = block;
-    args.exclusive = exclusive;
-    args.lock = lock_of(fh, svid);
-    args.reclaim = reclaim;
-    args.state = state;
-    return call("LOCK", [&](rpc_cb cb, void* priv) {
-      return rpc_nlm4_lock_async(connection_.get(), cb, &args, priv);
-    });
-  }
-  // The status; when DENIED, the lock in the way lands in `holder`.
-  uint32_t test(const FileHandle& fh, uint32_t svid, bool exclusive,
-                nlm4_holder* holder = nullptr) {
-    NLM4_TESTargs args{};
-    args.exclusive = exclusive;
-    args.lock = lock_of(fh, svid);
-    uint32_t status = 1000;
-    const bool answered = connection_.call(
-        "TEST",
-        [&](rpc_cb cb, void* priv) {
-          return rpc_nlm4_test_async(connection_.get(), cb, &args, priv);
-        },
-        [&](void* data) {
-          const auto* res = static_cast<NLM4_TESTres*>(data);
-          status = res->reply.status;
-          if (status == NLM4_DENIED && holder != nullptr) {
-            *holder = res->reply.nlm4_testreply_u.lock.holder;
-            holder->oh = {};  // points into the reply, gone after this call
-          }
-        });
-    EXPECT_TRUE(answered) << "TEST: " << connection_.error();
-    return status;
-  }
-  uint32_t cancel(const FileHandle& fh, uint32_t svid, bool exclusive) {
-    NLM4_CANCargs args{};
-    args.block = true;
-    args.exclusive = exclusive;
-    args.lock = lock_of(fh, svid);
-    return call("CANCEL", [&](rpc_cb cb, void* priv) {
-      return rpc_nlm4_cancel_async(connection_.get(), cb, &args, priv);
-    });
-  }
-  uint32_t unlock(const FileHandle& fh, uint32_t svid) {
-    NLM4_UNLOCKargs args{};
-    args.lock = lock_of(fh, svid);
-    return call("UNLOCK", [&](rpc_cb cb, void* priv) {
-      return rpc_nlm4_unlock_async(connection_.get(), cb, &args, priv);
-    });
-  }
-
- private:
-  nlm4_lock lock_of(const FileHandle& fh, uint32_t svid) {
-    owner_ = std::to_string(svid) + "@" + caller_;
-    nlm4_lock lock{};
-    lock.caller_name = const_cast<char*>(caller_.c_str());
-    lock.fh.data.data_len = static_cast<u_int>(fh.size());
-    lock.fh.data.data_val = const_cast<char*>(fh.data());
-    lock.oh = const_cast<char*>(owner_.c_str());
-    lock.svid = svid;
-    return lock;
-  }
-
-  // The status of the reply; the first word of every NLM result after its cookie.
-  uint32_t call(std::string_view what, const std::function<int(rpc_cb, void*)>& issue) {
-    uint32_t status = 1000;
-    const bool answered = connection_.call(what, issue, [&status](void* data) {
-      // NLM4_LOCKres and NLM4_UNLOCKres begin with the cookie and the status.
-      status = static_cast<NLM4_LOCKres*>(data)->status;
-    });
-    EXPECT_TRUE(answered) << what << ": " << connection_.error();
-    return status;
-  }
-
-  std::string caller_;
-  std::string owner_;
-  RpcConnection connection_;
-  bool connected_ = false;
-};
 
 class NlmTest : public ::testing::Test {
  protected:

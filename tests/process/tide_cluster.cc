@@ -48,7 +48,8 @@ Ran run(const std::string& program, const std::vector<std::string>& args,
 }
 
 TideCluster::TideCluster(std::string name, const std::vector<std::string>& pools, std::string tag,
-                         const std::string& extra_toml, const std::string& node_toml)
+                         const std::string& extra_toml, const std::string& node_toml,
+                         const Placement& place)
     : name_(std::move(name)),
       workdir_(fs::temp_directory_path() / ("tidepool-" + tag + "-" + std::to_string(::getpid()))) {
   fs::create_directories(workdir_);
@@ -59,6 +60,7 @@ TideCluster::TideCluster(std::string name, const std::vector<std::string>& pools
     options.node_toml = node_toml;
     options.exports = {ExportSpec{.path = "/ifs", .root_squash = false}};
     options.extra_toml = "[cluster]\nname = \"" + name_ + "\"\n" + extra_toml;
+    if (place) place(i + 1, options);
     nodes_.push_back(std::make_unique<TidedNode>(options));
   }
 }

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -27,11 +28,15 @@ Ran run(const std::string& program, const std::vector<std::string>& args,
 
 class TideCluster {
  public:
+  // Changes node `id`'s options before it is made (its address, its network namespace...).
+  using Placement = std::function<void(std::size_t id, NodeOptions& options)>;
+
   // Nodes 1..pools.size() (node k in pools[k-1]) of the cluster `name`, exporting /ifs, with
   // `extra_toml` appended to each node's configuration and `node_toml` to its [node] table;
   // none started yet.
   TideCluster(std::string name, const std::vector<std::string>& pools, std::string tag,
-              const std::string& extra_toml = "", const std::string& node_toml = "");
+              const std::string& extra_toml = "", const std::string& node_toml = "",
+              const Placement& place = {});
   ~TideCluster();
 
   // Which nodes exited on their own (crashed), with how and their logs' tails; "" if none.
