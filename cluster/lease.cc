@@ -51,10 +51,7 @@ void Lease::fence() {
   ++fences_;
 }
 
-std::uint64_t Lease::fences() const {
-  std::lock_guard lock(mutex_);
-  return fences_;
-}
+std::uint64_t Lease::fences() const { return fences_.load(); }
 
 void Lease::detach() {
   lapse();

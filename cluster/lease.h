@@ -9,6 +9,7 @@
 // Thread-safe: the group member extends it on its loop; anyone reads it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 
@@ -50,7 +51,8 @@ class Lease {
   mutable std::mutex mutex_;
   std::uint64_t from_ms_ = 0;
   std::uint64_t until_ms_ = 0;
-  std::uint64_t fences_ = 0;
+  // Atomic: every NFS call reads it, and it must not take the mutex for that.
+  std::atomic<std::uint64_t> fences_{0};
 };
 
 }  // namespace tidepool::cluster
