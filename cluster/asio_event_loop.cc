@@ -2,6 +2,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 
+#include <time.h>
+
 #include <map>
 #include <memory>
 #include <random>
@@ -24,10 +26,13 @@ class AsioEventLoop final : public EventLoop {
   }
 
   std::uint64_t now_ms() const override { return now_us() / 1000; }
+  // CLOCK_BOOTTIME, not the steady clock (CLOCK_MONOTONIC): it goes on while the machine is
+  // suspended, so a node that wakes finds its lease lapsed, as one that was paused does.
   std::uint64_t now_us() const override {
-    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                          std::chrono::steady_clock::now().time_since_epoch())
-                                          .count());
+    timespec now{};
+    ::clock_gettime(CLOCK_BOOTTIME, &now);
+    return static_cast<std::uint64_t>(now.tv_sec) * 1'000'000 +
+           static_cast<std::uint64_t>(now.tv_nsec) / 1000;
   }
 
   void post(Task task) override { asio::post(strand_, std::move(task)); }

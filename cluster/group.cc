@@ -142,6 +142,15 @@ constexpr std::size_t kOutcomesKept = 256;
 // that it ends within the admin API's deadline for adding a node.
 constexpr int kPromotionAttempts = 3;
 
+// The most one step of the leader's clock counts toward a node's silence (CountedClock): half
+// of what `down_after` leaves beyond a lease and the clocks' drift, so that even two jumps the
+// clock made without time passing cannot have a node recorded down while its lease runs.
+std::chrono::milliseconds silence_step(const GroupOptions& options) {
+  const double lease = static_cast<double>(options.lease.count()) * (1 + internal::kMaxClockDrift);
+  const double left = static_cast<double>(options.down_after.count()) - lease;
+  return std::chrono::milliseconds(left > 0 ? static_cast<std::int64_t>(left / 2) : 0);
+}
+
 }  // namespace
 
 class GroupMember::Impl final : public internal::LeaseKeeper::Group {
@@ -153,8 +162,10 @@ class GroupMember::Impl final : public internal::LeaseKeeper::Group {
         log_(std::move(log)),
         db_(std::move(db)),
         io_(loop, transport, *log_),
+        silence_clock_(loop, silence_step(options_)),
         leases_(loop, transport, options_.id,
-                internal::LeaseTiming{options_.lease, options_.lease_renew}, *this) {
+                internal::LeaseTiming{options_.lease, options_.lease_renew}, silence_clock_,
+                *this) {
     fsm_.version = 1;
     fsm_.data = this;
     fsm_.apply = &Impl::fsm_apply;
@@ -576,7 +587,7 @@ class GroupMember::Impl final : public internal::LeaseKeeper::Group {
       revoked_.clear();
       return;
     }
-    std::uint64_t now = loop_.now_ms();
+    std::uint64_t now = silence_clock_.now_ms();
     // Led since the start of this term: a lead lost and won back between two ticks counts anew.
     if (!leading_since_ || leading_term_ != raft_.current_term) {
       leading_since_ = now;
@@ -618,6 +629,7 @@ class GroupMember::Impl final : public internal::LeaseKeeper::Group {
   std::unique_ptr<internal::RaftLog> log_;
   std::unique_ptr<internal::ConfigDb> db_;
   internal::RaftIo io_;
+  internal::CountedClock silence_clock_;
   internal::LeaseKeeper leases_;
   raft raft_{};
   raft_fsm fsm_{};
@@ -651,6 +663,10 @@ Result<std::unique_ptr<GroupMember>> GroupMember::open(EventLoop& loop, Transpor
     return error(Errc::invalid_argument,
                  "a lease must outlast its renewal and, with the clocks' drift, end before "
                  "down_after");
+  }
+  if (silence_step(options) < options.heartbeat) {
+    return error(Errc::invalid_argument,
+                 "down_after must outlast a lease, with the clocks' drift, by two heartbeats");
   }
   TP_ASSIGN_OR_RETURN(auto log, internal::RaftLog::open(options.raft_log_path));
   TP_ASSIGN_OR_RETURN(auto db, internal::ConfigDb::open(options.config_db_path));

@@ -841,6 +841,76 @@ TEST_F(GroupTest, TheFailPointIgnoringLeasesMakesALapsedLeaseCountAsHeldUntilSwi
   EXPECT_FALSE(member(3).lease()->held());
 }
 
+TEST_F(GroupTest, ALeaseLapsesWhenItsClockStepsBackAndNoGrantAskedBeforeTheStepRenewsIt) {
+  constexpr NodeId kNode = 9;
+  world_.run_until(10'000);
+  Lease lease(world_.loop(kNode));
+  const std::uint64_t asked = lease.now_ms();
+  lease.extend(asked, asked + kLeaseMs);
+  ASSERT_TRUE(lease.held());
+
+  world_.shift_clock(kNode, -500);
+  EXPECT_FALSE(lease.held()) << "held on after its clock stepped back";
+  lease.extend(asked, asked + kLeaseMs);
+  EXPECT_FALSE(lease.held()) << "a grant asked for before the step renewed it";
+
+  run_for(10);
+  const std::uint64_t asked_after = lease.now_ms();
+  EXPECT_GT(asked_after, asked) << "the lease's clock ran back";
+  lease.extend(asked_after, asked_after + kLeaseMs);
+  EXPECT_TRUE(lease.held());
+}
+
+TEST_F(GroupTest, ANodeWhoseClockJumpsEitherWayLosesItsLeaseAtOnceAndSoonHoldsOneAgain) {
+  ASSERT_NO_FATAL_FAILURE(form_cluster(3));
+  run_for(10'000);  // so that a step back does not stop at 0
+  for (const std::int64_t jump : {-5'000, 5'000}) {
+    ASSERT_TRUE(wait([&] { return member(3).lease()->held(); }, kSoonMs)) << "jump " << jump;
+    world_.shift_clock(3, jump);
+    EXPECT_FALSE(member(3).lease()->held()) << "held on across a jump of " << jump << " ms";
+  }
+  EXPECT_TRUE(wait([&] { return member(3).lease()->held(); }, kSoonMs));
+}
+
+TEST_F(GroupTest, ALeaderWhoseClockJumpsRecordsNoNodeDownBeforeItsLeaseRanOut) {
+  ASSERT_NO_FATAL_FAILURE(form_cluster(3));
+  ASSERT_EQ(leader(), 1u);
+  ASSERT_TRUE(wait([&] {
+    for (NodeId id : all()) {
+      if (!member(id).lease()->held()) return false;
+    }
+    return true;
+  }, kSoonMs));
+  Recorded node2_down(member(2), world_, 2);
+  Recorded node3_down(member(2), world_, 3);
+  for (const std::int64_t jump : {10'000, -12'000}) {
+    world_.shift_clock(1, jump);
+    run_for(2 * kDownAfterMs);
+    ASSERT_EQ(leader(), 1u) << "the jump of " << jump << " ms cost node 1 the lead";
+  }
+  EXPECT_FALSE(node2_down.at_ms.has_value()) << "node 2 recorded down at " << *node2_down.at_ms;
+  EXPECT_FALSE(node3_down.at_ms.has_value()) << "node 3 recorded down at " << *node3_down.at_ms;
+
+  // Jumps while a node is silent do not have it recorded down while its lease may run (its
+  // clock, not shifted, is the world's).
+  world_.partition({{1, 2}, {3}});
+  for (int jump = 0; jump < 2; ++jump) {
+    run_for(kHeartbeatMs * 3);
+    world_.shift_clock(1, 10'000);
+  }
+  ASSERT_TRUE(wait([&] { return node3_down.at_ms.has_value(); }, kSoonMs));
+  EXPECT_LE(member(3).lease()->until_ms(), *node3_down.at_ms) << "recorded down while its lease ran";
+}
+
+TEST_F(GroupTest, OpenRefusesTimingsThatLeaveTooLittleBetweenALeaseAndItsNodeRecordedDown) {
+  for (const std::int64_t lease_ms : {2'000, 1'900}) {
+    GroupOptions o = options(1);
+    o.lease = std::chrono::milliseconds(lease_ms);
+    auto opened = GroupMember::open(world_.loop(1), world_.transport(1), o);
+    EXPECT_EQ(opened.status().code(), Errc::invalid_argument) << "a lease of " << lease_ms << " ms";
+  }
+}
+
 TEST_F(GroupTest, AnIsolatedLeaderLosesItsLeaseBeforeTheNewLeaderRecordsItDown) {
   ASSERT_NO_FATAL_FAILURE(form_cluster(5));
   const NodeId old_leader = leader();

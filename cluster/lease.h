@@ -19,7 +19,11 @@ namespace tidepool::cluster {
 
 class Lease {
  public:
-  // Times are `clock`'s now_ms(), which must be callable from any thread (both loops' are).
+  // Times are on the lease's clock: `clock`'s now_ms() (callable from any thread, as both
+  // loops' are), except that it never runs back. A step back of `clock` counts as no time and
+  // lapses the lease, since the request a lease was granted for was timed on the clock before
+  // — a step seen, that is: one smaller than the time since the lease's clock was last read
+  // goes unseen and lengthens the lease by as much. The daemon's clock never steps back.
   explicit Lease(const EventLoop& clock) : clock_(&clock) {}
 
   // 0 once the group member is gone.
@@ -31,8 +35,9 @@ class Lease {
   // When the lease runs out, or ran out; 0 when never held.
   std::uint64_t until_ms() const;
 
-  // For the group member. Holds the lease until `until_ms`, from now if it had lapsed.
-  void extend(std::uint64_t until_ms);
+  // For the group member: a grant of the request sent at `asked_ms`. Holds the lease until
+  // `until_ms`, from now if it had lapsed — unless the clock stepped back since `asked_ms`.
+  void extend(std::uint64_t asked_ms, std::uint64_t until_ms);
   // Gives it up now.
   void lapse();
   // The group took what this node held (it applied a change that has it down): gives the
@@ -45,12 +50,16 @@ class Lease {
   void detach();
 
  private:
-  void lapse_locked();  // with mutex_ held
+  // With mutex_ held.
+  void lapse_locked() const;
+  std::uint64_t now_locked() const;
 
   const EventLoop* clock_;  // guarded by mutex_
   mutable std::mutex mutex_;
+  // Reading the clock lapses the lease when it finds a step back, so these change on reads.
   std::uint64_t from_ms_ = 0;
-  std::uint64_t until_ms_ = 0;
+  mutable std::uint64_t until_ms_ = 0;
+  mutable ForwardReadings readings_;
   // Atomic: every NFS call reads it, and it must not take the mutex for that.
   std::atomic<std::uint64_t> fences_{0};
 };

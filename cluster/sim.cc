@@ -1,5 +1,6 @@
 #include "cluster/sim.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace tidepool::cluster {
@@ -8,8 +9,11 @@ class SimWorld::Loop final : public EventLoop {
  public:
   Loop(SimWorld& world, NodeId node) : world_(world), node_(node) {}
 
-  std::uint64_t now_ms() const override { return world_.now_ms_; }
-  std::uint64_t now_us() const override { return world_.now_ms_ * 1000; }
+  std::uint64_t now_ms() const override {
+    const std::int64_t shifted = static_cast<std::int64_t>(world_.now_ms_) + shift_ms_;
+    return static_cast<std::uint64_t>(std::max<std::int64_t>(0, shifted));
+  }
+  std::uint64_t now_us() const override { return now_ms() * 1000; }
   void post(Task task) override { world_.add_event(node_, 0, 0, std::move(task)); }
   TimerId schedule(std::chrono::milliseconds delay, Task task) override {
     TimerId timer = world_.next_timer_++;
@@ -22,10 +26,12 @@ class SimWorld::Loop final : public EventLoop {
   std::uint64_t random_between(std::uint64_t low, std::uint64_t high) override {
     return world_.random_between(low, high);
   }
+  void shift_clock(std::int64_t by_ms) { shift_ms_ += by_ms; }
 
  private:
   SimWorld& world_;
   NodeId node_;
+  std::int64_t shift_ms_ = 0;
 };
 
 class SimWorld::Network final : public Transport {
@@ -64,6 +70,10 @@ EventLoop& SimWorld::loop(NodeId node) {
   auto& loop = loops_[node];
   if (!loop) loop = std::make_unique<Loop>(*this, node);
   return *loop;
+}
+
+void SimWorld::shift_clock(NodeId node, std::int64_t by_ms) {
+  static_cast<Loop&>(loop(node)).shift_clock(by_ms);
 }
 
 Transport& SimWorld::transport(NodeId node) {

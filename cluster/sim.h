@@ -51,6 +51,9 @@ class SimWorld {
   void crash(NodeId node);
   void restart(NodeId node);
   bool is_up(NodeId node) const { return !down_.contains(node); }
+  // The node's clock jumps by `by_ms` (back when negative, never below 0) and runs on from
+  // there; timers already set still fire after their delay, as a steady timer's would.
+  void shift_clock(NodeId node, std::int64_t by_ms);
 
   // Runs events in time order until virtual time reaches `until_ms`.
   void run_until(std::uint64_t until_ms);

@@ -28,11 +28,12 @@ std::size_t words_of(Message kind) {
 }  // namespace
 
 LeaseKeeper::LeaseKeeper(EventLoop& loop, Transport& transport, NodeId self, LeaseTiming timing,
-                         Group& group)
+                         CountedClock& silence_clock, Group& group)
     : loop_(loop),
       transport_(transport),
       self_(self),
       timing_(timing),
+      silence_clock_(silence_clock),
       group_(group),
       lease_(std::make_shared<Lease>(loop)) {}
 
@@ -58,7 +59,7 @@ std::optional<std::uint64_t> LeaseKeeper::last_heard(NodeId node) const {
 
 void LeaseKeeper::changes_applied() {
   if (!waiting_ || group_.applied() < waiting_->required_applied) return;
-  lease_->extend(waiting_->until_ms);
+  lease_->extend(waiting_->asked_ms, waiting_->until_ms);
   waiting_.reset();
 }
 
@@ -78,7 +79,7 @@ void LeaseKeeper::schedule_request() {
 }
 
 void LeaseKeeper::request() {
-  const std::uint64_t now = loop_.now_ms();
+  const std::uint64_t now = lease_->now_ms();
   // A request older than a lease can no longer extend it.
   while (!sent_.empty() && sent_.begin()->second + timing_.lease.count() <= now) {
     sent_.erase(sent_.begin());
@@ -128,7 +129,7 @@ void LeaseKeeper::on_request(NodeId from, std::uint64_t sequence) {
     pending_.clear();
     leading_term_ = group_.term();
   }
-  heard_[from] = loop_.now_ms();
+  heard_[from] = silence_clock_.now_ms();
   pending_[from] = sequence;
   if (!round_) begin_round();
 }
@@ -192,11 +193,12 @@ void LeaseKeeper::end_round() {
 void LeaseKeeper::on_grant(std::uint64_t sequence, std::uint64_t required_applied) {
   auto sent = sent_.find(sequence);
   if (sent == sent_.end()) return;
-  const std::uint64_t until = sent->second + static_cast<std::uint64_t>(timing_.lease.count());
+  const std::uint64_t asked = sent->second;
+  const std::uint64_t until = asked + static_cast<std::uint64_t>(timing_.lease.count());
   if (group_.applied() >= required_applied) {
-    lease_->extend(until);
+    lease_->extend(asked, until);
   } else {
-    waiting_ = WaitingGrant{until, required_applied};
+    waiting_ = WaitingGrant{asked, until, required_applied};
   }
 }
 

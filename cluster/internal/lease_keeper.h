@@ -7,8 +7,9 @@
 // the round, if it may. A node that gets a grant holds its lease until `lease` after it sent
 // the request — by its own clock, so message delays only shorten it. The leader records a
 // node down only after `down_after` without a request from it, and only a leader that led for
-// `down_after` records any; `lease` (with the clock-rate bound) is shorter than `down_after`,
-// so every lease a node held has run out before anything it held is handed on.
+// `down_after` records any, both counted on a clock that a jump forward moves by a bounded
+// amount only (counted_clock.h); `lease` (with the clock-rate bound) is shorter than `down_after`, so every
+// lease a node held has run out before anything it held is handed on.
 //
 // Not thread-safe: lives on the group member's loop.
 #pragma once
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "cluster/event_loop.h"
+#include "cluster/internal/counted_clock.h"
 #include "cluster/lease.h"
 #include "cluster/transport.h"
 #include "cluster/types.h"
@@ -56,15 +58,16 @@ class LeaseKeeper {
     virtual std::uint64_t applied() const = 0;
   };
 
+  // `silence_clock` times the requests a leader hears (last_heard).
   LeaseKeeper(EventLoop& loop, Transport& transport, NodeId self, LeaseTiming timing,
-              Group& group);
+              CountedClock& silence_clock, Group& group);
   ~LeaseKeeper();
   LeaseKeeper(const LeaseKeeper&) = delete;
   LeaseKeeper& operator=(const LeaseKeeper&) = delete;
 
   void start();
   const std::shared_ptr<Lease>& lease() const { return lease_; }
-  // On the leader: when the latest request from `node` reached it.
+  // On the leader: when the latest request from `node` reached it, on the silence clock.
   std::optional<std::uint64_t> last_heard(NodeId node) const;
   // This node applied changes: a grant waiting for it to catch up may now count.
   void changes_applied();
@@ -80,6 +83,7 @@ class LeaseKeeper {
     EventLoop::TimerId deadline = 0;
   };
   struct WaitingGrant {
+    std::uint64_t asked_ms = 0;
     std::uint64_t until_ms = 0;
     std::uint64_t required_applied = 0;
   };
@@ -99,13 +103,14 @@ class LeaseKeeper {
   Transport& transport_;
   NodeId self_;
   LeaseTiming timing_;
+  CountedClock& silence_clock_;
   Group& group_;
   std::shared_ptr<Lease> lease_;
   std::optional<EventLoop::TimerId> request_timer_;
 
   // As a requester.
   std::uint64_t next_sequence_ = 1;
-  std::map<std::uint64_t, std::uint64_t> sent_;  // sequence -> when it was sent
+  std::map<std::uint64_t, std::uint64_t> sent_;  // sequence -> when it was sent, lease's clock
   std::optional<WaitingGrant> waiting_;
 
   // As the leader.

@@ -219,7 +219,11 @@ int RaftIo::snapshot_get(raft_io* io, raft_io_snapshot_get* req, raft_io_snapsho
   return 0;
 }
 
-raft_time RaftIo::time(raft_io* io) { return self(io).loop_.now_ms(); }
+// Never back: libraft measures its timeouts as differences of these times.
+raft_time RaftIo::time(raft_io* io) {
+  RaftIo& me = self(io);
+  return me.time_.read(me.loop_.now_ms());
+}
 
 int RaftIo::random(raft_io* io, int min, int max) {
   if (max <= min) return min;

@@ -60,6 +60,7 @@ class RaftIo {
 
   raft_io io_{};
   EventLoop& loop_;
+  ForwardReadings time_;
   Transport& transport_;
   RaftLog& log_;
   // Completions posted to the loop check it before touching this object.

@@ -16,7 +16,7 @@
 // campaign (`./dev partitions`); TIDEPOOL_PARTITION_HISTORY=FILE writes the schedules and every
 // call there, to read beside the nodes' logs (TIDEPOOL_KEEP_TEST_DIRS=1 keeps those). The last
 // test switches the lease check off (a fail point) and shows the checker reporting the stale
-// read that follows.
+// read that follows. Another test bounds how long a node cut off serves what it cached.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -649,6 +649,55 @@ TEST_F(PartitionTest, NoStaleReadNoSharedLockNoLostWriteAndEveryLockLoserToldOnR
   EXPECT_EQ(cluster().crashed_nodes(), "");
   std::printf("partition schedules: %d, seed %llu: %s\n", schedules,
               static_cast<unsigned long long>(seed), history.summary().c_str());
+}
+
+// A node cut off from the others while its client reads through it serves what it cached only
+// while its lease may still run — 1.5 s from a request it sent before the cut — then answers
+// "retry later", and serves again, without a restart, once the cut heals.
+TEST_F(PartitionTest, AnIsolatedNodeStopsServingItsCacheWithinItsLeaseAndServesAgainAfterTheHeal) {
+  constexpr auto kLease = 1500ms;
+  // The lease ran from a request sent before the cut, by at most 1.5 s (and the clocks' drift),
+  // and a READ is answered only if it held when the answer was ready, after the READ was sent;
+  // this covers the clocks' whole milliseconds.
+  constexpr auto kSlack = 20ms;
+  const FileHandle& fh = world_->files[0];
+  const pid_t pid = cluster().node(3).pid();
+  const auto read_through_3 = [&] {
+    InsideNamespace inside(network().node_namespace(3));
+    NfsClient nfs(cluster().node(3).endpoint());
+    nfs.tolerate_no_reply(kCallTimeout);
+    return nfs.read(fh, 0, kWordBytes).status;
+  };
+  ASSERT_EQ(read_through_3(), NFS3_OK);  // now in node 3's cache
+
+  ASSERT_TRUE(network().isolate(3)) << network().error();
+  const Time cut = Clock::now();
+  std::optional<Time> last_served;  // when the latest READ served after the cut was sent
+  int refused = 0;
+  for (Time sent = cut; sent < cut + kLease + 4s; sent = Clock::now()) {
+    const nfsstat3 status = read_through_3();
+    if (status == NFS3_OK) last_served = sent;
+    if (status == NFS3ERR_JUKEBOX) ++refused;
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_TRUE(network().heal()) << network().error();
+  // None served after the cut is within the bound too: the lease may have run out just before.
+  if (last_served) {
+    EXPECT_LT(*last_served - cut, kLease + kSlack)
+        << "node 3 served a READ sent " << seconds(*last_served, cut) << " s after it was cut off";
+  }
+  EXPECT_GT(refused, 0) << "node 3 never answered \"retry later\" while cut off";
+  std::printf("cut off, node 3 served READs sent up to %.3f s after the cut, then refused %d\n",
+              last_served ? seconds(*last_served, cut) : -1.0, refused);
+
+  bool served_again = false;
+  for (const auto deadline = Clock::now() + 30s; !served_again && Clock::now() < deadline;) {
+    served_again = read_through_3() == NFS3_OK;
+    if (!served_again) std::this_thread::sleep_for(200ms);
+  }
+  EXPECT_TRUE(served_again) << "node 3 did not serve again within 30 s of the heal";
+  EXPECT_EQ(cluster().node(3).pid(), pid);
+  EXPECT_EQ(cluster().crashed_nodes(), "");
 }
 
 // With the lease check off, a node cut off from the others serves what it cached: the checker
