@@ -225,6 +225,15 @@ Status show_status(Session& session, Format format) {
   return {};
 }
 
+Status list_network_interfaces(Session& session, Format format) {
+  TP_ASSIGN_OR_RETURN(Json status, session.call(Method::get, "/v1/cluster"));
+  const Json interfaces{{"interfaces", network_interfaces(field(status, "nodes"))}};
+  print(session, format, interfaces, [&](std::ostream& out) {
+    render_network_interfaces(out, field(interfaces, "interfaces"));
+  });
+  return {};
+}
+
 Status get_file(Session& session, const std::string& target, bool details, Format format) {
   TP_ASSIGN_OR_RETURN(Json file, session.call(Method::get, target));
   print(session, format, file, [&](std::ostream& out) { render_file(out, file, details); });
@@ -297,16 +306,32 @@ Status delete_tier(Session& session, const std::string& name) {
   return {};
 }
 
+Status confirm_delete(Session& session, const std::string& what, bool force) {
+  if (force) return {};
+  const auto& ask = session.environment().ask;
+  const std::optional<std::string> answer =
+      ask ? ask("Are you sure you want to delete " + what + "? (yes/[no]): ") : std::nullopt;
+  if (!answer) {
+    return error(Errc::invalid_argument, "not deleting " + what +
+                                             " without confirmation: standard input is not a "
+                                             "terminal; pass --force");
+  }
+  if (*answer != "yes" && *answer != "y") {
+    return error(Errc::invalid_argument, "not deleting " + what + ": not confirmed");
+  }
+  return {};
+}
+
 Status show_sysctl(Session& session, const std::string& name) {
   TP_ASSIGN_OR_RETURN(Json sysctl, session.call(Method::get, "/v1/sysctl/" + path_segment(name)));
-  session.out() << name << " = " << display(field(sysctl, "value")) << '\n';
+  session.out() << name << " = " << sysctl_value_shown(sysctl) << '\n';
   return {};
 }
 
 Status set_sysctl(Session& session, const std::string& name, const std::string& value) {
   TP_ASSIGN_OR_RETURN(Json sysctl, session.call(Method::put, "/v1/sysctl/" + path_segment(name),
                                                 Json{{"value", value}}));
-  session.out() << name << " = " << display(field(sysctl, "value")) << '\n';
+  session.out() << name << " = " << sysctl_value_shown(sysctl) << '\n';
   return {};
 }
 
@@ -393,35 +418,59 @@ Json only_nodes(Json reply, const std::vector<std::uint64_t>& nodes) {
 
 }  // namespace
 
-Status show_system_statistics(Session& session, Format format, const SystemView& view) {
+namespace {
+
+// As top does when `refresh`: the screen cleared and `show` drawn again every second,
+// `iterations` times (0: until stopped). Once otherwise.
+Status as_top(Session& session, bool refresh, std::uint32_t iterations,
+              const std::function<Status()>& show) {
   for (std::uint32_t shown = 0;;) {
-    TP_ASSIGN_OR_RETURN(Json reply, session.call(Method::get, "/v1/statistics/system"));
-    reply = only_nodes(std::move(reply), view.nodes);
-    // As top does: the screen cleared, the table drawn again.
-    if (view.refresh) session.out() << "\x1b[H\x1b[2J";
-    print(session, format, reply, [&](std::ostream& out) { render_system_statistics(out, reply); });
+    if (refresh) session.out() << "\x1b[H\x1b[2J";
+    TP_RETURN_IF_ERROR(show());
     session.out().flush();
-    if (!view.refresh || ++shown == view.iterations) return {};
-    std::this_thread::sleep_for(std::chrono::seconds(1));
+    if (!refresh || ++shown == iterations) return {};
+    session.environment().sleep(std::chrono::seconds(1));
   }
 }
 
-Status show_protocol_statistics(Session& session, Format format,
-                                std::optional<std::uint64_t> node) {
-  TP_ASSIGN_OR_RETURN(Json reply, session.call(Method::get, "/v1/statistics/system"));
-  Json figures = field(reply, "total");
-  if (node) {
-    reply = only_nodes(std::move(reply), {*node});
-    if (as_list(field(reply, "statistics")).empty()) {
-      return error(Errc::not_found, "node " + std::to_string(*node) +
-                                        " did not answer or is not "
-                                        "in the cluster");
+}  // namespace
+
+Status show_system_statistics(Session& session, Format format, const SystemView& view) {
+  return as_top(session, view.refresh, view.iterations, [&]() -> Status {
+    TP_ASSIGN_OR_RETURN(Json reply, session.call(Method::get, "/v1/statistics/system"));
+    reply = only_nodes(std::move(reply), view.nodes);
+    print(session, format, reply, [&](std::ostream& out) {
+      if (view.refresh) {
+        render_system_top(out, reply);
+      } else {
+        render_system_statistics(out, reply);
+      }
+    });
+    return {};
+  });
+}
+
+Status show_protocol_statistics(Session& session, Format format, const ProtocolView& view) {
+  return as_top(session, view.refresh, view.iterations, [&]() -> Status {
+    TP_ASSIGN_OR_RETURN(Json reply, session.call(Method::get, "/v1/statistics/system"));
+    Json figures = field(reply, "total");
+    if (view.node) {
+      reply = only_nodes(std::move(reply), {*view.node});
+      if (as_list(field(reply, "statistics")).empty()) {
+        return error(Errc::not_found, "node " + std::to_string(*view.node) +
+                                          " did not answer or is not in the cluster");
+      }
+      figures = as_list(field(reply, "statistics")).front();
     }
-    figures = as_list(field(reply, "statistics")).front();
-  }
-  print(session, format, figures,
-        [&](std::ostream& out) { render_protocol_statistics(out, figures, node); });
-  return {};
+    print(session, format, figures, [&](std::ostream& out) {
+      if (view.refresh) {
+        render_protocol_top(out, figures, view.node);
+      } else {
+        render_protocol_statistics(out, figures, view.node);
+      }
+    });
+    return {};
+  });
 }
 
 Status show_client_statistics(Session& session, Format format) {

@@ -59,6 +59,15 @@ class Session {
   std::optional<std::filesystem::path> credentials_file_;
 };
 
+// tide network interfaces list: each node's front-end, backend and admin addresses, as
+// `isi network interfaces list` shows a node's ports.
+Status list_network_interfaces(Session& session, Format format);
+
+// isi's confirmation before a delete: none with `force`; on a terminal, the user answers
+// "yes"; from a script (standard input not a terminal), refused — pass --force. `what` names
+// what would be deleted ("tier 'hot'").
+Status confirm_delete(Session& session, const std::string& what, bool force);
+
 // tide cluster ...
 Status create_cluster(Session& session, const std::string& name, const AdminAddress& node);
 Status add_node(Session& session, const AdminAddress& address);
@@ -105,8 +114,13 @@ struct SystemView {
   std::uint32_t iterations = 0;
 };
 Status show_system_statistics(Session& session, Format format, const SystemView& view);
-// tide statistics pstat: the cluster's total, or `node`'s figures.
-Status show_protocol_statistics(Session& session, Format format, std::optional<std::uint64_t> node);
+// tide statistics pstat: the cluster's total, or `node`'s figures; `refresh` as top does.
+struct ProtocolView {
+  std::optional<std::uint64_t> node;
+  bool refresh = false;
+  std::uint32_t iterations = 0;
+};
+Status show_protocol_statistics(Session& session, Format format, const ProtocolView& view);
 // tide statistics client
 Status show_client_statistics(Session& session, Format format);
 // tide filepool policies ...; `name` "default" is the default policy.

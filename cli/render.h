@@ -69,7 +69,14 @@ void render_status(std::ostream& out, const Json& status, std::time_t now);
 void render_nodepools(std::ostream& out, const Json& nodepools);
 void render_tiers(std::ostream& out, const Json& tiers);
 void render_sysctls(std::ostream& out, const Json& sysctls);
+// A sysctl's value, and a duration's also as a bare number in its unit: "1D (86400000 ms)".
+std::string sysctl_value_shown(const Json& sysctl);
 void render_exports(std::ostream& out, const Json& exports);
+// The interfaces of the nodes of `nodes` (the cluster status's): for each node, one for the
+// front end (NFS and its side protocols), one for the backend (the other nodes), one for the
+// admin API — {"lnn","name","status","owners","ip_addresses"}.
+Json network_interfaces(const Json& nodes);
+void render_network_interfaces(std::ostream& out, const Json& interfaces);
 // `tide get`: one line under a header (policy, protection level, access pattern, file); with
 // `details`, as `isi get -D`, then the inode, its shard's home and mirror, its layout and the
 // nodes holding each stripe unit.
@@ -84,10 +91,17 @@ void render_lock_statistics(std::ostream& out, const Json& reply);
 void render_cache_statistics(std::ostream& out, const Json& reply);
 // GET /v1/statistics/system's reply: a row per node, then the total.
 void render_system_statistics(std::ostream& out, const Json& reply);
+// `statistics system --format top` in the columns of isi's: an "All" row, then each node; the
+// protocols' throughput, network and disk in bytes per second with K, M, G.
+void render_system_top(std::ostream& out, const Json& reply);
 // One node's (or the total's) statistics object from that reply: the NFSv3 operations per
 // second by procedure, then CPU, network and disk. `node`: whose they are (none: the cluster's).
 void render_protocol_statistics(std::ostream& out, const Json& figures,
                                 std::optional<std::uint64_t> node);
+// The same as `isi statistics pstat --format top` shows it: the banner "NFS3 Operations Per
+// Second", the procedures three a line, then CPU, network and disk sections.
+void render_protocol_top(std::ostream& out, const Json& figures,
+                         std::optional<std::uint64_t> node);
 // GET /v1/filepool/policies's reply: the policies in order, then the default.
 void render_policies(std::ostream& out, const Json& reply);
 // GET /v1/filepool/explain/...'s reply.

@@ -5,6 +5,7 @@
 #include <ctime>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "cli/internal/render_parts.h"
 
@@ -126,11 +127,63 @@ void render_nodepools(std::ostream& out, const Json& nodepools) {
 
 void render_tiers(std::ostream& out, const Json& tiers) { render_listing(out, tier_table(tiers)); }
 
+std::string sysctl_value_shown(const Json& sysctl) {
+  std::string shown = display(field(sysctl, "value"));
+  if (sysctl.is_object() && sysctl.contains("value_in_unit")) {
+    shown += " (" + display(field(sysctl, "value_in_unit")) + " " +
+             display(field(sysctl, "unit")) + ")";
+  }
+  return shown;
+}
+
 void render_sysctls(std::ostream& out, const Json& sysctls) {
   Table table({{"Name"}, {"Value"}, {"Default"}, {"Description"}});
   for (const Json& sysctl : as_list(sysctls)) {
-    table.add_row({display(field(sysctl, "name")), display(field(sysctl, "value")),
+    table.add_row({display(field(sysctl, "name")), sysctl_value_shown(sysctl),
                    display(field(sysctl, "default")), display(field(sysctl, "description"))});
+  }
+  render_listing(out, table);
+}
+
+namespace {
+
+// "127.0.0.1:7100" -> "127.0.0.1"; an address without a port as it is.
+std::string host_of(const std::string& address) {
+  const std::size_t colon = address.rfind(':');
+  return colon == std::string::npos ? address : address.substr(0, colon);
+}
+
+}  // namespace
+
+Json network_interfaces(const Json& nodes) {
+  static constexpr std::pair<const char*, const char*> kInterfaces[] = {
+      {"frontend", "nfs, mount, nlm, nsm, portmap"},
+      {"backend", "cluster: group, locks, shards, stripe units"},
+      {"admin", "admin api, metrics"},
+  };
+  Json interfaces = Json::array();
+  for (const Json& node : as_list(nodes)) {
+    for (const auto& [name, owners] : kInterfaces) {
+      const Json& address = field(node, std::string(name) + "_address");
+      interfaces.push_back(
+          {{"lnn", field(node, "id")},
+           {"name", name},
+           {"status", field(node, "state") == "up" ? "Up" : "Down"},
+           {"owners", owners},
+           {"ip_addresses",
+            address.is_string() ? Json::array({host_of(address.get<std::string>())})
+                                : Json::array()}});
+    }
+  }
+  return interfaces;
+}
+
+void render_network_interfaces(std::ostream& out, const Json& interfaces) {
+  Table table({{"LNN", Align::right}, {"Name"}, {"Status"}, {"Owners"}, {"IP Addresses"}});
+  for (const Json& interface : as_list(interfaces)) {
+    table.add_row({display(field(interface, "lnn")), display(field(interface, "name")),
+                   display(field(interface, "status")), display(field(interface, "owners")),
+                   joined(field(interface, "ip_addresses"))});
   }
   render_listing(out, table);
 }

@@ -1,6 +1,8 @@
 #include "cli/render.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,6 +37,45 @@ void render_unit_runs(std::ostream& out, const Json& runs, const Json& unit_byte
   units.render(out);
 }
 
+// OneFS's "IFS inode: [ 1,0,1606656:512, 2,2,1372672:512 ]", whose elements start with the
+// node holding the file's data: here one element per node holding stripe units, by node, as
+// NODE,COPY,OFFSET:BYTES — which copy it is of the first unit it holds, that unit's byte offset,
+// and how many of the file's bytes (of the units listed) it holds.
+std::string ifs_inode(const Json& runs, const Json& unit_bytes, const Json& size) {
+  struct Held {
+    std::uint64_t copy = 0;
+    std::uint64_t offset = 0;
+    std::uint64_t bytes = 0;
+  };
+  std::map<std::uint64_t, Held> held;
+  if (!unit_bytes.is_number_unsigned() || !size.is_number_unsigned()) return "-";
+  const std::uint64_t bytes = unit_bytes.get<std::uint64_t>();
+  const std::uint64_t file_bytes = size.get<std::uint64_t>();
+  for (const Json& run : as_list(runs)) {
+    const Json& first = field(run, "first");
+    const Json& count = field(run, "count");
+    if (!first.is_number_unsigned() || !count.is_number_unsigned()) continue;
+    const std::uint64_t from = first.get<std::uint64_t>() * bytes;
+    const std::uint64_t to = std::min(from + count.get<std::uint64_t>() * bytes, file_bytes);
+    std::uint64_t copy = 0;
+    for (const Json& node : as_list(field(run, "nodes"))) {
+      if (node.is_number_unsigned()) {
+        Held& node_held =
+            held.try_emplace(node.get<std::uint64_t>(), Held{copy, from, 0}).first->second;
+        node_held.bytes += to > from ? to - from : 0;
+      }
+      ++copy;
+    }
+  }
+  std::string shown = "[";
+  for (const auto& [node, what] : held) {
+    shown += (shown.size() > 1 ? ", " : " ") + std::to_string(node) + "," +
+             std::to_string(what.copy) + "," + std::to_string(what.offset) + ":" +
+             std::to_string(what.bytes);
+  }
+  return shown + " ]";
+}
+
 }  // namespace
 
 void render_file(std::ostream& out, const Json& file, bool details) {
@@ -63,7 +104,9 @@ void render_file(std::ostream& out, const Json& file, bool details) {
                   {{"Disk Pool Policy", display(field(layout, "pool"))},
                    {"Protection", display(field(layout, "protection"))},
                    {"Access Pattern", display(field(layout, "access_pattern"))},
-                   {"Stripe Unit", display(field(layout, "stripe_unit")) + " bytes"}});
+                   {"Stripe Unit", display(field(layout, "stripe_unit")) + " bytes"},
+                   {"IFS inode", ifs_inode(field(file, "stripe_units"),
+                                           field(layout, "stripe_unit"), field(file, "size"))}});
   }
   out << '\n';
   render_fields(out, fields, Align::left);

@@ -37,6 +37,39 @@ std::string microseconds_of(const Json& value) {
   return text;
 }
 
+// Bytes per second as isi's top prints them: "0.0", "512.0", "2.9K", "125.3M", "2.9G".
+std::string top_rate(const Json& value) {
+  if (!value.is_number()) return "-";
+  double rate = value.get<double>();
+  const char* unit = "";
+  for (const char* bigger : {"K", "M", "G", "T"}) {
+    if (rate < 1000) break;
+    rate /= 1000;
+    unit = bigger;
+  }
+  char text[24];
+  std::snprintf(text, sizeof text, "%.1f%s", rate, unit);
+  return text;
+}
+
+double number_or_zero(const Json& value) { return value.is_number() ? value.get<double>() : 0; }
+
+// Three procedures a line, by name: "getattr      8/s".
+void render_procedures(std::ostream& out, const Json& procedures) {
+  constexpr std::size_t kPerLine = 3;
+  std::size_t column = 0;
+  for (const auto& [name, value] : as_object(procedures).items()) {
+    char cell[48];
+    std::snprintf(cell, sizeof cell, "%-12s%10s/s", name.c_str(), display(value).c_str());
+    out << (column == 0 ? "  " : "    ") << cell;
+    if (++column == kPerLine) {
+      out << '\n';
+      column = 0;
+    }
+  }
+  if (column != 0) out << '\n';
+}
+
 }  // namespace
 
 void render_cache_statistics(std::ostream& out, const Json& reply) {
@@ -112,20 +145,7 @@ void render_protocol_statistics(std::ostream& out, const Json& figures,
                                 std::optional<std::uint64_t> node) {
   out << "NFSv3 operations per second, "
       << (node ? "node " + std::to_string(*node) : std::string("all nodes")) << ":\n";
-  // Three procedures a line, by name.
-  const Json& procedures = field(field(figures, "nfs"), "procedures");
-  constexpr std::size_t kPerLine = 3;
-  std::size_t column = 0;
-  for (const auto& [name, value] : as_object(procedures).items()) {
-    char cell[48];
-    std::snprintf(cell, sizeof cell, "%-12s%10s/s", name.c_str(), display(value).c_str());
-    out << (column == 0 ? "  " : "    ") << cell;
-    if (++column == kPerLine) {
-      out << '\n';
-      column = 0;
-    }
-  }
-  if (column != 0) out << '\n';
+  render_procedures(out, field(field(figures, "nfs"), "procedures"));
   const Json& network = field(figures, "network");
   const Json& disk = field(figures, "disk");
   render_fields(out,
@@ -135,6 +155,56 @@ void render_protocol_statistics(std::ostream& out, const Json& figures,
                  {"Disk Read", rate_of(field(disk, "read_bytes_per_second"))},
                  {"Disk Write", rate_of(field(disk, "write_bytes_per_second"))}},
                 Align::left);
+}
+
+void render_system_top(std::ostream& out, const Json& reply) {
+  Table table({{"Node"},
+               {"CPU", Align::right},
+               {"SMB", Align::right},
+               {"FTP", Align::right},
+               {"HTTP", Align::right},
+               {"NFS", Align::right},
+               {"HDFS", Align::right},
+               {"Total", Align::right},
+               {"NetIn", Align::right},
+               {"NetOut", Align::right},
+               {"DiskIn", Align::right},
+               {"DiskOut", Align::right}});
+  // NFS is the only protocol served: the others carry nothing.
+  const std::string none = top_rate(Json(0));
+  auto add = [&](const std::string& node, const Json& statistics) {
+    const Json& nfs = field(statistics, "nfs");
+    const Json& network = field(statistics, "network");
+    const Json& disk = field(statistics, "disk");
+    const Json nfs_bytes = number_or_zero(field(nfs, "in_bytes_per_second")) +
+                           number_or_zero(field(nfs, "out_bytes_per_second"));
+    table.add_row({node, percent_of(field(statistics, "cpu_percent")), none, none, none,
+                   top_rate(nfs_bytes), none, top_rate(nfs_bytes),
+                   top_rate(field(network, "in_bytes_per_second")),
+                   top_rate(field(network, "out_bytes_per_second")),
+                   top_rate(field(disk, "read_bytes_per_second")),
+                   top_rate(field(disk, "write_bytes_per_second"))});
+  };
+  if (field(reply, "total").is_object()) add("All", field(reply, "total"));
+  for (const Json& node : as_list(field(reply, "statistics"))) {
+    add(display(field(node, "node")), node);
+  }
+  table.render(out);
+  render_unanswered(out, reply);
+}
+
+void render_protocol_top(std::ostream& out, const Json& figures,
+                         std::optional<std::uint64_t> node) {
+  out << "NFS3 Operations Per Second"
+      << (node ? " (node " + std::to_string(*node) + ")" : std::string(" (all nodes)")) << "\n";
+  render_procedures(out, field(field(figures, "nfs"), "procedures"));
+  const Json& network = field(figures, "network");
+  const Json& disk = field(figures, "disk");
+  out << "\nCPU Utilization\n  busy " << percent_of(field(figures, "cpu_percent")) << "\n";
+  out << "\nNetwork Input / Output\n  in " << top_rate(field(network, "in_bytes_per_second"))
+      << "/s   out " << top_rate(field(network, "out_bytes_per_second")) << "/s\n";
+  out << "\nDisk IO\n  read " << top_rate(field(disk, "read_bytes_per_second"))
+      << "/s   write " << top_rate(field(disk, "write_bytes_per_second")) << "/s\n";
 }
 
 void render_client_statistics(std::ostream& out, const Json& reply) {

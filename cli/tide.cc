@@ -1,10 +1,14 @@
 #include "cli/tide.h"
 
 #include <CLI/CLI.hpp>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <exception>
 #include <functional>
+#include <iostream>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -130,6 +134,13 @@ Environment process_environment() {
       .connect = make_https_transport,
       .clock = &real_clock(),
       .sleep = [](std::chrono::milliseconds duration) { std::this_thread::sleep_for(duration); },
+      .ask = [](const std::string& question) -> std::optional<std::string> {
+        if (::isatty(STDIN_FILENO) == 0) return std::nullopt;
+        std::cout << question << std::flush;
+        std::string answer;
+        if (!std::getline(std::cin, answer)) return std::nullopt;
+        return answer;
+      },
   };
 }
 

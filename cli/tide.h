@@ -34,6 +34,9 @@ struct Environment {
   // which their `sleep` moves instead of waiting.
   const Clock* clock = nullptr;
   std::function<void(std::chrono::milliseconds)> sleep;
+  // Asks the person at the terminal `question` and returns the line answered; nullopt when
+  // standard input is not a terminal (a script) or ends, and when unset.
+  std::function<std::optional<std::string>(const std::string& question)> ask;
 };
 
 // The process's environment variables, current directory, and HTTPS.

@@ -95,7 +95,7 @@ TEST_F(TideTest, FilepoolListViewModifyDeleteAndExplainUseTheirTargets) {
       << err_.str();
   EXPECT_EQ(cluster_.requests().size(), sent);
   cluster_.reply(204, "");
-  EXPECT_EQ(tide({"filepool", "policies", "delete", "cold"}), kExitSuccess);
+  EXPECT_EQ(tide({"filepool", "policies", "delete", "cold", "-f"}), kExitSuccess);
   EXPECT_EQ(cluster_.requests().back().method, Method::delete_);
   EXPECT_EQ(cluster_.requests().back().target, "/v1/filepool/policies/cold");
   out_.str("");

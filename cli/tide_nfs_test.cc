@@ -43,10 +43,36 @@ TEST_F(TideTest, ExportsCreateModifyViewDelete) {
             "Map All UID: -\n");
 
   cluster_.reply(204, "");
-  EXPECT_EQ(tide({"nfs", "exports", "delete", "3"}), kExitSuccess);
+  EXPECT_EQ(tide({"nfs", "exports", "delete", "3", "--force"}), kExitSuccess);
   EXPECT_EQ(cluster_.requests().back().method, Method::delete_);
   EXPECT_EQ(cluster_.requests().back().target, "/v1/nfs/exports/3");
   EXPECT_EQ(out_.str(), "Deleted export 3.\n");
+}
+
+TEST_F(TideTest, ADeleteAsksOnATerminalAndFromAScriptNeedsForce) {
+  write_credentials_in(root_.path());
+  const std::size_t sent = cluster_.requests().size();
+  EXPECT_EQ(tide({"nfs", "exports", "delete", "3"}), kExitFailure);
+  EXPECT_EQ(err_.str(),
+            "tide: not deleting export 3 without confirmation: standard input is not a "
+            "terminal; pass --force\n");
+  std::vector<std::string> asked;
+  std::string answer = "no";
+  environment_.ask = [&](const std::string& question) -> std::optional<std::string> {
+    asked.push_back(question);
+    return answer;
+  };
+  EXPECT_EQ(tide({"storagepool", "tiers", "delete", "hot"}), kExitFailure);
+  EXPECT_EQ(err_.str(), "tide: not deleting tier 'hot': not confirmed\n");
+  EXPECT_EQ(cluster_.requests().size(), sent) << "deleted without a yes";
+
+  answer = "yes";
+  cluster_.reply(204, "");
+  EXPECT_EQ(tide({"filepool", "policies", "delete", "cold"}), kExitSuccess);
+  EXPECT_EQ(cluster_.requests().back().target, "/v1/filepool/policies/cold");
+  EXPECT_EQ(asked, (std::vector<std::string>{
+                       "Are you sure you want to delete tier 'hot'? (yes/[no]): ",
+                       "Are you sure you want to delete policy 'cold'? (yes/[no]): "}));
 }
 
 }  // namespace

@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <string>
 
 #include "cli/internal/tide_fixture.h"
+#include "cli/render.h"
 
 namespace tidepool::cli {
 namespace {
@@ -50,7 +52,12 @@ TEST_F(TideTest, StatisticsSystemShowsTheNodesAskedForAndTopRedrawsAsManyTimesAs
   const std::size_t first = text.find("\x1b[H\x1b[2J");
   ASSERT_NE(first, std::string::npos) << text;
   EXPECT_NE(text.find("\x1b[H\x1b[2J", first + 1), std::string::npos) << text;
-  EXPECT_NE(text.find("Total  40.0%"), std::string::npos) << text;
+  // isi's columns, the whole cluster first.
+  EXPECT_NE(text.find("Node    CPU  SMB  FTP  HTTP  NFS  HDFS  Total  NetIn  NetOut  DiskIn  "
+                      "DiskOut"),
+            std::string::npos)
+      << text;
+  EXPECT_LT(text.find("All   40.0%"), text.find("1     10.0%")) << text;
 }
 
 TEST_F(TideTest, StatisticsSystemRefusesNodesThatAreNoNumbersAndAnUnknownFormat) {
@@ -76,6 +83,25 @@ TEST_F(TideTest, StatisticsPstatShowsTheClusterOrOneNodeAndNamesANodeThatIsNotTh
   cluster_.reply(200, kSystemStatistics);
   EXPECT_EQ(tide({"statistics", "pstat", "--node", "9"}), kExitFailure);
   EXPECT_NE(err_.str().find("node 9"), std::string::npos) << err_.str();
+
+  cluster_.reply(200, kSystemStatistics);
+  EXPECT_EQ(tide({"statistics", "pstat", "--format", "top", "--iterations", "1"}), kExitSuccess)
+      << err_.str();
+  const std::string top = out_.str();
+  for (const char* expected : {"\x1b[H\x1b[2J", "NFS3 Operations Per Second (all nodes)\n",
+                               "getattr              8/s", "CPU Utilization\n  busy 40.0%",
+                               "Network Input / Output", "Disk IO"}) {
+    EXPECT_NE(top.find(expected), std::string::npos) << expected << " in\n" << top;
+  }
+}
+
+TEST(TopRates, AreBytesPerSecondWithKMG) {
+  // Through the table that shows them: a node moving 2.9 GB/s over the network.
+  std::ostringstream out;
+  render_system_top(out, Json::parse(R"({"statistics": [{"node": 1, "network":
+      {"in_bytes_per_second": 2900000000, "out_bytes_per_second": 125300000},
+      "disk": {"read_bytes_per_second": 512, "write_bytes_per_second": 2900}}]})"));
+  EXPECT_NE(out.str().find("2.9G  125.3M   512.0     2.9K"), std::string::npos) << out.str();
 }
 
 TEST_F(TideTest, StatisticsClientAsksForEveryNodesClients) {

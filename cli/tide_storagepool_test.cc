@@ -73,7 +73,7 @@ TEST_F(TideTest, TiersViewAndDelete) {
   EXPECT_EQ(tide({"storagepool", "tiers", "view", "hot"}), kExitSuccess);
   EXPECT_EQ(out_.str(), "    Name: hot\nChildren: f800\n");
   cluster_.reply(204, "");
-  EXPECT_EQ(tide({"storagepool", "tiers", "delete", "hot"}), kExitSuccess);
+  EXPECT_EQ(tide({"storagepool", "tiers", "delete", "hot", "--force"}), kExitSuccess);
   EXPECT_EQ(cluster_.requests().back().method, Method::delete_);
   EXPECT_EQ(cluster_.requests().back().target, "/v1/storagepool/tiers/hot");
   EXPECT_EQ(out_.str(), "Deleted tier hot.\n");

@@ -24,7 +24,7 @@ TEST_F(TideTest, AnUnknownCommandExits2NamingTheCommandsExpected) {
   EXPECT_EQ(tide({"frobnicate"}), kExitUsage);
   EXPECT_EQ(err_.str(),
             "tide: unknown command 'tide frobnicate'; expected one of: cluster, status, get, set, "
-            "storagepool, sysctl, nfs, locks, statistics, flush, filepool, job "
+            "storagepool, network, sysctl, nfs, locks, statistics, flush, filepool, job "
             "(see 'tide --help')\n");
   EXPECT_EQ(tide({"storagepool", "pools", "list"}), kExitUsage);
   EXPECT_EQ(err_.str(),
@@ -47,7 +47,7 @@ TEST_F(TideTest, AMissingCommandExits2NamingTheCommandsExpected) {
   EXPECT_EQ(tide({}), kExitUsage);
   EXPECT_EQ(err_.str(),
             "tide: missing command after 'tide'; expected one of: cluster, status, get, set, "
-            "storagepool, sysctl, nfs, locks, statistics, flush, filepool, job "
+            "storagepool, network, sysctl, nfs, locks, statistics, flush, filepool, job "
             "(see 'tide --help')\n");
   EXPECT_EQ(tide({"nfs"}), kExitUsage);
   EXPECT_EQ(err_.str(),
@@ -97,6 +97,9 @@ TEST_F(TideTest, HelpGoesToStandardOutputAndExits0) {
   EXPECT_NE(out_.str().find("storagepool"), std::string::npos);
   EXPECT_EQ(tide({"nfs", "exports", "create", "--help"}), kExitSuccess);
   EXPECT_NE(out_.str().find("--map-all UID[:GID]"), std::string::npos) << out_.str();
+  EXPECT_EQ(tide({"sysctl", "--help"}), kExitSuccess);
+  EXPECT_NE(out_.str().find("milliseconds for efs.bam.atime_grace_period"), std::string::npos)
+      << out_.str();
   EXPECT_EQ(err_.str(), "");
 }
 
@@ -210,7 +213,9 @@ TEST_F(TideTest, GetShowsTheFilesPolicyAndWithDetailsItsLayout) {
   for (const char* expected :
        {"Inode:            7 (shard 0)", "Shard Home:       node 1 (serving)",
         "Shard Mirror:     node 2 (in step)", "Protection:       2x",
-        "Access Pattern:   concurrency", "0-2    0-393215  1,2"}) {
+        "Access Pattern:   concurrency", "0-2    0-393215  1,2",
+        // As `isi get -D` prints it: each element starts with a node holding the data.
+        "IFS inode:        [ 1,0,0:300000, 2,1,0:300000 ]"}) {
     EXPECT_NE(details.find(expected), std::string::npos) << expected << " in\n" << details;
   }
 
@@ -242,17 +247,43 @@ TEST_F(TideTest, SysctlReadsWritesAndLists) {
   EXPECT_EQ(cluster_.requests().back().target, "/v1/sysctl/efs.bam.atime_enabled");
   EXPECT_EQ(out_.str(), "efs.bam.atime_enabled = true\n");
 
-  cluster_.reply(200, R"({"name": "efs.bam.atime_grace_period", "value": "7D"})");
+  cluster_.reply(200, R"({"name": "efs.bam.atime_grace_period", "value": "7D", "unit": "ms",
+                          "value_in_unit": "604800000"})");
   EXPECT_EQ(tide({"sysctl", "efs.bam.atime_grace_period=7D"}), kExitSuccess);
   EXPECT_EQ(cluster_.requests().back().method, Method::put);
   EXPECT_EQ(cluster_.requests().back().target, "/v1/sysctl/efs.bam.atime_grace_period");
   EXPECT_EQ(cluster_.requests().back().body, R"({"value":"7D"})");
-  EXPECT_EQ(out_.str(), "efs.bam.atime_grace_period = 7D\n");
+  EXPECT_EQ(out_.str(), "efs.bam.atime_grace_period = 7D (604800000 ms)\n");
 
   cluster_.reply(200, R"({"sysctls": []})");
   EXPECT_EQ(tide({"sysctl", "-a", "--format", "json"}), kExitSuccess);
   EXPECT_EQ(cluster_.requests().back().target, "/v1/sysctl");
   EXPECT_EQ(out_.str(), "{\n  \"sysctls\": []\n}\n");
+}
+
+TEST_F(TideTest, NetworkInterfacesListShowsEachNodesAddressesAsIsiDoes) {
+  write_credentials_in(root_.path());
+  const std::string status = R"({"nodes": [
+      {"id": 1, "state": "up", "frontend_address": "127.0.0.1",
+       "backend_address": "127.0.0.1:7100", "admin_address": "127.0.0.1:8080"},
+      {"id": 2, "state": "down", "frontend_address": "127.0.0.2",
+       "backend_address": "127.0.0.2:7100", "admin_address": "127.0.0.2:8080"}]})";
+  cluster_.reply(200, status);
+  EXPECT_EQ(tide({"network", "interfaces", "list"}), kExitSuccess) << err_.str();
+  EXPECT_EQ(cluster_.requests().back().target, "/v1/cluster");
+  const std::string listed = out_.str();
+  for (const char* expected :
+       {"LNN  Name      Status  Owners", "IP Addresses",
+        "  1  frontend  Up      nfs, mount, nlm, nsm, portmap", "127.0.0.1\n",
+        "  2  backend   Down    cluster: group, locks, shards, stripe units", "127.0.0.2\n",
+        "  2  admin     Down    admin api, metrics", "Total: 6"}) {
+    EXPECT_NE(listed.find(expected), std::string::npos) << expected << " in\n" << listed;
+  }
+  cluster_.reply(200, status);
+  EXPECT_EQ(tide({"network", "interfaces", "list", "--format", "json"}), kExitSuccess);
+  const Json shown = Json::parse(out_.str());
+  EXPECT_EQ(shown["interfaces"].size(), 6u);
+  EXPECT_EQ(shown["interfaces"][1]["ip_addresses"], Json::array({"127.0.0.1"}));
 }
 
 TEST_F(TideTest, ClusterCreateTrustsTheNodeOnceAndWritesTheCredentials) {

@@ -150,8 +150,8 @@ class ConfigReader {
   template <typename T>
   Status size(const toml::node& value, const std::string& name, T& out, std::uint64_t min,
               std::uint64_t max) const;
-  Status duration(const toml::node& value, const std::string& name,
-                  std::chrono::seconds& out) const;
+  Status duration(const toml::node& value, const std::string& name, std::chrono::seconds& out,
+                  BareNumber bare = BareNumber::seconds) const;
   Status boolean(const toml::node& value, const std::string& name, bool& out) const;
   // `valid`, when given, must accept the string; `what` then says what it should have been.
   Status text(const toml::node& value, const std::string& name, std::string& out,
@@ -323,7 +323,7 @@ std::optional<Status> ConfigReader::sysctl_key(std::string_view key, const toml:
                                                const std::string& name) {
   if (key == "efs.bam.atime_enabled") return boolean(value, name, config_.atime_enabled);
   if (key == "efs.bam.atime_grace_period") {
-    return duration(value, name, config_.atime_grace_period);
+    return duration(value, name, config_.atime_grace_period, BareNumber::milliseconds);
   }
   // An unquoted dotted name makes nested tables: say how to write it instead of "unknown key".
   if (value.is_table()) {
@@ -451,18 +451,19 @@ Status ConfigReader::size(const toml::node& value, const std::string& name, T& o
 }
 
 Status ConfigReader::duration(const toml::node& value, const std::string& name,
-                              std::chrono::seconds& out) const {
+                              std::chrono::seconds& out, BareNumber bare) const {
+  std::optional<std::string> text = value.value_exact<std::string>();
   if (const auto number = value.value_exact<std::int64_t>(); number && *number >= 0) {
-    out = std::chrono::seconds(*number);
-    return {};
+    text = std::to_string(*number);
   }
-  if (const auto string = value.value_exact<std::string>()) {
-    Result<std::chrono::seconds> parsed = parse_duration(*string);
-    if (!parsed.ok()) return fail(value.source(), quote(name) + ": " + parsed.status().message());
-    out = *parsed;
-    return {};
+  if (!text) {
+    return fail(value.source(),
+                quote(name) + " must be a duration such as 90s, 5m, 12h, 1D or 2W");
   }
-  return fail(value.source(), quote(name) + " must be a duration such as 90s, 5m, 12h, 1D or 2W");
+  Result<std::chrono::seconds> parsed = parse_duration(*text, bare);
+  if (!parsed.ok()) return fail(value.source(), quote(name) + ": " + parsed.status().message());
+  out = *parsed;
+  return {};
 }
 
 Status ConfigReader::boolean(const toml::node& value, const std::string& name, bool& out) const {
@@ -580,7 +581,7 @@ Result<std::uint64_t> parse_size(std::string_view text) {
                quote(text) + " is not a size such as 4096, 128KiB, 1MiB, 2GiB or 1TB");
 }
 
-Result<std::chrono::seconds> parse_duration(std::string_view text) {
+Result<std::chrono::seconds> parse_duration(std::string_view text, BareNumber bare) {
   // "M" is left out: minutes or months?
   static constexpr std::pair<std::string_view, std::int64_t> kUnits[] = {
       {"", 1},     {"s", 1},     {"S", 1},     {"m", 60},        {"h", 3600},
@@ -588,6 +589,14 @@ Result<std::chrono::seconds> parse_duration(std::string_view text) {
   };
   if (const auto split = split_number(text)) {
     const auto [number, unit] = *split;
+    if (unit.empty() && bare == BareNumber::milliseconds) {
+      if (number % 1000 != 0) {
+        return error(Errc::invalid_argument,
+                     quote(text) + " counts milliseconds and must be whole seconds, such as "
+                                   "86400000 for one day");
+      }
+      return std::chrono::seconds(static_cast<std::int64_t>(number / 1000));
+    }
     for (const auto& [name, multiplier] : kUnits) {
       if (unit == name && number <= static_cast<std::uint64_t>(
                                         std::numeric_limits<std::int64_t>::max() / multiplier)) {
@@ -606,7 +615,8 @@ std::uint64_t default_l2_budget(std::uint64_t ram_bytes) {
 std::string config_reference() {
   return R"(# Tidepool node configuration. Every key is optional except node.data_dir; the values shown
 # are the defaults. Sizes are a byte count or a string: "128KiB", "1MiB", "2GiB" (also K, M, G;
-# KB, MB, GB are powers of 1000). Durations are seconds or a string: "90s", "5m", "12h", "1D", "2W".
+# KB, MB, GB are powers of 1000). Durations are seconds or a string: "90s", "5m", "12h", "1D", "2W"
+# (OneFS's keys in [sysctl] take OneFS's units: efs.bam.atime_grace_period counts milliseconds).
 
 [node]
 id = 1                          # this node's id in the cluster, 1..65535
@@ -646,7 +656,8 @@ stripe_unit = "128KiB"          # bytes of a file per stripe unit, a power of tw
 
 [sysctl]
 "efs.bam.atime_enabled" = true       # track access times
-"efs.bam.atime_grace_period" = "1D"  # persist an atime only once it has moved by this much
+"efs.bam.atime_grace_period" = "1D"  # persist an atime only once it has moved by this much;
+                                     # a bare number is milliseconds, as in OneFS: 86400000
 
 [log]
 level = "info"                  # trace, debug, info, warn, error, critical or off

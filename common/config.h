@@ -97,8 +97,13 @@ Result<NodeConfig> load_config_file(const std::string& path);
 // also for values that overflow 64 bits.
 Result<std::uint64_t> parse_size(std::string_view text);
 
-// "90s", "5m", "12h", "1d"/"1D", "2w"/"2W"; a plain integer is seconds. Errors: invalid_argument.
-Result<std::chrono::seconds> parse_duration(std::string_view text);
+// What a duration written as a plain integer counts. OneFS's keys take OneFS's own unit:
+// efs.bam.atime_grace_period counts milliseconds there (86400000 is one day).
+enum class BareNumber { seconds, milliseconds };
+// "90s", "5m", "12h", "1d"/"1D", "2w"/"2W"; a plain integer counts `bare`, and in milliseconds
+// must be whole seconds. Errors: invalid_argument.
+Result<std::chrono::seconds> parse_duration(std::string_view text,
+                                            BareNumber bare = BareNumber::seconds);
 
 // Checks an export made through the admin API by the rules of [[exports]]: a canonical path
 // under /ifs, clients that are IPv4 addresses, CIDRs or "*", map_all_gid only with map_all_uid.

@@ -311,15 +311,21 @@ TEST(Config, RecordSizeMustHoldTheLargestTransferAndItsHeaders) {
   EXPECT_EQ(config.max_record_bytes, 64u << 10);
 }
 
-TEST(Config, DurationsAcceptSecondsAndStrings) {
+TEST(Config, DurationsAcceptBareNumbersInTheirKeysUnitAndStrings) {
   const auto grace = [](std::string_view value) {
     return parse_ok(with_data_dir(
                         "[sysctl]\n\"efs.bam.atime_grace_period\" = " + std::string(value) + "\n"))
         .atime_grace_period;
   };
-  EXPECT_EQ(grace("90"), 90s);
+  // A bare number is milliseconds for this OneFS key, as OneFS takes it; seconds elsewhere.
+  EXPECT_EQ(grace("86400000"), 24h);
+  EXPECT_EQ(grace("90000"), 90s);
   EXPECT_EQ(grace("\"12h\""), 12h);
   EXPECT_EQ(grace("0"), 0s);
+  EXPECT_EQ(parse_ok(with_data_dir("[nfs]\nnlm_grace_period = 90\n")).nlm_grace_period, 90s);
+  EXPECT_EQ(parse_error(with_data_dir("[sysctl]\n\"efs.bam.atime_grace_period\" = 1500\n")),
+            "node.toml:4: 'sysctl.efs.bam.atime_grace_period': '1500' counts milliseconds and "
+            "must be whole seconds, such as 86400000 for one day");
   EXPECT_EQ(parse_error(with_data_dir("[sysctl]\n\"efs.bam.atime_grace_period\" = \"1y\"\n")),
             "node.toml:4: 'sysctl.efs.bam.atime_grace_period': '1y' is not a duration such as "
             "90s, 5m, 12h, 1D or 2W");
@@ -375,6 +381,15 @@ TEST(ParseDuration, AcceptsSecondsMinutesHoursDaysAndWeeks) {
     ASSERT_TRUE(duration.ok()) << text << ": " << duration.status().to_string();
     EXPECT_EQ(*duration, seconds) << text;
   }
+}
+
+TEST(ParseDuration, ABareNumberInMillisecondsIsOneFsStyleAndWholeSeconds) {
+  EXPECT_EQ(parse_duration("86400000", BareNumber::milliseconds).value(), 24h);
+  EXPECT_EQ(parse_duration("0", BareNumber::milliseconds).value(), 0s);
+  EXPECT_EQ(parse_duration("7D", BareNumber::milliseconds).value(), 168h) << "suffixes still work";
+  EXPECT_EQ(parse_duration("90s", BareNumber::milliseconds).value(), 90s);
+  EXPECT_EQ(parse_duration("1500", BareNumber::milliseconds).status().message(),
+            "'1500' counts milliseconds and must be whole seconds, such as 86400000 for one day");
 }
 
 TEST(ParseDuration, RejectsGarbageAmbiguousUnitsAndOverflow) {

@@ -24,8 +24,12 @@ constexpr std::chrono::seconds kMaxRepairDelay{4 * 7 * 86400};
 constexpr std::string_view kCrossShardDecidePause = "debug.fail_point.cross_shard_decide";
 constexpr std::string_view kIgnoreLeases = "debug.fail_point.ignore_leases";
 
-bool is_flag(const SysctlSpec& spec) {
-  return spec.name == kAtimeEnabled || spec.name == kIgnoreLeases;
+bool is_flag(const SysctlSpec& spec) { return spec.unit.empty(); }
+
+bool is_duration(const SysctlSpec& spec) { return spec.unit == "ms" || spec.unit == "s"; }
+
+BareNumber bare_number(const SysctlSpec& spec) {
+  return spec.unit == "ms" ? BareNumber::milliseconds : BareNumber::seconds;
 }
 
 // A transfer limit as written: a whole percentage, 1 to 100, with or without '%'.
@@ -130,20 +134,26 @@ std::map<std::uint32_t, ExportConfig> exports_of(const cluster::GroupView& view)
 
 const std::vector<SysctlSpec>& sysctl_specs() {
   static const std::vector<SysctlSpec> specs{
-      {kAtimeEnabled, "track access times (true or false)"},
+      {kAtimeEnabled, "track access times (true or false)", ""},
       {kAtimeGracePeriod,
-       "persist an access time only once it has moved by this much (90s, 5m, 12h, 1D, 2W)"},
+       "persist an access time only once it has moved by this much: milliseconds as in OneFS "
+       "(86400000 is one day), or 90s, 5m, 12h, 1D, 2W",
+       "ms"},
       {kTransferLimit,
-       "a node pool this full (percent of its disks, 1-100) receives no data SmartPools moves"},
+       "a node pool this full (percent of its disks, 1-100) receives no data SmartPools moves",
+       "%"},
       {kRepairDelay,
        "how long a node is down before its data is protected again on the other nodes of its "
-       "pool (90s, 10m, 1h)"},
+       "pool: seconds, or 90s, 10m, 1h",
+       "s"},
       {kCrossShardDecidePause,
-       "fault injection: a change across shards waits this long between its two phases (0s: "
-       "not at all)"},
+       "fault injection: a change across shards waits this long between its two phases: "
+       "seconds, or 90s (0: not at all)",
+       "s"},
       {kIgnoreLeases,
        "fault injection, never on a cluster that serves data: every node serves as if it held "
-       "its lease, cut off or not (true or false)"},
+       "its lease, cut off or not (true or false)",
+       ""},
   };
   return specs;
 }
@@ -168,7 +178,7 @@ Result<std::string> normalize_sysctl(const SysctlSpec& spec, std::string_view va
     }
     return std::to_string(*percent);
   }
-  Result<std::chrono::seconds> duration = parse_duration(value);
+  Result<std::chrono::seconds> duration = parse_duration(value, bare_number(spec));
   if (!duration.ok()) {
     return error(Errc::invalid_argument,
                  std::string(spec.name) + ": " + duration.status().message());
@@ -177,6 +187,15 @@ Result<std::string> normalize_sysctl(const SysctlSpec& spec, std::string_view va
     return error(Errc::invalid_argument, std::string(spec.name) + " must be from 1s to 4W");
   }
   return format_duration(*duration);
+}
+
+std::optional<std::string> sysctl_in_unit(const SysctlSpec& spec, std::string_view value) {
+  if (!is_duration(spec)) return std::nullopt;
+  Result<std::chrono::seconds> duration = parse_duration(value, bare_number(spec));
+  if (!duration.ok()) return std::nullopt;
+  return std::to_string(bare_number(spec) == BareNumber::milliseconds
+                            ? std::chrono::milliseconds(*duration).count()
+                            : duration->count());
 }
 
 std::string sysctl_default(const SysctlSpec& spec, const NodeConfig& config) {

@@ -44,11 +44,17 @@ std::map<std::uint32_t, ExportConfig> exports_of(const cluster::GroupView& view)
 struct SysctlSpec {
   std::string_view name;
   std::string_view description;
+  // What a bare number counts: "ms" or "s" for a duration (OneFS's keys in OneFS's unit), "%"
+  // for a percentage; "" for a flag.
+  std::string_view unit;
 };
 const std::vector<SysctlSpec>& sysctl_specs();
 const SysctlSpec* find_sysctl(std::string_view name);
 // The value in canonical form ("true", "1D"), or invalid_argument saying what was expected.
 Result<std::string> normalize_sysctl(const SysctlSpec& spec, std::string_view value);
+// A duration's canonical value as a bare number in its unit ("1D" -> "86400000" in ms); nothing
+// for other sysctls.
+std::optional<std::string> sysctl_in_unit(const SysctlSpec& spec, std::string_view value);
 // What a sysctl is when the cluster has not set it: this node's configuration.
 std::string sysctl_default(const SysctlSpec& spec, const NodeConfig& config);
 // The cluster's value if set, else the default.

@@ -66,6 +66,27 @@ TEST(Sysctls, TheFailPointIgnoringLeasesIsAFlagAndOffUnlessSet) {
   EXPECT_TRUE(ignore_leases(view));
 }
 
+TEST(Sysctls, TheAtimeGracePeriodTakesMillisecondsAsOneFsAndShowsThemBack) {
+  const SysctlSpec* grace = find_sysctl("efs.bam.atime_grace_period");
+  ASSERT_NE(grace, nullptr);
+  EXPECT_EQ(grace->unit, "ms");
+  EXPECT_EQ(normalize_sysctl(*grace, "86400000").value(), "1D");
+  EXPECT_EQ(normalize_sysctl(*grace, "1D").value(), "1D");
+  EXPECT_FALSE(normalize_sysctl(*grace, "1500").ok());
+  EXPECT_EQ(sysctl_in_unit(*grace, "1D"), "86400000");
+  EXPECT_EQ(sysctl_in_unit(*grace, "0s"), "0");
+  EXPECT_EQ(sysctl_in_unit(*find_sysctl("efs.flexprotect.repair_delay"), "10m"), "600");
+  EXPECT_EQ(sysctl_in_unit(*find_sysctl("efs.bam.atime_enabled"), "true"), std::nullopt);
+  EXPECT_EQ(sysctl_in_unit(*find_sysctl("efs.smartpools.transfer_limit"), "90"), std::nullopt);
+  for (const SysctlSpec& spec : sysctl_specs()) {
+    if (!spec.unit.empty() && spec.unit != "%") {
+      EXPECT_NE(spec.description.find(spec.unit == "ms" ? "milliseconds" : "seconds"),
+                std::string_view::npos)
+          << spec.name << "'s help does not say its unit";
+    }
+  }
+}
+
 TEST(Sysctls, TheRepairDelayIsTenMinutesUnlessSet) {
   const SysctlSpec* delay = find_sysctl("efs.flexprotect.repair_delay");
   ASSERT_NE(delay, nullptr);

@@ -65,6 +65,7 @@ Grammar::Grammar() : app_("Administer a Tidepool cluster through its admin API."
       ->required();
   add_format_option(set);
   add_storagepool_commands();
+  add_network_commands();
   add_sysctl_command();
   add_nfs_commands();
   add_lock_commands();
@@ -109,6 +110,12 @@ void Grammar::add_format_option(CLI::App* command) {
   command->add_option("--format", arguments_.format, "table (default) or json")
       ->type_name("table|json")
       ->check(CLI::IsMember({"table", "json"}));
+}
+
+void Grammar::add_force_flag(CLI::App* command) {
+  command->add_flag("-f,--force", arguments_.force,
+                    "Do not ask for confirmation (which a script, not on a terminal, cannot "
+                    "give)");
 }
 
 void Grammar::add_cluster_commands() {
@@ -171,7 +178,26 @@ void Grammar::add_sysctl_command() {
   sysctl->add_option("NAME[=VALUE]", arguments_.sysctl,
                      "Print a tunable (NAME), or set it (NAME=VALUE)");
   sysctl->add_flag("-a,--all", arguments_.all_sysctls, "List every tunable");
+  sysctl->footer(
+      "Durations are 90s, 5m, 12h, 1D, 2W, or a bare number in the tunable's unit: "
+      "milliseconds for efs.bam.atime_grace_period, as OneFS takes it (86400000 is one day), "
+      "seconds for efs.flexprotect.repair_delay and debug.fail_point.cross_shard_decide. "
+      "efs.smartpools.transfer_limit is a percentage; the others are true or false. "
+      "`tide sysctl -a` lists every tunable with its unit.");
   add_format_option(sysctl);
+}
+
+void Grammar::add_network_commands() {
+  CLI::App* network = add_group(app_, "network", "The nodes' network interfaces");
+  CLI::App* interfaces = add_group(*network, "interfaces", "Each node's addresses");
+  add_format_option(add_command(
+      *interfaces, "list",
+      "List each node's front-end (NFS), backend (node to node) and admin interfaces",
+      [this]() -> Result<Operation> {
+        return Operation([format = format()](Session& session) {
+          return list_network_interfaces(session, format);
+        });
+      }));
 }
 
 void Grammar::add_lock_commands() {

@@ -54,6 +54,7 @@ struct Arguments {
   bool flush_l2 = false;                 // --l2 of `flush`
   bool flush_all = false;                // --all of `flush`
   bool recurse = false;                  // --recurse of `filepool apply`
+  bool force = false;                    // --force of every `delete`: no confirmation
   std::optional<std::string> flush_node;  // --node of `flush`
   std::string nodes = "all";              // --nodes of `statistics system`
   std::uint32_t iterations = 0;           // --iterations of `statistics system --format top`
@@ -86,11 +87,15 @@ class Grammar {
   CLI::App* add_command(CLI::App& parent, const std::string& name, const std::string& description,
                         Command command);
   void add_format_option(CLI::App* command);
+  void add_force_flag(CLI::App* command);
+  // --format table|json|top and --iterations, of the statistics isi shows as top.
+  void add_top_format_options(CLI::App* command);
   void add_export_options(CLI::App* command);
   Format format() const { return arguments_.format == "json" ? Format::json : Format::table; }
 
   void add_cluster_commands();
   void add_storagepool_commands();
+  void add_network_commands();
   void add_sysctl_command();
   void add_nfs_commands();
   void add_lock_commands();

@@ -80,14 +80,16 @@ void Grammar::add_filepool_commands() {
   modify->add_flag("--clear-data-access-pattern", arguments_.policy_options.clear_access_pattern,
                    "Take the access pattern from the default policy again");
 
-  add_command(*policies, "delete", "Remove a policy (the default policy stays)",
-              [this]() -> Result<Operation> {
-                return Operation([name = arguments_.policy](Session& session) {
-                  return delete_policy(session, name);
-                });
-              })
-      ->add_option("NAME", arguments_.policy, "The policy's name")
-      ->required();
+  CLI::App* remove = add_command(
+      *policies, "delete", "Remove a policy (the default policy stays)",
+      [this]() -> Result<Operation> {
+        return Operation([name = arguments_.policy, force = arguments_.force](Session& session) {
+          TP_RETURN_IF_ERROR(confirm_delete(session, "policy '" + name + "'", force));
+          return delete_policy(session, name);
+        });
+      });
+  remove->add_option("NAME", arguments_.policy, "The policy's name")->required();
+  add_force_flag(remove);
 
   CLI::App* default_policy = add_group(*filepool, "default-policy",
                                        "The actions of files no policy matches, and of what a "

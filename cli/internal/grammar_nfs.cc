@@ -69,13 +69,16 @@ void Grammar::add_nfs_commands() {
                    "Stop mapping every request to one uid and gid");
   add_export_options(modify);
 
-  add_command(*exports, "delete", "Stop exporting a directory",
-              [this]() -> Result<Operation> {
-                TP_ASSIGN_OR_RETURN(std::uint64_t id, parse_id("export id", arguments_.id));
-                return Operation([id](Session& session) { return delete_export(session, id); });
-              })
-      ->add_option("ID", arguments_.id, "The export's id")
-      ->required();
+  CLI::App* remove =
+      add_command(*exports, "delete", "Stop exporting a directory", [this]() -> Result<Operation> {
+        TP_ASSIGN_OR_RETURN(std::uint64_t id, parse_id("export id", arguments_.id));
+        return Operation([id, force = arguments_.force](Session& session) {
+          TP_RETURN_IF_ERROR(confirm_delete(session, "export " + std::to_string(id), force));
+          return delete_export(session, id);
+        });
+      });
+  remove->add_option("ID", arguments_.id, "The export's id")->required();
+  add_force_flag(remove);
 
   CLI::App* nlm = add_group(*nfs, "nlm", "NFS advisory locking (NLM)");
   CLI::App* sessions = add_group(*nlm, "sessions", "The clients that lock through each node");

@@ -7,6 +7,17 @@
 
 namespace tidepool::cli::internal {
 
+void Grammar::add_top_format_options(CLI::App* command) {
+  command
+      ->add_option("--format", arguments_.format,
+                   "table (default), json, or top: as isi's top, drawn again every second")
+      ->type_name("table|json|top")
+      ->check(CLI::IsMember({"table", "json", "top"}));
+  command->add_option(
+      "--iterations", arguments_.iterations,
+      "With --format top: stop after drawing this many times (default: until stopped)");
+}
+
 void Grammar::add_statistics_commands() {
   CLI::App* statistics = add_group(app_, "statistics", "Counters of the cluster's services");
   add_format_option(add_command(
@@ -39,13 +50,7 @@ void Grammar::add_statistics_commands() {
       });
   system->add_option("--nodes", arguments_.nodes, "all (default) or node ids: 1,3")
       ->type_name("all|IDS");
-  system
-      ->add_option("--format", arguments_.format,
-                   "table (default), json, or top: the table again every second")
-      ->type_name("table|json|top")
-      ->check(CLI::IsMember({"table", "json", "top"}));
-  system->add_option("--iterations", arguments_.iterations,
-                     "With --format top: stop after this many tables (default: until stopped)");
+  add_top_format_options(system);
   CLI::App* pstat = add_command(
       *statistics, "pstat",
       "NFSv3 operations per second by procedure, with CPU, network and disk, for the cluster "
@@ -55,13 +60,14 @@ void Grammar::add_statistics_commands() {
         if (arguments_.node) {
           TP_ASSIGN_OR_RETURN(node, parse_id("node id", *arguments_.node));
         }
-        return Operation([node, format = format()](Session& session) {
-          return show_protocol_statistics(session, format, node);
+        ProtocolView view{node, arguments_.format == "top", arguments_.iterations};
+        return Operation([view, format = format()](Session& session) {
+          return show_protocol_statistics(session, format, view);
         });
       });
   pstat->add_option("--node", arguments_.node, "One node's figures instead of the cluster's")
       ->type_name("ID");
-  add_format_option(pstat);
+  add_top_format_options(pstat);
   add_format_option(
       add_command(*statistics, "client",
                   "The NFS clients of each node: calls, bytes in and out, average and slowest call",

@@ -88,15 +88,16 @@ void Grammar::add_storagepool_commands() {
       ->allow_extra_args(false);
   changes->require_option(1);
 
-  add_command(*tiers, "delete", "Delete a tier",
-              [this]() -> Result<Operation> {
-                TP_RETURN_IF_ERROR(check_name("tier name", arguments_.name));
-                return Operation([name = arguments_.name](Session& session) {
-                  return delete_tier(session, name);
-                });
-              })
-      ->add_option("NAME", arguments_.name, "The tier's name")
-      ->required();
+  CLI::App* remove =
+      add_command(*tiers, "delete", "Delete a tier", [this]() -> Result<Operation> {
+        TP_RETURN_IF_ERROR(check_name("tier name", arguments_.name));
+        return Operation([name = arguments_.name, force = arguments_.force](Session& session) {
+          TP_RETURN_IF_ERROR(confirm_delete(session, "tier '" + name + "'", force));
+          return delete_tier(session, name);
+        });
+      });
+  remove->add_option("NAME", arguments_.name, "The tier's name")->required();
+  add_force_flag(remove);
 }
 
 }  // namespace tidepool::cli::internal

@@ -1,5 +1,7 @@
 // Sysctls: cluster-wide settings whose default is each node's configuration.
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 
 #include "daemon/admin/config_change.h"
 #include "daemon/admin/handlers.h"
@@ -12,11 +14,21 @@ namespace {
 using cluster::GroupView;
 using nlohmann::json;
 
+// A duration also as a bare number in its unit, as OneFS prints its keys.
+json sysctl_json(const SysctlSpec& spec, const std::string& value, const NodeConfig& config) {
+  json shown{{"name", spec.name},
+             {"value", value},
+             {"default", sysctl_default(spec, config)},
+             {"description", spec.description}};
+  if (!spec.unit.empty()) shown["unit"] = spec.unit;
+  if (std::optional<std::string> in_unit = sysctl_in_unit(spec, value)) {
+    shown["value_in_unit"] = *in_unit;
+  }
+  return shown;
+}
+
 json sysctl_json(const SysctlSpec& spec, const GroupView& view, const NodeConfig& config) {
-  return json{{"name", spec.name},
-              {"value", sysctl_value(spec, view, config)},
-              {"default", sysctl_default(spec, config)},
-              {"description", spec.description}};
+  return sysctl_json(spec, sysctl_value(spec, view, config), config);
 }
 
 HttpResponse no_sysctl(const std::string& name) {
@@ -38,12 +50,10 @@ Plan write_sysctl(const GroupView& view, const NodeConfig& config, const std::st
   if (!normalized.ok()) return refuse(normalized.status());
   const std::string stored = json{{"value", *normalized}}.dump();
   const std::string kind(kSysctlKind);
-  json shown = sysctl_json(*spec, view, config);
-  shown["value"] = *normalized;
   return change_then(view.object(kind, name) != nullptr
                          ? cluster::Change::update_object(kind, name, stored)
                          : cluster::Change::create_object(kind, name, stored),
-                     reply(200, shown));
+                     reply(200, sysctl_json(*spec, *normalized, config)));
 }
 
 }  // namespace

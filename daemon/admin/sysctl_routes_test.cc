@@ -21,7 +21,30 @@ TEST_F(SysctlRoutesTest, EverySysctlIsListedWithItsDefault) {
       (json{{"name", "efs.bam.atime_grace_period"},
             {"value", "1D"},
             {"default", "1D"},
-            {"description", std::string(find_sysctl("efs.bam.atime_grace_period")->description)}}));
+            {"description", std::string(find_sysctl("efs.bam.atime_grace_period")->description)},
+            {"unit", "ms"},
+            {"value_in_unit", "86400000"}}));
+}
+
+TEST_F(SysctlRoutesTest, OneFsKeysTakeABareNumberInOneFsUnitAndShowItBothWays) {
+  for (const json& one_day : {json("86400000"), json(86400000)}) {
+    const HttpResponse set =
+        node_.call("PUT", "/v1/sysctl/efs.bam.atime_grace_period", json{{"value", one_day}});
+    EXPECT_EQ(set.status, 200u) << set.body;
+    const json shown = json_of(node_.call("GET", "/v1/sysctl/efs.bam.atime_grace_period"));
+    EXPECT_EQ(shown["value"], "1D") << one_day;
+    EXPECT_EQ(shown["value_in_unit"], "86400000");
+  }
+  const HttpResponse not_whole =
+      node_.call("PUT", "/v1/sysctl/efs.bam.atime_grace_period", json{{"value", "1500"}});
+  EXPECT_EQ(not_whole.status, 400u);
+  EXPECT_EQ(error_of(not_whole),
+            "efs.bam.atime_grace_period: '1500' counts milliseconds and must be whole seconds, "
+            "such as 86400000 for one day");
+  // Tidepool's own durations count seconds.
+  EXPECT_EQ(json_of(node_.call("PUT", "/v1/sysctl/efs.flexprotect.repair_delay",
+                               json{{"value", "3600"}}))["value"],
+            "1h");
 }
 
 TEST_F(SysctlRoutesTest, AValueSetIsKeptInCanonicalForm) {

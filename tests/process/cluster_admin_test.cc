@@ -224,12 +224,12 @@ TEST_F(ClusterAdminTest, FilePoolPoliciesLiveInTheClusterAndExplainWhatAppliesTo
   Ran refused = tide(1, {"filepool", "policies", "create", "bad", "--filter", "size >> 1"});
   EXPECT_EQ(refused.exit_code, 1);
   EXPECT_NE(refused.output.find("filter: at column 7"), std::string::npos) << refused.output;
-  refused = tide(1, {"filepool", "policies", "delete", "default"});
+  refused = tide(1, {"filepool", "policies", "delete", "default", "--force"});
   EXPECT_NE(refused.output.find("the default policy cannot be deleted"), std::string::npos)
       << refused.output;
   refused = tide(1, {"filepool", "policies", "create", "cold", "--filter", "size > 1"});
   EXPECT_NE(refused.output.find("already exists"), std::string::npos) << refused.output;
-  ASSERT_EQ(tide(2, {"filepool", "policies", "delete", "images"}).exit_code, 0);
+  ASSERT_EQ(tide(2, {"filepool", "policies", "delete", "images", "--force"}).exit_code, 0);
   EXPECT_EQ(tide_json(1, {"filepool", "policies", "list"})["policies"].size(), 1u);
 }
 
