@@ -1,10 +1,10 @@
 #include "cli/commands.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <ctime>
 #include <functional>
-#include <thread>
 #include <utility>
 
 #include "cli/render.h"
@@ -316,7 +316,13 @@ Status confirm_delete(Session& session, const std::string& what, bool force) {
                                              " without confirmation: standard input is not a "
                                              "terminal; pass --force");
   }
-  if (*answer != "yes" && *answer != "y") {
+  std::string said;
+  for (const char c : *answer) {
+    if (!std::isspace(static_cast<unsigned char>(c))) {
+      said += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+  }
+  if (said != "yes" && said != "y") {
     return error(Errc::invalid_argument, "not deleting " + what + ": not confirmed");
   }
   return {};
@@ -416,16 +422,11 @@ Json only_nodes(Json reply, const std::vector<std::uint64_t>& nodes) {
   return reply;
 }
 
-}  // namespace
-
-namespace {
-
-// As top does when `refresh`: the screen cleared and `show` drawn again every second,
-// `iterations` times (0: until stopped). Once otherwise.
+// As top does when `refresh`: `show` drawn again every second, `iterations` times (0: until
+// stopped), each time on a cleared screen once its figures came (clear_screen). Once otherwise.
 Status as_top(Session& session, bool refresh, std::uint32_t iterations,
               const std::function<Status()>& show) {
   for (std::uint32_t shown = 0;;) {
-    if (refresh) session.out() << "\x1b[H\x1b[2J";
     TP_RETURN_IF_ERROR(show());
     session.out().flush();
     if (!refresh || ++shown == iterations) return {};
@@ -433,12 +434,15 @@ Status as_top(Session& session, bool refresh, std::uint32_t iterations,
   }
 }
 
+void clear_screen(Session& session) { session.out() << "\x1b[H\x1b[2J"; }
+
 }  // namespace
 
 Status show_system_statistics(Session& session, Format format, const SystemView& view) {
   return as_top(session, view.refresh, view.iterations, [&]() -> Status {
     TP_ASSIGN_OR_RETURN(Json reply, session.call(Method::get, "/v1/statistics/system"));
     reply = only_nodes(std::move(reply), view.nodes);
+    if (view.refresh) clear_screen(session);
     print(session, format, reply, [&](std::ostream& out) {
       if (view.refresh) {
         render_system_top(out, reply);
@@ -462,6 +466,7 @@ Status show_protocol_statistics(Session& session, Format format, const ProtocolV
       }
       figures = as_list(field(reply, "statistics")).front();
     }
+    if (view.refresh) clear_screen(session);
     print(session, format, figures, [&](std::ostream& out) {
       if (view.refresh) {
         render_protocol_top(out, figures, view.node);

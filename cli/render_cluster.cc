@@ -168,7 +168,9 @@ Json network_interfaces(const Json& nodes) {
       interfaces.push_back(
           {{"lnn", field(node, "id")},
            {"name", name},
-           {"status", field(node, "state") == "up" ? "Up" : "Down"},
+           // A returning node (recorded lost, up again) answers on its interfaces too.
+           {"status",
+            field(node, "state") == "up" || field(node, "state") == "returning" ? "Up" : "Down"},
            {"owners", owners},
            {"ip_addresses",
             address.is_string() ? Json::array({host_of(address.get<std::string>())})

@@ -43,7 +43,7 @@ std::string top_rate(const Json& value) {
   double rate = value.get<double>();
   const char* unit = "";
   for (const char* bigger : {"K", "M", "G", "T"}) {
-    if (rate < 1000) break;
+    if (rate < 999.95) break;  // what would print as 1000.0 is 1.0 of the next unit
     rate /= 1000;
     unit = bigger;
   }

@@ -6,6 +6,7 @@
 #include <ctime>
 #include <limits>
 #include <sstream>
+#include <string>
 
 namespace tidepool::cli {
 namespace {
@@ -169,6 +170,31 @@ TEST(View, KeysAreRightAlignedInTheServersOrder) {
   EXPECT_EQ(rendered(render_view, Json::parse(R"({"name": "hot", "children": ["f800", "h500"]})")),
             "    Name: hot\n"
             "Children: f800,h500\n");
+}
+
+TEST(File, TheIfsInodeLineListsEachNodeHoldingDataFirstWithTheCopyOffsetAndBytesItHolds) {
+  const auto ifs_inode = [](const char* units, std::uint64_t size) {
+    std::ostringstream out;
+    render_file(out,
+                Json{{"path", "/ifs/f"},
+                     {"type", "file"},
+                     {"size", size},
+                     {"layout", {{"pool", "f800"}, {"stripe_unit", std::uint64_t{131072}}}},
+                     {"stripe_units", Json::parse(units)}},
+                true);
+    const std::string text = out.str();
+    const std::size_t at = text.find("IFS inode:");
+    return at == std::string::npos ? text : text.substr(at, text.find('\n', at) - at);
+  };
+  // Node 2 holds the second copy of unit 0 and the first of units 1-2; node 3 the second of
+  // units 1-2, the last of them short.
+  EXPECT_EQ(ifs_inode(R"([{"first": 0, "count": 1, "nodes": [1, 2]},
+                          {"first": 1, "count": 2, "nodes": [2, 3]}])",
+                      300000),
+            "IFS inode:        [ 1,0,0:131072, 2,1,0:300000, 3,1,131072:168928 ]");
+  EXPECT_EQ(ifs_inode(R"([{"first": 0, "count": 1, "nodes": [4, 5]}])", 10),
+            "IFS inode:        [ 4,0,0:10, 5,1,0:10 ]");
+  EXPECT_EQ(ifs_inode("[]", 0), "IFS inode:        [ ]");
 }
 
 TEST(Status, ShowsTheClusterThenNodesPoolsTiersAndJobs) {

@@ -136,7 +136,8 @@ Environment process_environment() {
       .sleep = [](std::chrono::milliseconds duration) { std::this_thread::sleep_for(duration); },
       .ask = [](const std::string& question) -> std::optional<std::string> {
         if (::isatty(STDIN_FILENO) == 0) return std::nullopt;
-        std::cout << question << std::flush;
+        // On the terminal even when standard output goes to a file, as rm -i asks.
+        std::cerr << question << std::flush;
         std::string answer;
         if (!std::getline(std::cin, answer)) return std::nullopt;
         return answer;

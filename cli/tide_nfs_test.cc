@@ -66,7 +66,7 @@ TEST_F(TideTest, ADeleteAsksOnATerminalAndFromAScriptNeedsForce) {
   EXPECT_EQ(err_.str(), "tide: not deleting tier 'hot': not confirmed\n");
   EXPECT_EQ(cluster_.requests().size(), sent) << "deleted without a yes";
 
-  answer = "yes";
+  answer = " Yes ";
   cluster_.reply(204, "");
   EXPECT_EQ(tide({"filepool", "policies", "delete", "cold"}), kExitSuccess);
   EXPECT_EQ(cluster_.requests().back().target, "/v1/filepool/policies/cold");

@@ -264,7 +264,7 @@ TEST_F(TideTest, SysctlReadsWritesAndLists) {
 TEST_F(TideTest, NetworkInterfacesListShowsEachNodesAddressesAsIsiDoes) {
   write_credentials_in(root_.path());
   const std::string status = R"({"nodes": [
-      {"id": 1, "state": "up", "frontend_address": "127.0.0.1",
+      {"id": 1, "state": "returning", "frontend_address": "127.0.0.1",
        "backend_address": "127.0.0.1:7100", "admin_address": "127.0.0.1:8080"},
       {"id": 2, "state": "down", "frontend_address": "127.0.0.2",
        "backend_address": "127.0.0.2:7100", "admin_address": "127.0.0.2:8080"}]})";

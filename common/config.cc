@@ -323,7 +323,12 @@ std::optional<Status> ConfigReader::sysctl_key(std::string_view key, const toml:
                                                const std::string& name) {
   if (key == "efs.bam.atime_enabled") return boolean(value, name, config_.atime_enabled);
   if (key == "efs.bam.atime_grace_period") {
-    return duration(value, name, config_.atime_grace_period, BareNumber::milliseconds);
+    TP_RETURN_IF_ERROR(
+        duration(value, name, config_.atime_grace_period, BareNumber::milliseconds));
+    if (config_.atime_grace_period > kMaxAtimeGracePeriod) {
+      return fail(value.source(), quote(name) + " must be at most 52W");
+    }
+    return Status{};
   }
   // An unquoted dotted name makes nested tables: say how to write it instead of "unknown key".
   if (value.is_table()) {
@@ -589,7 +594,7 @@ Result<std::chrono::seconds> parse_duration(std::string_view text, BareNumber ba
   };
   if (const auto split = split_number(text)) {
     const auto [number, unit] = *split;
-    if (unit.empty() && bare == BareNumber::milliseconds) {
+    if (unit == "ms" || (unit.empty() && bare == BareNumber::milliseconds)) {
       if (number % 1000 != 0) {
         return error(Errc::invalid_argument,
                      quote(text) + " counts milliseconds and must be whole seconds, such as "

@@ -97,11 +97,15 @@ Result<NodeConfig> load_config_file(const std::string& path);
 // also for values that overflow 64 bits.
 Result<std::uint64_t> parse_size(std::string_view text);
 
+// The longest efs.bam.atime_grace_period: a year. Longer would stop atime for good, and the
+// span in nanoseconds must stay far inside 64 bits.
+inline constexpr std::chrono::seconds kMaxAtimeGracePeriod{52 * 7 * 86400};
+
 // What a duration written as a plain integer counts. OneFS's keys take OneFS's own unit:
 // efs.bam.atime_grace_period counts milliseconds there (86400000 is one day).
 enum class BareNumber { seconds, milliseconds };
-// "90s", "5m", "12h", "1d"/"1D", "2w"/"2W"; a plain integer counts `bare`, and in milliseconds
-// must be whole seconds. Errors: invalid_argument.
+// "90s", "5m", "12h", "1d"/"1D", "2w"/"2W", "86400000ms"; a plain integer counts `bare`.
+// Milliseconds must be whole seconds. Errors: invalid_argument.
 Result<std::chrono::seconds> parse_duration(std::string_view text,
                                             BareNumber bare = BareNumber::seconds);
 

@@ -326,6 +326,9 @@ TEST(Config, DurationsAcceptBareNumbersInTheirKeysUnitAndStrings) {
   EXPECT_EQ(parse_error(with_data_dir("[sysctl]\n\"efs.bam.atime_grace_period\" = 1500\n")),
             "node.toml:4: 'sysctl.efs.bam.atime_grace_period': '1500' counts milliseconds and "
             "must be whole seconds, such as 86400000 for one day");
+  EXPECT_EQ(parse_error(with_data_dir("[sysctl]\n\"efs.bam.atime_grace_period\" = "
+                                      "9000000000000000000\n")),
+            "node.toml:4: 'sysctl.efs.bam.atime_grace_period' must be at most 52W");
   EXPECT_EQ(parse_error(with_data_dir("[sysctl]\n\"efs.bam.atime_grace_period\" = \"1y\"\n")),
             "node.toml:4: 'sysctl.efs.bam.atime_grace_period': '1y' is not a duration such as "
             "90s, 5m, 12h, 1D or 2W");
@@ -388,6 +391,7 @@ TEST(ParseDuration, ABareNumberInMillisecondsIsOneFsStyleAndWholeSeconds) {
   EXPECT_EQ(parse_duration("0", BareNumber::milliseconds).value(), 0s);
   EXPECT_EQ(parse_duration("7D", BareNumber::milliseconds).value(), 168h) << "suffixes still work";
   EXPECT_EQ(parse_duration("90s", BareNumber::milliseconds).value(), 90s);
+  EXPECT_EQ(parse_duration("86400000ms").value(), 24h) << "as tide prints it, whatever the key";
   EXPECT_EQ(parse_duration("1500", BareNumber::milliseconds).status().message(),
             "'1500' counts milliseconds and must be whole seconds, such as 86400000 for one day");
 }

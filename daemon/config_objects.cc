@@ -186,6 +186,9 @@ Result<std::string> normalize_sysctl(const SysctlSpec& spec, std::string_view va
   if (spec.name == kRepairDelay && (*duration < kMinRepairDelay || *duration > kMaxRepairDelay)) {
     return error(Errc::invalid_argument, std::string(spec.name) + " must be from 1s to 4W");
   }
+  if (spec.name == kAtimeGracePeriod && *duration > kMaxAtimeGracePeriod) {
+    return error(Errc::invalid_argument, std::string(spec.name) + " must be at most 52W");
+  }
   return format_duration(*duration);
 }
 
@@ -217,8 +220,9 @@ std::string sysctl_value(const SysctlSpec& spec, const cluster::GroupView& view,
 AtimePolicy atime_policy(const cluster::GroupView& view, const NodeConfig& config) {
   AtimePolicy policy;
   policy.enabled = sysctl_value(*find_sysctl(kAtimeEnabled), view, config) == "true";
+  const SysctlSpec& grace_spec = *find_sysctl(kAtimeGracePeriod);
   Result<std::chrono::seconds> grace =
-      parse_duration(sysctl_value(*find_sysctl(kAtimeGracePeriod), view, config));
+      parse_duration(sysctl_value(grace_spec, view, config), bare_number(grace_spec));
   policy.grace_period = grace.ok() ? *grace : config.atime_grace_period;
   return policy;
 }

@@ -73,6 +73,11 @@ TEST(Sysctls, TheAtimeGracePeriodTakesMillisecondsAsOneFsAndShowsThemBack) {
   EXPECT_EQ(normalize_sysctl(*grace, "86400000").value(), "1D");
   EXPECT_EQ(normalize_sysctl(*grace, "1D").value(), "1D");
   EXPECT_FALSE(normalize_sysctl(*grace, "1500").ok());
+  EXPECT_EQ(normalize_sysctl(*grace, "86400000ms").value(), "1D") << "what tide prints";
+  EXPECT_EQ(normalize_sysctl(*grace, "52W").value(), "52W");
+  for (const char* too_long : {"53W", "18446744073709551000", "9223372036854775807s"}) {
+    EXPECT_FALSE(normalize_sysctl(*grace, too_long).ok()) << too_long;
+  }
   EXPECT_EQ(sysctl_in_unit(*grace, "1D"), "86400000");
   EXPECT_EQ(sysctl_in_unit(*grace, "0s"), "0");
   EXPECT_EQ(sysctl_in_unit(*find_sysctl("efs.flexprotect.repair_delay"), "10m"), "600");

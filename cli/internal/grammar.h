@@ -57,7 +57,7 @@ struct Arguments {
   bool force = false;                    // --force of every `delete`: no confirmation
   std::optional<std::string> flush_node;  // --node of `flush`
   std::string nodes = "all";              // --nodes of `statistics system`
-  std::uint32_t iterations = 0;           // --iterations of `statistics system --format top`
+  std::uint32_t iterations = 0;           // --iterations of `statistics system|pstat`
   std::optional<std::string> node;        // --node of `statistics pstat`
   std::string policy;                     // NAME of `filepool policies ...`
   PolicyOptions policy_options;
