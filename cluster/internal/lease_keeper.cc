@@ -59,7 +59,7 @@ std::optional<std::uint64_t> LeaseKeeper::last_heard(NodeId node) const {
 
 void LeaseKeeper::changes_applied() {
   if (!waiting_ || group_.applied() < waiting_->required_applied) return;
-  lease_->extend(waiting_->asked_ms, waiting_->until_ms);
+  extend_lease(waiting_->asked_ms);
   waiting_.reset();
 }
 
@@ -193,13 +193,15 @@ void LeaseKeeper::end_round() {
 void LeaseKeeper::on_grant(std::uint64_t sequence, std::uint64_t required_applied) {
   auto sent = sent_.find(sequence);
   if (sent == sent_.end()) return;
-  const std::uint64_t asked = sent->second;
-  const std::uint64_t until = asked + static_cast<std::uint64_t>(timing_.lease.count());
   if (group_.applied() >= required_applied) {
-    lease_->extend(asked, until);
+    extend_lease(sent->second);
   } else {
-    waiting_ = WaitingGrant{asked, until, required_applied};
+    waiting_ = WaitingGrant{sent->second, required_applied};
   }
+}
+
+void LeaseKeeper::extend_lease(std::uint64_t asked_ms) {
+  lease_->extend(asked_ms, asked_ms + static_cast<std::uint64_t>(timing_.lease.count()));
 }
 
 }  // namespace tidepool::cluster::internal

@@ -84,7 +84,6 @@ class LeaseKeeper {
   };
   struct WaitingGrant {
     std::uint64_t asked_ms = 0;
-    std::uint64_t until_ms = 0;
     std::uint64_t required_applied = 0;
   };
 
@@ -95,6 +94,8 @@ class LeaseKeeper {
   void on_confirm(NodeId from, std::uint64_t round, std::uint64_t term);
   void on_confirmed(NodeId from, std::uint64_t round, std::uint64_t term, bool yes);
   void on_grant(std::uint64_t sequence, std::uint64_t required_applied);
+  // Holds the lease a grant of the request sent at `asked_ms` gives.
+  void extend_lease(std::uint64_t asked_ms);
   void begin_round();
   void end_round();
   void send(NodeId to, const std::vector<std::uint64_t>& words);
