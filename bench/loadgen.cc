@@ -179,9 +179,9 @@ std::string_view error_text(void* data) {
   return data != nullptr ? static_cast<const char*>(data) : "cancelled";
 }
 
-// A failed READ's errno and the context's last error: libnfs 4.0 may hand a READ split in
-// chunks a `data` that is not its error text.
-std::string read_error_text(int err, nfs_context* nfs) {
+// A failed READ's or WRITE's errno and the context's last error: libnfs 4.0 may hand a call
+// split in chunks a `data` that is not its error text.
+std::string chunked_error_text(int err, nfs_context* nfs) {
   const char* last = nfs != nullptr ? nfs_get_error(nfs) : nullptr;
   return std::string(std::strerror(-err)) + " (" + (last != nullptr ? last : "no detail") + ")";
 }
@@ -725,7 +725,7 @@ class ReadJob final : public Job {
     ReadJob& job = *s.job;
     if (!job.aborted()) {
       if (err < 0) {
-        job.record_error("READ", read_error_text(err, nfs));
+        job.record_error("READ", chunked_error_text(err, nfs));
       } else if (static_cast<uint64_t>(err) != s.expected) {
         job.record_error("READ", "short read of " + std::to_string(err) + " bytes");
       } else {
@@ -815,7 +815,7 @@ class DlTrainJob final : public Job {
     DlTrainJob& job = *r.job;
     if (!job.aborted()) {
       if (err < 0) {
-        job.record_error("READ", read_error_text(err, nfs));
+        job.record_error("READ", chunked_error_text(err, nfs));
       } else if (static_cast<uint64_t>(err) != r.expected) {
         job.record_error("READ", "short read of " + std::to_string(err) + " bytes");
       } else {
@@ -913,12 +913,12 @@ class WriteJob final : public Job {
     std::vector<char> buf;  // owned by the request in flight until its callback
   };
 
-  static void on_written(int err, nfs_context*, void* data, void* private_data) {
+  static void on_written(int err, nfs_context* nfs, void*, void* private_data) {
     auto& s = *static_cast<Slot*>(private_data);
     WriteJob& job = *s.job;
     if (!job.aborted()) {
       if (err < 0) {
-        job.record_error("WRITE", error_text(data));
+        job.record_error("WRITE", chunked_error_text(err, nfs));
       } else if (static_cast<uint64_t>(err) != s.expected) {
         job.record_error("WRITE", "short write of " + std::to_string(err) + " bytes");
       } else {
