@@ -37,6 +37,13 @@ void render_unit_runs(std::ostream& out, const Json& runs, const Json& unit_byte
   units.render(out);
 }
 
+// OneFS's "Disk pools: policy hot-tier(5) -> data target f800_…": the target of the policy
+// that applies now, and the node pool the data is in (they differ until SmartPools runs).
+std::string disk_pools(const Json& policy, const Json& pool) {
+  return "policy " + display(field(policy, "storage_target")) + " (" +
+         display(field(policy, "name")) + ") -> data target " + display(pool);
+}
+
 // OneFS's "IFS inode: [ 1,0,1606656:512, 2,2,1372672:512 ]", whose elements start with the
 // node holding the file's data: here one element per node holding stripe units, by node, as
 // NODE,COPY,OFFSET:BYTES — which copy it is of the first unit it holds, that unit's byte offset,
@@ -102,6 +109,7 @@ void render_file(std::ostream& out, const Json& file, bool details) {
   if (layout.is_object()) {
     fields.insert(fields.end(),
                   {{"Disk Pool Policy", display(field(layout, "pool"))},
+                   {"Disk Pools", disk_pools(field(file, "policy"), field(layout, "pool"))},
                    {"Protection", display(field(layout, "protection"))},
                    {"Access Pattern", display(field(layout, "access_pattern"))},
                    {"Stripe Unit", display(field(layout, "stripe_unit")) + " bytes"},

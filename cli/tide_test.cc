@@ -198,6 +198,7 @@ TEST_F(TideTest, GetShowsTheFilesPolicyAndWithDetailsItsLayout) {
       "shard": {"id": 0, "home": 1, "state": "serving", "mirror": 2, "mirror_state": "in step"},
       "layout": {"pool": "default", "stripe_unit": 131072, "protection": "2x",
                  "access_pattern": "concurrency"},
+      "policy": {"name": "default", "storage_target": "hot-tier"},
       "stripe_units": [{"first": 0, "count": 3, "nodes": [1, 2]}]})";
   cluster_.reply(200, file);
   EXPECT_EQ(tide({"get", "/ifs/data set/a.bin"}), kExitSuccess) << err_.str();
@@ -214,7 +215,9 @@ TEST_F(TideTest, GetShowsTheFilesPolicyAndWithDetailsItsLayout) {
        {"Inode:            7 (shard 0)", "Shard Home:       node 1 (serving)",
         "Shard Mirror:     node 2 (in step)", "Protection:       2x",
         "Access Pattern:   concurrency", "0-2    0-393215  1,2",
-        // As `isi get -D` prints it: each element starts with a node holding the data.
+        // As `isi get -D` prints them: where the policy wants the data and where it is, and
+        // each element starting with a node holding the data.
+        "Disk Pools:       policy hot-tier (default) -> data target default",
         "IFS inode:        [ 1,0,0:300000, 2,1,0:300000 ]"}) {
     EXPECT_NE(details.find(expected), std::string::npos) << expected << " in\n" << details;
   }

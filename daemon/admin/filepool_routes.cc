@@ -9,7 +9,6 @@
 #include "daemon/admin/policy_json.h"
 #include "daemon/admin/replies.h"
 #include "daemon/filepool.h"
-#include "tiering/smartpools.h"
 
 namespace tidepool::daemon::admin {
 namespace {
@@ -129,16 +128,15 @@ Reply explain_file(Context& context, Request request) {
   auto resolving = resolve_path(context.store, request.rest);
   const Result<store::Attributes> file = co_await std::move(resolving);
   if (!file.ok()) co_return failure(file.status());
-  const policy::FileFacts facts = tiering::facts_of(*file, shown_path(request.rest));
-  const policy::PolicySet set = policies_of(context.view()).set;
-  const policy::Resolution r = policy::resolve(set, facts, unix_now());
+  const std::string path = shown_path(request.rest);
+  const policy::Resolution r = applying_policy(context.view(), *file, path);
   json filter = nullptr;
-  for (const policy::Policy& p : set.policies) {
+  for (const policy::Policy& p : policies_of(context.view()).set.policies) {
     if (p.name == r.policy) filter = policy::to_expression(p.filter);
   }
   co_return reply(
       200,
-      json{{"path", facts.path},
+      json{{"path", path},
            {"policy", r.policy},
            {"filter", filter},
            {"storage_target", {{"value", r.storage_target}, {"from", r.storage_target_from}}},

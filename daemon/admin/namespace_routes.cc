@@ -6,6 +6,7 @@
 
 #include "daemon/admin/handlers.h"
 #include "daemon/admin/namespace_paths.h"
+#include "daemon/admin/policy_json.h"
 #include "daemon/admin/replies.h"
 #include "store/namespace_record.h"
 #include "daemon/admin/view_json.h"
@@ -107,6 +108,8 @@ asio::awaitable<HttpResponse> file_info(Context& context, std::vector<std::strin
                     {"stripe_unit", layout->stripe_unit},
                     {"protection", std::to_string(layout->protection) + "x"},
                     {"access_pattern", layout->access_pattern}};
+  const policy::Resolution applying = applying_policy(view, a, info["path"].get<std::string>());
+  info["policy"] = {{"name", applying.policy}, {"storage_target", applying.storage_target}};
   info["stripe_units"] = stripe_units_json(a, *layout, where);
   const std::uint64_t units = units_of(a, *layout);
   info["unlisted_units"] =

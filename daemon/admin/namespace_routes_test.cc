@@ -51,6 +51,9 @@ TEST_F(NamespaceRoutesTest, AFileShowsItsLayoutAndWhereItsStripeUnitsAre) {
             json::array({{{"first", 0}, {"count", 3}, {"nodes", {kNodeId}}}}));
   EXPECT_EQ(shown["unlisted_units"], 0);
   EXPECT_TRUE(shown["moving"].is_null());
+  // No policy matches: the default policy's target, a new cluster's pool, is where the next
+  // SmartPools run puts the data, which is kept with its shard until then.
+  EXPECT_EQ(shown["policy"], (json{{"name", "default"}, {"storage_target", std::string(kPool)}}));
 }
 
 TEST_F(NamespaceRoutesTest, PathSegmentsArePercentDecoded) {

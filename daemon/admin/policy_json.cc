@@ -2,7 +2,10 @@
 
 #include <algorithm>
 
+#include "daemon/admin/replies.h"
 #include "daemon/config_objects.h"
+#include "daemon/filepool.h"
+#include "tiering/smartpools.h"
 
 namespace tidepool::daemon::admin {
 namespace {
@@ -145,6 +148,12 @@ Result<policy::Defaults> defaults_from_json(const json& body, policy::Defaults b
     }
   }
   return base;
+}
+
+policy::Resolution applying_policy(const cluster::GroupView& view, const store::Attributes& file,
+                                   std::string path) {
+  return policy::resolve(policies_of(view).set, tiering::facts_of(file, std::move(path)),
+                         unix_now());
 }
 
 }  // namespace tidepool::daemon::admin

@@ -8,6 +8,7 @@
 #include "cluster/group.h"
 #include "common/status.h"
 #include "policy/policies.h"
+#include "store/store.h"
 
 namespace tidepool::daemon::admin {
 
@@ -28,5 +29,9 @@ Result<policy::Policy> policy_from_json(const nlohmann::json& body, policy::Poli
 // The same for the default policy, whose actions cannot be unset and which has no filter.
 Result<policy::Defaults> defaults_from_json(const nlohmann::json& body, policy::Defaults base,
                                             const cluster::GroupView& view);
+
+// Which policy of `view` applies to `file`, at `path`, now, and where each action comes from.
+policy::Resolution applying_policy(const cluster::GroupView& view, const store::Attributes& file,
+                                   std::string path);
 
 }  // namespace tidepool::daemon::admin

@@ -8,9 +8,16 @@
 #   STEP <name> OK (<secs> s)
 #   STEP <name> FAIL: <the guest's own output, lines joined by " | ">
 #   STEP <name> SKIP: <why>
-# then "TP DONE" and a power-off. Parameters come on the kernel command line:
+# then "TP DONE" and a power-off. With tp_mode=commands it runs no workload:
+# it mounts the export at the export's own path, prints "TP READY", and runs
+# each line the host types on the console as a shell command, printing its
+# output as "OUT <line>" and then "END <exit status>", until the host types
+# "TP EXIT" (kernel_client/tiering_walkthrough_test.cc). `touch` and `ls` are
+# GNU coreutils' there (make_initramfs.sh).
+# Parameters come on the kernel command line:
 #   tp_server=ADDR        where the node's ports are forwarded (guestfwd)
 #   tp_export=PATH        the export to mount
+#   tp_mode=MODE          "workload" (the default) or "commands"
 #   tp_files=N            entries of the big directory
 #   tp_big=NAME           a file under the export the host wrote ...
 #   tp_big_sha256=HEX     ... and its SHA-256
@@ -25,7 +32,8 @@ mount -t tmpfs tmp /tmp
 exec </dev/console >/dev/console 2>&1
 
 echo "TP init: $(uname -r), $(grep -c ^processor /proc/cpuinfo) cpu(s)"
-tp_server=10.0.2.100 tp_export=/ifs tp_files=10000 tp_big='' tp_big_sha256='' tp_big_size=''
+tp_server=10.0.2.100 tp_export=/ifs tp_mode=workload tp_files=10000 tp_big='' tp_big_sha256=''
+tp_big_size=''
 # shellcheck disable=SC2013 # the command line is words
 for kv in $(cat /proc/cmdline); do
   case "$kv" in
@@ -328,6 +336,42 @@ while read -r module; do
   insmod "/lib/modules/$module" || echo "TP insmod $module failed"
 done </etc/tp-modules
 
+# The host's commands, one a line, until "TP EXIT". Each runs in a shell of its
+# own, killed after 120 s; the console does not echo what the host types.
+# Debian's busybox shell runs its own applets before anything on PATH: GNU
+# touch and ls are shell functions there.
+serve_commands() {
+  gnu_tools='touch() { /usr/local/bin/touch "$@"; }; ls() { /usr/local/bin/ls "$@"; }'
+  stty -echo
+  echo "TP READY"
+  while IFS= read -r line; do
+    line=${line%"$(printf '\r')"}
+    [ "$line" = "TP EXIT" ] && break
+    (cd /; exec sh -c "$gnu_tools
+$line") >/tmp/command.out 2>&1 &
+    pid=$!
+    (sleep 120; kill -9 "$pid") >/dev/null 2>&1 &
+    watchdog=$!
+    rc=0
+    wait "$pid" || rc=$?
+    kill "$watchdog" 2>/dev/null
+    wait "$watchdog" 2>/dev/null
+    sed 's/^/OUT /' /tmp/command.out
+    echo "END $rc"
+  done
+}
+
+unmount_and_finish() {
+  echo "RUN umount"
+  cd /
+  if umount "$mount_point" >/tmp/umount.out 2>&1; then
+    echo "STEP umount OK"
+  else
+    echo "STEP umount FAIL: $(oneline /tmp/umount.out)"
+  fi
+  finish
+}
+
 i=0
 while [ ! -e /sys/class/net/eth0 ] && [ "$i" -lt 50 ]; do
   sleep 0.1
@@ -338,18 +382,28 @@ ip link set eth0 up
 ip addr add 10.0.2.15/24 dev eth0
 ip route add default via 10.0.2.2
 
+# Commands name the export's paths as its clients do: it is mounted there.
+mount_point=/mnt
+if [ "$tp_mode" = commands ]; then
+  mount_point=$tp_export
+  mkdir -p "$mount_point"
+fi
 echo "RUN mount"
 # The kernel's own text options, as mount.nfs would pass them; busybox's
 # mount hands them to mount(2) unchanged. No port= or mountport=: the kernel
 # asks the node's portmapper at tp_server:111.
 if ! mount -t nfs -o "vers=3,proto=tcp,mountproto=tcp,nolock,addr=$tp_server" \
-  "$tp_server:$tp_export" /mnt >/tmp/mount.out 2>&1; then
+  "$tp_server:$tp_export" "$mount_point" >/tmp/mount.out 2>&1; then
   dmesg | grep -i -E 'nfs|rpc|lockd' | tail -n 8 >>/tmp/mount.out
   echo "STEP mount FAIL: $(oneline /tmp/mount.out)"
   finish
 fi
 echo "STEP mount OK"
-grep " /mnt " /proc/mounts
+grep " $mount_point " /proc/mounts
+if [ "$tp_mode" = commands ]; then
+  serve_commands
+  unmount_and_finish
+fi
 mkdir -p /mnt/kc && chmod 755 /mnt /mnt/kc
 
 run write_read step_write_read
@@ -367,11 +421,4 @@ run big_file step_big_file 90
 run write_for_host step_write_for_host
 echo "STEP locks SKIP: NLM not implemented yet (issue 5); mounted with nolock"
 
-echo "RUN umount"
-cd /
-if umount /mnt >/tmp/umount.out 2>&1; then
-  echo "STEP umount OK"
-else
-  echo "STEP umount FAIL: $(oneline /tmp/umount.out)"
-fi
-finish
+unmount_and_finish

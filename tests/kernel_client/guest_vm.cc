@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <utility>
 
 namespace tidepool::test {
 namespace {
@@ -28,41 +29,52 @@ std::string describe_status(int status) {
   return "status " + std::to_string(status);
 }
 
-// Forks and execs argv (searching PATH), stdin from /dev/null, stdout and
-// stderr into a pipe whose read end is returned in *out_fd. The child dies
+// Forks and execs argv (searching PATH), stdout and stderr into a pipe whose
+// read end is returned in *out_fd; stdin from a pipe whose write end is
+// returned in *in_fd, or from /dev/null when in_fd is null. The child dies
 // with this process. -1 if it could not fork.
-pid_t spawn(const std::vector<std::string>& args, int* out_fd, std::string* error) {
+pid_t spawn(const std::vector<std::string>& args, int* out_fd, int* in_fd, std::string* error) {
   std::vector<std::string> copy = args;
   std::vector<char*> argv;
   for (std::string& a : copy) argv.push_back(a.data());
   argv.push_back(nullptr);
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) {
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) {
     *error = std::string("pipe: ") + std::strerror(errno);
     return -1;
   }
-  int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  int in[2] = {-1, -1};
+  if (in_fd != nullptr ? ::pipe2(in, O_CLOEXEC) != 0
+                       : (in[0] = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
+    *error = std::string("stdin: ") + std::strerror(errno);
+    ::close(out[0]);
+    ::close(out[1]);
+    return -1;
+  }
+  auto close_all = [&] {
+    for (int fd : {out[0], out[1], in[0], in[1]}) {
+      if (fd >= 0) ::close(fd);
+    }
+  };
   pid_t parent = ::getpid();
   pid_t child = ::fork();
   if (child < 0) {
     *error = std::string("fork: ") + std::strerror(errno);
-    ::close(fds[0]);
-    ::close(fds[1]);
-    if (null_fd >= 0) ::close(null_fd);
+    close_all();
     return -1;
   }
   if (child == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(126);
-    if (null_fd >= 0) ::dup2(null_fd, 0);
-    ::dup2(fds[1], 1);
-    ::dup2(fds[1], 2);
+    ::dup2(in[0], 0);
+    ::dup2(out[1], 1);
+    ::dup2(out[1], 2);
     ::execvp(argv[0], argv.data());
     ::_exit(127);
   }
-  ::close(fds[1]);
-  if (null_fd >= 0) ::close(null_fd);
-  *out_fd = fds[0];
+  *out_fd = std::exchange(out[0], -1);
+  if (in_fd != nullptr) *in_fd = std::exchange(in[1], -1);
+  close_all();
   return child;
 }
 
@@ -70,7 +82,7 @@ pid_t spawn(const std::vector<std::string>& args, int* out_fd, std::string* erro
 // output in *output.
 int run_capture(const std::vector<std::string>& args, std::string* output) {
   int fd = -1;
-  pid_t pid = spawn(args, &fd, output);
+  pid_t pid = spawn(args, &fd, nullptr, output);
   if (pid < 0) return -1;
   char buf[4096];
   for (;;) {
@@ -161,8 +173,32 @@ InitramfsResult make_guest_initramfs(const std::string& script_dir, const std::s
   return InitramfsResult::kFailed;
 }
 
+InitramfsResult prepare_guest(GuestSpec* spec, std::string* why) {
+  if (std::string problem = qemu_problem(); !problem.empty()) {
+    *why = problem;
+    return InitramfsResult::kMissing;
+  }
+  std::optional<GuestKernel> found = find_guest_kernel(why);
+  if (!found) return InitramfsResult::kMissing;
+  spec->kernel = *found;
+  spec->initramfs = std::string(TP_GUEST_CACHE_DIR) + "/initramfs-" + found->version + ".cpio";
+  return make_guest_initramfs(TP_GUEST_SOURCE_DIR, spec->initramfs, spec->kernel,
+                              std::string(TP_GUEST_SOURCE_DIR) + "/guest_init.sh", why);
+}
+
+std::vector<GuestForward> nfs_forwards(const std::string& address, uint16_t portmap_port,
+                                       uint16_t mount_port, uint16_t nfs_port) {
+  return {
+      {111, address, portmap_port},
+      {mount_port, address, mount_port},
+      {nfs_port, address, nfs_port},
+  };
+}
+
 GuestRun run_guest(const GuestSpec& spec) {
   GuestRun run;
+  // What is typed on the console of a qemu that just exited fails as EPIPE, not as a signal.
+  ::signal(SIGPIPE, SIG_IGN);
   if (spec.relay_path.find_first_of(" \t'\"\\") != std::string::npos) {
     run.error = "the relay's path must not contain blanks or quotes: " + spec.relay_path;
     return run;
@@ -196,7 +232,8 @@ GuestRun run_guest(const GuestSpec& spec) {
   auto start = Clock::now();
   auto deadline = start + spec.deadline;
   int fd = -1;
-  pid_t pid = spawn(args, &fd, &run.error);
+  int console_in = -1;
+  pid_t pid = spawn(args, &fd, &console_in, &run.error);
   if (pid < 0) return run;
   run.started = true;
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
@@ -210,8 +247,15 @@ GuestRun run_guest(const GuestSpec& spec) {
       std::string line = partial.substr(0, nl);
       partial.erase(0, nl + 1);
       line.erase(std::remove(line.begin(), line.end(), '\r'), line.end());
-      if (spec.on_line != nullptr) spec.on_line(line);
+      const std::string typed = spec.on_line ? spec.on_line(line) : std::string();
       run.lines.push_back(std::move(line));
+      // Blocking: the guest reads its console while it waits for this.
+      for (std::size_t sent = 0; sent < typed.size();) {
+        const ssize_t n = ::write(console_in, typed.data() + sent, typed.size() - sent);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        sent += static_cast<std::size_t>(n);
+      }
     }
   };
   // Reads what is there; false at end of file.
@@ -254,6 +298,7 @@ GuestRun run_guest(const GuestSpec& spec) {
   }
   drain();
   ::close(fd);
+  ::close(console_in);
   if (!partial.empty()) take("\n", 1);
   run.exit_description = describe_status(status);
   if (run.timed_out) run.exit_description = "killed at the deadline";

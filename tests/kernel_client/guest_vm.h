@@ -7,7 +7,8 @@
 // it reaches nothing on the host but the forwards it is given, each a guest
 // TCP port on one guest address relayed to a host address and port
 // (tp_guestfwd_relay, one process per connection). Its serial console is the
-// result: run_guest() collects it, bounded by a deadline.
+// result: run_guest() collects it, bounded by a deadline; the test may type
+// on it too (GuestSpec::on_line).
 //
 // KVM is not used: this machine's /dev/kvm hangs Debian's kernel at boot
 // (see /work/shared/NOTES-machine.md), and TCG works everywhere.
@@ -17,9 +18,22 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
+
+// The tests that boot a guest are built with where its scripts are, where
+// the build keeps its initramfs and console, and the relay (CMakeLists.txt).
+#ifndef TP_GUEST_SOURCE_DIR
+#error "TP_GUEST_SOURCE_DIR must name tests/kernel_client"
+#endif
+#ifndef TP_GUEST_CACHE_DIR
+#error "TP_GUEST_CACHE_DIR must name a directory of the build tree"
+#endif
+#ifndef TP_GUESTFWD_RELAY
+#error "TP_GUESTFWD_RELAY must name the tp_guestfwd_relay binary"
+#endif
 
 namespace tidepool::test {
 
@@ -50,6 +64,14 @@ InitramfsResult make_guest_initramfs(const std::string& script_dir, const std::s
                                      const GuestKernel& kernel, const std::string& init_script,
                                      std::string* output);
 
+struct GuestSpec;
+
+// Everything the guest needs before it boots: qemu, a kernel, and an initramfs
+// of guest_init.sh made (or reused) in TP_GUEST_CACHE_DIR, set in spec->kernel
+// and spec->initramfs. kMissing: something is not installed, *why names the
+// package (a skip); kFailed: *why says what went wrong.
+InitramfsResult prepare_guest(GuestSpec* spec, std::string* why);
+
 // One forwarded port: the guest's connections to forward_address:guest_port
 // become connections to host_address:host_port.
 struct GuestForward {
@@ -57,6 +79,12 @@ struct GuestForward {
   std::string host_address;
   uint16_t host_port = 0;
 };
+
+// The forwards that let the guest mount a node's export asking its portmapper
+// on port 111, which answers with the node's NFS and MOUNT ports: the guest
+// sees those same port numbers.
+std::vector<GuestForward> nfs_forwards(const std::string& address, uint16_t portmap_port,
+                                       uint16_t mount_port, uint16_t nfs_port);
 
 struct GuestSpec {
   GuestKernel kernel;
@@ -72,8 +100,9 @@ struct GuestSpec {
   std::chrono::seconds deadline{300};
   // The console is written here as it arrives ("" for nowhere).
   std::string console_log;
-  // Called with each console line as it arrives (may be empty).
-  void (*on_line)(const std::string& line) = nullptr;
+  // Called with each console line as it arrives; what it returns is typed on
+  // the guest's console (its serial input), "" for nothing.
+  std::function<std::string(const std::string& line)> on_line;
 };
 
 struct GuestRun {

@@ -34,16 +34,6 @@
 #include "tests/process/conformance_fixture.h"
 #include "tests/process/nfs_client.h"
 
-#ifndef TP_GUEST_SOURCE_DIR
-#error "TP_GUEST_SOURCE_DIR must name tests/kernel_client"
-#endif
-#ifndef TP_GUEST_CACHE_DIR
-#error "TP_GUEST_CACHE_DIR must name a directory of the build tree"
-#endif
-#ifndef TP_GUESTFWD_RELAY
-#error "TP_GUESTFWD_RELAY must name the tp_guestfwd_relay binary"
-#endif
-
 namespace tidepool::test {
 namespace {
 
@@ -133,10 +123,11 @@ ConsoleReport read_console(const std::vector<std::string>& lines) {
   return report;
 }
 
-void print_line(const std::string& line) {
+std::string print_line(const std::string& line) {
   if (line.rfind("RUN ", 0) == 0 || line.rfind("STEP ", 0) == 0 || line.rfind("TP ", 0) == 0) {
     std::cout << "[guest] " << line << std::endl;
   }
+  return "";
 }
 
 // Writes `data` to <root>/name with libnfs (UNSTABLE writes of 1 MiB, then
@@ -161,24 +152,12 @@ int directory_entries() {
 
 TEST(KernelClient, PosixWorkloadThroughTheLinuxNfsClientPasses) {
   // --- What the guest needs: skip if it is not installed ---------------------
-  if (std::string problem = qemu_problem(); !problem.empty()) GTEST_SKIP() << problem;
-  std::string why;
-  std::optional<GuestKernel> kernel = find_guest_kernel(&why);
-  if (!kernel) GTEST_SKIP() << why;
   const std::string cache_dir = TP_GUEST_CACHE_DIR;
   GuestSpec spec;
-  spec.kernel = *kernel;
-  spec.initramfs = cache_dir + "/initramfs-" + kernel->version + ".cpio";
-  std::string output;
-  switch (make_guest_initramfs(TP_GUEST_SOURCE_DIR, spec.initramfs, *kernel,
-                               std::string(TP_GUEST_SOURCE_DIR) + "/guest_init.sh", &output)) {
-    case InitramfsResult::kReady:
-      break;
-    case InitramfsResult::kMissing:
-      GTEST_SKIP() << output;
-    case InitramfsResult::kFailed:
-      FAIL() << output;
-  }
+  std::string why;
+  const InitramfsResult guest = prepare_guest(&spec, &why);
+  if (guest == InitramfsResult::kMissing) GTEST_SKIP() << why;
+  ASSERT_EQ(guest, InitramfsResult::kReady) << why;
 
   // --- The node, and the big file the guest checks -----------------------------
   NodeOptions options;
@@ -211,18 +190,12 @@ TEST(KernelClient, PosixWorkloadThroughTheLinuxNfsClientPasses) {
   };
   // clang-format on
   spec.forward_address = kGuestServerAddress;
-  // The guest asks the portmapper on port 111, which answers with the node's
-  // NFS and MOUNT ports: the guest sees those same port numbers.
-  spec.forwards = {
-      {111, ep.address, ep.portmap_port},
-      {ep.mount_port, ep.address, ep.mount_port},
-      {ep.nfs_port, ep.address, ep.nfs_port},
-  };
+  spec.forwards = nfs_forwards(ep.address, ep.portmap_port, ep.mount_port, ep.nfs_port);
   spec.relay_path = TP_GUESTFWD_RELAY;
   spec.deadline = kGuestDeadline;
   spec.console_log = cache_dir + "/console.log";
   spec.on_line = print_line;
-  std::cout << "booting " << kernel->image << " under qemu (TCG) against tided on " << ep.address
+  std::cout << "booting " << spec.kernel.image << " under qemu (TCG) against tided on " << ep.address
             << "; console in " << spec.console_log << std::endl;
   GuestRun run = run_guest(spec);
   ASSERT_TRUE(run.started) << run.error;

@@ -5,10 +5,12 @@
 # guest: a static busybox (/bin/busybox, Debian's busybox-static), the
 # modules `modprobe --show-depends -a nfsv3 virtio_net virtio_pci` lists for
 # KERNEL_VERSION (loaded in that order by /init, listed in /etc/tp-modules),
-# a passwd with uid 1000, and INIT_SCRIPT as /init.
+# GNU coreutils' touch and ls in /usr/local/bin with the libraries they load
+# (busybox's touch refuses `-d 2018-01-01T00:00:00`, a form administrators
+# type), a passwd with uid 1000, and INIT_SCRIPT as /init.
 #
-# OUT is rebuilt only when INIT_SCRIPT, this script, busybox or the kernel's
-# modules.dep changed since it was made (their checksums are kept in
+# OUT is rebuilt only when INIT_SCRIPT, this script, busybox, the GNU tools or
+# the kernel's modules.dep changed since it was made (their checksums are kept in
 # OUT.inputs), and replaced atomically, so a build directory keeps one per
 # kernel. Prints why it failed on stderr and exits non-zero.
 # Exit status 3: something this needs is not installed (the caller skips).
@@ -35,8 +37,14 @@ esac
 modprobe=$(command -v modprobe || echo /sbin/modprobe)
 [ -x "$modprobe" ] || missing "no modprobe (install kmod)"
 
+gnu_tools="/bin/touch /bin/ls"
+for tool in $gnu_tools; do
+  [ -x "$tool" ] || missing "no $tool (install coreutils)"
+done
+
 # What OUT is made of; OUT.inputs keeps the list OUT was made from.
-inputs=$(sha256sum "$init" "$self" "$busybox" "$moddir/modules.dep")
+# shellcheck disable=SC2086 # the tools are words
+inputs=$(sha256sum "$init" "$self" "$busybox" $gnu_tools "$moddir/modules.dep")
 if [ -f "$out" ] && [ "$(cat "$out.inputs" 2>/dev/null)" = "$inputs" ]; then
   exit 0
 fi
@@ -66,6 +74,16 @@ for path in $(awk '$1 == "insmod" { print $2 }' "$stage/deps"); do
 done
 rm "$stage/deps"
 [ -s "$stage/etc/tp-modules" ] || { echo "make_initramfs: no modules for $kver" >&2; exit 1; }
+
+mkdir -p "$stage/usr/local/bin"
+for tool in $gnu_tools; do
+  cp "$tool" "$stage/usr/local/bin/"
+  # The loader and each library by the path the tool asks for.
+  for lib in $(ldd "$tool" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }'); do
+    mkdir -p "$stage$(dirname "$lib")"
+    cp -L "$lib" "$stage$lib"
+  done
+done
 
 cat >"$stage/etc/passwd" <<'EOF'
 root:x:0:0:root:/tmp:/bin/sh
