@@ -14,6 +14,10 @@ namespace tidepool::fail_points {
 // decides: the point between its two phases.
 inline constexpr std::string_view kCrossShardDecide = "cross_shard_decide";
 
+// An NLM LOCK the lock manager granted, before the node answers it: where a node may be fenced
+// between a grant and its reply.
+inline constexpr std::string_view kNlmGrantReply = "nlm_grant_reply";
+
 // Switched on, every lease check (cluster/lease.h) passes, held or not: the partition tests
 // show with it that their checkers see the stale answers leases prevent.
 inline constexpr std::string_view kIgnoreLeases = "ignore_leases";

@@ -22,6 +22,7 @@ constexpr std::string_view kRepairDelay = "efs.flexprotect.repair_delay";
 constexpr std::chrono::seconds kMinRepairDelay{1};
 constexpr std::chrono::seconds kMaxRepairDelay{4 * 7 * 86400};
 constexpr std::string_view kCrossShardDecidePause = "debug.fail_point.cross_shard_decide";
+constexpr std::string_view kNlmGrantReplyPause = "debug.fail_point.nlm_grant_reply";
 constexpr std::string_view kIgnoreLeases = "debug.fail_point.ignore_leases";
 
 bool is_flag(const SysctlSpec& spec) { return spec.unit.empty(); }
@@ -150,6 +151,10 @@ const std::vector<SysctlSpec>& sysctl_specs() {
        "fault injection: a change across shards waits this long between its two phases: "
        "seconds, or 90s (0: not at all)",
        "s"},
+      {kNlmGrantReplyPause,
+       "fault injection: an NLM lock granted waits this long before it is answered: seconds, "
+       "or 90s (0: not at all)",
+       "s"},
       {kIgnoreLeases,
        "fault injection, never on a cluster that serves data: every node serves as if it held "
        "its lease, cut off or not (true or false)",
@@ -204,7 +209,7 @@ std::optional<std::string> sysctl_in_unit(const SysctlSpec& spec, std::string_vi
 std::string sysctl_default(const SysctlSpec& spec, const NodeConfig& config) {
   if (spec.name == kAtimeEnabled) return config.atime_enabled ? "true" : "false";
   if (spec.name == kTransferLimit) return std::to_string(kDefaultTransferLimitPercent);
-  if (spec.name == kCrossShardDecidePause) return "0s";
+  if (spec.name == kCrossShardDecidePause || spec.name == kNlmGrantReplyPause) return "0s";
   if (spec.name == kIgnoreLeases) return "false";
   if (spec.name == kRepairDelay) return format_duration(kDefaultRepairDelay);
   return format_duration(config.atime_grace_period);
@@ -229,6 +234,10 @@ AtimePolicy atime_policy(const cluster::GroupView& view, const NodeConfig& confi
 
 std::chrono::seconds cross_shard_decide_pause(const cluster::GroupView& view) {
   return duration_value(view, kCrossShardDecidePause, std::chrono::seconds(0));
+}
+
+std::chrono::seconds nlm_grant_reply_pause(const cluster::GroupView& view) {
+  return duration_value(view, kNlmGrantReplyPause, std::chrono::seconds(0));
 }
 
 bool ignore_leases(const cluster::GroupView& view) {

@@ -80,6 +80,8 @@ std::chrono::seconds repair_delay(const cluster::GroupView& view);
 // debug.fail_point.cross_shard_decide: the pause of fail point kCrossShardDecide
 // (common/fail_points.h) on every node; 0 when unset.
 std::chrono::seconds cross_shard_decide_pause(const cluster::GroupView& view);
+// debug.fail_point.nlm_grant_reply: the pause of fail point kNlmGrantReply; 0 when unset.
+std::chrono::seconds nlm_grant_reply_pause(const cluster::GroupView& view);
 // debug.fail_point.ignore_leases: fail point kIgnoreLeases (common/fail_points.h) on every node;
 // off when unset.
 bool ignore_leases(const cluster::GroupView& view);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <utility>
 
 namespace tidepool::daemon {
 namespace {
@@ -40,17 +41,22 @@ TEST(Sysctls, TheTransferLimitIsAPercentageFromOneToAHundred) {
   EXPECT_EQ(transfer_limit_percent(view), kDefaultTransferLimitPercent) << "unreadable: default";
 }
 
-TEST(Sysctls, TheFailPointBetweenThePhasesIsADurationAndOffUnlessSet) {
-  const SysctlSpec* pause = find_sysctl("debug.fail_point.cross_shard_decide");
-  ASSERT_NE(pause, nullptr);
-  EXPECT_EQ(normalize_sysctl(*pause, "90s").value(), "90s");
-  EXPECT_FALSE(normalize_sysctl(*pause, "soon").ok());
-  EXPECT_EQ(sysctl_default(*pause, NodeConfig{}), "0s");
-  cluster::GroupView view;
-  EXPECT_EQ(cross_shard_decide_pause(view).count(), 0);
-  view.objects.push_back(
-      {std::string(kSysctlKind), "debug.fail_point.cross_shard_decide", R"({"value":"2s"})", 4});
-  EXPECT_EQ(cross_shard_decide_pause(view).count(), 2);
+TEST(Sysctls, TheFailPointPausesAreDurationsAndOffUnlessSet) {
+  using Pause = std::chrono::seconds (*)(const cluster::GroupView&);
+  const std::pair<const char*, Pause> pauses[] = {
+      {"debug.fail_point.cross_shard_decide", &cross_shard_decide_pause},
+      {"debug.fail_point.nlm_grant_reply", &nlm_grant_reply_pause}};
+  for (const auto& [name, pause_of] : pauses) {
+    const SysctlSpec* pause = find_sysctl(name);
+    ASSERT_NE(pause, nullptr) << name;
+    EXPECT_EQ(normalize_sysctl(*pause, "90s").value(), "90s");
+    EXPECT_FALSE(normalize_sysctl(*pause, "soon").ok());
+    EXPECT_EQ(sysctl_default(*pause, NodeConfig{}), "0s");
+    cluster::GroupView view;
+    EXPECT_EQ(pause_of(view).count(), 0) << name;
+    view.objects.push_back({std::string(kSysctlKind), name, R"({"value":"2s"})", 4});
+    EXPECT_EQ(pause_of(view).count(), 2) << name;
+  }
 }
 
 TEST(Sysctls, TheFailPointIgnoringLeasesIsAFlagAndOffUnlessSet) {

@@ -207,6 +207,7 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
     shipping.set_atime_policy(atime.enabled, atime.grace_period);
     cache.set_atime_policy(atime.enabled, atime.grace_period);
     fail_points::set_pause(fail_points::kCrossShardDecide, daemon::cross_shard_decide_pause(view));
+    fail_points::set_pause(fail_points::kNlmGrantReply, daemon::nlm_grant_reply_pause(view));
     fail_points::set_switch(fail_points::kIgnoreLeases, daemon::ignore_leases(view));
     const std::optional<store::NamespaceRecord> record = store::namespace_of(view);
     if (record) {

@@ -6,10 +6,13 @@
 #include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <cstring>
 #include <limits>
 
 #include "common/callback_awaitable.h"
+#include "common/fail_points.h"
 #include "nfsd/internal/rpc_client.h"
 
 namespace tidepool::nfsd {
@@ -432,14 +435,15 @@ awaitable<std::uint32_t> NlmProgram::lock(const CallContext& context, const Requ
   if (!locks) co_return NLM4_DENIED_NOLOCKS;
   // In the grace period only reclaims; after it, none. Without its lease the node may have
   // lost locks it coordinates: it grants none, as in a grace period.
-  if (in_grace() != request.reclaim || !(co_await service_.held_lease())) {
-    co_return NLM4_DENIED_GRACE_PERIOD;
-  }
+  if (in_grace() != request.reclaim) co_return NLM4_DENIED_GRACE_PERIOD;
+  const std::optional<std::uint64_t> leased_from = co_await service_.held_lease();
+  if (!leased_from) co_return NLM4_DENIED_GRACE_PERIOD;
   lockmgr::AdvisoryLock lock;
   const std::uint32_t named = co_await advisory_lock(context, request, lock);
   if (named != NLM4_GRANTED) co_return named;
   auto granted_later = [this, context, request] {
-    asio::co_spawn(executor_, send_granted(context, request), asio::detached);
+    asio::co_spawn(executor_, send_granted(context, request, service_.lease_clock()),
+                   asio::detached);
   };
   auto locking = await_callback<lockmgr::AdvisoryOutcome>(
       [&locks, &lock, &request, &granted_later](auto done) {
@@ -453,6 +457,20 @@ awaitable<std::uint32_t> NlmProgram::lock(const CallContext& context, const Requ
   }
   switch (outcome) {
     case lockmgr::AdvisoryOutcome::granted:
+      if (const auto pause = fail_points::pause_at(fail_points::kNlmGrantReply);
+          pause.count() > 0) {
+        spdlog::info("nlm: fail point {}: the answer to a granted LOCK waits {} ms",
+                     fail_points::kNlmGrantReply, pause.count());
+        asio::steady_timer before_reply(executor_, pause);
+        co_await before_reply.async_wait(asio::use_awaitable);
+      }
+      if (!service_.lease_held_since(*leased_from)) {
+        // The node may have been fenced while the lock was taken: its clients were told then
+        // that their locks are gone, before this one knew it had this lock. It gives the lock
+        // back, if the fence did not take it already, and grants it to nobody.
+        locks->unlock(lock, [] {});
+        co_return NLM4_DENIED_GRACE_PERIOD;
+      }
       co_return NLM4_GRANTED;
     case lockmgr::AdvisoryOutcome::blocked:
       co_return NLM4_BLOCKED;
@@ -657,7 +675,17 @@ void NlmProgram::give_back_callback(const asio::ip::address_v4& client) {
   if (--callbacks_by_client_[client.to_uint()] == 0) callbacks_by_client_.erase(client.to_uint());
 }
 
-awaitable<void> NlmProgram::send_granted(CallContext context, Request request) {
+awaitable<void> NlmProgram::send_granted(CallContext context, Request request,
+                                         std::uint64_t granted_at) {
+  // Not when the node may have been fenced since the grant (see lock()): the client waits on,
+  // and asks again once told its locks are gone.
+  if (!service_.lease_held_since(granted_at)) {
+    spdlog::info("nlm: no GRANTED callback to {} for pid {}: this node's lease lapsed since the "
+                 "grant; giving the lock back",
+                 context.client.to_string(), request.lock.svid);
+    co_await unlock(context, request);
+    co_return;
+  }
   if (!take_callback(context.client)) {
     co_await unlock(context, request);
     co_return;

@@ -106,9 +106,10 @@ class NlmProgram final : public RpcProgram {
   // all have, as many under way as they may; give_back_callback when it ends.
   bool take_callback(const boost::asio::ip::address_v4& client);
   void give_back_callback(const boost::asio::ip::address_v4& client);
-  // Tells the client its blocked request is granted; gives the lock back if it never says
-  // it still wants it, or if it may be sent no more callbacks now.
-  awaitable<void> send_granted(CallContext context, Request request);
+  // Tells the client its blocked request is granted (at `granted_at`, on the lease's clock);
+  // gives the lock back if it never says it still wants it, if it may be sent no more
+  // callbacks now, or if the lease did not hold since the grant.
+  awaitable<void> send_granted(CallContext context, Request request, std::uint64_t granted_at);
   // The result of a _MSG call, as the matching _RES call to the client.
   void send_result(const CallContext& context, std::uint32_t procedure, xdr::Buffer results);
 

@@ -408,5 +408,52 @@ TEST_F(NlmFenceTest, ANodeFencedWhileItsClientHoldsALockTellsItAndItsReclaimOfWh
             NLM4_DENIED);
 }
 
+TEST_F(NlmFenceTest, ALockGrantedAsItsNodeIsFencedIsNotAnsweredGranted) {
+  ASSERT_NO_FATAL_FAILURE(connect_clients());
+  // Every granted LOCK waits 4 s before its answer; node 3 holds the setting too.
+  ASSERT_EQ(cluster_->tide(1, {"sysctl", "debug.fail_point.nlm_grant_reply=4s"}).exit_code, 0);
+  for (const auto deadline = Clock::now() + 10s;
+       cluster_->tide(3, {"sysctl", "debug.fail_point.nlm_grant_reply"}).output.find("= 4s") ==
+           std::string::npos &&
+       Clock::now() < deadline;) {
+    std::this_thread::sleep_for(100ms);
+  }
+
+  // Client b's LOCK through node 3 is granted; before node 3 answers, it stops past its lease,
+  // and the others record it down and give the lock to client a.
+  b_->tolerate_no_reply(40s);
+  std::uint32_t answered = kNlmNoReply;
+  std::thread locking([&] { answered = b_->lock(file_, 2, true, false); });
+  const std::string paused_line = "nlm: fail point nlm_grant_reply";
+  for (const auto deadline = Clock::now() + 10s;
+       cluster_->node(3).log_tail(100000).find(paused_line) == std::string::npos &&
+       Clock::now() < deadline;) {
+    std::this_thread::sleep_for(50ms);
+  }
+  const bool granted_and_waiting =
+      cluster_->node(3).log_tail(100000).find(paused_line) != std::string::npos;
+  if (granted_and_waiting) {
+    paused_ = cluster_->node(3).pid();
+    EXPECT_EQ(::kill(paused_, SIGSTOP), 0);
+  }
+  std::uint32_t taken = NLM4_DENIED;
+  for (const auto deadline = Clock::now() + 30s;
+       granted_and_waiting && taken != NLM4_GRANTED && Clock::now() < deadline;) {
+    std::this_thread::sleep_for(250ms);
+    taken = a_->lock(file_, 1, true, false);
+  }
+  if (paused_ != 0) {
+    EXPECT_EQ(::kill(paused_, SIGCONT), 0);
+    paused_ = 0;
+  }
+  locking.join();
+  ASSERT_TRUE(granted_and_waiting) << "node 3 never granted client b's LOCK:\n"
+                                   << cluster_->node(3).log_tail();
+  ASSERT_EQ(taken, NLM4_GRANTED) << "node 3's locks were never given away";
+  // Back, node 3 finds its lease lapsed since the call began: a GRANTED now would tell client
+  // b it holds what client a holds, and after the notice that its locks were gone.
+  EXPECT_EQ(answered, NLM4_DENIED_GRACE_PERIOD) << cluster_->node(3).log_tail();
+}
+
 }  // namespace
 }  // namespace tidepool::test

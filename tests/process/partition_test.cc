@@ -488,12 +488,15 @@ class Client {
   void locked_session(int file, std::mt19937_64& random) {
     if (!nlm_->connected()) connect();
     const FileHandle& fh = files_[static_cast<std::size_t>(file)];
-    const std::size_t notices = lockd_->notices().size();
     const std::uint32_t svid = static_cast<std::uint32_t>(k_);
     if (nlm_->lock(fh, svid, true, false) != NLM4_GRANTED) {
       std::this_thread::sleep_for(30ms);
       return;
     }
+    // Notices from now on are about this lock too; one that came while the LOCK was on its
+    // way is about locks lost before it was granted, as a kernel's lockd takes it (it reclaims
+    // the locks it holds when told), and as the history judges it.
+    const std::size_t notices = lockd_->notices().size();
     const int session = history_.open_session(k_, file, Clock::now());
     if (call_under_lock(Call::Kind::read, file, session, notices) &&
         call_under_lock(Call::Kind::write, file, session, notices, word_of(k_, ++sequence_))) {
