@@ -5,9 +5,9 @@
 // asking the node's own portmapper for the ports, and runs the POSIX workload
 // of guest_init.sh: file I/O, renames, hard and symbolic links, a directory
 // tree, attributes, exclusive create, silly rename, a 10,000-entry directory
-// (create, ls -l, rm -r), permissions as uid 1000, the checksum of a 64 MiB
-// file the host wrote through libnfs, and a file the host reads back
-// afterwards. Locks are a visible SKIP until NLM exists (issue 5). Every step reports on the serial console; the test passes only
+// (2,000 under the sanitizers; create, ls -l, rm -r), permissions as uid
+// 1000, the checksum of a 64 MiB file the host wrote through libnfs, and a
+// file the host reads back afterwards. Locks are a visible SKIP until NLM exists (issue 5). Every step reports on the serial console; the test passes only
 // if every step reported OK, and otherwise shows the guest's own error lines.
 //
 // Skips itself only when qemu-system-x86_64, a kernel with its modules or
