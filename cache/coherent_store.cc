@@ -106,9 +106,12 @@ awaitable<Result<store::WriteResult>> CoherentStore::write(store::InodeId inode,
                                                            store::Stability stability,
                                                            store::Caller caller) {
   auto impl = impl_;
+  const std::uint64_t fences = impl->lock_fences();
   auto changing = impl->change_files<store::WriteResult>(
       {inode},
-      [&] { return impl->write_under_lock(inode, offset, data, stability, std::move(caller)); },
+      [&] {
+        return impl->write_under_lock(inode, offset, data, stability, std::move(caller), fences);
+      },
       true);
   Result<store::WriteResult> written = co_await std::move(changing);
   if (written.ok()) written->verifier = impl->verifier_of(written->verifier);

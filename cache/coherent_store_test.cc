@@ -371,6 +371,50 @@ TEST_F(CoherentStoreTest, AWriteThroughAnyNodeIsSeenByTheNextReadOfANodeThatCach
   EXPECT_EQ(read(2, file, 0, kBlock).size(), 50u);
 }
 
+TEST_F(CoherentStoreTest, AWriteWhoseNodeLostItsLocksWhileItWaitedIsRefusedNotMade) {
+  const InodeId file = make_file("fenced", 16);
+  // Node 3 keeps the attributes' lock: node 2's write holds the data lock while it waits for
+  // that one, the callback to node 3 taking a few of the world's milliseconds.
+  ASSERT_TRUE(getattr_until_under_lock(3, file));
+  std::optional<Result<store::WriteResult>> written;
+  const std::vector<std::uint8_t> word(16, 0x77);
+  asio::co_spawn(
+      io_,
+      [&]() -> asio::awaitable<void> {
+        written.emplace(co_await caches_[2]->write(file, 0, word, store::Stability::file_sync,
+                                                   kRoot));
+      },
+      asio::detached);
+  auto holds_data_lock = [&] {
+    for (const lockmgr::HeldLock& held : managers_[2]->held()) {
+      const lockmgr::LockRecord& lock = held.record;
+      if (lock.resource.kind == lockmgr::ResourceKind::data && lock.resource.id == file &&
+          lock.granted == lockmgr::Mode::protected_write) {
+        return true;
+      }
+    }
+    return false;
+  };
+  ASSERT_TRUE(drive(holds_data_lock, std::chrono::seconds(5))) << lock_tables();
+  ASSERT_FALSE(written.has_value());
+  // The group records node 2 down and up again: it lost every lock, and the data lock its
+  // write held may have been another node's meanwhile.
+  const std::uint64_t fences = managers_[2]->fences();
+  for (NodeId node : kNodes) managers_[node]->set_view(2, {1, 3});
+  for (NodeId node : kNodes) managers_[node]->set_view(3, {kNodes.begin(), kNodes.end()});
+  EXPECT_EQ(managers_[2]->fences(), fences + 1);
+  ASSERT_TRUE(drive([&] { return written.has_value(); }, std::chrono::seconds(20)))
+      << lock_tables();
+  EXPECT_EQ(written->code(), Errc::unavailable) << written->status().to_string();
+  std::vector<std::uint8_t> at_home(16);
+  auto read_at_home = run(home_->read(file, 0, at_home, kRoot));
+  ASSERT_TRUE(read_at_home.ok());
+  EXPECT_EQ(at_home, std::vector<std::uint8_t>(16, 0));
+  // Its client's retry, under locks taken anew, is made.
+  write(2, file, 0, word);
+  EXPECT_EQ(read(3, file, 0, 16), word);
+}
+
 TEST_F(CoherentStoreTest, AttributesComeFromL1UntilAnotherNodeChangesTheFileOrItsNames) {
   const InodeId file = make_file("named", 2 * kBlock);
   // The first GETATTR is the home's answer, and has node 2 take the attributes' lock; the

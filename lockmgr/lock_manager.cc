@@ -1,5 +1,7 @@
 #include "lockmgr/lock_manager.h"
 
+#include <atomic>
+
 #include "lockmgr/internal/coordinator.h"
 #include "lockmgr/internal/messages.h"
 #include "lockmgr/internal/requester.h"
@@ -60,6 +62,7 @@ class LockManager::Impl {
   cluster::NodeId self_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   LockStatistics statistics_;
+  std::atomic<std::uint64_t> fences_{0};
   internal::Coordinator coordinator_;
   internal::Requester requester_;
 };
@@ -73,8 +76,12 @@ LockManager::~LockManager() = default;
 void LockManager::set_view(cluster::Epoch epoch, const std::vector<cluster::NodeId>& up_nodes) {
   // The coordinator first: the node's own report to itself must find it in the new epoch.
   impl_->coordinator_.set_view(epoch, up_nodes);
+  const std::uint64_t fenced = impl_->statistics_.fenced;
   impl_->requester_.set_view(epoch, up_nodes);
+  if (impl_->statistics_.fenced != fenced) impl_->fences_++;
 }
+
+std::uint64_t LockManager::fences() const { return impl_->fences_.load(); }
 
 LockId LockManager::lock(const LockSpec& spec, Completion done, BlockingHandler on_blocking,
                          LostHandler on_lost) {

@@ -95,6 +95,11 @@ class LockManager {
   // Whether every operation of this node is answered and its recovery report acknowledged.
   bool settled() const;
   LockStatistics statistics() const;
+  // How many views left this node out so far, each taking every lock it held: a change made
+  // under a lock taken before the count moved may land after what another node did under the
+  // lock the group gave it meanwhile. Moves once the lost locks' users were told. Callable from
+  // any thread.
+  std::uint64_t fences() const;
 
  private:
   class Impl;

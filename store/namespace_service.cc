@@ -219,17 +219,27 @@ NamespaceService::Role NamespaceService::role(ShardId shard) const {
 
 cluster::RpcEndpoint* NamespaceService::rpc() const { return cluster_ ? cluster_->rpc() : nullptr; }
 
+std::uint64_t NamespaceService::fences() const {
+  cluster::GroupMember* group = cluster_ != nullptr ? cluster_->group() : nullptr;
+  return group != nullptr ? group->lease()->fences() : 0;
+}
+
 boost::asio::awaitable<Result<xdr::Buffer>> NamespaceService::call_peer(
     cluster::NodeId node, std::uint32_t method, std::shared_ptr<const xdr::Buffer> message,
     std::chrono::milliseconds deadline) {
+  auto resends = std::make_shared<internal::Resends>();
   for (int attempt = 0;; ++attempt) {
-    auto sending = await_callback<Result<xdr::Buffer>>([this, node, method, message,
-                                                        deadline](auto done) {
-      boost::asio::post(strand_, [this, node, method, message, deadline,
+    auto sending = await_callback<Result<xdr::Buffer>>([this, node, method, message, deadline,
+                                                        resends](auto done) {
+      boost::asio::post(strand_, [this, node, method, message, deadline, resends,
                                   done = std::move(done)]() mutable {
         cluster::RpcEndpoint* endpoint = rpc();
         if (endpoint == nullptr) {
           done(Result<xdr::Buffer>(error(Errc::unavailable, "this node is not in a cluster")));
+          return;
+        }
+        if (Status may = resends->may_send(fences()); !may.ok()) {
+          done(Result<xdr::Buffer>(may));
           return;
         }
         endpoint->call(node, method, *message, deadline, std::move(done));
@@ -533,14 +543,19 @@ std::shared_ptr<Store> NamespaceService::served() const {
 }
 
 Result<xdr::Buffer> NamespaceService::send_to_mirror(cluster::NodeId mirror, MirrorMethod method,
-                                                     std::shared_ptr<const xdr::Buffer> message) {
+                                                     std::shared_ptr<const xdr::Buffer> message,
+                                                     std::shared_ptr<internal::Resends> resends) {
   return internal::wait_on_strand<Result<xdr::Buffer>>(
       strand_, internal::kMirrorCallDeadline + 1s,
-      [this, mirror, method,
-       message = std::move(message)](std::function<void(Result<xdr::Buffer>)> done) {
+      [this, mirror, method, message = std::move(message),
+       resends = std::move(resends)](std::function<void(Result<xdr::Buffer>)> done) {
         cluster::RpcEndpoint* rpc = this->rpc();
         if (rpc == nullptr) {
           done(error(Errc::unavailable, "this node is not in a cluster"));
+          return;
+        }
+        if (Status may = resends->may_send(fences()); !may.ok()) {
+          done(may);
           return;
         }
         rpc->call(mirror, internal::kMirrorMethodBase + static_cast<std::uint32_t>(method),

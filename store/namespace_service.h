@@ -46,6 +46,10 @@
 
 namespace tidepool::store {
 
+namespace internal {
+class Resends;
+}
+
 // What this node's membership of a cluster offers the namespace. Called on the strand.
 class ClusterAccess {
  public:
@@ -116,6 +120,8 @@ class NamespaceService {
   enum class Role { none, home, mirror };
 
   cluster::RpcEndpoint* rpc() const;
+  // On the strand: how many times this node was fenced (cluster/lease.h); 0 outside a group.
+  std::uint64_t fences() const;
   // `reply`, for a call served only while this node holds its lease (cluster/lease.h): a node
   // whose lease lapsed may have been replaced as a shard's home or left behind as an owner, so
   // what it would answer may be old; "unavailable" instead, which the caller retries. Nothing
@@ -125,7 +131,8 @@ class NamespaceService {
   std::optional<cluster::RpcEndpoint::Reply> while_leased(cluster::RpcEndpoint::Reply reply,
                                                           bool reads) const;
   // `message` to `node` as RPC `method`, through the backend strand; sent again after a pause
-  // while the node answers `behind` (its view lags this node's), a bounded number of times.
+  // while the node answers `behind` (this node's view lags the callee's), a bounded number of
+  // times, unless this node was fenced meanwhile (internal::Resends).
   boost::asio::awaitable<Result<xdr::Buffer>> call_peer(cluster::NodeId node, std::uint32_t method,
                                                         std::shared_ptr<const xdr::Buffer> message,
                                                         std::chrono::milliseconds deadline);
@@ -156,7 +163,8 @@ class NamespaceService {
   // send it after the caller gave up waiting); asks the cluster to stop counting on `mirror` as
   // `shard`'s mirror.
   Result<xdr::Buffer> send_to_mirror(cluster::NodeId mirror, MirrorMethod method,
-                                     std::shared_ptr<const xdr::Buffer> message);
+                                     std::shared_ptr<const xdr::Buffer> message,
+                                     std::shared_ptr<internal::Resends> resends);
   Status drop_mirror(ShardId shard, cluster::NodeId mirror);
   Status try_drop_mirror(ShardId shard, cluster::NodeId mirror);
 

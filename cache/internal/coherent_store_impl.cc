@@ -122,6 +122,17 @@ awaitable<Result<std::optional<HeldLock>>> CoherentStore::Impl::acquire(
   co_return refused;
 }
 
+std::uint64_t CoherentStore::Impl::lock_fences() const {
+  std::shared_ptr<FileLocks> locks = locks_.load();
+  return locks ? locks->fences() : 0;
+}
+
+Status CoherentStore::Impl::still_locked_since(std::uint64_t fences) const {
+  if (lock_fences() == fences) return {};
+  return error(Errc::unavailable,
+               "this node lost its locks (it was fenced) while a change waited under them");
+}
+
 std::optional<AccessPattern> CoherentStore::Impl::known_pattern(InodeId inode) {
   FileStripe& stripe = stripe_of(inode);
   std::lock_guard guard(stripe.mutex);

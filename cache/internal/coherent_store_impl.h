@@ -90,6 +90,12 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
   // A held acquisition of a file's lock in `mode`; none when the node has no locks to take
   // (it is no member of a cluster); an error when the lock manager refused or stopped.
   awaitable<Result<std::optional<HeldLock>>> acquire(lockmgr::ResourceName resource, Mode mode);
+  // How many times the node lost every lock so far (FileLocks::fences; 0 before locks are
+  // attached). A lock taken when the count was `fences` is void once it moved: the group may
+  // have given it to another node, whose changes a change made under it would land after —
+  // unavailable then, before anything is sent.
+  std::uint64_t lock_fences() const;
+  Status still_locked_since(std::uint64_t fences) const;
 
   // coherent_store_attributes.cc: attributes, rights and atimes.
   void set_atime_policy(bool enabled, std::chrono::seconds grace_period);
@@ -145,10 +151,12 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
   // Under the file's data lock in PW: its bytes go to the owners of its units directly when its
   // layout lets them (store/unit_client.h), the home recording the size and times, else the
   // home's way (which also takes over when the direct way fails, writing the bytes again).
+  // `fences`: lock_fences() before the lock was taken.
   awaitable<Result<store::WriteResult>> write_under_lock(InodeId inode, std::uint64_t offset,
                                                          std::span<const std::uint8_t> data,
                                                          store::Stability stability,
-                                                         store::Caller caller);
+                                                         store::Caller caller,
+                                                         std::uint64_t fences);
 
   // Makes durable what this node wrote to the owners of the file's units directly, seeing any
   // of them that restarted meanwhile (verifier_of), then has the home commit the file. A sync
@@ -399,6 +407,7 @@ awaitable<Result<T>> CoherentStore::Impl::change_files(std::vector<InodeId> file
                                                        bool data_only) {
   std::sort(files.begin(), files.end());
   files.erase(std::unique(files.begin(), files.end()), files.end());
+  const std::uint64_t fences = lock_fences();
   std::vector<HeldLock> held;
   // Every node takes them in this order: by file, then the data lock before the attributes'.
   for (InodeId inode : files) {
@@ -409,6 +418,7 @@ awaitable<Result<T>> CoherentStore::Impl::change_files(std::vector<InodeId> file
       if (lock->has_value()) held.push_back(std::move(**lock));
     }
   }
+  if (Status locked = still_locked_since(fences); !locked.ok()) co_return locked;
   auto changing = change();
   Result<T> changed = co_await std::move(changing);
   for (InodeId inode : files) {

@@ -13,7 +13,7 @@ namespace tidepool::cache {
 
 awaitable<Result<store::WriteResult>> CoherentStore::Impl::write_under_lock(
     InodeId inode, std::uint64_t offset, std::span<const std::uint8_t> data,
-    store::Stability stability, store::Caller caller) {
+    store::Stability stability, store::Caller caller, std::uint64_t fences) {
   if (units_ && locks_.load() && !data_is_local_(inode) && !data.empty()) {
     auto learning = layout_and_rights(inode);
     Result<std::pair<store::Layout, store::Attributes>> known = co_await std::move(learning);
@@ -22,6 +22,7 @@ awaitable<Result<store::WriteResult>> CoherentStore::Impl::write_under_lock(
       auto writing =
           units_->write(known->first, inode, offset, data, stability != store::Stability::unstable);
       const Status written = co_await std::move(writing);
+      if (Status locked = still_locked_since(fences); !locked.ok()) co_return locked;
       if (written.ok()) {
         auto recording = inner_.record_write(inode, offset, static_cast<std::uint32_t>(data.size()),
                                              stability, caller, known->first);
@@ -31,6 +32,7 @@ awaitable<Result<store::WriteResult>> CoherentStore::Impl::write_under_lock(
       forget_layout(inode);
     }
   }
+  if (Status locked = still_locked_since(fences); !locked.ok()) co_return locked;
   auto writing = inner_.write(inode, offset, data, stability, std::move(caller));
   Result<store::WriteResult> written = co_await std::move(writing);
   // A reader here may have learnt the layout while the home's write went on, before it noted

@@ -1,6 +1,7 @@
 #include "cache/internal/file_locks.h"
 
 #include <atomic>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -27,13 +28,13 @@ bool at_least(Mode held, Mode wanted) {
 
 class FileLocksImpl final : public FileLocks, public std::enable_shared_from_this<FileLocksImpl> {
  public:
-  explicit FileLocksImpl(cluster::EventLoop& loop) : loop_(loop) {}
+  FileLocksImpl(cluster::EventLoop& loop, lockmgr::LockManager& manager)
+      : loop_(loop), manager_(manager) {}
 
   // Separate from the constructor: the cache's callbacks need weak_from_this().
-  void start(lockmgr::LockManager& manager, lockmgr::LockCacheOptions options,
-             lockmgr::LockCache::Revoke revoke) {
+  void start(lockmgr::LockCacheOptions options, lockmgr::LockCache::Revoke revoke) {
     cache_ = std::make_unique<lockmgr::LockCache>(
-        loop_, manager, std::move(options),
+        loop_, manager_, std::move(options),
         [weak = weak_from_this(), revoke = std::move(revoke)](const lockmgr::ResourceName& resource,
                                                               lockmgr::Range range, Mode kept,
                                                               std::function<void()> done) {
@@ -110,6 +111,11 @@ class FileLocksImpl final : public FileLocks, public std::enable_shared_from_thi
     for (std::function<void()>& revoke : revokes) loop_.post(std::move(revoke));
   }
 
+  std::uint64_t fences() const override {
+    std::lock_guard guard(mutex_);
+    return closed_ ? std::numeric_limits<std::uint64_t>::max() : manager_.fences();
+  }
+
   void statistics(std::function<void(lockmgr::LockCacheStatistics)> done) override {
     std::lock_guard guard(mutex_);
     if (closed_) return;
@@ -169,8 +175,9 @@ class FileLocksImpl final : public FileLocks, public std::enable_shared_from_thi
   }
 
   cluster::EventLoop& loop_;
+  lockmgr::LockManager& manager_;              // until closed
   std::unique_ptr<lockmgr::LockCache> cache_;  // on the loop; gone once closed
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   // Set under mutex_ by close(), on the loop: from then on nothing is posted to the loop.
   std::atomic<bool> closed_{false};
   std::uint64_t next_ticket_ = 1;  // guarded by mutex_
@@ -190,8 +197,8 @@ class FileLocksImpl final : public FileLocks, public std::enable_shared_from_thi
 std::shared_ptr<FileLocks> FileLocks::make(cluster::EventLoop& loop, lockmgr::LockManager& manager,
                                            lockmgr::LockCacheOptions options,
                                            lockmgr::LockCache::Revoke revoke) {
-  auto locks = std::make_shared<FileLocksImpl>(loop);
-  locks->start(manager, std::move(options), std::move(revoke));
+  auto locks = std::make_shared<FileLocksImpl>(loop, manager);
+  locks->start(std::move(options), std::move(revoke));
   return locks;
 }
 

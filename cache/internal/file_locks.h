@@ -39,6 +39,9 @@ class FileLocks {
   // that weakens the lock waits for these holds to end before `revoke` runs.
   virtual bool try_acquire(const lockmgr::ResourceName& resource, lockmgr::Mode mode) = 0;
   virtual void release_direct(const lockmgr::ResourceName& resource) = 0;
+  // How many times the node lost every lock it held (LockManager::fences); once closed, more
+  // than ever before: no lock held across the close counts as held.
+  virtual std::uint64_t fences() const = 0;
   // What the node's lock cache did so far; `done` runs on the loop (never, once closed).
   virtual void statistics(std::function<void(lockmgr::LockCacheStatistics)> done) = 0;
   // On the loop, before the lock manager goes: gives every lock back, and ends every

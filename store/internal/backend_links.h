@@ -20,6 +20,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -67,6 +68,24 @@ inline constexpr std::chrono::milliseconds kSettleRetryMost{30'000};
 // up within a heartbeat or two, so it asks again this often, this many times.
 inline constexpr auto kBehindPause = 20ms;
 inline constexpr int kBehindRetries = 100;
+
+// The sends of one request that `behind` answers bring. Once this node was fenced since the
+// first (it applied a change that had it down), the request is not sent again: what it was
+// sent under — the node's locks, its place as a shard's home — may have gone to another node
+// meanwhile, and the request would land after what that node did since. On the strand.
+class Resends {
+ public:
+  // Ok when the request may go now; `fences`: the node's count of fences now (Lease::fences).
+  Status may_send(std::uint64_t fences) {
+    if (!first_) first_ = fences;
+    if (*first_ == fences) return {};
+    return error(Errc::unavailable,
+                 "this node was fenced since the request was first sent: it is not sent again");
+  }
+
+ private:
+  std::optional<std::uint64_t> first_;
+};
 
 // Runs `start(done)` on the strand and blocks the calling thread (a store thread, never the
 // strand) until `done` ran or `deadline` passed.
@@ -235,11 +254,12 @@ class NamespaceService::MirrorLink final : public MirrorTarget {
   Result<xdr::Buffer> send(MirrorMethod method, std::span<const std::uint8_t> request) {
     // The message's one copy of the request (a write's data): every attempt sends it.
     auto message = std::make_shared<const xdr::Buffer>(internal::shard_message(shard_, request));
-    Result<xdr::Buffer> sent = service_.send_to_mirror(mirror_, method, message);
+    auto resends = std::make_shared<internal::Resends>();
+    Result<xdr::Buffer> sent = service_.send_to_mirror(mirror_, method, message, resends);
     for (int attempt = 0;
          sent.status().code() == Errc::behind && attempt < internal::kBehindRetries; ++attempt) {
       service_.options_.time_source().sleep_for(internal::kBehindPause);
-      sent = service_.send_to_mirror(mirror_, method, message);
+      sent = service_.send_to_mirror(mirror_, method, message, resends);
     }
     return sent;
   }
@@ -273,11 +293,12 @@ class NamespaceService::UnitPeers final : public PoolPeers {
                            std::span<const std::uint8_t> request) override {
     const auto number = static_cast<std::uint32_t>(method);
     if (node == service_.self_) return service_.units_->serve(number, request);
-    Result<xdr::Buffer> sent = send(node, number, request);
+    auto resends = std::make_shared<internal::Resends>();
+    Result<xdr::Buffer> sent = send(node, number, request, resends);
     for (int attempt = 0;
          sent.status().code() == Errc::behind && attempt < internal::kBehindRetries; ++attempt) {
       service_.options_.time_source().sleep_for(internal::kBehindPause);
-      sent = send(node, number, request);
+      sent = send(node, number, request, resends);
     }
     return sent;
   }
@@ -327,15 +348,21 @@ class NamespaceService::UnitPeers final : public PoolPeers {
 
  private:
   Result<xdr::Buffer> send(cluster::NodeId node, std::uint32_t method,
-                           std::span<const std::uint8_t> request) {
+                           std::span<const std::uint8_t> request,
+                           std::shared_ptr<internal::Resends> resends) {
     // The caller's bytes may be gone when a late answer arrives: the strand works on its own.
     return internal::wait_on_strand<Result<xdr::Buffer>>(
         service_.strand_, internal::kUnitCallDeadline + std::chrono::seconds(1),
-        [this, node, method, body = std::vector<std::uint8_t>(request.begin(), request.end())](
+        [this, node, method, resends = std::move(resends),
+         body = std::vector<std::uint8_t>(request.begin(), request.end())](
             std::function<void(Result<xdr::Buffer>)> done) {
           cluster::RpcEndpoint* rpc = service_.rpc();
           if (rpc == nullptr) {
             done(error(Errc::unavailable, "this node is not in a cluster"));
+            return;
+          }
+          if (Status may = resends->may_send(service_.fences()); !may.ok()) {
+            done(may);
             return;
           }
           rpc->call(node, internal::kUnitMethodBase + method, body, internal::kUnitCallDeadline,
