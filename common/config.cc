@@ -128,6 +128,8 @@ class ConfigReader {
                                 const std::string& name);
   std::optional<Status> store_key(std::string_view key, const toml::node& value,
                                   const std::string& name);
+  std::optional<Status> jobs_key(std::string_view key, const toml::node& value,
+                                 const std::string& name);
   std::optional<Status> sysctl_key(std::string_view key, const toml::node& value,
                                    const std::string& name);
   std::optional<Status> log_key(std::string_view key, const toml::node& value,
@@ -166,7 +168,8 @@ Result<NodeConfig> ConfigReader::read(const toml::table& root) {
       {"node", &ConfigReader::node_key},     {"cluster", &ConfigReader::cluster_key},
       {"frontend", &ConfigReader::frontend_key},
       {"nfs", &ConfigReader::nfs_key},       {"store", &ConfigReader::store_key},
-      {"sysctl", &ConfigReader::sysctl_key}, {"log", &ConfigReader::log_key},
+      {"jobs", &ConfigReader::jobs_key},     {"sysctl", &ConfigReader::sysctl_key},
+      {"log", &ConfigReader::log_key},
   };
   for (auto&& [key, value] : root) {
     const std::string name(key.str());
@@ -317,6 +320,19 @@ std::optional<Status> ConfigReader::store_key(std::string_view key, const toml::
     return Status::success();
   }
   return std::nullopt;
+}
+
+std::optional<Status> ConfigReader::jobs_key(std::string_view key, const toml::node& value,
+                                             const std::string& name) {
+  std::chrono::seconds* interval = key == "checkpoint_interval" ? &config_.job_checkpoint_interval
+                                   : key == "retry_after"       ? &config_.job_retry_after
+                                                                : nullptr;
+  if (interval == nullptr) return std::nullopt;
+  TP_RETURN_IF_ERROR(duration(value, name, *interval));
+  if (*interval < std::chrono::seconds(1) || *interval > std::chrono::hours(1)) {
+    return fail(value.source(), quote(name) + " must be 1s to 1h");
+  }
+  return Status{};
 }
 
 std::optional<Status> ConfigReader::sysctl_key(std::string_view key, const toml::node& value,
@@ -658,6 +674,12 @@ nlm_grace_period = "45s"        # once the node joins, only reclaims of NFS lock
 [store]
 threads = 4                     # threads for SQLite and block I/O, 1..64
 stripe_unit = "128KiB"          # bytes of a file per stripe unit, a power of two in 4KiB..16MiB
+
+[jobs]
+checkpoint_interval = "5s"      # how often a running job keeps its progress in the group view
+                                # (every node applies each save), 1s..1h
+retry_after = "3s"              # how long a job stopped on a transient error (the namespace out
+                                # of reach, no quorum) waits to be taken up again, 1s..1h
 
 [sysctl]
 "efs.bam.atime_enabled" = true       # track access times

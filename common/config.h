@@ -68,6 +68,12 @@ struct NodeConfig {
   // "shards", 1..256: how many shards the namespace is cut into; fixed when the cluster (or a
   // node's data directory) is made: later values are not taken
   std::uint32_t namespace_shards = 1;
+  // [jobs]; each 1s..1h
+  // "checkpoint_interval": how often a running job keeps its progress in the group view, which
+  // every node applies — what a job taken up elsewhere starts from, and what `tide job` shows
+  std::chrono::seconds job_checkpoint_interval{5};
+  // "retry_after": how long a job stopped on a transient error waits to be taken up again
+  std::chrono::seconds job_retry_after{3};
   // [sysctl]; keys are quoted dotted names
   bool atime_enabled = true;                           // "efs.bam.atime_enabled"
   std::chrono::seconds atime_grace_period{24 * 3600};  // "efs.bam.atime_grace_period"

@@ -107,6 +107,10 @@ nlm_grace_period = "5s"
 threads = 16
 stripe_unit = "1MiB"
 
+[jobs]
+checkpoint_interval = "1s"
+retry_after = "2m"
+
 [sysctl]
 "efs.bam.atime_enabled" = false
 "efs.bam.atime_grace_period" = "2W"
@@ -153,6 +157,8 @@ map_all_gid = 501
   expected.nlm_grace_period = std::chrono::seconds(5);
   expected.store_threads = 16;
   expected.stripe_unit_bytes = 1u << 20;
+  expected.job_checkpoint_interval = 1s;
+  expected.job_retry_after = 2min;
   expected.atime_enabled = false;
   expected.atime_grace_period = 14 * 24h;
   expected.log_level = "debug";
@@ -323,6 +329,10 @@ TEST(Config, DurationsAcceptBareNumbersInTheirKeysUnitAndStrings) {
   EXPECT_EQ(grace("\"12h\""), 12h);
   EXPECT_EQ(grace("0"), 0s);
   EXPECT_EQ(parse_ok(with_data_dir("[nfs]\nnlm_grace_period = 90\n")).nlm_grace_period, 90s);
+  EXPECT_EQ(parse_error(with_data_dir("[jobs]\ncheckpoint_interval = 0\n")),
+            "node.toml:4: 'jobs.checkpoint_interval' must be 1s to 1h");
+  EXPECT_EQ(parse_error(with_data_dir("[jobs]\nretry_after = \"2h\"\n")),
+            "node.toml:4: 'jobs.retry_after' must be 1s to 1h");
   EXPECT_EQ(parse_error(with_data_dir("[sysctl]\n\"efs.bam.atime_grace_period\" = 1500\n")),
             "node.toml:4: 'sysctl.efs.bam.atime_grace_period': '1500' counts milliseconds and "
             "must be whole seconds, such as 86400000 for one day");

@@ -254,7 +254,10 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
     report(membership.status().message());
     return 1;
   }
-  jobs = std::make_unique<daemon::JobEngine>(strand, **membership, cache);
+  daemon::JobEngineOptions job_options;
+  job_options.save_every = config.job_checkpoint_interval;
+  job_options.retry_after = config.job_retry_after;
+  jobs = std::make_unique<daemon::JobEngine>(strand, **membership, cache, job_options);
   asio::post(strand, [&] {
     shipping.attach(membership->get());
     jobs->start();

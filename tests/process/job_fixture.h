@@ -30,8 +30,11 @@ class JobFixture : public ::testing::Test {
 
   void SetUp() override {
     if (tide_path().empty()) GTEST_SKIP() << "no tide binary in this build";
+    // Checkpoints every second, not five: what the tests wait to see of a running job shows
+    // sooner, and a job taken up elsewhere loses less.
     cluster_ = std::make_unique<TideCluster>(
-        "jobs", std::vector<std::string>{"f800", "f800", "h500", "h500"}, "job");
+        "jobs", std::vector<std::string>{"f800", "f800", "h500", "h500"}, "job",
+        "[jobs]\ncheckpoint_interval = \"1s\"\nretry_after = \"1s\"\n");
     std::string error;
     ASSERT_TRUE(cluster_->start(&error)) << error;
     ASSERT_NO_FATAL_FAILURE(cluster_->form());

@@ -24,9 +24,11 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-// Files under /ifs/data (a policy makes them stream) and /ifs/logs (left to the default).
-constexpr int kDataFiles = 1500;
-constexpr int kLogFiles = 500;
+// Files under /ifs/data (a policy makes them stream) and /ifs/logs (left to the default): at
+// LOW impact (200 files a second) a walk of them takes three seconds, long enough to be paused
+// or to lose its coordinator on the way.
+constexpr int kDataFiles = 450;
+constexpr int kLogFiles = 150;
 
 class JobTest : public JobFixture {
  protected:
@@ -83,14 +85,15 @@ TEST_F(JobTest, SmartPoolsAppliesThePoliciesAndCanBePausedResumedAndCancelled) {
   EXPECT_TRUE(types["types"][0]["schedule"].is_null()) << "the cluster's form() cleared it";
   EXPECT_EQ(types["types"][0]["priority"], 6);
 
-  // At LOW impact (200 files a second) the walk takes about ten seconds.
+  // Paused at once, as the walk takes seconds; a paused job is still there to refuse a second
+  // start of its type.
   const std::uint64_t id = start(2, {"SmartPools"});
   ASSERT_NE(id, 0u);
+  ASSERT_EQ(tide(3, {"job", "jobs", "pause", std::to_string(id)}).exit_code, 0);
   const Ran again = tide(3, {"job", "jobs", "start", "SmartPools"});
   EXPECT_EQ(again.exit_code, 1) << again.output;
   EXPECT_NE(again.output.find("SmartPools is already"), std::string::npos) << again.output;
 
-  ASSERT_EQ(tide(3, {"job", "jobs", "pause", std::to_string(id)}).exit_code, 0);
   const json paused = job(1, id);
   EXPECT_EQ(paused["state"], "paused") << paused.dump();
   const Ran twice = tide(1, {"job", "jobs", "pause", std::to_string(id)});
@@ -155,7 +158,8 @@ TEST_F(JobTest, AJobWhoseCoordinatorIsKilledGoesOnElsewhereFromItsCheckpoint) {
   EXPECT_EQ(done["progress"]["files_scanned"], kDataFiles + kLogFiles)
       << "it went on from its checkpoint: no file counted twice, none left out";
   EXPECT_EQ(done["progress"]["files_matched"], kDataFiles);
-  EXPECT_EQ(pattern_of(survivor, "/ifs/data/r1499.rec"), "streaming");
+  EXPECT_EQ(pattern_of(survivor, "/ifs/data/r" + std::to_string(kDataFiles - 1) + ".rec"),
+            "streaming");
 }
 
 }  // namespace
