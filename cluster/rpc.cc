@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <vector>
+
 namespace tidepool::cluster {
 namespace {
 
@@ -54,8 +56,25 @@ void RpcEndpoint::call(NodeId to, std::uint32_t method, std::span<const std::uin
                                     std::to_string(method) + " within " +
                                     std::to_string(deadline.count()) + " ms"));
   });
-  pending_.emplace(id, Pending{std::move(done), timer});
+  pending_.emplace(id, Pending{to, std::move(done), timer});
   transport_.send(to, Channel::rpc, std::move(message));
+}
+
+void RpcEndpoint::abandon_calls_to(NodeId to, const std::string& why) {
+  std::vector<Reply> abandoned;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (it->second.to != to) {
+      ++it;
+      continue;
+    }
+    loop_.cancel(it->second.timer);
+    abandoned.push_back(std::move(it->second.done));
+    it = pending_.erase(it);
+  }
+  // After the table is settled: a reply may make new calls.
+  for (Reply& done : abandoned) {
+    done(error(Errc::unavailable, "no reply from node " + std::to_string(to) + ": " + why));
+  }
 }
 
 void RpcEndpoint::receive(NodeId from, xdr::Buffer& message) {

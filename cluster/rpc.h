@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <span>
+#include <string>
 
 #include "cluster/event_loop.h"
 #include "cluster/transport.h"
@@ -48,9 +49,14 @@ class RpcEndpoint {
   // callee's handler returned.
   void call(NodeId to, std::uint32_t method, std::span<const std::uint8_t> request,
             std::chrono::milliseconds deadline, Reply done);
+  // Ends every call waiting for `to` now, `unavailable` (the call may still have run): the
+  // group recorded the node down, and its callers need not wait out their deadlines to go to
+  // whoever takes its place.
+  void abandon_calls_to(NodeId to, const std::string& why);
 
  private:
   struct Pending {
+    NodeId to;
     Reply done;
     EventLoop::TimerId timer;
   };

@@ -249,6 +249,10 @@ void Membership::membership_changed(const cluster::AppliedChange& applied) {
   // The change's own epoch, the same on every node: the lock manager's epoch moves only when
   // membership does, not with every change to the configuration.
   lock_manager_->set_view(applied.epoch, group_->view().up_nodes());
+  const cluster::NodeId node = applied.change.node.id;
+  if (rpc_ && node != config_.node_id && !group_->view().is_up(node)) {
+    rpc_->abandon_calls_to(node, "the group recorded it down");
+  }
 }
 
 void Membership::announce_up() {
