@@ -405,7 +405,7 @@ TEST_F(CoherentStoreTest, AWriteWhoseNodeLostItsLocksWhileItWaitedIsRefusedNotMa
   EXPECT_EQ(managers_[2]->fences(), fences + 1);
   ASSERT_TRUE(drive([&] { return written.has_value(); }, std::chrono::seconds(20)))
       << lock_tables();
-  EXPECT_EQ(written->code(), Errc::unavailable) << written->status().to_string();
+  EXPECT_EQ(written->code(), Errc::fenced) << written->status().to_string();
   std::vector<std::uint8_t> at_home(16);
   auto read_at_home = run(home_->read(file, 0, at_home, kRoot));
   ASSERT_TRUE(read_at_home.ok());

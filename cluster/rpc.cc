@@ -73,7 +73,7 @@ void RpcEndpoint::abandon_calls_to(NodeId to, const std::string& why) {
   }
   // After the table is settled: a reply may make new calls.
   for (Reply& done : abandoned) {
-    done(error(Errc::unavailable, "no reply from node " + std::to_string(to) + ": " + why));
+    done(error(Errc::timed_out, "no reply from node " + std::to_string(to) + ": " + why));
   }
 }
 

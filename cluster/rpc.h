@@ -49,9 +49,9 @@ class RpcEndpoint {
   // callee's handler returned.
   void call(NodeId to, std::uint32_t method, std::span<const std::uint8_t> request,
             std::chrono::milliseconds deadline, Reply done);
-  // Ends every call waiting for `to` now, `unavailable` (the call may still have run): the
-  // group recorded the node down, and its callers need not wait out their deadlines to go to
-  // whoever takes its place.
+  // Ends every call waiting for `to` now, timed_out as at a deadline (the call may still have
+  // run): the group recorded the node down, and its callers need not wait out their deadlines
+  // to go to whoever takes its place.
   void abandon_calls_to(NodeId to, const std::string& why);
 
  private:

@@ -26,6 +26,7 @@ std::string_view errc_name(Errc code) {
     case Errc::no_space: return "no_space";
     case Errc::unavailable: return "unavailable";
     case Errc::behind: return "behind";
+    case Errc::fenced: return "fenced";
     case Errc::timed_out: return "timed_out";
     case Errc::io_error: return "io_error";
     case Errc::corrupt: return "corrupt";

@@ -38,6 +38,10 @@ enum class Errc : unsigned char {
   unavailable,
   timed_out,
   behind,  // the caller's view of the cluster is older than the callee's: again once caught up
+  // This node was fenced (the group recorded it down) since the request was made: what it was
+  // made under — the node's locks, its place as a shard's home — may be another's now. Its
+  // client tries again from the start, under what the node holds anew.
+  fenced,
   // Unexpected: a bug, a disk error or corruption. Logged; the request fails.
   io_error,
   corrupt,
@@ -47,7 +51,8 @@ enum class Errc : unsigned char {
 std::string_view errc_name(Errc code);
 // The transient codes: the same request may succeed later.
 inline bool is_transient(Errc code) {
-  return code == Errc::unavailable || code == Errc::timed_out || code == Errc::behind;
+  return code == Errc::unavailable || code == Errc::timed_out || code == Errc::behind ||
+         code == Errc::fenced;
 }
 
 class [[nodiscard]] Status {

@@ -80,6 +80,7 @@ unsigned http_status_of(Errc code) {
       return 405;
     case Errc::unavailable:
     case Errc::behind:
+    case Errc::fenced:
     case Errc::no_space:
       return 503;
     case Errc::timed_out:

@@ -249,9 +249,16 @@ void Membership::membership_changed(const cluster::AppliedChange& applied) {
   // The change's own epoch, the same on every node: the lock manager's epoch moves only when
   // membership does, not with every change to the configuration.
   lock_manager_->set_view(applied.epoch, group_->view().up_nodes());
+  // Later on the loop: the callers' callbacks may propose changes, and this runs while the
+  // group applies one.
   const cluster::NodeId node = applied.change.node.id;
-  if (rpc_ && node != config_.node_id && !group_->view().is_up(node)) {
-    rpc_->abandon_calls_to(node, "the group recorded it down");
+  if (node != config_.node_id && !group_->view().is_up(node)) {
+    loop_->post([this, alive = std::weak_ptr<bool>(alive_), node] {
+      const std::shared_ptr<bool> held = alive.lock();
+      if (held && *held && rpc_) {
+        rpc_->abandon_calls_to(node, "the group recorded it down");
+      }
+    });
   }
 }
 

@@ -129,7 +129,7 @@ std::uint64_t CoherentStore::Impl::lock_fences() const {
 
 Status CoherentStore::Impl::still_locked_since(std::uint64_t fences) const {
   if (lock_fences() == fences) return {};
-  return error(Errc::unavailable,
+  return error(Errc::fenced,
                "this node lost its locks (it was fenced) while a change waited under them");
 }
 

@@ -93,7 +93,7 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
   // How many times the node lost every lock so far (FileLocks::fences; 0 before locks are
   // attached). A lock taken when the count was `fences` is void once it moved: the group may
   // have given it to another node, whose changes a change made under it would land after —
-  // unavailable then, before anything is sent.
+  // `fenced` then, before anything is sent.
   std::uint64_t lock_fences() const;
   Status still_locked_since(std::uint64_t fences) const;
 

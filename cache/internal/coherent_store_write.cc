@@ -19,6 +19,8 @@ awaitable<Result<store::WriteResult>> CoherentStore::Impl::write_under_lock(
     Result<std::pair<store::Layout, store::Attributes>> known = co_await std::move(learning);
     if (known.ok() && store::UnitClient::serves(known->first) &&
         store::check_write_access(known->second, caller).ok()) {
+      // Learning the layout waited on the home: the node may have been fenced meanwhile.
+      if (Status locked = still_locked_since(fences); !locked.ok()) co_return locked;
       auto writing =
           units_->write(known->first, inode, offset, data, stability != store::Stability::unstable);
       const Status written = co_await std::move(writing);

@@ -26,7 +26,8 @@ Nfs3Status nfs3_status(Errc code) {
     case Errc::no_space: return NFS3ERR_NOSPC;
     case Errc::unavailable:
     case Errc::timed_out:
-    case Errc::behind: return NFS3ERR_JUKEBOX;
+    case Errc::behind:
+    case Errc::fenced: return NFS3ERR_JUKEBOX;
     case Errc::io_error:
     case Errc::corrupt: return NFS3ERR_IO;
     case Errc::internal: return NFS3ERR_SERVERFAULT;

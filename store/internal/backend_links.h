@@ -79,7 +79,7 @@ class Resends {
   Status may_send(std::uint64_t fences) {
     if (!first_) first_ = fences;
     if (*first_ == fences) return {};
-    return error(Errc::unavailable,
+    return error(Errc::fenced,
                  "this node was fenced since the request was first sent: it is not sent again");
   }
 
@@ -227,7 +227,8 @@ class NamespaceService::MirrorLink final : public MirrorTarget {
   Status call(MirrorMethod method, std::span<const std::uint8_t> request) override {
     if (dropped_.load()) return {};
     Status sent = send(method, request).status();
-    if (sent.ok() || internal::is_whole_copy(method)) return sent;
+    // A home fenced meanwhile did not reach the mirror: the mirror missed nothing it was sent.
+    if (sent.ok() || sent.code() == Errc::fenced || internal::is_whole_copy(method)) return sent;
     std::lock_guard lock(dropping_);
     if (dropped_.load()) return {};
     spdlog::warn("mirror node {} did not take a change ({}): the namespace goes on without it",

@@ -13,7 +13,7 @@ TEST(ResendsTest, ARequestGoesAgainUntilItsNodeWasFencedSinceItWasFirstSent) {
   EXPECT_TRUE(resends.may_send(4).ok());
   // It applied its own "down" meanwhile: what the request was sent under may be another's.
   const Status refused = resends.may_send(5);
-  EXPECT_EQ(refused.code(), Errc::unavailable);
+  EXPECT_EQ(refused.code(), Errc::fenced);
 }
 
 }  // namespace
