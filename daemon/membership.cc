@@ -28,6 +28,7 @@ constexpr std::uint32_t kStatsMethod = 2;
 constexpr std::uint32_t kReportMethod = 4;
 constexpr std::size_t kMaxReportBytes = 64 << 20;
 constexpr std::chrono::milliseconds kChangeDeadline{10'000};
+constexpr std::chrono::milliseconds kRegistrationPoll{20};
 
 Result<std::string> random_hex(std::size_t bytes) {
   std::vector<std::uint8_t> random(bytes);
@@ -329,6 +330,19 @@ asio::awaitable<Result<CreatedCluster>> Membership::create(std::string name) {
   if (Status installed = install(JoinPackage{created.identity, ca->certificate, *certificate}, true);
       !installed.ok()) {
     co_return installed;
+  }
+  // The leader registers itself a tick after it leads; the cluster is made only once it has,
+  // so that what the administrator does next (a tier of this node's pool) finds the node.
+  for (auto waited = std::chrono::milliseconds(0);; waited += kRegistrationPoll) {
+    auto looking = await_callback<bool>([this](auto done) {
+      loop_->schedule(kRegistrationPoll, [this, done = std::move(done)]() mutable {
+        done(group_->view().node(config_.node_id) != nullptr);
+      });
+    });
+    if (co_await std::move(looking)) break;
+    if (waited >= kChangeDeadline) {
+      co_return error(Errc::timed_out, "this node did not register itself in the new cluster");
+    }
   }
 
   std::vector<cluster::Change> seed;

@@ -100,6 +100,9 @@ void TideCluster::form() {
   // What tide said goes last: a report cut short keeps its end.
   ASSERT_EQ(created.exit_code, 0) << node(1).log_tail()
                                   << "\ntide cluster create: " << created.output;
+  // A cluster is made with its first node in it: what comes next may name that node's pool.
+  const json made = tide_json(1, {"status"});
+  ASSERT_EQ(made["nodes"].size(), 1u) << made.dump();
   Ran unscheduled = tide(1, {"job", "types", "modify", "SmartPools", "--clear-schedule"});
   ASSERT_EQ(unscheduled.exit_code, 0)
       << node(1).log_tail() << "\ntide job types modify: " << unscheduled.output;
