@@ -539,6 +539,53 @@ TEST_P(StoreTest, OnlyGroupMembersMayMakeAFileSetgidToItsGroup) {
   EXPECT_EQ(run(store_->getattr(f))->mode, 02755u);
 }
 
+TEST_P(StoreTest, AStrangerMayNotChownAFileEvenToTheOwnerAndGroupItHas) {
+  InodeId f = make_file(kRootInode, "theirs");
+  std::int64_t ctime = run(store_->getattr(f))->ctime_ns;
+  clock_.advance(std::chrono::seconds(1));
+  AttributeChanges same_owner;
+  same_owner.uid = kAlice.uid;
+  AttributeChanges same_group;
+  same_group.gid = kAlice.gid;
+  EXPECT_EQ(run(store_->setattr(f, same_owner, kBob, std::nullopt)).code(), Errc::not_permitted);
+  EXPECT_EQ(run(store_->setattr(f, same_group, kBob, std::nullopt)).code(), Errc::not_permitted);
+  EXPECT_EQ(run(store_->getattr(f))->ctime_ns, ctime);
+  EXPECT_TRUE(run(store_->setattr(f, same_owner, kAlice, std::nullopt)).ok());
+  EXPECT_TRUE(run(store_->setattr(f, same_group, kAlice, std::nullopt)).ok());
+}
+
+TEST_P(StoreTest, SetgidIsDroppedByAForeignChmodAndAChownButNotByTouchingTimes) {
+  InodeId f = make_file(kRootInode, "sgid");
+  AttributeChanges foreign_group;
+  foreign_group.gid = 2000;  // a group Alice, the owner, is not in
+  ASSERT_TRUE(run(store_->setattr(f, foreign_group, kRoot, std::nullopt)).ok());
+  AttributeChanges setgid;
+  setgid.mode = 02755;
+  ASSERT_TRUE(run(store_->setattr(f, setgid, kRoot, std::nullopt)).ok());
+  AttributeChanges touch;
+  touch.mtime = SetTime::server_time;
+  ASSERT_TRUE(run(store_->setattr(f, touch, kAlice, std::nullopt)).ok());
+  EXPECT_EQ(run(store_->getattr(f))->mode, 02755u);
+  AttributeChanges chmod;
+  chmod.mode = 02750;
+  ASSERT_TRUE(run(store_->setattr(f, chmod, kAlice, std::nullopt)).ok());
+  EXPECT_EQ(run(store_->getattr(f))->mode, 0750u);
+
+  AttributeChanges setuid_and_gid;
+  setuid_and_gid.mode = 06755;
+  ASSERT_TRUE(run(store_->setattr(f, setuid_and_gid, kRoot, std::nullopt)).ok());
+  AttributeChanges same_owner;
+  same_owner.uid = kAlice.uid;
+  ASSERT_TRUE(run(store_->setattr(f, same_owner, kAlice, std::nullopt)).ok());
+  EXPECT_EQ(run(store_->getattr(f))->mode, 0755u);
+  // Without group execute, setgid marks the file for mandatory locking and survives a chown.
+  AttributeChanges locking_mark;
+  locking_mark.mode = 06745;
+  ASSERT_TRUE(run(store_->setattr(f, locking_mark, kRoot, std::nullopt)).ok());
+  ASSERT_TRUE(run(store_->setattr(f, same_owner, kRoot, std::nullopt)).ok());
+  EXPECT_EQ(run(store_->getattr(f))->mode, 02745u);
+}
+
 }  // namespace
 }  // namespace tidepool::store
 

@@ -7,6 +7,7 @@
 #include <openssl/rand.h>
 #include <unistd.h>
 
+#include <boost/container_hash/hash.hpp>
 #include <boost/endian/conversion.hpp>
 #include <cerrno>
 #include <cstring>
@@ -42,31 +43,34 @@ class HandleSealer::Memo {
   std::optional<FileHandle> find(const HandleContents& c) {
     Shard& s = shard(c);
     std::lock_guard lock(s.mutex);
-    auto it = s.handles.find(key(c));
-    if (it == s.handles.end() || it->second.export_id != c.export_id) return std::nullopt;
-    return it->second.handle;
+    auto it = s.handles.find(c);
+    if (it == s.handles.end()) return std::nullopt;
+    return it->second;
   }
   void put(const HandleContents& c, const FileHandle& h) {
     Shard& s = shard(c);
     std::lock_guard lock(s.mutex);
     if (s.handles.size() >= kPerShard) s.handles.erase(s.handles.begin());
-    s.handles[key(c)] = {c.export_id, h};
+    s.handles[c] = h;
   }
 
  private:
   static constexpr std::size_t kShards = 8;
   static constexpr std::size_t kPerShard = 8192;
-  struct Entry {
-    std::uint32_t export_id;
-    FileHandle handle;
+  // Every field counts: inodes of different shards may share their low bits.
+  struct Hash {
+    std::size_t operator()(const HandleContents& c) const {
+      std::size_t seed = 0;
+      boost::hash_combine(seed, c.export_id);
+      boost::hash_combine(seed, c.inode);
+      boost::hash_combine(seed, c.generation);
+      return seed;
+    }
   };
   struct Shard {
     std::mutex mutex;
-    std::unordered_map<std::uint64_t, Entry> handles;  // guarded by mutex
+    std::unordered_map<HandleContents, FileHandle, Hash> handles;  // guarded by mutex
   };
-  static std::uint64_t key(const HandleContents& c) {
-    return c.inode ^ (std::uint64_t{c.generation} << 32);
-  }
   Shard& shard(const HandleContents& c) { return shards_[c.inode % kShards]; }
   std::array<Shard, kShards> shards_;
 };

@@ -21,6 +21,8 @@ struct HandleContents {
   std::uint32_t export_id = 0;
   store::InodeId inode = 0;
   std::uint32_t generation = 0;
+
+  bool operator==(const HandleContents&) const = default;
 };
 
 inline constexpr std::size_t kFileHandleBytes = 36;

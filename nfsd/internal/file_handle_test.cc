@@ -46,6 +46,23 @@ TEST_F(FileHandleTest, AHandleWithTheRightContentsButAnotherSealIsBad) {
   EXPECT_EQ(sealer->unseal(h).code(), Errc::bad_handle);
 }
 
+TEST_F(FileHandleTest, FilesWhoseInodeAndGenerationShareBitsGetHandlesOfTheirOwn) {
+  auto sealer = HandleSealer::load_or_create(dir_.string());
+  ASSERT_TRUE(sealer.ok());
+  // inode ^ (generation << 32) is the same for both, and so is inode modulo a power of two.
+  const HandleContents first{7, 0x0000000100000005ull, 0};
+  const HandleContents second{7, 0x0000000000000005ull, 1};
+  auto first_handle = sealer->seal(first);
+  auto second_handle = sealer->seal(second);
+  EXPECT_NE(first_handle, second_handle);
+  auto c = sealer->unseal(second_handle);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(*c, second);
+  c = sealer->unseal(first_handle);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(*c, first);
+}
+
 TEST_F(FileHandleTest, TheKeySurvivesARestart) {
   auto first = HandleSealer::load_or_create(dir_.string());
   ASSERT_TRUE(first.ok());

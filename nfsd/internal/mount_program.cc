@@ -33,7 +33,7 @@ awaitable<std::optional<AcceptStatus>> MountProgram::call(const CallContext& con
   switch (context.procedure) {
     case kProcNull: co_return AcceptStatus::success;
     case kProcMnt: co_return co_await mnt(context, in, out);
-    case kProcDump: co_return dump(out);
+    case kProcDump: co_return dump(context, out);
     case kProcUmnt: {
       std::string path(in.string(kMaxMountPath));
       if (!in.ok()) co_return AcceptStatus::garbage_args;
@@ -92,14 +92,18 @@ awaitable<AcceptStatus> MountProgram::mnt(const CallContext& context, xdr::Decod
   co_return AcceptStatus::success;
 }
 
-AcceptStatus MountProgram::dump(xdr::Encoder& out) {
-  // A mount whose export was removed is not listed, but is kept: its handles work again if the
-  // export comes back.
+AcceptStatus MountProgram::dump(const CallContext& context, xdr::Encoder& out) {
+  // Over UDP the list would be a reflector's payload sent to a forged address: it is empty
+  // there, as it is to a host that may mount nothing. A host sees the mounts of the exports it
+  // may mount itself. A mount whose export was removed is not listed, but is kept: its handles
+  // work again if the export comes back.
   std::shared_ptr<const ExportTable> exports = service_.exports.snapshot();
   std::vector<std::string> below;
   std::lock_guard lock(mutex_);
   for (const auto& [client, path] : mounts_) {
-    if (!exports->containing(path, below)) continue;
+    if (context.datagram) break;
+    const Export* exported = exports->containing(path, below);
+    if (!exported || !exported->allows(context.client)) continue;
     out.boolean(true);
     out.string(client);
     out.string(path);

@@ -24,7 +24,7 @@ class MountProgram final : public RpcProgram {
 
  private:
   awaitable<AcceptStatus> mnt(const CallContext& context, xdr::Decoder& in, xdr::Encoder& out);
-  AcceptStatus dump(xdr::Encoder& out);
+  AcceptStatus dump(const CallContext& context, xdr::Encoder& out);
   AcceptStatus export_list(const CallContext& context, xdr::Encoder& out);
 
   Service& service_;

@@ -651,8 +651,15 @@ awaitable<AcceptStatus> Nfs3Program::commit(Call& call) {
   call.in.u64();  // offset and count: the whole file is committed
   call.in.u32();
   if (!call.in.ok()) co_return AcceptStatus::garbage_args;
-  auto t = target(call, fh);
-  if (!t.ok()) co_return fail_wcc(call.out, t.code());
+  // As a WRITE: only a caller who may write the file makes it durable (each commit costs the
+  // node a flush).
+  auto t = changeable(call, fh);
+  if (!t) co_return AcceptStatus::success;
+  auto a = co_await service_.store.getattr(t->inode);
+  if (!a.ok()) co_return fail_wcc(call.out, a.code());
+  if (Status may = store::check_write_access(*a, t->caller); !may.ok()) {
+    co_return fail_wcc(call.out, may.code());
+  }
   auto r = co_await service_.store.commit(t->inode);
   if (!r.ok()) co_return fail_wcc(call.out, r.code());
   put_status(call.out, Errc::ok);

@@ -76,22 +76,22 @@ std::size_t ReplyPieces::bytes() const {
 }
 
 awaitable<bool> RpcDispatcher::dispatch(std::span<const std::uint8_t> message,
-                                        boost::asio::ip::address_v4 client,
-                                        std::uint16_t client_port, xdr::Buffer& reply,
+                                        const RpcPeer& from, xdr::Buffer& reply,
                                         ReplyPieces* pieces) const {
   const auto arrived = std::chrono::steady_clock::now();
   const std::size_t start = reply.size();
   CallContext context;
-  context.client = client;
-  context.client_port = client_port;
+  context.client = from.address;
+  context.client_port = from.port;
+  context.datagram = from.datagram;
   if (pieces) pieces->pieces.clear();
   context.pieces = pieces;
   auto answering = answer(message, context, reply);
   const bool send = co_await std::move(answering);
   if (statistics_ != nullptr) {
     const std::size_t sent = reply.size() - start + (pieces ? pieces->bytes() : 0);
-    statistics_->record(context.program, context.version, context.procedure, client.to_uint(),
-                        message.size(), send ? sent : 0,
+    statistics_->record(context.program, context.version, context.procedure,
+                        from.address.to_uint(), message.size(), send ? sent : 0,
                         std::chrono::steady_clock::now() - arrived);
   }
   co_return send;

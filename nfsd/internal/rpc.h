@@ -66,6 +66,15 @@ struct ReplyPieces {
   std::size_t bytes() const;
 };
 
+// Where a call came from.
+struct RpcPeer {
+  boost::asio::ip::address_v4 address;
+  std::uint16_t port = 0;
+  // Over UDP, where the source address is easily forged and a small call may draw a large
+  // reply at someone else.
+  bool datagram = false;
+};
+
 struct CallContext {
   std::uint32_t xid = 0;
   std::uint32_t program = 0;
@@ -74,6 +83,7 @@ struct CallContext {
   CallerIdentity identity;
   boost::asio::ip::address_v4 client;
   std::uint16_t client_port = 0;
+  bool datagram = false;
   // Where a procedure may leave reply bytes by reference; null: it copies them into the reply.
   // Valid only while the call runs: work kept after it must not use it.
   ReplyPieces* pieces = nullptr;
@@ -107,8 +117,7 @@ class RpcDispatcher {
   void add(RpcProgram* program) { programs_.push_back(program); }
   // Every call dispatched from now on is counted there.
   void count_in(CallStatistics* statistics) { statistics_ = statistics; }
-  awaitable<bool> dispatch(std::span<const std::uint8_t> message,
-                           boost::asio::ip::address_v4 client, std::uint16_t client_port,
+  awaitable<bool> dispatch(std::span<const std::uint8_t> message, const RpcPeer& from,
                            xdr::Buffer& reply, ReplyPieces* pieces = nullptr) const;
 
  private:

@@ -85,7 +85,8 @@ class DispatcherTest : public ::testing::Test {
     xdr::Buffer reply;
     auto f = boost::asio::co_spawn(
         io,
-        dispatcher_.dispatch(call, boost::asio::ip::address_v4::loopback(), 1000, reply, pieces),
+        dispatcher_.dispatch(call, RpcPeer{boost::asio::ip::address_v4::loopback(), 1000, false},
+                             reply, pieces),
         boost::asio::use_future);
     io.run();
     if (!f.get()) return std::nullopt;

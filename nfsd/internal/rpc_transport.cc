@@ -194,7 +194,7 @@ class RpcTransport::Connection : public std::enable_shared_from_this<Connection>
                                 xdr::Buffer record) {
     Outgoing reply{xdr::Buffer(kRecordMarkBytes), {}};
     bool send = co_await self->transport_.dispatcher_.dispatch(
-        record, self->client_, self->client_port_, reply.bytes, &reply.pieces);
+        record, RpcPeer{self->client_, self->client_port_, false}, reply.bytes, &reply.pieces);
     if (send) {
       const std::size_t length = reply.bytes.size() - kRecordMarkBytes + reply.pieces.bytes();
       boost::endian::store_big_u32(reply.bytes.data(),
@@ -486,8 +486,8 @@ awaitable<void> RpcTransport::udp_loop(udp::socket& socket) {
     }
     bytes_received_.fetch_add(n, std::memory_order_relaxed);
     reply.clear();
-    bool send = co_await udp_dispatcher_.dispatch({datagram.data(), n}, v4_of(peer.address()),
-                                                  peer.port(), reply);
+    bool send = co_await udp_dispatcher_.dispatch(
+        {datagram.data(), n}, RpcPeer{v4_of(peer.address()), peer.port(), true}, reply);
     if (send && reply.size() <= kMaxDatagramReply) {
       auto [send_error, sent] =
           co_await socket.async_send_to(asio::buffer(reply), peer, kUseTuple);

@@ -9,11 +9,22 @@ namespace {
 
 constexpr std::uint64_t kFirstEntryCookie = 3;  // 1 and 2 are "." and ".."
 
-// Only root or a member of the file's group may make it setgid to that group.
+constexpr std::uint32_t kSetuid = 04000;
+constexpr std::uint32_t kGroupExecute = 0010;
+
+// As Linux (setattr_copy): a chmod by a caller outside the file's group (its new group when the
+// same call changes it) cannot make it setgid.
 void clear_foreign_setgid(Attributes& a, const Caller& caller) {
-  if (a.type == FileType::regular && caller.uid != 0 && !in_group(caller, a.gid)) {
-    a.mode &= ~kSetgid;
-  }
+  if (caller.uid != 0 && !in_group(caller, a.gid)) a.mode &= ~kSetgid;
+}
+
+// As Linux's NFS server (nfsd_sanitize_attrs): a chown of anything but a directory, by anyone,
+// drops setuid, and setgid unless it only marks the file for mandatory locking (no group
+// execute).
+void clear_privileges_on_chown(Attributes& a) {
+  if (a.type == FileType::directory) return;
+  a.mode &= ~kSetuid;
+  if (a.mode & kGroupExecute) a.mode &= ~kSetgid;
 }
 
 }  // namespace
@@ -22,8 +33,12 @@ Status check_setattr(const Attributes& a, const AttributeChanges& c, const Calle
   bool root = caller.uid == 0;
   bool owner = caller.uid == a.uid;
   if (c.mode && !root && !owner) return error(Errc::not_permitted, "only the owner may chmod");
-  if (c.uid && *c.uid != a.uid && !root) return error(Errc::not_permitted, "only root may chown");
-  if (c.gid && *c.gid != a.gid && !root && !(owner && in_group(caller, *c.gid))) {
+  // As POSIX with _POSIX_CHOWN_RESTRICTED: a stranger may not even "change" the owner or group
+  // to what they are.
+  if (c.uid && !root && !(owner && *c.uid == a.uid)) {
+    return error(Errc::not_permitted, "only root may chown");
+  }
+  if (c.gid && !root && !(owner && (*c.gid == a.gid || in_group(caller, *c.gid)))) {
     return error(Errc::not_permitted, "only the owner may change the group to one of theirs");
   }
   if (c.size) {
@@ -68,13 +83,13 @@ Result<Wcc> ShardNamespace::setattr(Db& db, AfterCommit&, InodeId inode, Attribu
   TP_RETURN_IF_ERROR(check_setattr(before, changes, caller));
   Attributes after = before;
   std::int64_t now = rows_.now_ns();
-  if (changes.mode) after.mode = *changes.mode & 07777;
   if (changes.gid) after.gid = *changes.gid;
-  clear_foreign_setgid(after, caller);
   if (changes.uid) after.uid = *changes.uid;
-  if ((changes.uid && *changes.uid != before.uid) || (changes.gid && *changes.gid != before.gid)) {
-    if (after.type != FileType::directory && caller.uid != 0) after.mode &= ~06000u;
+  if (changes.mode) {
+    after.mode = *changes.mode & 07777;
+    clear_foreign_setgid(after, caller);
   }
+  if (changes.uid || changes.gid) clear_privileges_on_chown(after);
   if (changes.size && *changes.size != before.size) {
     TP_RETURN_IF_ERROR(data_.truncate(inode, *changes.size));
     after.size = *changes.size;

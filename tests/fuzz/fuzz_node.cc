@@ -46,8 +46,9 @@ tidepool::xdr::Buffer FuzzNode::dispatch(std::span<const std::uint8_t> message) 
   boost::asio::co_spawn(
       io_,
       [&]() -> boost::asio::awaitable<void> {
-        send = co_await dispatcher_.dispatch(message, boost::asio::ip::address_v4::loopback(),
-                                             800, reply);
+        send = co_await dispatcher_.dispatch(
+            message, nfsd::RpcPeer{boost::asio::ip::address_v4::loopback(), 800, false},
+            reply);
       },
       boost::asio::detached);
   io_.restart();

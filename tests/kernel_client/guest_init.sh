@@ -317,6 +317,37 @@ step_permissions() {
   check "root reads uid 1000's 0600 file (no root squash)" "$(cat open/mine)" mine
 }
 
+# A stranger may not chown a file even to the owner and group it has (pjdfstest chown/07.t), and
+# setgid goes only where Linux drops it: a chmod outside the file's group, a chown.
+step_chown_restricted() {
+  echo theirs >theirs
+  mkdir theirs_dir
+  ln -s theirs theirs_link
+  check "the symlink's owner" "$(stat -c %u:%g theirs_link)" 0:0
+  ctime=$(stat -c %Z theirs)
+  sleep 1  # a ctime the refused calls moved would differ
+  for object in theirs theirs_dir theirs_link; do
+    refused "uid 1000 chowns root's $object to root" "Operation not permitted" \
+      as_user "chown 0:0 $object"
+    refused "uid 1000 lchowns root's $object to root" "Operation not permitted" \
+      as_user "chown -h 0:0 $object"
+  done
+  drop_caches
+  check "ctime after the refused chowns" "$(stat -c %Z theirs)" "$ctime"
+  echo mine >mine
+  chown 1000:0 mine
+  chmod 2755 mine
+  as_user 'chown 1000 mine'
+  check "setuid/setgid after the owner's chown to itself" "$(stat -c %a mine)" 755
+  chmod 2755 mine
+  as_user 'touch mine'
+  drop_caches
+  check "setgid after the owner, outside the group, touched the file" "$(stat -c %a mine)" 2755
+  as_user 'chmod 2750 mine'
+  drop_caches
+  check "setgid after the owner, outside the group, chmodded the file" "$(stat -c %a mine)" 750
+}
+
 step_big_file() {
   check "size of $tp_big" "$(stat -c %s "../$tp_big")" "$tp_big_size"
   check "sha256 of $tp_big" "$(sha256sum "../$tp_big" | cut -d' ' -f1)" "$tp_big_sha256"
@@ -417,6 +448,7 @@ run bigdir_create step_bigdir_create 200
 run bigdir_ls step_bigdir_ls 90
 run bigdir_remove step_bigdir_remove 200
 run permissions step_permissions
+run chown_restricted step_chown_restricted
 run big_file step_big_file 90
 run write_for_host step_write_for_host
 echo "STEP locks SKIP: NLM not implemented yet (issue 5); mounted with nolock"

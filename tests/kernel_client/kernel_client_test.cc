@@ -6,9 +6,12 @@
 // of guest_init.sh: file I/O, renames, hard and symbolic links, a directory
 // tree, attributes, exclusive create, silly rename, a 10,000-entry directory
 // (2,000 under the sanitizers; create, ls -l, rm -r), permissions as uid
-// 1000, the checksum of a 64 MiB file the host wrote through libnfs, and a
-// file the host reads back afterwards. Locks are a visible SKIP until NLM exists (issue 5). Every step reports on the serial console; the test passes only
-// if every step reported OK, and otherwise shows the guest's own error lines.
+// 1000, chown restricted as POSIX requires (and setgid dropped where Linux
+// drops it), the checksum of a 64 MiB file the host wrote through libnfs, and
+// a file the host reads back afterwards. Locks are a visible SKIP until NLM
+// exists (issue 5). Every step reports on the serial console; the test passes
+// only if every step reported OK, and otherwise shows the guest's own error
+// lines.
 //
 // Skips itself only when qemu-system-x86_64, a kernel with its modules or
 // busybox-static is not installed (see PACKAGES in ./dev).
@@ -66,6 +69,7 @@ constexpr ExpectedStep kGuestSteps[] = {
     {"bigdir_ls", "OK"},
     {"bigdir_remove", "OK"},
     {"permissions", "OK"},
+    {"chown_restricted", "OK"},
     {"big_file", "OK"},
     {"write_for_host", "OK"},
     {"locks", "SKIP"},

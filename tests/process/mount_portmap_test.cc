@@ -47,6 +47,50 @@ void expect_auth_error(const std::optional<RpcReply>& reply) {
                     AuthStat::kTooWeak));
 }
 
+// MOUNT MNT and DUMP by hand, from a chosen source address.
+RpcCall mount_call(uint32_t procedure, Bytes args = {}) {
+  return RpcCall{.xid = 0x6d6e74 + procedure, .program = kMountProgram, .version = 3,
+                 .procedure = procedure, .cred_flavor = kAuthSys,
+                 .cred_body = auth_sys_body(0, 0), .args = std::move(args)};
+}
+
+uint32_t mnt_from(const Endpoint& ep, const std::string& source, const std::string& path) {
+  RawRpcConnection c;
+  EXPECT_TRUE(c.connect(ep.address, ep.mount_port, std::chrono::seconds(10), source))
+      << c.error();
+  auto reply = c.call(mount_call(1, XdrWriter().string(path).bytes()));
+  uint32_t status = ~0u;
+  if (!reply || reply->accept_stat != AcceptStat::kSuccess) return status;
+  XdrReader r(reply->results);
+  r.u32(status);
+  return status;
+}
+
+// The directories a DUMP reply lists (gtest failure if it does not decode).
+std::vector<std::string> dumped_directories(const std::optional<RpcReply>& reply) {
+  std::vector<std::string> directories;
+  EXPECT_TRUE(reply);
+  if (!reply) return directories;
+  EXPECT_EQ(reply->accept_stat, AcceptStat::kSuccess);
+  XdrReader r(reply->results);
+  uint32_t more = 0;
+  for (int n = 0; n < 10000 && r.u32(more) && more == 1; ++n) {
+    Bytes host, directory;
+    if (!r.opaque(host, 255) || !r.opaque(directory, 1024)) break;
+    directories.emplace_back(directory.begin(), directory.end());
+  }
+  EXPECT_EQ(more, 0u) << "the list does not end";
+  EXPECT_EQ(r.remaining(), 0u);
+  return directories;
+}
+
+std::vector<std::string> dump_from(const Endpoint& ep, const std::string& source) {
+  RawRpcConnection c;
+  EXPECT_TRUE(c.connect(ep.address, ep.mount_port, std::chrono::seconds(10), source))
+      << c.error();
+  return dumped_directories(c.call(mount_call(2)));
+}
+
 // --- MOUNT -----------------------------------------------------------------
 
 using Mount = ConformanceTest;
@@ -139,6 +183,41 @@ TEST_F(Mount, DumpListsAMountedExport) {
   auto list = m.dump();
   ASSERT_TRUE(list);
   EXPECT_TRUE(lists_directory(*list, server().export_path));
+}
+
+// A DUMP over UDP would send the list of clients to whatever address the datagram claims.
+TEST_F(Mount, DumpOverUdpListsNothing) {
+  if (!is_tided()) GTEST_SKIP() << "what DUMP answers over UDP is the server's choice";
+  ASSERT_EQ(mnt_from(endpoint(), "127.0.0.1", server().export_path), MNT3_OK);
+  ASSERT_THAT(dump_from(endpoint(), "127.0.0.1"), ::testing::Contains(server().export_path));
+  EXPECT_THAT(dumped_directories(datagram_call(mount_call(2), "127.0.0.1", endpoint().address,
+                                               endpoint().mount_port)),
+              ::testing::IsEmpty());
+}
+
+// Its own node: the fixture's exports allow every loopback address alike.
+TEST(MountDump, AHostSeesOnlyTheMountsOfExportsItMayMount) {
+  NodeOptions options;
+  ExportSpec everyone{.path = "/ifs"};
+  everyone.root_squash = false;
+  ExportSpec narrow{.path = "/ifs/narrow"};
+  narrow.clients = {"127.0.0.77/32"};
+  options.exports = {everyone, narrow};
+  TidedNode node(options);
+  std::string error;
+  ASSERT_TRUE(node.start(&error)) << error;
+  {
+    NfsClient nfs(node.endpoint());
+    nfs.make_dir(mount_root(node.endpoint(), "/ifs"), "narrow");
+  }
+  ASSERT_EQ(mnt_from(node.endpoint(), "127.0.0.77", "/ifs/narrow"), MNT3_OK);
+  ASSERT_EQ(mnt_from(node.endpoint(), "127.0.0.78", "/ifs"), MNT3_OK);
+  EXPECT_THAT(dump_from(node.endpoint(), "127.0.0.77"), ::testing::Contains("/ifs/narrow"));
+  const std::vector<std::string> seen_by_another = dump_from(node.endpoint(), "127.0.0.78");
+  EXPECT_THAT(seen_by_another, ::testing::Contains("/ifs"));
+  EXPECT_THAT(seen_by_another, ::testing::Not(::testing::Contains("/ifs/narrow")));
+  node.stop();
+  EXPECT_EQ(node.exit_description(), "exit 0");
 }
 
 TEST_F(Mount, DumpWithUnknownAuthFlavourIsDenied) {

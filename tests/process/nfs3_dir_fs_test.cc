@@ -351,6 +351,14 @@ TEST_F(ReadOnlyExport, WriteIsRofs) {
   EXPECT_EQ(nfs().read_all(f), "orig");
 }
 
+TEST_F(ReadOnlyExport, CommitIsRofs) {
+  auto d = make_ro_test_dir();
+  FileHandle written = nfs().make_file(d.rw, "f", 0666);
+  ASSERT_EQ(nfs().write(written, 0, "unstable", UNSTABLE).status, NFS3_OK);
+  auto f = nfs().lookup(d.ro, "f").fh;
+  EXPECT_EQ(nfs().commit(f).status, NFS3ERR_ROFS);
+}
+
 TEST_F(ReadOnlyExport, SetattrIsRofs) {
   auto d = make_ro_test_dir();
   nfs().make_file(d.rw, "f", 0666);

@@ -285,6 +285,15 @@ TEST_F(Commit, OfAFileWithNothingToCommitSucceeds) {
   EXPECT_EQ(nfs().commit(f).status, NFS3_OK);
 }
 
+TEST_F(Commit, ByACallerWhoMayNotWriteTheFileIsAcces) {
+  FileHandle dir = make_test_dir();
+  FileHandle f = nfs().make_file(dir, "f", 0644);
+  ASSERT_EQ(nfs().write(f, 0, "root's", UNSTABLE).status, NFS3_OK);
+  auto user = connect_as(kUser);
+  EXPECT_EQ(user->commit(f).status, NFS3ERR_ACCES);
+  EXPECT_EQ(nfs().commit(f).status, NFS3_OK);
+}
+
 TEST_F(Commit, OfRemovedFileIsStale) {
   FileHandle dir = make_test_dir();
   FileHandle f = nfs().make_file(dir, "f");

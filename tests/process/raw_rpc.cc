@@ -237,8 +237,11 @@ bool RawRpcConnection::connect(const std::string& address, uint16_t port,
   return true;
 }
 
-bool send_datagram(const Bytes& msg, const std::string& source, const std::string& to,
-                   uint16_t port) {
+namespace {
+
+// A UDP socket bound to `source` that has sent `msg` to `to`:`port`; -1 if it could not.
+int send_from(const Bytes& msg, const std::string& source, const std::string& to,
+              uint16_t port) {
   sockaddr_in local{};
   local.sin_family = AF_INET;
   sockaddr_in remote{};
@@ -246,16 +249,46 @@ bool send_datagram(const Bytes& msg, const std::string& source, const std::strin
   remote.sin_port = htons(port);
   if (::inet_pton(AF_INET, source.c_str(), &local.sin_addr) != 1 ||
       ::inet_pton(AF_INET, to.c_str(), &remote.sin_addr) != 1) {
-    return false;
+    return -1;
   }
   int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
+  if (fd < 0) return -1;
   const bool sent =
       ::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) == 0 &&
       ::sendto(fd, msg.data(), msg.size(), 0, reinterpret_cast<sockaddr*>(&remote),
                sizeof remote) == static_cast<ssize_t>(msg.size());
+  if (!sent) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+}  // namespace
+
+bool send_datagram(const Bytes& msg, const std::string& source, const std::string& to,
+                   uint16_t port) {
+  int fd = send_from(msg, source, to, port);
+  if (fd < 0) return false;
   ::close(fd);
-  return sent;
+  return true;
+}
+
+std::optional<RpcReply> datagram_call(const RpcCall& call, const std::string& source,
+                                      const std::string& to, uint16_t port,
+                                      std::chrono::milliseconds timeout) {
+  int fd = send_from(encode_call(call), source, to, port);
+  if (fd < 0) return std::nullopt;
+  Bytes datagram(65536);
+  pollfd p{fd, POLLIN, 0};
+  ssize_t n = ::poll(&p, 1, static_cast<int>(timeout.count())) == 1
+                  ? ::recv(fd, datagram.data(), datagram.size(), 0)
+                  : -1;
+  ::close(fd);
+  if (n < 0) return std::nullopt;
+  datagram.resize(static_cast<size_t>(n));
+  std::string error;
+  return decode_reply(datagram, &error);
 }
 
 bool RawRpcConnection::send_raw(const Bytes& bytes) {

@@ -136,6 +136,11 @@ struct RpcReply {
 // false if it could not be sent. No reply is awaited.
 bool send_datagram(const Bytes& msg, const std::string& source, const std::string& to,
                    uint16_t port);
+// Sends `call` as one UDP datagram from `source` to `to`:`port` and returns the reply that
+// comes back to that socket before the timeout (nullopt if none, or not a reply).
+std::optional<RpcReply> datagram_call(const RpcCall& call, const std::string& source,
+                                      const std::string& to, uint16_t port,
+                                      std::chrono::milliseconds timeout = std::chrono::seconds(5));
 // Parses a reply message; nullopt (with *error set) if it is not one.
 std::optional<RpcReply> decode_reply(const Bytes& msg, std::string* error);
 
