@@ -127,9 +127,15 @@ Result<ConnectionSettings> Session::find_cluster() {
 
   if (credentials) {
     settings.ca_certificate = credentials->ca_certificate;
-  } else {
+  } else if (options_.insecure) {
     err_ << "tide: warning: no credentials file, so no CA certificate: the nodes' identity is "
             "not verified\n";
+  } else {
+    // The token would go to whoever answers at the address.
+    return error(Errc::invalid_argument,
+                 "no credentials file, so no CA certificate to check the nodes' identity with: "
+                 "give --workdir (the directory of the cluster's tide.json), or --insecure to "
+                 "send the token unverified");
   }
   return settings;
 }

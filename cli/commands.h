@@ -28,6 +28,7 @@ struct GlobalOptions {
   std::optional<std::string> workdir;                // --workdir
   std::optional<std::string> token;                  // --token
   std::chrono::milliseconds timeout{30'000};         // --timeout
+  bool insecure = false;                             // --insecure
 };
 
 // One run of `tide`: where output goes, and the cluster, found on first use from the options,

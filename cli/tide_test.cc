@@ -110,6 +110,25 @@ TEST_F(TideTest, WithoutCredentialsItSaysHowToGetThem) {
             "--workdir/--cluster and --token\n");
 }
 
+TEST_F(TideTest, ATokenGoesUnverifiedOnlyWhenInsecureIsGiven) {
+  const std::string empty = (root_.path() / "empty").string();
+  EXPECT_EQ(tide({"--workdir", empty, "--cluster", "127.0.0.7", "--token", "t", "status"}),
+            kExitFailure);
+  EXPECT_NE(err_.str().find("no CA certificate to check the nodes' identity with: give "
+                            "--workdir (the directory of the cluster's tide.json), or "
+                            "--insecure"),
+            std::string::npos)
+      << err_.str();
+  EXPECT_TRUE(cluster_.requests().empty());
+  cluster_.reply(200, R"({"tiers": []})");
+  ASSERT_EQ(tide({"--workdir", empty, "--cluster", "127.0.0.7", "--token", "t", "--insecure",
+                  "storagepool", "tiers", "list"}),
+            kExitSuccess)
+      << err_.str();
+  ASSERT_EQ(cluster_.requests().size(), 1u);
+  EXPECT_FALSE(cluster_.requests()[0].settings.ca_certificate);
+}
+
 TEST_F(TideTest, CredentialsComeFromTheNearestTidepool) {
   write_credentials_in(root_.path());
   environment_.current_directory = root_.path() / "projects" / "x";
@@ -394,7 +413,7 @@ TEST(Tide, AnUnreachableClusterExits1NamingEachAddress) {
   TemporaryDirectory empty;
   std::ostringstream out;
   std::ostringstream err;
-  EXPECT_EQ(run_tide({"--cluster", "127.0.0.1:1", "--token", "t", "--workdir",
+  EXPECT_EQ(run_tide({"--cluster", "127.0.0.1:1", "--token", "t", "--insecure", "--workdir",
                       empty.path().string(), "status"},
                      out, err),
             kExitFailure);

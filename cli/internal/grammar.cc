@@ -22,6 +22,9 @@ Grammar::Grammar() : app_("Administer a Tidepool cluster through its admin API."
   app_.add_option("--token", arguments_.token,
                   "Bearer token (default: $TIDE_TOKEN, else the credentials' token)")
       ->type_name("TOKEN");
+  app_.add_flag("--insecure", arguments_.insecure,
+                "Talk to nodes whose certificate cannot be checked, for want of the cluster's CA "
+                "certificate (no credentials file): anyone on the path could take the token");
   app_.add_option("--timeout", arguments_.timeout,
                   "Seconds a request may take, connecting included, and that 'filepool apply' "
                   "waits for its job (default 30)")
@@ -86,6 +89,7 @@ Result<GlobalOptions> Grammar::global_options() const {
   }
   options.workdir = arguments_.workdir;
   options.token = arguments_.token;
+  options.insecure = arguments_.insecure;
   if (arguments_.timeout) {
     TP_ASSIGN_OR_RETURN(options.timeout, parse_timeout(*arguments_.timeout));
   }

@@ -32,6 +32,7 @@ struct Arguments {
   std::optional<std::string> workdir;
   std::optional<std::string> token;
   std::optional<std::string> timeout;
+  bool insecure = false;
   // Commands' options and positionals.
   std::string format = "table";
   std::string name;     // of a cluster, a tier, a node pool or a job type
