@@ -107,8 +107,8 @@ wait_nfs() {  # name pid url log
 }
 
 # The configuration of one tided on `addr`, data in `data_dir`, exporting /ifs to loopback
-# clients without root squash; no portmapper, so every URL names both ports. `extra`: more TOML;
-# `node_keys`: more keys of the [node] table.
+# clients from any port (as Ganesha's default) without root squash; no portmapper, so every URL
+# names both ports. `extra`: more TOML; `node_keys`: more keys of the [node] table.
 write_tided_conf() {  # file id data_dir addr nfs_port mount_port [extra] [node_keys]
   cat >"$1" <<EOF
 [node]
@@ -126,6 +126,7 @@ register_with_rpcbind = false
 [[exports]]
 path = "/ifs"
 clients = ["127.0.0.0/8"]
+secure = false
 root_squash = false
 ${7:-}
 EOF

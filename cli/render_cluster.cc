@@ -191,15 +191,21 @@ void render_network_interfaces(std::ostream& out, const Json& interfaces) {
 }
 
 void render_exports(std::ostream& out, const Json& exports) {
-  Table table(
-      {{"ID", Align::right}, {"Path"}, {"Clients"}, {"Read Only"}, {"Root Squash"}, {"Map All"}});
+  Table table({{"ID", Align::right},
+               {"Path"},
+               {"Clients"},
+               {"Read Only"},
+               {"Secure"},
+               {"Root Squash"},
+               {"Map All"}});
   for (const Json& entry : as_list(exports)) {
     const Json& uid = field(entry, "map_all_uid");
     const Json& gid = field(entry, "map_all_gid");
     const std::string map_all = uid.is_null() ? "-" : display(uid) + ":" + display(gid);
     table.add_row({display(field(entry, "id")), display(field(entry, "path")),
                    joined(field(entry, "clients")), display(field(entry, "read_only")),
-                   display(field(entry, "root_squash")), map_all});
+                   display(field(entry, "secure")), display(field(entry, "root_squash")),
+                   map_all});
   }
   render_listing(out, table);
 }

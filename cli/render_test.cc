@@ -276,16 +276,17 @@ TEST(Status, AReplyOfTheWrongShapePrintsDashesInsteadOfFailing) {
 
 TEST(Listings, ExportsShowOneRowEach) {
   EXPECT_EQ(rendered(render_exports, Json::parse(R"([
-      {"id": 1, "path": "/ifs", "clients": ["*"], "read_only": false, "root_squash": true,
-       "map_all_uid": null, "map_all_gid": null, "anon_uid": 65534, "anon_gid": 65534},
+      {"id": 1, "path": "/ifs", "clients": ["*"], "read_only": false, "secure": true,
+       "root_squash": true, "map_all_uid": null, "map_all_gid": null, "anon_uid": 65534,
+       "anon_gid": 65534},
       {"id": 12, "path": "/ifs/data", "clients": ["10.0.0.0/8", "127.0.0.1"],
-       "read_only": true, "root_squash": false, "map_all_uid": 1000, "map_all_gid": 100,
-       "anon_uid": 65534, "anon_gid": 65534}])")),
-            "ID  Path       Clients               Read Only  Root Squash  Map All\n"
-            "---------------------------------------------------------------------\n"
-            " 1  /ifs       *                     No         Yes          -\n"
-            "12  /ifs/data  10.0.0.0/8,127.0.0.1  Yes        No           1000:100\n"
-            "---------------------------------------------------------------------\n"
+       "read_only": true, "secure": false, "root_squash": false, "map_all_uid": 1000,
+       "map_all_gid": 100, "anon_uid": 65534, "anon_gid": 65534}])")),
+            "ID  Path       Clients               Read Only  Secure  Root Squash  Map All\n"
+            "-----------------------------------------------------------------------------\n"
+            " 1  /ifs       *                     No         Yes     Yes          -\n"
+            "12  /ifs/data  10.0.0.0/8,127.0.0.1  Yes        No      No           1000:100\n"
+            "-----------------------------------------------------------------------------\n"
             "Total: 2\n");
 }
 

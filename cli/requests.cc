@@ -87,6 +87,9 @@ Result<Json> export_fields(const ExportOptions& options) {
   if (options.read_only) {
     TP_ASSIGN_OR_RETURN(body["read_only"], parse_bool("--read-only", *options.read_only));
   }
+  if (options.secure) {
+    TP_ASSIGN_OR_RETURN(body["secure"], parse_bool("--secure", *options.secure));
+  }
   if (options.root_squash) {
     TP_ASSIGN_OR_RETURN(body["root_squash"], parse_bool("--root-squash", *options.root_squash));
   }

@@ -69,6 +69,7 @@ struct ExportOptions {
   std::optional<std::string> path;
   std::vector<std::string> clients;  // as given: repeatable and comma-separated
   std::optional<std::string> read_only;
+  std::optional<std::string> secure;
   std::optional<std::string> root_squash;
   std::optional<std::string> map_all;
   bool clear_map_all = false;

@@ -19,13 +19,14 @@ TEST(ExportBody, CreateSendsOnlyTheFieldsGivenInTheApisOrder) {
   ExportOptions options{.path = "/ifs/data",
                         .clients = {"10.0.0.0/8,127.0.0.1", "192.168.1.7"},
                         .read_only = "true",
+                        .secure = "false",
                         .root_squash = "false",
                         .anon_gid = "100"};
   Result<Json> body = export_create_body(options);
   ASSERT_TRUE(body.ok()) << body.status().to_string();
   EXPECT_EQ(body->dump(),
             R"({"path":"/ifs/data","clients":["10.0.0.0/8","127.0.0.1","192.168.1.7"],)"
-            R"("read_only":true,"root_squash":false,"anon_gid":100})");
+            R"("read_only":true,"secure":false,"root_squash":false,"anon_gid":100})");
 }
 
 TEST(ExportBody, CreateNeedsAnAbsolutePath) {

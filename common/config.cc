@@ -373,6 +373,7 @@ std::optional<Status> ConfigReader::export_key(ExportConfig& entry, std::string_
   }
   if (key == "clients") return read_clients(value, name, entry.clients);
   if (key == "read_only") return boolean(value, name, entry.read_only);
+  if (key == "secure") return boolean(value, name, entry.secure);
   if (key == "root_squash") return boolean(value, name, entry.root_squash);
   constexpr std::int64_t kMaxId = std::numeric_limits<std::uint32_t>::max();
   if (key == "map_all_uid") return integer(value, name, entry.map_all_uid, 0, kMaxId);
@@ -696,6 +697,8 @@ file = ""                       # file to append the log to; empty = stderr
 path = "/ifs"                   # "/ifs" or a directory under it
 clients = ["*"]                 # IPv4 addresses, CIDRs such as "10.0.0.0/8", or "*" for any
 read_only = false               # refuse every change
+secure = true                   # only calls from privileged source ports (< 1024), as knfsd;
+                                # false for clients that cannot bind one (a non-root nfs-ls)
 root_squash = true              # callers with uid 0 become anon_uid/anon_gid
 # map_all_uid = 65534           # unset by default; when set, every caller becomes this uid
 # map_all_gid = 65534           # and this gid; defaults to anon_gid when map_all_uid is set

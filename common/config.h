@@ -18,6 +18,9 @@ struct ExportConfig {
   std::string path;                       // "/ifs" or a path under it, in canonical form
   std::vector<std::string> clients{"*"};  // IPv4 addresses, IPv4 CIDRs or "*" (any); not empty
   bool read_only = false;
+  // Calls only from privileged source ports (< 1024), which only root may bind, as knfsd's
+  // default "secure"; false is knfsd's "insecure".
+  bool secure = true;
   bool root_squash = true;                   // uid 0 becomes anon_uid/anon_gid
   std::optional<std::uint32_t> map_all_uid;  // when set, every caller becomes this uid...
   std::optional<std::uint32_t> map_all_gid;  // ...and gid; set exactly when map_all_uid is

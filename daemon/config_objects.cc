@@ -80,6 +80,7 @@ std::string encode_export(const ExportConfig& entry) {
               {"path", entry.path},
               {"clients", entry.clients},
               {"read_only", entry.read_only},
+              {"secure", entry.secure},
               {"root_squash", entry.root_squash},
               {"map_all_uid", entry.map_all_uid ? json(*entry.map_all_uid) : json(nullptr)},
               {"map_all_gid", entry.map_all_gid ? json(*entry.map_all_gid) : json(nullptr)},
@@ -95,7 +96,8 @@ Result<ExportConfig> decode_export(std::string_view body) {
   // Before versions, the record was the admin API's EXPORT, with the id its name also says.
   TP_RETURN_IF_ERROR(only_known_fields(
       record, {version == 0 ? "id" : "version", "path", "clients", "read_only", "root_squash",
-               "map_all_uid", "map_all_gid", "anon_uid", "anon_gid"}));
+               "map_all_uid", "map_all_gid", "anon_uid", "anon_gid",
+               version >= 2 ? "secure" : "version"}));
   const json clients = record.value("clients", json());
   if (!clients.is_array() ||
       !std::all_of(clients.begin(), clients.end(), [](const json& c) { return c.is_string(); })) {
@@ -105,6 +107,11 @@ Result<ExportConfig> decode_export(std::string_view body) {
   entry.clients = clients.get<std::vector<std::string>>();
   TP_ASSIGN_OR_RETURN(entry.path, stored_text(record, "path"));
   TP_ASSIGN_OR_RETURN(entry.read_only, stored_flag(record, "read_only"));
+  // Exports made before version 2 took calls from any port: they still do.
+  entry.secure = false;
+  if (version >= 2) {
+    TP_ASSIGN_OR_RETURN(entry.secure, stored_flag(record, "secure"));
+  }
   TP_ASSIGN_OR_RETURN(entry.root_squash, stored_flag(record, "root_squash"));
   TP_ASSIGN_OR_RETURN(entry.map_all_uid, stored_optional_number(record, "map_all_uid"));
   TP_ASSIGN_OR_RETURN(entry.map_all_gid, stored_optional_number(record, "map_all_gid"));

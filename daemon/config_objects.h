@@ -29,11 +29,12 @@ inline constexpr std::string_view kIdentityName = "identity";
 inline constexpr std::string_view kCaName = "ca";
 
 // An export's object is named by its decimal id. Its body (daemon/stored_records.h):
-//   {"version": 1, "path", "clients": [...], "read_only", "root_squash",
+//   {"version": 2, "path", "clients": [...], "read_only", "secure", "root_squash",
 //    "map_all_uid": N|null, "map_all_gid": N|null, "anon_uid", "anon_gid"}
-// A body without "version" (0) was written before there was one, as the admin API showed the
-// export then: the same fields and its "id"; it reads the same.
-inline constexpr std::uint32_t kExportVersion = 1;
+// Version 1 had no "secure": it reads as false, the export taking calls from any port as it
+// did. A body without "version" (0) was written before there was one, as the admin API showed
+// the export then: version 1's fields and its "id"; it reads the same.
+inline constexpr std::uint32_t kExportVersion = 2;
 std::string encode_export(const ExportConfig& entry);
 // corrupt, naming what is wrong, for a body that is neither version.
 Result<ExportConfig> decode_export(std::string_view body);

@@ -191,10 +191,11 @@ cluster::GroupView view_with_export(const std::string& body) {
 TEST(Exports, TheStoredFormIsVersionedAndReadsBack) {
   const std::string body = encode_export(data_export());
   EXPECT_EQ(nlohmann::json::parse(body),
-            (nlohmann::json{{"version", 1},
+            (nlohmann::json{{"version", 2},
                             {"path", "/ifs/data"},
                             {"clients", {"10.0.0.0/8", "192.168.1.7"}},
                             {"read_only", true},
+                            {"secure", true},
                             {"root_squash", true},
                             {"map_all_uid", 1000},
                             {"map_all_gid", 100},
@@ -205,6 +206,13 @@ TEST(Exports, TheStoredFormIsVersionedAndReadsBack) {
   EXPECT_EQ(exports.at(3), data_export());
 }
 
+// The exports of releases before "secure" took calls from any port, and still do.
+ExportConfig insecure_data_export() {
+  ExportConfig entry = data_export();
+  entry.secure = false;
+  return entry;
+}
+
 // As the release before versions wrote them: the admin API's EXPORT, its id included.
 TEST(Exports, ExportsWrittenBeforeVersionsStillRead) {
   const auto exports = exports_of(view_with_export(
@@ -212,14 +220,25 @@ TEST(Exports, ExportsWrittenBeforeVersionsStillRead) {
       R"("map_all_gid":100,"map_all_uid":1000,"path":"/ifs/data","read_only":true,)"
       R"("root_squash":true})"));
   ASSERT_EQ(exports.size(), 1u);
-  EXPECT_EQ(exports.at(3), data_export());
+  EXPECT_EQ(exports.at(3), insecure_data_export());
+}
+
+TEST(Exports, ExportsOfVersionOneStillReadAndTakeCallsFromAnyPort) {
+  const auto exports = exports_of(view_with_export(
+      R"({"version":1,"path":"/ifs/data","clients":["10.0.0.0/8","192.168.1.7"],)"
+      R"("read_only":true,"root_squash":true,"map_all_uid":1000,"map_all_gid":100,)"
+      R"("anon_uid":65534,"anon_gid":65534})"));
+  ASSERT_EQ(exports.size(), 1u);
+  EXPECT_EQ(exports.at(3), insecure_data_export());
 }
 
 TEST(Exports, AnExportOfANewerVersionOrDamagedIsLeftOut) {
   for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
-           {R"("version":1)", R"("version":2)"},
-           {R"("version":1)", R"("version":1,"id":3)"},
+           {R"("version":2)", R"("version":3)"},
+           {R"("version":2)", R"("version":2,"id":3)"},
            {R"("read_only":true)", R"("read_only":"yes")"},
+           {R"("secure":true,)", ""},
+           {R"("secure":true)", R"("secure":1)"},
            {R"("anon_uid":65534,)", ""},
            {R"("path":"/ifs/data")", R"("path":"data")"}}) {
     std::string body = encode_export(data_export());

@@ -14,7 +14,8 @@ constexpr const char* kNfs3ProcedureNames[kNfs3Procedures] = {
     "readdir", "readdirplus", "fsstat",  "fsinfo", "pathconf", "commit"};
 
 constexpr const char* kRefusalNames[kRefusals] = {"no_lease", "foreign_notify",
-                                                   "foreign_free_all", "callback_limit"};
+                                                   "foreign_free_all", "callback_limit",
+                                                   "insecure_port"};
 
 }  // namespace
 

@@ -36,8 +36,9 @@ enum class Refusal : std::uint8_t {
   foreign_notify,    // SM_NOTIFY from an address no client of this node called from
   foreign_free_all,  // FREE_ALL naming a client that called from another address
   callback_limit,    // a _MSG result or GRANTED callback beyond what a client, or all, may have
+  insecure_port,     // a call from an unprivileged source port to a "secure" export
 };
-inline constexpr std::size_t kRefusals = 4;
+inline constexpr std::size_t kRefusals = 5;
 // Its name in /metrics: "no_lease".
 const char* refusal_name(Refusal why);
 

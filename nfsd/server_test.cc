@@ -175,6 +175,7 @@ std::uint32_t readdirplus(RpcClient& client, const Bytes& directory) {
 ExportConfig exported(std::string path) {
   ExportConfig e;
   e.path = std::move(path);
+  e.secure = false;  // RpcClient connects from an unprivileged port
   e.root_squash = false;
   return e;
 }

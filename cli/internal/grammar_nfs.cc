@@ -13,6 +13,11 @@ void Grammar::add_export_options(CLI::App* command) {
       ->type_name("CLIENT")
       ->allow_extra_args(false);
   command
+      ->add_option("--secure", options.secure,
+                   "Only calls from privileged source ports (below 1024), as knfsd; false for "
+                   "clients that cannot bind one (default true)")
+      ->type_name("true|false");
+  command
       ->add_option("--root-squash", options.root_squash,
                    "Requests from uid 0 run as the anonymous uid and gid")
       ->type_name("true|false");

@@ -28,6 +28,7 @@ json export_to_json(std::uint32_t id, const ExportConfig& entry) {
               {"path", entry.path},
               {"clients", entry.clients},
               {"read_only", entry.read_only},
+              {"secure", entry.secure},
               {"root_squash", entry.root_squash},
               {"map_all_uid", entry.map_all_uid ? json(*entry.map_all_uid) : json(nullptr)},
               {"map_all_gid", entry.map_all_gid ? json(*entry.map_all_gid) : json(nullptr)},
@@ -50,9 +51,12 @@ Result<ExportConfig> export_from_json(const json& body, ExportConfig base) {
         if (!client.is_string()) return field_error(key, "a list of strings");
         base.clients.push_back(client.get<std::string>());
       }
-    } else if (key == "read_only" || key == "root_squash") {
+    } else if (key == "read_only" || key == "secure" || key == "root_squash") {
       if (!value.is_boolean()) return field_error(key, "true or false");
-      (key == "read_only" ? base.read_only : base.root_squash) = value.get<bool>();
+      bool& flag = key == "read_only" ? base.read_only
+                   : key == "secure"  ? base.secure
+                                      : base.root_squash;
+      flag = value.get<bool>();
     } else if (key == "map_all_uid" || key == "map_all_gid") {
       TP_ASSIGN_OR_RETURN(auto id, optional_id(value, key));
       (key == "map_all_uid" ? base.map_all_uid : base.map_all_gid) = id;

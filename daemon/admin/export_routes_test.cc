@@ -13,6 +13,7 @@ json export_of(std::uint32_t id, const std::string& path, bool read_only) {
               {"path", path},
               {"clients", {"*"}},
               {"read_only", read_only},
+              {"secure", true},
               {"root_squash", true},
               {"map_all_uid", nullptr},
               {"map_all_gid", nullptr},
@@ -33,6 +34,10 @@ TEST_F(ExportRoutesTest, AnExportIsCreatedReadChangedAndDeleted) {
   const HttpResponse changed = node_.call("PUT", "/v1/nfs/exports/1", json{{"read_only", true}});
   EXPECT_EQ(changed.status, 200u) << changed.body;
   EXPECT_EQ(json_of(node_.call("GET", "/v1/nfs/exports/1")), export_of(1, "/ifs/data", true));
+  ASSERT_EQ(node_.call("PUT", "/v1/nfs/exports/1", json{{"secure", false}}).status, 200u);
+  json insecure = export_of(1, "/ifs/data", true);
+  insecure["secure"] = false;
+  EXPECT_EQ(json_of(node_.call("GET", "/v1/nfs/exports/1")), insecure);
 
   EXPECT_EQ(node_.call("DELETE", "/v1/nfs/exports/1").status, 204u);
   const HttpResponse gone = node_.call("GET", "/v1/nfs/exports/1");
@@ -49,6 +54,10 @@ TEST_F(ExportRoutesTest, AnExportIsRefusedWhatItCannotBe) {
   const HttpResponse twice = node_.call("POST", "/v1/nfs/exports", json{{"path", "/ifs/data"}});
   EXPECT_EQ(twice.status, 409u);
   EXPECT_EQ(error_of(twice), "/ifs/data is already exported (export 1)");
+  const HttpResponse secure_as_text =
+      node_.call("PUT", "/v1/nfs/exports/1", json{{"secure", "yes"}});
+  EXPECT_EQ(secure_as_text.status, 400u);
+  EXPECT_EQ(error_of(secure_as_text), "'secure' must be true or false");
   EXPECT_EQ(node_.call("PUT", "/v1/nfs/exports/7", json{{"read_only", true}}).status, 404u);
   EXPECT_EQ(node_.call("PUT", "/v1/nfs/exports/one", json{{"read_only", true}}).status, 404u);
   EXPECT_EQ(node_.call("DELETE", "/v1/nfs/exports/7").status, 404u);

@@ -71,8 +71,10 @@ awaitable<AcceptStatus> MountProgram::mnt(const CallContext& context, xdr::Decod
   std::shared_ptr<const ExportTable> exports = service_.exports.snapshot();
   const Export* exported = exports->containing(path, below);
   if (!exported) co_return refuse(MNT3ERR_NOENT);
-  if (!exported->allows(context.client)) {
-    spdlog::info("mount of {} refused to {}", path, context.client.to_string());
+  // As mountd: MNT3ERR_ACCES for a host the export does not name and for an unprivileged port.
+  if (Status admitted = service_.admit(*exported, context); !admitted.ok()) {
+    spdlog::info("mount of {} refused to {}:{}: {}", path, context.client.to_string(),
+                 context.client_port, admitted.message());
     co_return refuse(MNT3ERR_ACCES);
   }
   auto root = co_await service_.export_root(*exported);

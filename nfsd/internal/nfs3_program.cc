@@ -171,9 +171,7 @@ Result<Nfs3Program::Target> Nfs3Program::target(const Call& call,
   TP_ASSIGN_OR_RETURN(HandleContents contents, service_.sealer()->unseal(handle));
   const Export* exported = call.exports->by_id(contents.export_id);
   if (!exported) return error(Errc::stale, "the export of this handle is gone");
-  if (!exported->allows(call.context.client)) {
-    return error(Errc::access_denied, "client not allowed by the export");
-  }
+  TP_RETURN_IF_ERROR(service_.admit(*exported, call.context));
   store::Caller caller = exported->caller_for(call.context.identity);
   caller.client = call.context.client.to_uint();
   return Target{exported, contents.inode, std::move(caller)};

@@ -394,7 +394,7 @@ awaitable<std::optional<std::uint64_t>> NlmProgram::file_of(const CallContext& c
   {
     std::shared_ptr<const ExportTable> exports = service_.exports.snapshot();
     const Export* exported = exports->by_id(contents->export_id);
-    if (exported == nullptr || !exported->allows(context.client)) co_return std::nullopt;
+    if (exported == nullptr || !service_.admit(*exported, context).ok()) co_return std::nullopt;
   }
   auto attributes = co_await service_.store.getattr(contents->inode);
   if (!attributes.ok() || attributes->generation != contents->generation) co_return std::nullopt;

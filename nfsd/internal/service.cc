@@ -15,6 +15,8 @@ namespace {
 // and after a restart once the node is recorded up.
 constexpr std::chrono::milliseconds kLeaseWait{3000};
 constexpr std::chrono::milliseconds kLeasePoll{20};
+// Ports below it only root may bind.
+constexpr std::uint16_t kFirstUnprivilegedPort = 1024;
 
 }  // namespace
 
@@ -23,6 +25,22 @@ void Service::refused_for_want_of_lease() const {
     spdlog::warn("this node holds no lease from its group: calls are answered \"retry later\" "
                  "until it does (counted in tidepool_rpc_refused_total)");
   }
+}
+
+Status Service::admit(const Export& exported, const CallContext& context) const {
+  if (!exported.allows(context.client)) {
+    return error(Errc::access_denied, "client not allowed by the export");
+  }
+  if (exported.config().secure && context.client_port >= kFirstUnprivilegedPort) {
+    if (statistics.refuse(Refusal::insecure_port)) {
+      spdlog::warn("a call to secure export {} came from {}:{}, an unprivileged port: refused, "
+                   "as are all such calls (counted in tidepool_rpc_refused_total; an export "
+                   "with secure = false takes them)",
+                   exported.path(), context.client.to_string(), context.client_port);
+    }
+    return error(Errc::not_permitted, "call from an unprivileged port to a secure export");
+  }
+  return {};
 }
 
 awaitable<std::optional<std::uint64_t>> Service::held_lease() const {

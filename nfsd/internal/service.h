@@ -40,6 +40,11 @@ struct Service {
 
   std::shared_ptr<const HandleSealer> sealer() const { return current_sealer.load(); }
 
+  // Whether `exported` takes this call: access_denied from a host it does not name,
+  // not_permitted from an unprivileged source port when it is secure (counted, and logged the
+  // first time).
+  Status admit(const Export& exported, const CallContext& context) const;
+
   // This node's lease (cluster/lease.h) while it is a cluster member; null otherwise, when
   // nothing it holds can be taken from it.
   std::atomic<std::shared_ptr<const cluster::Lease>> lease;

@@ -164,6 +164,7 @@ void TidedNode::write_config() {
     }
     out << "]\n";
     if (e.read_only) out << "read_only = true\n";
+    out << "secure = " << (e.secure ? "true" : "false") << "\n";
     if (e.root_squash) {
       out << "root_squash = " << (*e.root_squash ? "true" : "false") << "\n";
     }

@@ -28,6 +28,9 @@ struct ExportSpec {
   std::string path;
   std::vector<std::string> clients = {"127.0.0.0/8"};
   bool read_only = false;
+  // Not the server's default (true): the raw-RPC clients, a libnfs client not run as root and
+  // qemu's guests connect from unprivileged ports.
+  bool secure = false;
   std::optional<bool> root_squash;  // server default: true
   std::optional<uint32_t> map_all_uid;
   std::optional<uint32_t> map_all_gid;

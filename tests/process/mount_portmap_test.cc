@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "tests/process/conformance_fixture.h"
@@ -216,6 +218,41 @@ TEST(MountDump, AHostSeesOnlyTheMountsOfExportsItMayMount) {
   const std::vector<std::string> seen_by_another = dump_from(node.endpoint(), "127.0.0.78");
   EXPECT_THAT(seen_by_another, ::testing::Contains("/ifs"));
   EXPECT_THAT(seen_by_another, ::testing::Not(::testing::Contains("/ifs/narrow")));
+  node.stop();
+  EXPECT_EQ(node.exit_description(), "exit 0");
+}
+
+// knfsd's default: an export takes calls only from ports that only root may bind.
+TEST(SecureExport, RefusesMountAndNfsCallsFromUnprivilegedPorts) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: the allowed calls come from a privileged port";
+  NodeOptions options;
+  ExportSpec secure{.path = "/ifs"};
+  secure.secure = true;
+  secure.root_squash = false;
+  options.exports = {secure};
+  TidedNode node(options);
+  std::string error;
+  ASSERT_TRUE(node.start(&error)) << error;
+  // libnfs run as root binds a privileged port.
+  const FileHandle root = mount_root(node.endpoint(), "/ifs");
+  ASSERT_FALSE(root.empty());
+  NfsClient privileged(node.endpoint());
+  const FileHandle file = privileged.make_file(root, "f", 0644, "kept");
+
+  EXPECT_EQ(mnt_from(node.endpoint(), "127.0.0.1", "/ifs"), MNT3ERR_ACCES);
+  RawRpcConnection unprivileged;
+  ASSERT_TRUE(unprivileged.connect(node.endpoint().address, node.endpoint().nfs_port));
+  XdrWriter write;
+  write.opaque(file.data(), file.size()).u64(0).u32(7).u32(2).string("changed");
+  auto reply = unprivileged.call(RpcCall{.xid = 1, .procedure = 7, .cred_flavor = kAuthSys,
+                                         .cred_body = auth_sys_body(0, 0), .args = write.bytes()});
+  ASSERT_TRUE(reply) << unprivileged.error();
+  ASSERT_EQ(reply->accept_stat, AcceptStat::kSuccess);
+  XdrReader results(reply->results);
+  uint32_t status = 0;
+  ASSERT_TRUE(results.u32(status));
+  EXPECT_EQ(status, uint32_t{NFS3ERR_PERM});
+  EXPECT_EQ(privileged.read_all(file), "kept");
   node.stop();
   EXPECT_EQ(node.exit_description(), "exit 0");
 }
