@@ -194,7 +194,6 @@ Result<NodeConfig> ConfigReader::read(const toml::table& root) {
     return fail(node != nullptr ? node->source() : toml::source_region{},
                 "'node.data_dir' is required");
   }
-  if (!root.contains("exports")) config_.exports.push_back(ExportConfig{.path = "/ifs"});
   if (config_.backend_address.empty()) config_.backend_address = config_.frontend_address + ":7100";
   if (config_.admin_address.empty()) config_.admin_address = config_.frontend_address + ":8080";
   TP_RETURN_IF_ERROR(check_at_most(root, "nfs.read_size_preferred", config_.read_size_preferred,
@@ -691,19 +690,21 @@ retry_after = "3s"              # how long a job stopped on a transient error (t
 level = "info"                  # trace, debug, info, warn, error, critical or off
 file = ""                       # file to append the log to; empty = stderr
 
-# One [[exports]] table per export. Without any, "/ifs" is exported with the defaults below;
-# "exports = []" exports nothing.
-[[exports]]
-path = "/ifs"                   # "/ifs" or a directory under it
-clients = ["*"]                 # IPv4 addresses, CIDRs such as "10.0.0.0/8", or "*" for any
-read_only = false               # refuse every change
-secure = true                   # only calls from privileged source ports (< 1024), as knfsd;
-                                # false for clients that cannot bind one (a non-root nfs-ls)
-root_squash = true              # callers with uid 0 become anon_uid/anon_gid
+# One [[exports]] table per export, each key shown with its default but path. Without any, the
+# node exports nothing until it is in a cluster that has exports ("tide nfs exports create");
+# a node in no cluster serves only the exports named here. A cluster takes its first exports
+# from the configuration of the node that creates it.
+# [[exports]]
+# path = "/ifs"                 # "/ifs" or a directory under it; required
+# clients = ["*"]               # IPv4 addresses, CIDRs such as "10.0.0.0/8", or "*" for any
+# read_only = false             # refuse every change
+# secure = true                 # only calls from privileged source ports (< 1024), as knfsd;
+#                               # false for clients that cannot bind one (a non-root nfs-ls)
+# root_squash = true            # callers with uid 0 become anon_uid/anon_gid
 # map_all_uid = 65534           # unset by default; when set, every caller becomes this uid
 # map_all_gid = 65534           # and this gid; defaults to anon_gid when map_all_uid is set
-anon_uid = 65534                # uid of squashed callers
-anon_gid = 65534                # gid of squashed callers
+# anon_uid = 65534              # uid of squashed callers
+# anon_gid = 65534              # gid of squashed callers
 )";
 }
 

@@ -83,8 +83,8 @@ struct NodeConfig {
   // [log]
   std::string log_level = "info";  // "level": trace|debug|info|warn|error|critical|off
   std::string log_file;            // "file"; empty = stderr
-  // [[exports]]; without the key, one export of "/ifs" with the defaults ("exports = []" means
-  // none). Paths are unique.
+  // [[exports]]; none without the key: a careful default, since an export to everyone, written
+  // for the administrator, would be served before they chose whom to serve. Paths are unique.
   std::vector<ExportConfig> exports;
 
   bool operator==(const NodeConfig&) const = default;

@@ -16,7 +16,6 @@ using namespace std::chrono_literals;
 NodeConfig defaults_with_data_dir(std::string data_dir) {
   NodeConfig config;
   config.data_dir = std::move(data_dir);
-  config.exports = {ExportConfig{.path = "/ifs"}};
   config.backend_address = "127.0.0.1:7100";
   config.admin_address = "127.0.0.1:8080";
   return config;
@@ -49,9 +48,15 @@ TEST(Config, OnlyDataDirGivesTheDefaults) {
   EXPECT_FALSE(config.l2_budget_bytes.has_value());
   EXPECT_EQ(config.nfs_port, 2049);
   EXPECT_EQ(config.atime_grace_period, 24h);
+  EXPECT_TRUE(config.exports.empty()) << "nothing is exported until the administrator says so";
+}
+
+TEST(Config, AnExportTableGivesTheExportsDefaults) {
+  const NodeConfig config = parse_ok(with_data_dir("[[exports]]\npath = \"/ifs\"\n"));
   ASSERT_EQ(config.exports.size(), 1u);
   EXPECT_EQ(config.exports[0].path, "/ifs");
   EXPECT_EQ(config.exports[0].clients, std::vector<std::string>{"*"});
+  EXPECT_TRUE(config.exports[0].secure);
   EXPECT_TRUE(config.exports[0].root_squash);
   EXPECT_FALSE(config.exports[0].map_all_uid.has_value());
 }
