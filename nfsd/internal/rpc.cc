@@ -75,9 +75,8 @@ std::size_t ReplyPieces::bytes() const {
   return total;
 }
 
-awaitable<bool> RpcDispatcher::dispatch(std::span<const std::uint8_t> message,
-                                        const RpcPeer& from, xdr::Buffer& reply,
-                                        ReplyPieces* pieces) const {
+awaitable<bool> RpcDispatcher::dispatch(std::span<const std::uint8_t> message, RpcPeer from,
+                                        xdr::Buffer& reply, ReplyPieces* pieces) const {
   const auto arrived = std::chrono::steady_clock::now();
   const std::size_t start = reply.size();
   CallContext context;

@@ -117,7 +117,8 @@ class RpcDispatcher {
   void add(RpcProgram* program) { programs_.push_back(program); }
   // Every call dispatched from now on is counted there.
   void count_in(CallStatistics* statistics) { statistics_ = statistics; }
-  awaitable<bool> dispatch(std::span<const std::uint8_t> message, const RpcPeer& from,
+  // `from` by value: a coroutine that kept a reference would outlive a temporary peer.
+  awaitable<bool> dispatch(std::span<const std::uint8_t> message, RpcPeer from,
                            xdr::Buffer& reply, ReplyPieces* pieces = nullptr) const;
 
  private:
