@@ -30,9 +30,11 @@ start_cluster() {  # n
     NODE_PIDS+=("$LAUNCHED_PID")
   done
   for k in $(seq "$n"); do wait_admin "$k" || return 1; done
-  tide cluster create "$name" --node "$(admin 1)" || return 1
+  tide cluster create "$name" --node "$(admin 1)" \
+    --setup-secret-file "$CDIR/node1/data/setup-secret" || return 1
   for k in $(seq 2 "$n"); do
-    tide --cluster "$(admin 1)" cluster add-node "$(admin "$k")" || return 1
+    tide --cluster "$(admin 1)" cluster add-node "$(admin "$k")" \
+      --setup-secret-file "$CDIR/node$k/data/setup-secret" || return 1
   done
   for k in $(seq "$n"); do
     wait_nfs "node $k" "${NODE_PIDS[k - 1]}" "$(url "$k")" "$CDIR/node$k.log" || return 1

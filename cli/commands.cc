@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdio>
 #include <ctime>
+#include <fstream>
 #include <functional>
 #include <utility>
 
@@ -32,13 +33,12 @@ void print(Session& session, Format format, const Json& reply,
   }
 }
 
-// Changes the node list of the credentials file the cluster was found through, if it was.
-Status update_known_nodes(Session& session,
-                          const std::function<void(std::vector<std::string>&)>& change) {
+// Changes the credentials file the cluster was found through, if it was.
+Status update_credentials(Session& session, const std::function<void(Credentials&)>& change) {
   if (!session.credentials_file()) return {};
   const fs::path& file = *session.credentials_file();
   TP_ASSIGN_OR_RETURN(Credentials credentials, read_credentials(file));
-  change(credentials.nodes);
+  change(credentials);
   return write_credentials(file, credentials);
 }
 
@@ -63,6 +63,21 @@ std::string tier_target(const std::string& name) {
 }
 
 std::string export_target(std::uint64_t id) { return "/v1/nfs/exports/" + std::to_string(id); }
+
+// A setup secret as a node keeps it: the file's text without its trailing white space.
+Result<std::string> read_setup_secret(const Session& session, const std::string& name) {
+  const std::string path = (session.environment().current_directory / name).string();
+  std::ifstream file(path);
+  if (!file) return error(Errc::not_found, "cannot read the setup secret file " + path);
+  std::string secret((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  while (!secret.empty() && std::isspace(static_cast<unsigned char>(secret.back()))) {
+    secret.pop_back();
+  }
+  if (secret.empty()) {
+    return error(Errc::invalid_argument, "the setup secret file " + path + " is empty");
+  }
+  return secret;
+}
 
 }  // namespace
 
@@ -140,8 +155,10 @@ Result<ConnectionSettings> Session::find_cluster() {
   return settings;
 }
 
-Status create_cluster(Session& session, const std::string& name, const AdminAddress& node) {
+Status create_cluster(Session& session, const std::string& name, const AdminAddress& node,
+                      const std::string& setup_secret_file) {
   const Environment& environment = session.environment();
+  TP_ASSIGN_OR_RETURN(std::string setup_secret, read_setup_secret(session, setup_secret_file));
   const fs::path file = new_work_directory(session) / kCredentialsFileName;
   Result<Credentials> existing = read_credentials(file);
   if (existing.ok() && existing->cluster != name) {
@@ -157,6 +174,7 @@ Status create_cluster(Session& session, const std::string& name, const AdminAddr
   // CA that will vouch for the cluster from now on.
   ConnectionSettings settings;
   settings.addresses = {node};
+  settings.token = std::move(setup_secret);
   settings.timeout = session.options().timeout;
   TP_ASSIGN_OR_RETURN(std::unique_ptr<Transport> transport, environment.connect(settings));
   TP_ASSIGN_OR_RETURN(
@@ -184,12 +202,16 @@ Status create_cluster(Session& session, const std::string& name, const AdminAddr
   return {};
 }
 
-Status add_node(Session& session, const AdminAddress& address) {
+Status add_node(Session& session, const AdminAddress& address,
+                const std::string& setup_secret_file) {
+  TP_ASSIGN_OR_RETURN(std::string setup_secret, read_setup_secret(session, setup_secret_file));
   TP_ASSIGN_OR_RETURN(Json node, session.call(Method::post, "/v1/cluster/nodes",
-                                              Json{{"address", address.to_string()}}));
+                                              Json{{"address", address.to_string()},
+                                                   {"setup_secret", std::move(setup_secret)}}));
   session.out() << "Added node " << display(field(node, "id")) << " (" << address.to_string()
                 << ").\n";
-  return update_known_nodes(session, [&](std::vector<std::string>& nodes) {
+  return update_credentials(session, [&](Credentials& credentials) {
+    std::vector<std::string>& nodes = credentials.nodes;
     const std::string added = address.to_string();
     if (std::none_of(nodes.begin(), nodes.end(),
                      [&](const std::string& known) { return same_address(known, added); })) {
@@ -217,11 +239,37 @@ Status remove_node(Session& session, std::uint64_t id) {
   session.out() << "Removed node " << id << ".\n";
   if (!removed_address) return {};
   // A removed node may keep running: `tide` must stop asking it first.
-  return update_known_nodes(session, [&](std::vector<std::string>& known) {
+  return update_credentials(session, [&](Credentials& credentials) {
+    std::vector<std::string>& known = credentials.nodes;
     std::erase_if(known,
                   [&](const std::string& node) { return same_address(node, *removed_address); });
     if (known.empty()) known = other_addresses;
   });
+}
+
+Status rotate_token(Session& session) {
+  TP_ASSIGN_OR_RETURN(Json reply, session.call(Method::post, "/v1/cluster/token"));
+  const Json& token = field(reply, "token");
+  if (!token.is_string()) {
+    return error(Errc::corrupt, "the node's reply to token rotate has no token: " +
+                                    reply.dump(-1, ' ', false, Json::error_handler_t::replace));
+  }
+  const std::string rotated = token.get<std::string>();
+  const std::optional<fs::path>& file = session.credentials_file();
+  const Status kept =
+      update_credentials(session, [&](Credentials& credentials) { credentials.token = rotated; });
+  if (!file || !kept.ok()) {
+    // Nodes keep only the token's hash: this is its only copy.
+    session.out() << "New token: " << rotated << '\n';
+  }
+  if (!kept.ok()) {
+    return error(kept.code(), "the token was rotated but " + kept.message() +
+                                  ": keep the new token above, the old one is refused");
+  }
+  session.out() << "Rotated the cluster's token; "
+                << (file ? "the new one is in " + file->string() + ", " : std::string())
+                << "the old one is refused from now on.\n";
+  return {};
 }
 
 Status show_status(Session& session, Format format) {

@@ -70,9 +70,13 @@ Status list_network_interfaces(Session& session, Format format);
 Status confirm_delete(Session& session, const std::string& what, bool force);
 
 // tide cluster ...
-Status create_cluster(Session& session, const std::string& name, const AdminAddress& node);
-Status add_node(Session& session, const AdminAddress& address);
+// Each with the node's setup secret, read from `setup_secret_file`.
+Status create_cluster(Session& session, const std::string& name, const AdminAddress& node,
+                      const std::string& setup_secret_file);
+Status add_node(Session& session, const AdminAddress& address,
+                const std::string& setup_secret_file);
 Status remove_node(Session& session, std::uint64_t id);
+Status rotate_token(Session& session);
 // tide status
 Status show_status(Session& session, Format format);
 // `tide get [-D] PATH`; `target` from namespace_target(PATH).

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -19,6 +20,13 @@ namespace fs = std::filesystem;
 
 using internal::SentRequest;
 using internal::TideTest;
+
+constexpr std::string_view kSetupSecret = "0123456789abcdef-node-secret";
+
+// A node's setup secret copied to `dir`/setup-secret, as a node writes it.
+void write_setup_secret(const fs::path& dir) {
+  std::ofstream(dir / "setup-secret") << kSetupSecret << "\n";
+}
 
 TEST_F(TideTest, AnUnknownCommandExits2NamingTheCommandsExpected) {
   EXPECT_EQ(tide({"frobnicate"}), kExitUsage);
@@ -311,14 +319,17 @@ TEST_F(TideTest, NetworkInterfacesListShowsEachNodesAddressesAsIsiDoes) {
 TEST_F(TideTest, ClusterCreateTrustsTheNodeOnceAndWritesTheCredentials) {
   cluster_.reply(201, R"({"cluster": {"name": "tidepool", "id": "c0ffee"}, "token": "secret",
                           "ca_certificate": "CA PEM"})");
-  EXPECT_EQ(tide({"cluster", "create", "tidepool", "--node", "127.0.0.1"}), kExitSuccess)
+  write_setup_secret(root_.path());
+  EXPECT_EQ(tide({"cluster", "create", "tidepool", "--node", "127.0.0.1", "--setup-secret-file",
+                  "setup-secret"}),
+            kExitSuccess)
       << err_.str();
   const SentRequest& request = only_request();
   EXPECT_EQ(request.method, Method::post);
   EXPECT_EQ(request.target, "/v1/cluster/create");
   EXPECT_EQ(request.body, R"({"name":"tidepool"})");
   EXPECT_EQ(request.settings.addresses, (std::vector<AdminAddress>{{"127.0.0.1", 8080}}));
-  EXPECT_EQ(request.settings.token, "");
+  EXPECT_EQ(request.settings.token, kSetupSecret);
   EXPECT_FALSE(request.settings.ca_certificate.has_value());
 
   const fs::path file = root_.path() / ".tidepool" / "tide.json";
@@ -336,22 +347,48 @@ TEST_F(TideTest, ClusterCreateTrustsTheNodeOnceAndWritesTheCredentials) {
   EXPECT_EQ(status.st_mode & 0777, 0600u);
 }
 
+TEST_F(TideTest, FormingAClusterNeedsTheNodesSetupSecretFromAFile) {
+  EXPECT_EQ(tide({"cluster", "create", "tidepool", "--node", "127.0.0.1"}), kExitUsage);
+  EXPECT_EQ(err_.str(),
+            "tide: --setup-secret-file is required (see 'tide cluster create --help')\n");
+  EXPECT_EQ(tide({"cluster", "add-node", "127.0.0.2"}), kExitUsage);
+  write_credentials_in(root_.path());
+  EXPECT_EQ(tide({"cluster", "add-node", "127.0.0.2", "--setup-secret-file", "nowhere"}),
+            kExitFailure);
+  EXPECT_EQ(err_.str(), "tide: cannot read the setup secret file " +
+                            (root_.path() / "nowhere").string() + "\n");
+  std::ofstream(root_.path() / "blank") << "\n";
+  EXPECT_EQ(tide({"cluster", "create", "t", "--node", "127.0.0.1", "--setup-secret-file",
+                  (root_.path() / "blank").string()}),
+            kExitFailure);
+  EXPECT_EQ(err_.str(), "tide: the setup secret file " + (root_.path() / "blank").string() +
+                            " is empty\n");
+  EXPECT_TRUE(cluster_.requests().empty());
+}
+
 TEST_F(TideTest, ClusterCreateWritesWhereTheWorkdirSays) {
   variables_["TIDE_WORKDIR"] = "from-variable";
   cluster_.reply(201,
                  R"({"cluster": {"name": "a", "id": 1}, "token": "t", "ca_certificate": "c"})");
   cluster_.reply(201,
                  R"({"cluster": {"name": "b", "id": 2}, "token": "t", "ca_certificate": "c"})");
-  ASSERT_EQ(tide({"cluster", "create", "a", "--node", "127.0.0.1"}), kExitSuccess);
+  write_setup_secret(root_.path());
+  ASSERT_EQ(tide({"cluster", "create", "a", "--node", "127.0.0.1", "--setup-secret-file",
+                  "setup-secret"}),
+            kExitSuccess);
   EXPECT_TRUE(fs::exists(root_.path() / "from-variable" / "tide.json"));
-  ASSERT_EQ(tide({"cluster", "create", "b", "--node", "127.0.0.1", "--workdir", "flag"}),
+  ASSERT_EQ(tide({"cluster", "create", "b", "--node", "127.0.0.1", "--workdir", "flag",
+                  "--setup-secret-file", "setup-secret"}),
             kExitSuccess);
   EXPECT_EQ(read_credentials(root_.path() / "flag" / "tide.json")->cluster, "b");
 }
 
 TEST_F(TideTest, ClusterCreateNeverReplacesAnotherClustersCredentials) {
   const fs::path file = write_credentials_in(root_.path(), "production");
-  EXPECT_EQ(tide({"cluster", "create", "scratch", "--node", "127.0.0.1"}), kExitFailure);
+  write_setup_secret(root_.path());
+  EXPECT_EQ(tide({"cluster", "create", "scratch", "--node", "127.0.0.1", "--setup-secret-file",
+                  "setup-secret"}),
+            kExitFailure);
   EXPECT_EQ(err_.str(), "tide: " + file.string() +
                             " holds the credentials of cluster 'production': give another "
                             "--workdir\n");
@@ -361,24 +398,53 @@ TEST_F(TideTest, ClusterCreateNeverReplacesAnotherClustersCredentials) {
   // The same cluster made again (its nodes were wiped) replaces them.
   cluster_.reply(201, R"({"cluster": {"name": "production", "id": "new"}, "token": "t2",
                           "ca_certificate": "c2"})");
-  EXPECT_EQ(tide({"cluster", "create", "production", "--node", "127.0.0.1"}), kExitSuccess);
+  EXPECT_EQ(tide({"cluster", "create", "production", "--node", "127.0.0.1", "--setup-secret-file",
+                  "setup-secret"}),
+            kExitSuccess);
   EXPECT_EQ(read_credentials(file)->token, "t2");
 }
 
 TEST_F(TideTest, ClusterAddNodeRemembersItsAddress) {
   const fs::path file = write_credentials_in(root_.path());
+  write_setup_secret(root_.path());
   cluster_.reply(201, R"({"id": 3, "name": "node3", "admin_address": "127.0.0.3:8080"})");
-  EXPECT_EQ(tide({"cluster", "add-node", "127.0.0.3"}), kExitSuccess) << err_.str();
+  EXPECT_EQ(tide({"cluster", "add-node", "127.0.0.3", "--setup-secret-file", "setup-secret"}),
+            kExitSuccess)
+      << err_.str();
   EXPECT_EQ(only_request().target, "/v1/cluster/nodes");
-  EXPECT_EQ(only_request().body, R"({"address":"127.0.0.3:8080"})");
+  EXPECT_EQ(only_request().body,
+            R"({"address":"127.0.0.3:8080","setup_secret":")" + std::string(kSetupSecret) + "\"}");
   EXPECT_EQ(out_.str(), "Added node 3 (127.0.0.3:8080).\n");
   EXPECT_EQ(read_credentials(file)->nodes,
             (std::vector<std::string>{"127.0.0.1:8080", "127.0.0.2", "127.0.0.3:8080"}));
 
   // A node it knows already is not listed twice ("127.0.0.2" is "127.0.0.2:8080").
   cluster_.reply(201, R"({"id": 2})");
-  EXPECT_EQ(tide({"cluster", "add-node", "127.0.0.2:8080"}), kExitSuccess);
+  EXPECT_EQ(
+      tide({"cluster", "add-node", "127.0.0.2:8080", "--setup-secret-file", "setup-secret"}),
+      kExitSuccess);
   EXPECT_EQ(read_credentials(file)->nodes.size(), 3u);
+}
+
+TEST_F(TideTest, TokenRotateKeepsTheNewTokenInTheCredentialsFile) {
+  const fs::path file = write_credentials_in(root_.path());
+  cluster_.reply(200, R"({"token": "fresh"})");
+  EXPECT_EQ(tide({"cluster", "token", "rotate"}), kExitSuccess) << err_.str();
+  EXPECT_EQ(only_request().method, Method::post);
+  EXPECT_EQ(only_request().target, "/v1/cluster/token");
+  EXPECT_EQ(out_.str(), "Rotated the cluster's token; the new one is in " + file.string() +
+                            ", the old one is refused from now on.\n");
+  EXPECT_EQ(read_credentials(file)->token, "fresh");
+}
+
+TEST_F(TideTest, TokenRotateWithoutACredentialsFilePrintsTheNewToken) {
+  cluster_.reply(200, R"({"token": "fresh"})");
+  EXPECT_EQ(tide({"--cluster", "127.0.0.1", "--token", "old", "--insecure", "cluster", "token",
+                  "rotate"}),
+            kExitSuccess)
+      << err_.str();
+  EXPECT_EQ(out_.str(),
+            "New token: fresh\nRotated the cluster's token; the old one is refused from now on.\n");
 }
 
 TEST_F(TideTest, ClusterRemoveNodeForgetsItsAddress) {

@@ -15,6 +15,8 @@
 #include <filesystem>
 #include <memory>
 
+#include "common/hex.h"
+
 namespace tidepool::cluster {
 namespace {
 
@@ -212,6 +214,16 @@ Status check_key_matches(const std::string& certificate, const std::string& priv
     return error(Errc::invalid_argument, "the certificate is not for this node's key");
   }
   return {};
+}
+
+Result<std::string> certificate_fingerprint(const std::string& certificate) {
+  TP_ASSIGN_OR_RETURN(Certificate parsed, parse_certificate(certificate));
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  if (X509_digest(parsed.get(), EVP_sha256(), digest, &length) != 1) {
+    return openssl_error("hashing a certificate");
+  }
+  return to_hex(std::span<const std::uint8_t>(digest, length));
 }
 
 Status create_certificate_authority(const std::string& cluster_name,

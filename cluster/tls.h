@@ -38,6 +38,9 @@ Result<std::string> sign_certificate(const PemPair& ca, const std::string& commo
 // `private_key` (PEM).
 Status check_key_matches(const std::string& certificate, const std::string& private_key);
 
+// SHA-256 of the certificate's DER encoding (PEM in), lowercase hex: how a TLS peer is pinned.
+Result<std::string> certificate_fingerprint(const std::string& certificate);
+
 // Writes a new self-signed CA (EC P-256, ten years) to `certificate_path` and `key_path`
 // (the key readable by its owner only). Refuses to overwrite.
 Status create_certificate_authority(const std::string& cluster_name,

@@ -4,6 +4,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
+#include <cstdio>
 #include <memory>
 
 namespace tidepool::cluster {
@@ -12,6 +13,12 @@ namespace {
 std::unique_ptr<X509, decltype(&X509_free)> parse(const std::string& pem) {
   std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new_mem_buf(pem.data(), -1), BIO_free);
   return {PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr), X509_free};
+}
+
+std::string fmt_hex(unsigned char byte) {
+  char text[3];
+  std::snprintf(text, sizeof text, "%02x", byte);
+  return text;
 }
 
 TEST(Tls, ASignedCertificateCarriesTheSubjectsKeyAndVerifiesUnderTheCa) {
@@ -45,6 +52,25 @@ TEST(Tls, GarbageIsRefusedWithAClearError) {
   auto node = create_self_signed_certificate("node-1");
   ASSERT_TRUE(node.ok());
   EXPECT_EQ(sign_certificate(broken, "node-1", node->certificate).code(), Errc::invalid_argument);
+}
+
+TEST(Tls, AFingerprintIsTheSha256OfTheCertificatesDer) {
+  auto node = create_self_signed_certificate("node-1");
+  auto other = create_self_signed_certificate("node-1");
+  ASSERT_TRUE(node.ok() && other.ok());
+  auto x509 = parse(node->certificate);
+  unsigned char* der = nullptr;
+  const int length = i2d_X509(x509.get(), &der);
+  ASSERT_GT(length, 0);
+  unsigned char digest[32];
+  EVP_Digest(der, static_cast<std::size_t>(length), digest, nullptr, EVP_sha256(), nullptr);
+  OPENSSL_free(der);
+  std::string expected;
+  for (unsigned char byte : digest) expected += fmt_hex(byte);
+
+  EXPECT_EQ(certificate_fingerprint(node->certificate).value(), expected);
+  EXPECT_NE(certificate_fingerprint(other->certificate).value(), expected);
+  EXPECT_EQ(certificate_fingerprint("not a certificate").code(), Errc::invalid_argument);
 }
 
 }  // namespace

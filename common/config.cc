@@ -262,6 +262,9 @@ std::optional<Status> ConfigReader::cluster_key(std::string_view key, const toml
     return text(value, name, config_.admin_address, is_ipv4_and_port, "an IPv4 address:port");
   }
   if (key == "backend_tls") return boolean(value, name, config_.backend_tls);
+  if (key == "setup_secret_file") {
+    return text(value, name, config_.setup_secret_file, is_not_empty, "a file");
+  }
   return std::nullopt;
 }
 
@@ -652,6 +655,9 @@ ram_budget = "1GiB"             # memory for the L1 (other nodes' data), at leas
 # backend_address = "127.0.0.1:7100"  # node-to-node messages; default the front-end address:7100
 # admin_address = "127.0.0.1:8080"    # admin API, /metrics, /health; default front-end address:8080
 backend_tls = true              # mutual TLS between nodes; switch off only for benchmarks
+# setup_secret_file = "/var/lib/tidepool/setup-secret"  # default data_dir/setup-secret, made
+                                # at first start: while in no cluster, the node is made the
+                                # first of one or joined to one only by who gives this secret
 
 [frontend]
 address = "127.0.0.1"           # IPv4 address NFS, MOUNT and portmap listen on

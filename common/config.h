@@ -48,6 +48,9 @@ struct NodeConfig {
   std::string backend_address;  // "backend_address", "IPv4:port"; default the frontend address:7100
   std::string admin_address;    // "admin_address", "IPv4:port"; default the frontend address:8080
   bool backend_tls = true;      // "backend_tls": mutual TLS between nodes
+  // "setup_secret_file": what a node in no cluster asks of whoever creates a cluster with it or
+  // joins it to one; empty: data_dir/setup-secret, which the node makes at its first start
+  std::string setup_secret_file;
   // [frontend]
   std::string frontend_address = "127.0.0.1";   // "address", an IPv4 literal
   std::uint16_t nfs_port = 2049;                // "nfs_port"

@@ -89,6 +89,7 @@ name = "lab-2"
 backend_address = "10.1.2.3:17100"
 admin_address = "10.1.2.4:18080"
 backend_tls = false
+setup_secret_file = "/etc/tidepool/setup-secret"
 
 [frontend]
 address = "10.1.2.3"
@@ -147,6 +148,7 @@ map_all_gid = 501
   expected.backend_address = "10.1.2.3:17100";
   expected.admin_address = "10.1.2.4:18080";
   expected.backend_tls = false;
+  expected.setup_secret_file = "/etc/tidepool/setup-secret";
   expected.frontend_address = "10.1.2.3";
   expected.nfs_port = 12049;
   expected.mount_port = 12048;

@@ -1,5 +1,7 @@
 #include "daemon/admin_api.h"
 
+#include <optional>
+
 #include "common/callback_awaitable.h"
 
 namespace tidepool::daemon {
@@ -36,6 +38,22 @@ HttpResponse unauthorized(const Membership& m, const std::string& authorization)
         503, "this node has not caught up with the cluster's configuration yet: retry shortly");
   }
   return error_response(401, "a valid bearer token is required");
+}
+
+// Why a request to form a cluster with a node in no cluster is refused, if it is.
+std::optional<HttpResponse> setup_refusal(const Membership& m, const std::string& authorization) {
+  if (m.identity()) return std::nullopt;
+  const std::string secret = bearer_token(authorization);
+  if (secret.empty()) {
+    return error_response(
+        401, "this node is in no cluster: making it a member needs its setup secret as the "
+             "bearer token (the file its cluster.setup_secret_file names, by default "
+             "DATA_DIR/setup-secret on the node)");
+  }
+  if (!m.setup_secret_valid(secret)) {
+    return error_response(403, "that is not this node's setup secret");
+  }
+  return std::nullopt;
 }
 
 // No route serves the request: a path some route serves with another method, or none.
@@ -112,6 +130,12 @@ asio::awaitable<HttpResponse> AdminApi::dispatch(HttpRequest request, bool autho
   admin::RouteMatch found = admin::match_route(admin::api_routes(), std::move(request));
   const admin::Route* route = found.route;
   if (route != nullptr && route->access == admin::Access::open) {
+    return route->handler(context_, std::move(found.request));
+  }
+  if (route != nullptr && route->access == admin::Access::setup) {
+    if (auto refused = setup_refusal(context_.membership, authorization)) {
+      return ready(*std::move(refused));
+    }
     return route->handler(context_, std::move(found.request));
   }
   // Every path under /v1 but the open ones needs the token, whether it exists or not.

@@ -64,17 +64,52 @@ TEST_F(AdminApiOutsideAClusterTest, APathOutsideV1IsNotFoundOrNotAllowed) {
   EXPECT_EQ(error_of(wrong), "POST is not allowed on /health");
 }
 
+TEST_F(AdminApiOutsideAClusterTest, CreateAndJoinNeedTheNodesSetupSecret) {
+  const std::string secret = node_.setup_secret();
+  EXPECT_EQ(secret.size(), 64u);
+  for (const std::string target : {"/v1/cluster/create", "/v1/cluster/join"}) {
+    const HttpResponse anonymous = node_.call("POST", target, R"({"name": "t"})", "");
+    EXPECT_EQ(anonymous.status, 401u) << target;
+    EXPECT_EQ(error_of(anonymous),
+              "this node is in no cluster: making it a member needs its setup secret as the "
+              "bearer token (the file its cluster.setup_secret_file names, by default "
+              "DATA_DIR/setup-secret on the node)");
+    for (const std::string& wrong : {secret + "0", secret.substr(1), std::string("x")}) {
+      const HttpResponse refused = node_.call("POST", target, R"({"name": "t"})", wrong);
+      EXPECT_EQ(refused.status, 403u) << target;
+      EXPECT_EQ(error_of(refused), "that is not this node's setup secret");
+    }
+  }
+  EXPECT_EQ(node_.joined(), 0);
+  EXPECT_FALSE(node_.membership().identity());
+}
+
+TEST_F(AdminApiOutsideAClusterTest, TheNodeProvesItKnowsItsSecretForTheCertificateItPresents) {
+  const json node = json_of(node_.call("GET", "/v1/node", "", ""));
+  const Result<std::string> fingerprint =
+      cluster::certificate_fingerprint(node["certificate"].get<std::string>());
+  ASSERT_TRUE(fingerprint.ok());
+  EXPECT_EQ(node["setup_proof"], setup_proof(node_.setup_secret(), *fingerprint));
+  EXPECT_NE(node["setup_proof"], setup_proof(node_.setup_secret() + "x", *fingerprint));
+  ASSERT_TRUE(node_.create_cluster());
+  EXPECT_FALSE(json_of(node_.call("GET", "/v1/node", "", "")).contains("setup_proof"));
+}
+
 TEST_F(AdminApiOutsideAClusterTest, CreateNeedsANamedCluster) {
-  EXPECT_EQ(node_.call("POST", "/v1/cluster/create", "[]", "").status, 400u);
-  const HttpResponse unnamed = node_.call("POST", "/v1/cluster/create", R"({"name": 5})", "");
+  const std::string secret = node_.setup_secret();
+  EXPECT_EQ(node_.call("POST", "/v1/cluster/create", "[]", secret).status, 400u);
+  const HttpResponse unnamed =
+      node_.call("POST", "/v1/cluster/create", R"({"name": 5})", secret);
   EXPECT_EQ(unnamed.status, 400u);
   EXPECT_EQ(error_of(unnamed), "'name' must be a string");
-  EXPECT_EQ(node_.call("POST", "/v1/cluster/create", R"({"name": "no spaces"})", "").status, 400u);
+  EXPECT_EQ(node_.call("POST", "/v1/cluster/create", R"({"name": "no spaces"})", secret).status,
+            400u);
   EXPECT_EQ(node_.joined(), 0);
 }
 
 TEST_F(AdminApiOutsideAClusterTest, AJoinNeedsThePackageAMemberSends) {
-  const HttpResponse refused = node_.call("POST", "/v1/cluster/join", R"({"cluster": {}})", "");
+  const HttpResponse refused =
+      node_.call("POST", "/v1/cluster/join", R"({"cluster": {}})", node_.setup_secret());
   EXPECT_EQ(refused.status, 400u);
   EXPECT_EQ(error_of(refused), "a join needs cluster {name, id}, ca_certificate and certificate");
 }
@@ -103,6 +138,20 @@ TEST_F(AdminApiTest, ATokenIsRequiredAndMustBeTheClusters) {
                                           R"({"value": "false"})", "not-the-token");
   EXPECT_EQ(changed.status, 401u);
   EXPECT_EQ(json_of(node_.call("GET", "/v1/sysctl/efs.bam.atime_enabled"))["value"], "true");
+}
+
+TEST_F(AdminApiTest, ARotatedTokenReplacesTheOldOne) {
+  const std::string old = node_.token();
+  EXPECT_EQ(node_.call("POST", "/v1/cluster/token", "", "not-the-token").status, 401u);
+  const HttpResponse rotated = node_.call("POST", "/v1/cluster/token");
+  ASSERT_EQ(rotated.status, 200u) << rotated.body;
+  const std::string fresh = json_of(rotated).value("token", std::string());
+  EXPECT_EQ(fresh.size(), 64u);
+  EXPECT_NE(fresh, old);
+  const HttpResponse refused = node_.call("GET", "/v1/cluster", "", old);
+  EXPECT_EQ(refused.status, 401u);
+  EXPECT_EQ(error_of(refused), "a valid bearer token is required");
+  EXPECT_EQ(node_.call("GET", "/v1/cluster", "", fresh).status, 200u);
 }
 
 TEST_F(AdminApiTest, WithTheTokenAnUnknownPathIsNotFound) {
@@ -158,6 +207,12 @@ TEST_F(AdminApiTest, AddingANodeNeedsItsAddress) {
   const HttpResponse refused = node_.call("POST", "/v1/cluster/nodes", json{{"address", 1}});
   EXPECT_EQ(refused.status, 400u);
   EXPECT_EQ(error_of(refused), "'address' must be the new node's admin address, IP:PORT");
+  const HttpResponse secretless =
+      node_.call("POST", "/v1/cluster/nodes", json{{"address", "127.0.0.1:1"}});
+  EXPECT_EQ(secretless.status, 400u);
+  EXPECT_EQ(error_of(secretless),
+            "'setup_secret' must be the new node's setup secret (the file its "
+            "cluster.setup_secret_file names, by default DATA_DIR/setup-secret)");
 }
 
 }  // namespace

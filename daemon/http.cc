@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cluster/tcp_transport.h"
+#include "common/hex.h"
 
 namespace tidepool::daemon {
 namespace {
@@ -38,6 +39,17 @@ Result<std::shared_ptr<ssl::context>> server_context(const cluster::PemPair& cer
   if (!ec) context->use_private_key(asio::buffer(certificate.private_key), ssl::context::pem, ec);
   if (ec) return error(Errc::invalid_argument, "bad admin certificate or key: " + ec.message());
   return context;
+}
+
+// SHA-256 of the DER of the certificate the server presented, as cluster::certificate_fingerprint.
+std::string server_fingerprint(Stream& stream) {
+  X509* certificate = SSL_get0_peer_certificate(stream.native_handle());
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  if (certificate == nullptr || X509_digest(certificate, EVP_sha256(), digest, &length) != 1) {
+    return {};
+  }
+  return to_hex(std::span<const std::uint8_t>(digest, length));
 }
 
 }  // namespace
@@ -171,17 +183,17 @@ Status HttpsServer::set_certificate(const cluster::PemPair& certificate) {
 
 void HttpsServer::stop() { impl_->stop(); }
 
-asio::awaitable<Result<HttpReply>> https_request_unverified(asio::any_io_executor executor,
-                                                            std::string address,
-                                                            std::string method,
-                                                            std::string target, std::string body,
-                                                            std::chrono::milliseconds timeout) {
+asio::awaitable<Result<HttpReply>> https_request_to_new_node(asio::any_io_executor executor,
+                                                             NewNodeRequest call,
+                                                             std::chrono::milliseconds timeout) {
+  const std::string& address = call.address;
   auto host_port = cluster::split_host_port(address);
   if (!host_port.ok()) co_return host_port.status();
   boost::system::error_code ec;
   const auto ip = asio::ip::make_address_v4(host_port->first, ec);
   if (ec) co_return error(Errc::invalid_argument, "bad address " + address);
   ssl::context context(ssl::context::tls_client);
+  // What vouches for the node is its fingerprint, checked below, not a CA.
   context.set_verify_mode(ssl::verify_none);
   Stream stream(executor, context);
   auto unreachable = [&](const boost::system::error_code& e) {
@@ -194,11 +206,16 @@ asio::awaitable<Result<HttpReply>> https_request_unverified(asio::any_io_executo
   if (connect_error) co_return unreachable(connect_error);
   auto [handshake_error] = co_await stream.async_handshake(ssl::stream_base::client, kAsTuple);
   if (handshake_error) co_return unreachable(handshake_error);
-  const http::verb verb = http::string_to_verb(method);
-  http::request<http::string_body> request{verb, target, 11};
+  HttpReply reply;
+  reply.server_fingerprint = server_fingerprint(stream);
+  if (!call.pinned_fingerprint.empty() && reply.server_fingerprint != call.pinned_fingerprint) {
+    co_return error(Errc::access_denied, address + " presented another certificate than before");
+  }
+  http::request<http::string_body> request{http::string_to_verb(call.method), call.target, 11};
   request.set(http::field::host, address);
   request.set(http::field::content_type, "application/json");
-  request.body() = std::move(body);
+  if (!call.authorization.empty()) request.set(http::field::authorization, call.authorization);
+  request.body() = std::move(call.body);
   request.prepare_payload();
   auto [write_error, written] = co_await http::async_write(stream, request, kAsTuple);
   if (write_error) co_return unreachable(write_error);
@@ -209,7 +226,9 @@ asio::awaitable<Result<HttpReply>> https_request_unverified(asio::any_io_executo
   if (read_error) co_return unreachable(read_error);
   auto response = parser.release();
   co_await stream.async_shutdown(kAsTuple);
-  co_return HttpReply{response.result_int(), std::move(response.body())};
+  reply.status = response.result_int();
+  reply.body = std::move(response.body());
+  co_return reply;
 }
 
 }  // namespace tidepool::daemon

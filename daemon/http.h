@@ -64,12 +64,24 @@ class HttpsServer {
 struct HttpReply {
   unsigned status = 0;
   std::string body;
+  std::string server_fingerprint;  // of the certificate the server presented
 };
 
-// One request to `address` over TLS without checking the server's certificate: used only to
-// reach a node that is not yet in a cluster, which has nothing to be checked against.
-boost::asio::awaitable<Result<HttpReply>> https_request_unverified(
-    boost::asio::any_io_executor executor, std::string address, std::string method,
-    std::string target, std::string body, std::chrono::milliseconds timeout);
+// A request to a node that is in no cluster yet, which no CA vouches for.
+struct NewNodeRequest {
+  std::string address;  // "127.0.0.5:8080"
+  std::string method;
+  std::string target;
+  std::string body;
+  std::string authorization;  // the header's value; empty: none
+  // Empty: any certificate. Else the server must present the certificate of this fingerprint
+  // (cluster::certificate_fingerprint), checked before anything is sent.
+  std::string pinned_fingerprint;
+};
+
+// One request over TLS to a node in no cluster; the reply names the certificate it presented.
+boost::asio::awaitable<Result<HttpReply>> https_request_to_new_node(
+    boost::asio::any_io_executor executor, NewNodeRequest request,
+    std::chrono::milliseconds timeout);
 
 }  // namespace tidepool::daemon

@@ -2,6 +2,7 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -29,6 +30,8 @@ constexpr std::uint32_t kReportMethod = 4;
 constexpr std::size_t kMaxReportBytes = 64 << 20;
 constexpr std::chrono::milliseconds kChangeDeadline{10'000};
 constexpr std::chrono::milliseconds kRegistrationPoll{20};
+// A setup secret an administrator writes must be hard to guess; the one a node makes has 64.
+constexpr std::size_t kMinSetupSecretLength = 16;
 
 Result<std::string> random_hex(std::size_t bytes) {
   std::vector<std::uint8_t> random(bytes);
@@ -70,7 +73,58 @@ std::string ca_body(const cluster::PemPair& ca) {
 
 std::string node_name(cluster::NodeId id) { return "node-" + std::to_string(id); }
 
+bool same_secret(std::string_view expected, std::string_view given) {
+  return expected.size() == given.size() &&
+         CRYPTO_memcmp(expected.data(), given.data(), given.size()) == 0;
+}
+
+// The setup secret of a node in no cluster. The node makes one at the default place at its
+// first start; a file the administrator named must exist, or nobody could make the node a
+// member.
+Result<std::string> read_setup_secret(const NodeConfig& config) {
+  const bool named = !config.setup_secret_file.empty();
+  const std::string path = named ? config.setup_secret_file : config.data_dir + "/setup-secret";
+  if (!fs::exists(path)) {
+    if (named) {
+      return error(Errc::not_found, "cluster.setup_secret_file " + path + " does not exist");
+    }
+    TP_ASSIGN_OR_RETURN(std::string made, random_hex(32));
+    TP_RETURN_IF_ERROR(write_file(path, made + "\n", 0600));
+    spdlog::info("made this node's setup secret in {}", path);
+  }
+  TP_ASSIGN_OR_RETURN(std::string secret, read_file(path));
+  while (!secret.empty() && std::isspace(static_cast<unsigned char>(secret.back()))) {
+    secret.pop_back();
+  }
+  if (secret.size() < kMinSetupSecretLength) {
+    return error(Errc::invalid_argument, "the setup secret in " + path + " has " +
+                                             std::to_string(secret.size()) +
+                                             " characters: it needs at least " +
+                                             std::to_string(kMinSetupSecretLength));
+  }
+  return secret;
+}
+
 }  // namespace
+
+Result<RotatedToken> rotate_token(std::string_view identity_body) {
+  json body = json::parse(identity_body, nullptr, false);
+  if (!body.is_object() || !body.value("token_sha256", json()).is_string()) {
+    return error(Errc::corrupt, "the cluster's identity holds no token");
+  }
+  TP_ASSIGN_OR_RETURN(std::string token, random_hex(32));
+  body["token_sha256"] = sha256_hex(token);
+  return RotatedToken{std::move(token), body.dump()};
+}
+
+std::string setup_proof(std::string_view secret, std::string_view certificate_fingerprint) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(certificate_fingerprint.data()),
+       certificate_fingerprint.size(), digest, &length);
+  return to_hex(std::span<const std::uint8_t>(digest, length));
+}
 
 Membership::Membership(asio::any_io_executor strand, const NodeConfig& config, Hooks hooks)
     : strand_(std::move(strand)),
@@ -101,10 +155,13 @@ Result<std::unique_ptr<Membership>> Membership::open(asio::any_io_executor stran
   }
   TP_ASSIGN_OR_RETURN(m->self_signed_.private_key, read_file(key_path));
   TP_ASSIGN_OR_RETURN(m->self_signed_.certificate, read_file(self_path));
+  TP_ASSIGN_OR_RETURN(m->self_signed_fingerprint_,
+                      cluster::certificate_fingerprint(m->self_signed_.certificate));
 
   const std::string identity_path = m->dir_ + "/identity.json";
   if (!fs::exists(identity_path)) {
     TP_RETURN_IF_ERROR(check_bindable(config.backend_address));
+    TP_ASSIGN_OR_RETURN(m->setup_secret_, read_setup_secret(config));
     return m;
   }
   TP_ASSIGN_OR_RETURN(std::string text, read_file(identity_path));
@@ -292,15 +349,22 @@ bool Membership::admin_token_known() const {
   return group_ && group_->view().object(kClusterKind, kIdentityName) != nullptr;
 }
 
+bool Membership::setup_secret_valid(std::string_view secret) const {
+  return !identity_ && !setup_secret_.empty() && same_secret(setup_secret_, secret);
+}
+
+std::string Membership::own_setup_proof() const {
+  if (identity_ || setup_secret_.empty()) return {};
+  return setup_proof(setup_secret_, self_signed_fingerprint_);
+}
+
 bool Membership::token_valid(std::string_view token) const {
   if (!admin_token_known() || token.empty()) return false;
   const cluster::ConfigObject* identity = group_->view().object(kClusterKind, kIdentityName);
   const json body = json::parse(identity->body, nullptr, false);
   if (!body.is_object() || !body.value("token_sha256", json()).is_string()) return false;
   const std::string expected = body["token_sha256"];
-  const std::string actual = sha256_hex(token);
-  return expected.size() == actual.size() &&
-         CRYPTO_memcmp(expected.data(), actual.data(), actual.size()) == 0;
+  return same_secret(expected, sha256_hex(token));
 }
 
 asio::awaitable<Result<CreatedCluster>> Membership::create(std::string name) {

@@ -54,6 +54,19 @@ struct JoinPackage {
   std::string certificate;  // for this node's own key, signed by the cluster CA
 };
 
+// What a node in no cluster shows to prove it knows `secret`, its setup secret: an HMAC of the
+// fingerprint of the certificate it presents (cluster::certificate_fingerprint), so that only
+// the holder of both the secret and that certificate's key can show it over TLS.
+std::string setup_proof(std::string_view secret, std::string_view certificate_fingerprint);
+
+// A new admin token, and the cluster identity object's body `identity_body` with it in place of
+// the old one: the old token stops working on each node as the node applies the change.
+struct RotatedToken {
+  std::string token;
+  std::string identity_body;
+};
+Result<RotatedToken> rotate_token(std::string_view identity_body);
+
 class Membership final : public store::ClusterAccess {
  public:
   struct Hooks {
@@ -107,6 +120,13 @@ class Membership final : public store::ClusterAccess {
   lockmgr::LockManager* lock_manager() { return lock_manager_.get(); }
   cluster::TcpTransport::Stats transport_stats() const;
 
+  // While the node is in no cluster: whether `secret` is its setup secret (the file
+  // config.setup_secret_file names), which making it a member asks for. Always false once a
+  // member.
+  bool setup_secret_valid(std::string_view secret) const;
+  // While in no cluster, this node's setup_proof() for the certificate it presents; else empty.
+  std::string own_setup_proof() const;
+
   // Whether `token` is the cluster's admin token.
   bool token_valid(std::string_view token) const;
   // Whether the cluster's configuration, which holds the admin token, has reached this node: a
@@ -152,6 +172,8 @@ class Membership final : public store::ClusterAccess {
   Hooks hooks_;
   std::string dir_;
   cluster::PemPair self_signed_;
+  std::string self_signed_fingerprint_;
+  std::string setup_secret_;  // asked for only while in no cluster
   std::optional<ClusterIdentity> identity_;
   std::string certificate_;  // CA-signed, once a member
   std::string ca_certificate_;

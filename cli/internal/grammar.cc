@@ -122,6 +122,15 @@ void Grammar::add_force_flag(CLI::App* command) {
                     "give)");
 }
 
+void Grammar::add_setup_secret_option(CLI::App* command) {
+  command
+      ->add_option("--setup-secret-file", arguments_.setup_secret_file,
+                   "A copy of the node's setup secret: the file its cluster.setup_secret_file "
+                   "names, by default DATA_DIR/setup-secret on the node")
+      ->type_name("FILE")
+      ->required();
+}
+
 void Grammar::add_cluster_commands() {
   CLI::App* cluster = add_group(app_, "cluster", "Create the cluster and change its members");
 
@@ -130,26 +139,31 @@ void Grammar::add_cluster_commands() {
       [this]() -> Result<Operation> {
         TP_RETURN_IF_ERROR(check_name("cluster name", arguments_.name));
         TP_ASSIGN_OR_RETURN(AdminAddress node, parse_admin_address(arguments_.address));
-        return Operation([name = arguments_.name, node](Session& session) {
-          return create_cluster(session, name, node);
+        return Operation([name = arguments_.name, node,
+                          secret_file = arguments_.setup_secret_file](Session& session) {
+          return create_cluster(session, name, node, secret_file);
         });
       });
   create->add_option("NAME", arguments_.name, "The cluster's name")->required();
   create->add_option("--node", arguments_.address, "The node's admin address, HOST[:PORT]")
       ->type_name("ADDR")
       ->required();
+  add_setup_secret_option(create);
   create->footer(
       "The credentials (tide.json) go to --workdir DIR, else $TIDE_WORKDIR, else ./.tidepool. "
       "An existing tide.json of another cluster is never replaced.");
 
-  add_command(
+  CLI::App* add = add_command(
       *cluster, "add-node", "Add a node to the cluster",
       [this]() -> Result<Operation> {
         TP_ASSIGN_OR_RETURN(AdminAddress address, parse_admin_address(arguments_.address));
-        return Operation([address](Session& session) { return add_node(session, address); });
-      })
-      ->add_option("ADDR", arguments_.address, "The new node's admin address, HOST[:PORT]")
+        return Operation([address, secret_file = arguments_.setup_secret_file](Session& session) {
+          return add_node(session, address, secret_file);
+        });
+      });
+  add->add_option("ADDR", arguments_.address, "The new node's admin address, HOST[:PORT]")
       ->required();
+  add_setup_secret_option(add);
 
   add_command(*cluster, "remove-node", "Remove a node from the cluster",
               [this]() -> Result<Operation> {
@@ -158,6 +172,12 @@ void Grammar::add_cluster_commands() {
               })
       ->add_option("ID", arguments_.id, "The node's id")
       ->required();
+
+  CLI::App* token = add_group(*cluster, "token", "The admin API's bearer token");
+  add_command(*token, "rotate",
+              "Replace the token: every node refuses the old one from now on; the new one goes "
+              "to the credentials file",
+              []() -> Result<Operation> { return Operation(rotate_token); });
 }
 
 void Grammar::add_sysctl_command() {

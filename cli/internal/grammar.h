@@ -37,6 +37,7 @@ struct Arguments {
   std::string format = "table";
   std::string name;     // of a cluster, a tier, a node pool or a job type
   std::string address;  // a node's admin address
+  std::string setup_secret_file;  // --setup-secret-file of `cluster create` and `add-node`
   std::string id;       // of a node, an export or a job
   std::vector<std::string> children;
   std::vector<std::string> set_children;
@@ -89,6 +90,7 @@ class Grammar {
                         Command command);
   void add_format_option(CLI::App* command);
   void add_force_flag(CLI::App* command);
+  void add_setup_secret_option(CLI::App* command);
   // --format table|json|top and --iterations, of the statistics isi shows as top.
   void add_top_format_options(CLI::App* command);
   void add_export_options(CLI::App* command);

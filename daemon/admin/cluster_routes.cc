@@ -83,8 +83,10 @@ json join_package(Membership& m, const std::string& certificate) {
               {"certificate", certificate}};
 }
 
-// The node a `GET /v1/node` answer describes, if it is a Tidepool node outside any cluster.
+// The node a `GET /v1/node` answer describes, if it is a Tidepool node outside any cluster that
+// proved it knows `setup_secret` for the certificate it presented.
 Result<std::pair<cluster::NodeInfo, std::string>> node_to_add(const std::string& address,
+                                                              const std::string& setup_secret,
                                                               const HttpReply& answer) {
   const json node = json::parse(answer.body, nullptr, false);
   if (answer.status != 200 || !node.is_object() || !node.value("id", json()).is_number_unsigned() ||
@@ -95,6 +97,18 @@ Result<std::pair<cluster::NodeInfo, std::string>> node_to_add(const std::string&
     return error(Errc::already_exists, address + " is already in cluster '" +
                                            node["cluster"].value("name", std::string()) + "'");
   }
+  const std::string certificate = node["certificate"];
+  const Result<std::string> fingerprint = cluster::certificate_fingerprint(certificate);
+  if (!fingerprint.ok() || *fingerprint != answer.server_fingerprint) {
+    return error(Errc::access_denied,
+                 address + " names another certificate than the one it presented");
+  }
+  const std::string proof = node.value("setup_proof", std::string());
+  if (proof != setup_proof(setup_secret, answer.server_fingerprint)) {
+    return error(Errc::access_denied,
+                 address + " did not prove it knows the setup secret given: the secret is not "
+                           "that node's, or another machine answered at its address");
+  }
   cluster::NodeInfo info{node["id"].get<cluster::NodeId>(),
                          node.value("name", std::string()),
                          node.value("backend_address", std::string()),
@@ -102,7 +116,7 @@ Result<std::pair<cluster::NodeInfo, std::string>> node_to_add(const std::string&
                          node.value("admin_address", std::string()),
                          node.value("pool", std::string()),
                          true};
-  return std::pair{std::move(info), node["certificate"].get<std::string>()};
+  return std::pair{std::move(info), certificate};
 }
 
 std::string refusal_of(const HttpReply& answer) {
@@ -110,12 +124,36 @@ std::string refusal_of(const HttpReply& answer) {
   return body.is_object() ? body.value("error", answer.body) : answer.body;
 }
 
-Result<std::string> new_node_address(const std::string& request_body) {
+struct NodeToAdd {
+  std::string address;
+  std::string setup_secret;
+};
+
+Result<NodeToAdd> node_to_add_of(const std::string& request_body) {
   TP_ASSIGN_OR_RETURN(json body, parse_body(request_body));
   if (!body.value("address", json()).is_string()) {
     return error(Errc::invalid_argument, "'address' must be the new node's admin address, IP:PORT");
   }
-  return body["address"].get<std::string>();
+  if (!body.value("setup_secret", json()).is_string()) {
+    return error(Errc::invalid_argument,
+                 "'setup_secret' must be the new node's setup secret (the file its "
+                 "cluster.setup_secret_file names, by default DATA_DIR/setup-secret)");
+  }
+  return NodeToAdd{body["address"], body["setup_secret"]};
+}
+
+Plan plan_token_rotation(const GroupView& view) {
+  const cluster::ConfigObject* identity = view.object(kClusterKind, kIdentityName);
+  if (identity == nullptr) {
+    return refuse(error_response(503, "this node has not caught up with the cluster's "
+                                      "configuration yet: retry shortly"));
+  }
+  Result<RotatedToken> rotated = rotate_token(identity->body);
+  if (!rotated.ok()) return refuse(rotated.status());
+  return change_then(
+      cluster::Change::update_object(std::string(kClusterKind), std::string(kIdentityName),
+                                     rotated->identity_body, identity->changed),
+      reply(200, json{{"token", rotated->token}}));
 }
 
 Plan plan_removal(const GroupView& view, const std::string& id_text) {
@@ -156,6 +194,7 @@ Reply get_this_node(Context& context, Request) {
   node["cluster"] =
       m.identity() ? json{{"name", m.identity()->name}, {"id", m.identity()->id}} : json(nullptr);
   node["certificate"] = m.self_signed_certificate();
+  if (!m.identity()) node["setup_proof"] = m.own_setup_proof();
   co_return reply(200, node);
 }
 
@@ -216,14 +255,15 @@ Reply get_cluster_status(Context& context, Request) {
 
 Reply add_cluster_node(Context& context, Request request) {
   Membership& m = context.membership;
-  const Result<std::string> given = new_node_address(request.body);
+  const Result<NodeToAdd> given = node_to_add_of(request.body);
   if (!given.ok()) co_return failure(given.status());
-  const std::string address = *given;
-  auto asking =
-      https_request_unverified(context.strand, address, "GET", "/v1/node", "", kJoinTimeout);
+  const std::string& address = given->address;
+  auto asking = https_request_to_new_node(
+      context.strand, NewNodeRequest{.address = address, .method = "GET", .target = "/v1/node"},
+      kJoinTimeout);
   Result<HttpReply> answer = co_await std::move(asking);
   if (!answer.ok()) co_return failure(answer.status());
-  auto candidate = node_to_add(address, *answer);
+  auto candidate = node_to_add(address, given->setup_secret, *answer);
   if (!candidate.ok()) co_return failure(candidate.status());
   const cluster::NodeInfo& added = candidate->first;
   if (const cluster::NodeInfo* existing = m.group()->view().node(added.id); existing != nullptr) {
@@ -233,8 +273,16 @@ Reply add_cluster_node(Context& context, Request request) {
   }
   auto certificate = m.sign_node_certificate(added.id, candidate->second);
   if (!certificate.ok()) co_return failure(certificate.status());
-  auto joining = https_request_unverified(context.strand, address, "POST", "/v1/cluster/join",
-                                          join_package(m, *certificate).dump(), kJoinTimeout);
+  // Only to the node that proved it knows the secret: the join carries it.
+  auto joining = https_request_to_new_node(
+      context.strand,
+      NewNodeRequest{.address = address,
+                     .method = "POST",
+                     .target = "/v1/cluster/join",
+                     .body = join_package(m, *certificate).dump(),
+                     .authorization = "Bearer " + given->setup_secret,
+                     .pinned_fingerprint = answer->server_fingerprint},
+      kJoinTimeout);
   Result<HttpReply> joined = co_await std::move(joining);
   if (!joined.ok()) co_return failure(joined.status());
   if (joined->status != 200) {
@@ -248,6 +296,10 @@ Reply add_cluster_node(Context& context, Request request) {
   spdlog::info("added node {} (pool {}) at {}", added.id, added.pool, added.admin_address);
   const cluster::NodeInfo* now = m.group()->view().node(added.id);
   co_return reply(201, node_json(now != nullptr ? *now : added));
+}
+
+Reply rotate_cluster_token(Context& context, Request) {
+  return change_config(context.membership, plan_token_rotation);
 }
 
 Reply remove_cluster_node(Context& context, Request request) {

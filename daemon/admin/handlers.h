@@ -16,6 +16,7 @@ Reply get_health(Context& context, Request request);
 Reply get_metrics(Context& context, Request request);
 Reply get_this_node(Context& context, Request request);
 Reply create_cluster(Context& context, Request request);
+Reply rotate_cluster_token(Context& context, Request request);
 Reply join_cluster(Context& context, Request request);
 Reply get_cluster_status(Context& context, Request request);
 Reply add_cluster_node(Context& context, Request request);

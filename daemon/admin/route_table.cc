@@ -7,18 +7,20 @@ namespace tidepool::daemon::admin {
 namespace {
 
 constexpr Access kOpen = Access::open;
+constexpr Access kSetup = Access::setup;
 constexpr Access kToken = Access::token;
 
 constexpr Route kRoutes[] = {
     {"GET", "/health", kOpen, &get_health},
     {"GET", "/metrics", kOpen, &get_metrics},
     {"GET", "/v1/node", kOpen, &get_this_node},
-    {"POST", "/v1/cluster/create", kOpen, &create_cluster},
-    {"POST", "/v1/cluster/join", kOpen, &join_cluster},
+    {"POST", "/v1/cluster/create", kSetup, &create_cluster},
+    {"POST", "/v1/cluster/join", kSetup, &join_cluster},
 
     {"GET", "/v1/cluster", kToken, &get_cluster_status},
     {"POST", "/v1/cluster/nodes", kToken, &add_cluster_node},
     {"DELETE", "/v1/cluster/nodes/{id}", kToken, &remove_cluster_node},
+    {"POST", "/v1/cluster/token", kToken, &rotate_cluster_token},
 
     {"GET", "/v1/storagepool/nodepools", kToken, &list_nodepools},
     {"GET", "/v1/storagepool/nodepools/{name}", kToken, &get_nodepool},

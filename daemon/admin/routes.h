@@ -55,7 +55,9 @@ struct Request {
 using Handler = boost::asio::awaitable<HttpResponse> (*)(Context& context, Request request);
 
 enum class Access {
-  open,   // anyone: probes, scrapes, and the steps of forming a cluster
+  open,   // anyone: probes and scrapes
+  setup,  // forming a cluster: while in no cluster, only with the node's setup secret as the
+          // bearer token; once in one, anyone (the handler refuses: the node is taken)
   token,  // only with the cluster's bearer token
 };
 

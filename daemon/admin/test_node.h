@@ -15,6 +15,7 @@
 #include <chrono>
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -111,10 +112,18 @@ class TestNode {
     return call(std::move(method), std::move(target), body.is_null() ? "" : body.dump(), token_);
   }
 
+  // The setup secret the node made at its first start, as an administrator reads it.
+  std::string setup_secret() const {
+    std::ifstream file(dir_ / "node" / "setup-secret");
+    std::string secret;
+    std::getline(file, secret);
+    return secret;
+  }
+
   // Makes the node a cluster of its own, as `tide cluster create` does, and keeps its token.
   ::testing::AssertionResult create_cluster() {
     const HttpResponse created =
-        call("POST", "/v1/cluster/create", nlohmann::json{{"name", "tidepool"}});
+        call("POST", "/v1/cluster/create", R"({"name": "tidepool"})", setup_secret());
     const nlohmann::json body = json_of(created);
     if (created.status != 201 || !body.is_object() ||
         !body.value("token", nlohmann::json()).is_string()) {

@@ -233,6 +233,59 @@ TEST_F(ClusterAdminTest, FilePoolPoliciesLiveInTheClusterAndExplainWhatAppliesTo
   EXPECT_EQ(tide_json(1, {"filepool", "policies", "list"})["policies"].size(), 1u);
 }
 
+// A node in no cluster is made a member only by who has its setup secret: `create` with another
+// node's secret and `add-node` with another node's secret are refused and change nothing.
+TEST_F(ClusterAdminTest, FormingAClusterNeedsEachNodesOwnSetupSecret) {
+  const std::string workdir = cluster_->workdir().string();
+  Ran foreign = run(tide_path(), {"--workdir", workdir, "cluster", "create", "lab", "--node",
+                                  admin(1), "--setup-secret-file", cluster_->setup_secret_file(2)});
+  EXPECT_EQ(foreign.exit_code, 1) << foreign.output;
+  EXPECT_NE(foreign.output.find("that is not this node's setup secret"), std::string::npos)
+      << foreign.output;
+  EXPECT_FALSE(fs::exists(cluster_->workdir() / "tide.json"));
+
+  Ran created = run(tide_path(), {"--workdir", workdir, "cluster", "create", "lab", "--node",
+                                  admin(1), "--setup-secret-file", cluster_->setup_secret_file(1)});
+  ASSERT_EQ(created.exit_code, 0) << created.output;
+  Ran wrong = tide(1, {"cluster", "add-node", admin(2), "--setup-secret-file",
+                       cluster_->setup_secret_file(3)});
+  EXPECT_EQ(wrong.exit_code, 1) << wrong.output;
+  EXPECT_NE(wrong.output.find(admin(2) + " did not prove it knows the setup secret given"),
+            std::string::npos)
+      << wrong.output;
+  EXPECT_EQ(tide_json(1, {"status"})["nodes"].size(), 1u);
+
+  Ran added = tide(1, {"cluster", "add-node", admin(2), "--setup-secret-file",
+                       cluster_->setup_secret_file(2)});
+  EXPECT_EQ(added.exit_code, 0) << added.output;
+  EXPECT_EQ(tide_json(1, {"status"})["nodes"].size(), 2u);
+}
+
+// Rotated through one node, the old token is refused by every node, and the new one, which
+// `tide` keeps in its credentials file, is taken by every node.
+TEST_F(ClusterAdminTest, ARotatedTokenIsRefusedByEveryNode) {
+  ASSERT_NO_FATAL_FAILURE(form_cluster());
+  const fs::path credentials = cluster_->workdir() / "tide.json";
+  const std::string old = json::parse(read_text(credentials.string()))["token"];
+  Ran rotated = tide(1, {"cluster", "token", "rotate"});
+  ASSERT_EQ(rotated.exit_code, 0) << rotated.output;
+  EXPECT_NE(json::parse(read_text(credentials.string()))["token"], old);
+  for (std::size_t via = 1; via <= 3; ++via) {
+    // A node applies the change when it hears of it: the old token may work a moment longer.
+    Ran refused;
+    for (int attempt = 0; attempt < 50; ++attempt) {
+      refused = run(tide_path(), {"--workdir", cluster_->workdir().string(), "--cluster",
+                                  admin(via), "--token", old, "status"});
+      if (refused.exit_code != 0) break;
+      std::this_thread::sleep_for(100ms);
+    }
+    EXPECT_EQ(refused.exit_code, 1) << "through node " << via << ": " << refused.output;
+    EXPECT_NE(refused.output.find("a valid bearer token is required"), std::string::npos)
+        << refused.output;
+    EXPECT_EQ(tide_json(via, {"status"})["nodes"].size(), 3u) << "through node " << via;
+  }
+}
+
 TEST_F(ClusterAdminTest, RefusalsAreClearAndChangeNothing) {
   ASSERT_NO_FATAL_FAILURE(form_cluster());
   Ran forged = run(tide_path(), {"--workdir", cluster_->workdir().string(), "--cluster", admin(1), "--token",

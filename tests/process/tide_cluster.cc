@@ -96,7 +96,7 @@ bool TideCluster::start(std::string* error) {
 
 void TideCluster::form() {
   Ran created = run(tide_path(), {"--workdir", workdir_.string(), "cluster", "create", name_,
-                                  "--node", admin(1)});
+                                  "--node", admin(1), "--setup-secret-file", setup_secret_file(1)});
   // What tide said goes last: a report cut short keeps its end.
   ASSERT_EQ(created.exit_code, 0) << node(1).log_tail()
                                   << "\ntide cluster create: " << created.output;
@@ -107,12 +107,17 @@ void TideCluster::form() {
   ASSERT_EQ(unscheduled.exit_code, 0)
       << node(1).log_tail() << "\ntide job types modify: " << unscheduled.output;
   for (std::size_t id = 2; id <= nodes_.size(); ++id) {
-    Ran added = tide(1, {"cluster", "add-node", admin(id)});
+    Ran added =
+        tide(1, {"cluster", "add-node", admin(id), "--setup-secret-file", setup_secret_file(id)});
     ASSERT_EQ(added.exit_code, 0) << "--- node 1\n"
                                   << node(1).log_tail() << "\n--- node " << id << "\n"
                                   << node(id).log_tail() << "\ntide cluster add-node " << admin(id)
                                   << ": " << added.output;
   }
+}
+
+std::string TideCluster::setup_secret_file(std::size_t id) {
+  return node(id).data_dir() + "/setup-secret";
 }
 
 Ran TideCluster::tide(std::size_t via, std::vector<std::string> args) {

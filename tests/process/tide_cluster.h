@@ -63,6 +63,8 @@ class TideCluster {
   TidedNode& node(std::size_t id) { return *nodes_.at(id - 1); }
   std::string admin(std::size_t id) const { return nodes_.at(id - 1)->endpoint().address + ":8080"; }
   const std::filesystem::path& workdir() const { return workdir_; }
+  // Where node `id` keeps the setup secret it made at its first start.
+  std::string setup_secret_file(std::size_t id);
 
   // `tide` with the cluster's work directory, through node `via`.
   Ran tide(std::size_t via, std::vector<std::string> args);

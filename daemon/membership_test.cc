@@ -1,0 +1,88 @@
+// A node in no cluster and its setup secret: made at the default place at its first start and
+// kept across restarts; a file the administrator names must exist and be hard to guess.
+#include "daemon/membership.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <filesystem>
+#include <fstream>
+
+namespace tidepool::daemon {
+namespace {
+
+namespace asio = boost::asio;
+namespace fs = std::filesystem;
+
+class SetupSecretTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fs::remove_all(dir_);
+    config_.data_dir = (dir_ / "node").string();
+    asio::ip::tcp::acceptor probe(io_, {asio::ip::make_address_v4("127.0.0.1"), 0});
+    config_.backend_address = "127.0.0.1:" + std::to_string(probe.local_endpoint().port());
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  Result<std::unique_ptr<Membership>> open() {
+    return Membership::open(io_.get_executor(), config_, Membership::Hooks{});
+  }
+
+  std::string read(const fs::path& path) {
+    std::ifstream file(path);
+    std::string text;
+    std::getline(file, text);
+    return text;
+  }
+
+  asio::io_context io_;
+  fs::path dir_ = fs::temp_directory_path() /
+                  ("tidepool-setup-secret-" + std::to_string(::getpid()) + "-" +
+                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  NodeConfig config_;
+};
+
+TEST_F(SetupSecretTest, ANodeMakesItsSecretAtItsFirstStartAndKeepsIt) {
+  ASSERT_TRUE(open().ok());
+  const fs::path file = dir_ / "node" / "setup-secret";
+  const std::string secret = read(file);
+  EXPECT_EQ(secret.size(), 64u);
+  struct stat status {};
+  ASSERT_EQ(::stat(file.c_str(), &status), 0);
+  EXPECT_EQ(status.st_mode & 0777, 0600u);
+
+  Result<std::unique_ptr<Membership>> again = open();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(read(file), secret);
+  EXPECT_TRUE((*again)->setup_secret_valid(secret));
+  EXPECT_FALSE((*again)->setup_secret_valid(secret.substr(0, 63)));
+  EXPECT_FALSE((*again)->setup_secret_valid(""));
+}
+
+TEST_F(SetupSecretTest, ANamedFileMustExistAndHoldSixteenCharactersAtLeast) {
+  fs::create_directories(dir_);
+  config_.setup_secret_file = (dir_ / "secret").string();
+  Result<std::unique_ptr<Membership>> missing = open();
+  EXPECT_EQ(missing.code(), Errc::not_found);
+  EXPECT_EQ(missing.status().message(),
+            "cluster.setup_secret_file " + config_.setup_secret_file + " does not exist");
+
+  std::ofstream(config_.setup_secret_file) << "short-secret\n";
+  Result<std::unique_ptr<Membership>> short_one = open();
+  EXPECT_EQ(short_one.code(), Errc::invalid_argument);
+  EXPECT_EQ(short_one.status().message(),
+            "the setup secret in " + config_.setup_secret_file +
+                " has 12 characters: it needs at least 16");
+
+  std::ofstream(config_.setup_secret_file) << "a-longer-secret-the-admin-wrote\n";
+  Result<std::unique_ptr<Membership>> named = open();
+  ASSERT_TRUE(named.ok()) << named.status().to_string();
+  EXPECT_TRUE((*named)->setup_secret_valid("a-longer-secret-the-admin-wrote"));
+  EXPECT_FALSE(fs::exists(dir_ / "node" / "setup-secret"));
+}
+
+}  // namespace
+}  // namespace tidepool::daemon
