@@ -136,6 +136,14 @@ class HttpsTransport final : public Transport {
     if (ec) co_return error(Errc::invalid_argument, name + ": not an IPv4 address");
 
     beast::ssl_stream<beast::tcp_stream> stream(co_await asio::this_coro::executor, tls_);
+    // A certificate of the cluster CA is not enough: it must be the one of the node at this
+    // address (a node's certificate names its admin address), not another member's or a
+    // removed node's at an address it took over.
+    if (settings_.ca_certificate &&
+        X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(stream.native_handle()),
+                                      address.host.c_str()) != 1) {
+      co_return error(Errc::invalid_argument, name + ": not an IPv4 address");
+    }
     beast::tcp_stream& tcp = beast::get_lowest_layer(stream);
     tcp.expires_at(std::min(Clock::now() + kConnectTimeout, deadline));
     auto [connect_error] = co_await tcp.async_connect(endpoint, kUseTuple);
@@ -143,6 +151,11 @@ class HttpsTransport final : public Transport {
 
     tcp.expires_at(deadline);
     auto [handshake_error] = co_await stream.async_handshake(ssl::stream_base::client, kUseTuple);
+    if (SSL_get_verify_result(stream.native_handle()) == X509_V_ERR_IP_ADDRESS_MISMATCH) {
+      co_return error(Errc::access_denied,
+                      name + ": the certificate presented is not that of the cluster's node at "
+                             "this address");
+    }
     if (handshake_error) co_return exchange_failure(name, "TLS handshake failed", handshake_error);
     const http::request<http::string_body> request = make_request(address, method, target, body);
     auto [write_error, bytes_written] = co_await http::async_write(stream, request, kUseTuple);
@@ -178,8 +191,7 @@ Result<std::unique_ptr<Transport>> make_https_transport(ConnectionSettings setti
                   ec);
   if (!ec && settings.ca_certificate) {
     tls.add_certificate_authority(asio::buffer(*settings.ca_certificate), ec);
-    // The chain only: node certificates name node ids, not addresses, so there is no host name
-    // to check.
+    // The chain here; the address each connection's certificate must name, in exchange().
     if (!ec) tls.set_verify_mode(ssl::verify_peer, ec);
   } else if (!ec) {
     tls.set_verify_mode(ssl::verify_none, ec);

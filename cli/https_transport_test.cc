@@ -39,10 +39,12 @@ struct Identity {
   std::string private_key;
 };
 
-// A cluster CA and a node certificate it signed, naming node "1" (never an address).
+// A cluster CA, the certificate it signed for node 1 serving on 127.0.0.1 (where the test
+// servers listen), and one for node 2 on 127.0.0.2.
 struct ClusterCertificates {
   Identity ca;
   Identity node;
+  Identity other_node;
 };
 
 ClusterCertificates make_cluster_certificates(const TemporaryDirectory& directory,
@@ -50,11 +52,15 @@ ClusterCertificates make_cluster_certificates(const TemporaryDirectory& director
   const std::string base = (directory.path() / cluster).string();
   EXPECT_TRUE(
       cluster::create_certificate_authority(cluster, base + "-ca.pem", base + "-ca.key").ok());
-  EXPECT_TRUE(cluster::issue_certificate(base + "-ca.pem", base + "-ca.key", "1",
-                                         base + "-node.pem", base + "-node.key")
-                  .ok());
+  for (const auto& [name, ip] : {std::pair{"1", "127.0.0.1"}, std::pair{"2", "127.0.0.2"}}) {
+    const std::string node = base + "-node" + name;
+    EXPECT_TRUE(cluster::issue_certificate(base + "-ca.pem", base + "-ca.key", name,
+                                           node + ".pem", node + ".key", ip)
+                    .ok());
+  }
   return {{read_file(base + "-ca.pem"), read_file(base + "-ca.key")},
-          {read_file(base + "-node.pem"), read_file(base + "-node.key")}};
+          {read_file(base + "-node1.pem"), read_file(base + "-node1.key")},
+          {read_file(base + "-node2.pem"), read_file(base + "-node2.key")}};
 }
 
 // An HTTPS server on 127.0.0.1 that answers every request 200 with `reply_body` and remembers
@@ -135,7 +141,7 @@ class HttpsTransportTest : public ::testing::Test {
   ClusterCertificates cluster_ = make_cluster_certificates(directory_, "tidepool");
 };
 
-TEST_F(HttpsTransportTest, AMemberIsVerifiedByTheChainAloneAndGetsTheHeaders) {
+TEST_F(HttpsTransportTest, AMemberIsVerifiedByTheChainAndItsAddressAndGetsTheHeaders) {
   TestServer server(cluster_.node, R"({"name":"hot"})");
   std::unique_ptr<Transport> transport = https({.addresses = {server.address()},
                                                 .token = "secret",
@@ -174,6 +180,23 @@ TEST_F(HttpsTransportTest, ANodeOfAnotherClusterIsRefusedAndNotPassedOver) {
   // The token never went to the stranger, and the request was not sent elsewhere instead.
   EXPECT_TRUE(stranger.requests().empty());
   EXPECT_TRUE(member.requests().empty());
+}
+
+TEST_F(HttpsTransportTest, AMembersCertificateAtAnotherAddressIsRefused) {
+  // Node 2's certificate, from the same CA, presented at 127.0.0.1: a removed node that took
+  // over the address, or a member answering for another.
+  TestServer impostor(cluster_.other_node, "{}");
+  std::unique_ptr<Transport> transport = https({.addresses = {impostor.address()},
+                                                .token = "secret",
+                                                .ca_certificate = cluster_.ca.certificate});
+  ASSERT_NE(transport, nullptr);
+  Result<HttpReply> reply = transport->send(Method::get, "/v1/cluster", "");
+  ASSERT_FALSE(reply.ok());
+  EXPECT_EQ(reply.code(), Errc::access_denied);
+  EXPECT_EQ(reply.status().message(),
+            impostor.address().to_string() +
+                ": the certificate presented is not that of the cluster's node at this address");
+  EXPECT_TRUE(impostor.requests().empty());
 }
 
 TEST_F(HttpsTransportTest, WithoutACaAnyNodeIsTrustedOnFirstUse) {

@@ -187,7 +187,8 @@ Result<PemPair> create_self_signed_certificate(const std::string& common_name) {
 }
 
 Result<std::string> sign_certificate(const PemPair& ca, const std::string& common_name,
-                                     const std::string& subject_certificate) {
+                                     const std::string& subject_certificate,
+                                     const std::string& ip_address) {
   TP_ASSIGN_OR_RETURN(Certificate ca_certificate, parse_certificate(ca.certificate));
   TP_ASSIGN_OR_RETURN(Key ca_key, parse_key(ca.private_key));
   TP_ASSIGN_OR_RETURN(Certificate subject, parse_certificate(subject_certificate));
@@ -201,6 +202,12 @@ Result<std::string> sign_certificate(const PemPair& ca, const std::string& commo
                                    "serverAuth,clientAuth"));
   TP_RETURN_IF_ERROR(add_extension(certificate.get(), ca_certificate.get(),
                                    NID_authority_key_identifier, "keyid:always"));
+  if (!ip_address.empty() &&
+      !add_extension(certificate.get(), ca_certificate.get(), NID_subject_alt_name,
+                     ("IP:" + ip_address).c_str())
+           .ok()) {
+    return error(Errc::invalid_argument, "'" + ip_address + "' is not an IP address");
+  }
   if (X509_sign(certificate.get(), ca_key.get(), EVP_sha256()) == 0) {
     return openssl_error("signing a certificate");
   }
@@ -235,12 +242,13 @@ Status create_certificate_authority(const std::string& cluster_name,
 
 Status issue_certificate(const std::string& ca_certificate_path, const std::string& ca_key_path,
                          const std::string& common_name, const std::string& certificate_path,
-                         const std::string& key_path) {
+                         const std::string& key_path, const std::string& ip_address) {
   PemPair ca;
   TP_ASSIGN_OR_RETURN(ca.certificate, read_whole_file(ca_certificate_path));
   TP_ASSIGN_OR_RETURN(ca.private_key, read_whole_file(ca_key_path));
   TP_ASSIGN_OR_RETURN(PemPair node, create_self_signed_certificate(common_name));
-  TP_ASSIGN_OR_RETURN(node.certificate, sign_certificate(ca, common_name, node.certificate));
+  TP_ASSIGN_OR_RETURN(node.certificate,
+                      sign_certificate(ca, common_name, node.certificate, ip_address));
   return write_pair(node, certificate_path, key_path);
 }
 

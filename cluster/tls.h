@@ -30,9 +30,12 @@ Result<PemPair> create_certificate_authority(const std::string& cluster_name);
 Result<PemPair> create_self_signed_certificate(const std::string& common_name);
 
 // A certificate for `common_name` and the public key of `subject_certificate` (PEM), signed by
-// `ca`. The subject keeps its private key; only its public half travels.
+// `ca`. The subject keeps its private key; only its public half travels. `ip_address`, an IPv4
+// literal when not empty, is named in the certificate (subjectAltName): where the node serves
+// its admin API, which `tide` checks it against.
 Result<std::string> sign_certificate(const PemPair& ca, const std::string& common_name,
-                                     const std::string& subject_certificate);
+                                     const std::string& subject_certificate,
+                                     const std::string& ip_address = "");
 
 // Fails with invalid_argument unless `certificate` (PEM) certifies the public half of
 // `private_key` (PEM).
@@ -47,9 +50,10 @@ Status create_certificate_authority(const std::string& cluster_name,
                                     const std::string& certificate_path,
                                     const std::string& key_path);
 
-// Writes a certificate for `common_name` signed by the CA, and its new key.
+// Writes a certificate for `common_name` (and `ip_address`, as sign_certificate) signed by the
+// CA, and its new key.
 Status issue_certificate(const std::string& ca_certificate_path, const std::string& ca_key_path,
                          const std::string& common_name, const std::string& certificate_path,
-                         const std::string& key_path);
+                         const std::string& key_path, const std::string& ip_address = "");
 
 }  // namespace tidepool::cluster

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include <cstdio>
 #include <memory>
@@ -40,6 +41,19 @@ TEST(Tls, ASignedCertificateCarriesTheSubjectsKeyAndVerifiesUnderTheCa) {
   auto other = create_self_signed_certificate("node-4");
   ASSERT_TRUE(other.ok());
   EXPECT_EQ(check_key_matches(*signed_pem, other->private_key).code(), Errc::invalid_argument);
+}
+
+TEST(Tls, ANodeCertificateNamesTheAddressItServesAt) {
+  auto ca = create_certificate_authority("lab");
+  auto node = create_self_signed_certificate("node-3");
+  ASSERT_TRUE(ca.ok() && node.ok());
+  auto signed_pem = sign_certificate(*ca, "node-3", node->certificate, "127.0.0.3");
+  ASSERT_TRUE(signed_pem.ok()) << signed_pem.status().to_string();
+  auto x509 = parse(*signed_pem);
+  EXPECT_EQ(X509_check_ip_asc(x509.get(), "127.0.0.3", 0), 1);
+  EXPECT_EQ(X509_check_ip_asc(x509.get(), "127.0.0.4", 0), 0);
+  EXPECT_EQ(sign_certificate(*ca, "node-3", node->certificate, "not-an-ip").code(),
+            Errc::invalid_argument);
 }
 
 TEST(Tls, GarbageIsRefusedWithAClearError) {

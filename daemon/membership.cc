@@ -388,8 +388,10 @@ asio::awaitable<Result<CreatedCluster>> Membership::create(std::string name) {
   created.identity.id = *id;
   created.token = *token;
   created.ca_certificate = ca->certificate;
-  auto certificate =
-      cluster::sign_certificate(*ca, node_name(config_.node_id), self_signed_.certificate);
+  auto admin = cluster::split_host_port(config_.admin_address);
+  if (!admin.ok()) co_return admin.status();
+  auto certificate = cluster::sign_certificate(*ca, node_name(config_.node_id),
+                                               self_signed_.certificate, admin->first);
   if (!certificate.ok()) co_return certificate.status();
   if (Status installed = install(JoinPackage{created.identity, ca->certificate, *certificate}, true);
       !installed.ok()) {
@@ -498,7 +500,8 @@ void Membership::stop_member() {
 }
 
 Result<std::string> Membership::sign_node_certificate(cluster::NodeId node,
-                                                      const std::string& subject_certificate) const {
+                                                      const std::string& subject_certificate,
+                                                      const std::string& admin_address) const {
   if (!group_) return error(Errc::unavailable, "this node is not in a cluster");
   const cluster::ConfigObject* ca = group_->view().object(kClusterKind, kCaName);
   if (ca == nullptr) return error(Errc::unavailable, "the cluster CA is not known here yet");
@@ -507,8 +510,9 @@ Result<std::string> Membership::sign_node_certificate(cluster::NodeId node,
       !body.value("key", json()).is_string()) {
     return error(Errc::corrupt, "the cluster CA in the configuration is malformed");
   }
+  TP_ASSIGN_OR_RETURN(auto admin, cluster::split_host_port(admin_address));
   return cluster::sign_certificate(cluster::PemPair{body["certificate"], body["key"]},
-                                   node_name(node), subject_certificate);
+                                   node_name(node), subject_certificate, admin.first);
 }
 
 asio::awaitable<Result<NodeStats>> Membership::stats_of(cluster::NodeId node,

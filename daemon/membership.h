@@ -137,9 +137,11 @@ class Membership final : public store::ClusterAccess {
   boost::asio::awaitable<Result<CreatedCluster>> create(std::string name);
   // Joins the cluster a member invited us to; the member then adds us to the group.
   Status join(const JoinPackage& package);
-  // A certificate for node `node` and the key in `subject_certificate`, under the cluster CA.
+  // A certificate for node `node`, serving its admin API at `admin_address` ("IP:PORT"), and
+  // the key in `subject_certificate`, under the cluster CA.
   Result<std::string> sign_node_certificate(cluster::NodeId node,
-                                            const std::string& subject_certificate) const;
+                                            const std::string& subject_certificate,
+                                            const std::string& admin_address) const;
   // The cluster CA certificate; empty until a member.
   std::string ca_certificate() const;
 

@@ -271,7 +271,7 @@ Reply add_cluster_node(Context& context, Request request) {
                                       " is already in the cluster (" + existing->name + " at " +
                                       existing->admin_address + ")");
   }
-  auto certificate = m.sign_node_certificate(added.id, candidate->second);
+  auto certificate = m.sign_node_certificate(added.id, candidate->second, added.admin_address);
   if (!certificate.ok()) co_return failure(certificate.status());
   // Only to the node that proved it knows the secret: the join carries it.
   auto joining = https_request_to_new_node(

@@ -58,6 +58,8 @@ class TestNode {
     config.data_dir = (dir_ / "node").string();
     config.pool = std::string(kPool);
     config.backend_address = "127.0.0.1:0";
+    // Named in the node's certificate; the API is called in this process, never there.
+    config.admin_address = "127.0.0.1:8080";
     // In place of what tided wires in (the NFS server's counters, the caches): the API only
     // passes these on, and a flush is recorded to be checked.
     Membership::Hooks hooks;
