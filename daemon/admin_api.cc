@@ -25,7 +25,8 @@ asio::awaitable<void> catch_up(Membership& m) {
   if (client == nullptr) co_return;
   auto waiting =
       await_callback<Status>([client](auto done) { client->catch_up(kCatchUpDeadline, done); });
-  co_await std::move(waiting);
+  // Whether it caught up or not, the read goes ahead.
+  static_cast<void>(co_await std::move(waiting));
 }
 
 // Why a request without the cluster's token is refused.

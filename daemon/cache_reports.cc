@@ -14,18 +14,27 @@ json percent(std::uint64_t part, std::uint64_t whole) {
   return static_cast<double>(part) * 100.0 / static_cast<double>(whole);
 }
 
+// Sets section `name` of `level`'s "hit_percent": `hits` of `whole`, when it is a section.
+void set_hit_percent(json& level, const char* name, const char* hits, const char* whole) {
+  const auto section = level.find(name);
+  if (section == level.end() || !section->is_object()) return;
+  auto counter = [&section](const char* key) {
+    const auto found = section->find(key);
+    return found != section->end() && found->is_number_unsigned() ? found->get<std::uint64_t>()
+                                                                   : std::uint64_t{0};
+  };
+  (*section)["hit_percent"] = percent(counter(hits), counter(whole));
+}
+
 // Works out "hit_percent" of each section from its counters: hit bytes of bytes looked at,
-// hits of reads.
+// hits of reads. What a report lacks (a node of another release) counts as nothing.
 void set_percentages(json& statistics) {
   for (const char* level : {"l1", "l2"}) {
-    if (!statistics.contains(level)) continue;
-    json& data = statistics[level]["data"];
-    json& metadata = statistics[level]["metadata"];
-    const char* whole = std::string(level) == "l1" ? "accessed_bytes" : "read_bytes";
-    data["hit_percent"] =
-        percent(data.value("hit_bytes", std::uint64_t{0}), data.value(whole, std::uint64_t{0}));
-    metadata["hit_percent"] = percent(metadata.value("hits", std::uint64_t{0}),
-                                      metadata.value("reads", std::uint64_t{0}));
+    const auto found = statistics.find(level);
+    if (found == statistics.end() || !found->is_object()) continue;
+    set_hit_percent(*found, "data", "hit_bytes",
+                    std::string(level) == "l1" ? "accessed_bytes" : "read_bytes");
+    set_hit_percent(*found, "metadata", "hits", "reads");
   }
 }
 

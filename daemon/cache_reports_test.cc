@@ -56,5 +56,21 @@ TEST(CacheStatisticsTotal, SumsTheNodesAndWorksThePercentagesOutAgain) {
   EXPECT_TRUE(cache_statistics_total(json::array()).empty());
 }
 
+// Found by admin_input_fuzzer: a report without a section, or with a counter where another
+// node has a section, made the total throw (and the node with it).
+TEST(CacheStatisticsTotal, ReportsOfAnotherShapeAddWhatTheyCanAndThrowNothing) {
+  const json nodes = json::parse(R"([
+      {"node": 1, "l1": {"hits": 5, "data": {"hit_bytes": 3, "accessed_bytes": 4}}},
+      {"node": 2, "l1": {"hits": {"odd": 1}, "data": 7, "metadata": {"hits": "x", "reads": 2}}},
+      {"node": 3, "l1": 9, "l2": {"data": {"read_bytes": 8}}}])");
+  const json total = cache_statistics_total(nodes);
+  EXPECT_EQ(total["l1"]["hits"], 5);
+  EXPECT_EQ(total["l1"]["data"]["hit_bytes"], 3);
+  EXPECT_DOUBLE_EQ(total["l1"]["data"]["hit_percent"].get<double>(), 75.0);
+  EXPECT_EQ(total["l1"]["metadata"]["reads"], 2);
+  EXPECT_DOUBLE_EQ(total["l1"]["metadata"]["hit_percent"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(total["l2"]["data"]["hit_percent"].get<double>(), 0.0);
+}
+
 }  // namespace
 }  // namespace tidepool::daemon
