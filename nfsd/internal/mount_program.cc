@@ -99,11 +99,14 @@ AcceptStatus MountProgram::dump(const CallContext& context, xdr::Encoder& out) {
   // there, as it is to a host that may mount nothing. A host sees the mounts of the exports it
   // may mount itself. A mount whose export was removed is not listed, but is kept: its handles
   // work again if the export comes back.
+  if (context.datagram) {
+    out.boolean(false);
+    return AcceptStatus::success;
+  }
   std::shared_ptr<const ExportTable> exports = service_.exports.snapshot();
   std::vector<std::string> below;
   std::lock_guard lock(mutex_);
   for (const auto& [client, path] : mounts_) {
-    if (context.datagram) break;
     const Export* exported = exports->containing(path, below);
     if (!exported || !exported->allows(context.client)) continue;
     out.boolean(true);

@@ -14,8 +14,10 @@ inline constexpr std::uint32_t kMayWrite = 2;
 inline constexpr std::uint32_t kMayExecute = 1;
 inline constexpr std::uint32_t kDefaultFileMode = 0644;
 inline constexpr std::uint32_t kDefaultDirectoryMode = 0755;
+inline constexpr std::uint32_t kSetuid = 04000;
 inline constexpr std::uint32_t kSetgid = 02000;
 inline constexpr std::uint32_t kSticky = 01000;
+inline constexpr std::uint32_t kGroupExecute = 0010;
 
 inline bool in_group(const Caller& caller, std::uint32_t gid) {
   return caller.gid == gid ||

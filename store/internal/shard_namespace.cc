@@ -9,9 +9,6 @@ namespace {
 
 constexpr std::uint64_t kFirstEntryCookie = 3;  // 1 and 2 are "." and ".."
 
-constexpr std::uint32_t kSetuid = 04000;
-constexpr std::uint32_t kGroupExecute = 0010;
-
 // As Linux (setattr_copy): a chmod by a caller outside the file's group (its new group when the
 // same call changes it) cannot make it setgid.
 void clear_foreign_setgid(Attributes& a, const Caller& caller) {
