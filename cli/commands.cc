@@ -4,11 +4,11 @@
 #include <cctype>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
 #include <functional>
 #include <utility>
 
 #include "cli/render.h"
+#include "common/files.h"
 
 namespace tidepool::cli {
 namespace {
@@ -67,13 +67,9 @@ std::string export_target(std::uint64_t id) { return "/v1/nfs/exports/" + std::t
 // A setup secret as a node keeps it: the file's text without its trailing white space.
 Result<std::string> read_setup_secret(const Session& session, const std::string& name) {
   const std::string path = (session.environment().current_directory / name).string();
-  std::ifstream file(path);
-  if (!file) return error(Errc::not_found, "cannot read the setup secret file " + path);
-  std::string secret((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  while (!secret.empty() && std::isspace(static_cast<unsigned char>(secret.back()))) {
-    secret.pop_back();
-  }
-  if (secret.empty()) {
+  Result<std::string> secret = read_secret_file(path);
+  if (!secret.ok()) return error(Errc::not_found, "cannot read the setup secret file " + path);
+  if (secret->empty()) {
     return error(Errc::invalid_argument, "the setup secret file " + path + " is empty");
   }
   return secret;

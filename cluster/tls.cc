@@ -4,12 +4,14 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/rand.h>
+#include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 #include <sys/stat.h>
 
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -231,6 +233,40 @@ Result<std::string> certificate_fingerprint(const std::string& certificate) {
     return openssl_error("hashing a certificate");
   }
   return to_hex(std::span<const std::uint8_t>(digest, length));
+}
+
+std::optional<PeerCertificate> peer_certificate(ssl_st* ssl) {
+  X509* certificate = SSL_get0_peer_certificate(ssl);
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  if (certificate == nullptr || X509_digest(certificate, EVP_sha256(), digest, &length) != 1) {
+    return std::nullopt;
+  }
+  PeerCertificate peer{to_hex(std::span<const std::uint8_t>(digest, length)), {}};
+  X509_NAME* subject = X509_get_subject_name(certificate);
+  const int index = X509_NAME_get_index_by_NID(subject, NID_commonName, -1);
+  const ASN1_STRING* name =
+      index < 0 ? nullptr : X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, index));
+  if (name != nullptr) {
+    peer.common_name.assign(reinterpret_cast<const char*>(ASN1_STRING_get0_data(name)),
+                            static_cast<std::size_t>(ASN1_STRING_length(name)));
+  }
+  return peer;
+}
+
+std::string node_common_name(NodeId id) { return "node-" + std::to_string(id); }
+
+std::optional<NodeId> node_of_common_name(std::string_view common_name) {
+  constexpr std::string_view kPrefix = "node-";
+  if (!common_name.starts_with(kPrefix)) return std::nullopt;
+  const std::string_view digits = common_name.substr(kPrefix.size());
+  NodeId id = 0;
+  const auto [end, failed] = std::from_chars(digits.data(), digits.data() + digits.size(), id);
+  if (failed != std::errc() || end != digits.data() + digits.size() || id == 0 ||
+      digits.starts_with('0')) {
+    return std::nullopt;
+  }
+  return id;
 }
 
 Status create_certificate_authority(const std::string& cluster_name,

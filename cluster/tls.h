@@ -3,9 +3,14 @@
 // from a peer without a certificate from the same CA is refused.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 
+#include "cluster/types.h"
 #include "common/status.h"
+
+struct ssl_st;  // OpenSSL's SSL
 
 namespace tidepool::cluster {
 
@@ -43,6 +48,19 @@ Status check_key_matches(const std::string& certificate, const std::string& priv
 
 // SHA-256 of the certificate's DER encoding (PEM in), lowercase hex: how a TLS peer is pinned.
 Result<std::string> certificate_fingerprint(const std::string& certificate);
+
+// What the TLS peer of a connection presented: the fingerprint of its certificate (as
+// certificate_fingerprint) and the common name in its subject.
+struct PeerCertificate {
+  std::string fingerprint;
+  std::string common_name;
+};
+// After the handshake on `ssl`; nullopt when the peer presented no certificate.
+std::optional<PeerCertificate> peer_certificate(ssl_st* ssl);
+
+// The common name of node `id`'s certificates ("node-3"), and the node a common name names.
+std::string node_common_name(NodeId id);
+std::optional<NodeId> node_of_common_name(std::string_view common_name);
 
 // Writes a new self-signed CA (EC P-256, ten years) to `certificate_path` and `key_path`
 // (the key readable by its owner only). Refuses to overwrite.

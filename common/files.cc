@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +18,14 @@ Result<std::string> read_file(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+Result<std::string> read_secret_file(const std::string& path) {
+  TP_ASSIGN_OR_RETURN(std::string secret, read_file(path));
+  while (!secret.empty() && std::isspace(static_cast<unsigned char>(secret.back()))) {
+    secret.pop_back();
+  }
+  return secret;
 }
 
 Status write_file(const std::string& path, const std::string& contents, mode_t mode) {

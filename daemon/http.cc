@@ -14,7 +14,6 @@
 #include <spdlog/spdlog.h>
 
 #include "cluster/tcp_transport.h"
-#include "common/hex.h"
 
 namespace tidepool::daemon {
 namespace {
@@ -39,17 +38,6 @@ Result<std::shared_ptr<ssl::context>> server_context(const cluster::PemPair& cer
   if (!ec) context->use_private_key(asio::buffer(certificate.private_key), ssl::context::pem, ec);
   if (ec) return error(Errc::invalid_argument, "bad admin certificate or key: " + ec.message());
   return context;
-}
-
-// SHA-256 of the DER of the certificate the server presented, as cluster::certificate_fingerprint.
-std::string server_fingerprint(Stream& stream) {
-  X509* certificate = SSL_get0_peer_certificate(stream.native_handle());
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  if (certificate == nullptr || X509_digest(certificate, EVP_sha256(), digest, &length) != 1) {
-    return {};
-  }
-  return to_hex(std::span<const std::uint8_t>(digest, length));
 }
 
 }  // namespace
@@ -207,7 +195,9 @@ asio::awaitable<Result<HttpReply>> https_request_to_new_node(asio::any_io_execut
   auto [handshake_error] = co_await stream.async_handshake(ssl::stream_base::client, kAsTuple);
   if (handshake_error) co_return unreachable(handshake_error);
   HttpReply reply;
-  reply.server_fingerprint = server_fingerprint(stream);
+  if (auto presented = cluster::peer_certificate(stream.native_handle())) {
+    reply.server_fingerprint = std::move(presented->fingerprint);
+  }
   if (!call.pinned_fingerprint.empty() && reply.server_fingerprint != call.pinned_fingerprint) {
     co_return error(Errc::access_denied, address + " presented another certificate than before");
   }

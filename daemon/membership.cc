@@ -71,8 +71,6 @@ std::string ca_body(const cluster::PemPair& ca) {
   return json{{"certificate", ca.certificate}, {"key", ca.private_key}}.dump();
 }
 
-std::string node_name(cluster::NodeId id) { return "node-" + std::to_string(id); }
-
 bool same_secret(std::string_view expected, std::string_view given) {
   return expected.size() == given.size() &&
          CRYPTO_memcmp(expected.data(), given.data(), given.size()) == 0;
@@ -92,10 +90,7 @@ Result<std::string> read_setup_secret(const NodeConfig& config) {
     TP_RETURN_IF_ERROR(write_file(path, made + "\n", 0600));
     spdlog::info("made this node's setup secret in {}", path);
   }
-  TP_ASSIGN_OR_RETURN(std::string secret, read_file(path));
-  while (!secret.empty() && std::isspace(static_cast<unsigned char>(secret.back()))) {
-    secret.pop_back();
-  }
+  TP_ASSIGN_OR_RETURN(std::string secret, read_secret_file(path));
   if (secret.size() < kMinSetupSecretLength) {
     return error(Errc::invalid_argument, "the setup secret in " + path + " has " +
                                              std::to_string(secret.size()) +
@@ -149,18 +144,18 @@ Result<std::unique_ptr<Membership>> Membership::open(asio::any_io_executor stran
   const std::string self_path = m->dir_ + "/self-signed.pem";
   if (!fs::exists(key_path)) {
     TP_ASSIGN_OR_RETURN(cluster::PemPair made,
-                        cluster::create_self_signed_certificate(node_name(config.node_id)));
+                        cluster::create_self_signed_certificate(cluster::node_common_name(config.node_id)));
     TP_RETURN_IF_ERROR(write_file(self_path, made.certificate, 0644));
     TP_RETURN_IF_ERROR(write_file(key_path, made.private_key, 0600));
   }
   TP_ASSIGN_OR_RETURN(m->self_signed_.private_key, read_file(key_path));
   TP_ASSIGN_OR_RETURN(m->self_signed_.certificate, read_file(self_path));
-  TP_ASSIGN_OR_RETURN(m->self_signed_fingerprint_,
-                      cluster::certificate_fingerprint(m->self_signed_.certificate));
 
   const std::string identity_path = m->dir_ + "/identity.json";
   if (!fs::exists(identity_path)) {
     TP_RETURN_IF_ERROR(check_bindable(config.backend_address));
+    TP_ASSIGN_OR_RETURN(m->self_signed_fingerprint_,
+                        cluster::certificate_fingerprint(m->self_signed_.certificate));
     TP_ASSIGN_OR_RETURN(m->setup_secret_, read_setup_secret(config));
     return m;
   }
@@ -190,7 +185,7 @@ Result<std::unique_ptr<Membership>> Membership::open(asio::any_io_executor stran
 }
 
 cluster::NodeInfo Membership::self() const {
-  return cluster::NodeInfo{config_.node_id,         node_name(config_.node_id),
+  return cluster::NodeInfo{config_.node_id,         cluster::node_common_name(config_.node_id),
                            config_.backend_address, config_.frontend_address,
                            config_.admin_address,   config_.pool,
                            true};
@@ -390,7 +385,7 @@ asio::awaitable<Result<CreatedCluster>> Membership::create(std::string name) {
   created.ca_certificate = ca->certificate;
   auto admin = cluster::split_host_port(config_.admin_address);
   if (!admin.ok()) co_return admin.status();
-  auto certificate = cluster::sign_certificate(*ca, node_name(config_.node_id),
+  auto certificate = cluster::sign_certificate(*ca, cluster::node_common_name(config_.node_id),
                                                self_signed_.certificate, admin->first);
   if (!certificate.ok()) co_return certificate.status();
   if (Status installed = install(JoinPackage{created.identity, ca->certificate, *certificate}, true);
@@ -512,7 +507,7 @@ Result<std::string> Membership::sign_node_certificate(cluster::NodeId node,
   }
   TP_ASSIGN_OR_RETURN(auto admin, cluster::split_host_port(admin_address));
   return cluster::sign_certificate(cluster::PemPair{body["certificate"], body["key"]},
-                                   node_name(node), subject_certificate, admin.first);
+                                   cluster::node_common_name(node), subject_certificate, admin.first);
 }
 
 asio::awaitable<Result<NodeStats>> Membership::stats_of(cluster::NodeId node,

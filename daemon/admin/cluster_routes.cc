@@ -129,7 +129,7 @@ struct NodeToAdd {
   std::string setup_secret;
 };
 
-Result<NodeToAdd> node_to_add_of(const std::string& request_body) {
+Result<NodeToAdd> add_node_request(const std::string& request_body) {
   TP_ASSIGN_OR_RETURN(json body, parse_body(request_body));
   if (!body.value("address", json()).is_string()) {
     return error(Errc::invalid_argument, "'address' must be the new node's admin address, IP:PORT");
@@ -255,7 +255,7 @@ Reply get_cluster_status(Context& context, Request) {
 
 Reply add_cluster_node(Context& context, Request request) {
   Membership& m = context.membership;
-  const Result<NodeToAdd> given = node_to_add_of(request.body);
+  const Result<NodeToAdd> given = add_node_request(request.body);
   if (!given.ok()) co_return failure(given.status());
   const std::string& address = given->address;
   auto asking = https_request_to_new_node(
