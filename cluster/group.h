@@ -36,6 +36,9 @@ struct NodeInfo {
   std::string admin_address;     // REST API and metrics
   std::string pool;              // node pool, e.g. "f800"
   bool up = true;
+  // The SHA-256 fingerprint of the certificate the cluster issued the node: the only one its
+  // peers take from it (cluster::TcpTransport::PeerCertificates). Empty where none is pinned.
+  std::string certificate;
   bool operator==(const NodeInfo&) const = default;
 };
 
@@ -58,6 +61,9 @@ struct GroupView {
   std::uint64_t digest = 0;
   std::vector<NodeInfo> nodes;        // ordered by id
   std::vector<ConfigObject> objects;  // ordered by (kind, name)
+  // Fingerprints of the certificates of the nodes removed, sorted: revoked, refused by every
+  // node's backend.
+  std::vector<std::string> revoked_certificates;
 
   const NodeInfo* node(NodeId id) const;
   bool is_up(NodeId id) const;  // registered and up
@@ -72,7 +78,7 @@ struct GroupView {
 struct Change {
   enum class Kind : std::uint32_t {
     add_node = 1,     // node: registers it (its addresses and pool)
-    remove_node,      // node.id
+    remove_node,      // node.id; revokes the node's certificate
     set_node_state,   // node.id, node.up
     create_object,    // object; fails if it exists
     update_object,    // object; fails unless it exists (and, with object.changed set, unless it

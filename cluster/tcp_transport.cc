@@ -169,7 +169,7 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
     asio::post(strand_, [self = shared_from_this()] {
       boost::system::error_code ignored;
       self->acceptor_.close(ignored);
-      for (tcp::socket* socket : self->open_sockets_) socket->close(ignored);
+      for (Connection* connection : self->connections_) connection->socket->close(ignored);
       for (auto& [id, peer] : self->peers_) peer->wake.cancel();
     });
   }
@@ -189,6 +189,21 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
 
   void set_receiver(Channel channel, Receiver receiver) {
     receivers_[channel] = std::move(receiver);
+  }
+
+  void set_peer_certificates(PeerCertificates certificates) {
+    asio::post(strand_, [self = shared_from_this(), certificates = std::move(certificates)] {
+      self->peer_certificates_ = certificates;
+      for (Connection* connection : self->connections_) {
+        if (connection->peer == 0) continue;
+        const std::string why = self->refusal(connection->peer, connection->presented);
+        if (why.empty()) continue;
+        self->count(&Counters::connections_refused);
+        spdlog::warn("backend: closing a connection with node {}: {}", connection->peer, why);
+        boost::system::error_code ignored;
+        connection->socket->close(ignored);
+      }
+    });
   }
 
   std::string local_address() const {
@@ -315,7 +330,7 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
     }
     tcp::endpoint endpoint(address, host_port->second);
     tcp::socket socket(strand_);
-    Registered registered(*this, socket);
+    Connection connection(*this, socket);
     ec = co_await with_timeout(socket.async_connect(endpoint, kUseTuple),
                                options_.connect_timeout);
     if (ec) co_return false;
@@ -331,6 +346,20 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
                    peer.address, ec.message());
       co_return false;
     }
+    connection.presented = peer_certificate(stream.native_handle());
+    if (const std::string why = refusal(peer.id, connection.presented); !why.empty()) {
+      // What waits for it is not sent to another: dropped, so that the peer's loop rests until
+      // there is more to send.
+      count(&Counters::connections_refused);
+      count(&Counters::messages_dropped, peer.control.size() + peer.bulk.size());
+      spdlog::warn("backend: not sending to node {} at {}: {}; dropped {} messages", peer.id,
+                   peer.address, why, peer.control.size() + peer.bulk.size());
+      peer.control.clear();
+      peer.bulk.clear();
+      peer.queued_bytes = 0;
+      co_return false;
+    }
+    connection.peer = peer.id;
     co_return co_await write_loop(stream, peer);
   }
 
@@ -399,23 +428,45 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
     }
   }
 
-  // Keeps a socket in the set stop() closes, for as long as it is in use.
-  struct Registered {
-    Registered(Impl& impl, tcp::socket& socket) : impl(impl), socket(&socket) {
-      impl.open_sockets_.insert(this->socket);
+  // A socket in use, in the set that stop() and set_peer_certificates() close; with the node
+  // at the other end once its certificate was checked.
+  struct Connection {
+    Connection(Impl& impl, tcp::socket& socket) : impl(impl), socket(&socket) {
+      impl.connections_.insert(this);
     }
-    ~Registered() { impl.open_sockets_.erase(socket); }
+    ~Connection() { impl.connections_.erase(this); }
     Impl& impl;
     tcp::socket* socket;
+    NodeId peer = 0;
+    std::optional<PeerCertificate> presented;
   };
 
+  // Why the peer that presented `presented` may not be node `node`; empty when it may.
+  std::string refusal(NodeId node, const std::optional<PeerCertificate>& presented) const {
+    if (!options_.tls) return {};
+    if (!presented) return "it presented no certificate";
+    if (presented->common_name != node_common_name(node)) {
+      return "its certificate is that of " + presented->common_name + ", not of node " +
+             std::to_string(node);
+    }
+    if (peer_certificates_.revoked.contains(presented->fingerprint)) {
+      return "its certificate was revoked when the node was removed from the cluster";
+    }
+    const auto issued = peer_certificates_.issued.find(node);
+    if (issued != peer_certificates_.issued.end() && !issued->second.empty() &&
+        issued->second != presented->fingerprint) {
+      return "the cluster issued node " + std::to_string(node) + " another certificate";
+    }
+    return {};
+  }
+
   static awaitable<void> serve_inbound(std::shared_ptr<Impl> self, tcp::socket socket) {
-    Registered registered(*self, socket);
+    Connection connection(*self, socket);
     boost::system::error_code ec;
     socket.set_option(tcp::no_delay(true), ec);
     if (!self->server_tls_) {
       PlainStream stream(socket);
-      co_await self->read_loop(stream);
+      co_await self->read_loop(stream, connection);
       co_return;
     }
     TlsStream stream(socket, self->server_tls_->native_handle(), TlsStream::Role::server);
@@ -428,11 +479,12 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
                    peer.address().to_string(), ec.message());
       co_return;
     }
-    co_await self->read_loop(stream);
+    connection.presented = peer_certificate(stream.native_handle());
+    co_await self->read_loop(stream, connection);
   }
 
   template <typename Stream>
-  awaitable<void> read_loop(Stream& stream) {
+  awaitable<void> read_loop(Stream& stream, Connection& connection) {
     std::array<std::uint8_t, kHelloBytes> hello;
     auto ec = co_await with_timeout(stream.read_exact(asio::buffer(hello)), kHandshakeTimeout);
     NodeId from = boost::endian::load_big_u64(hello.data() + 8);
@@ -449,6 +501,14 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
     std::string address(address_length, '\0');
     ec = co_await with_timeout(stream.read_exact(asio::buffer(address)), kHandshakeTimeout);
     if (ec) co_return;
+    if (const std::string why = refusal(from, connection.presented); !why.empty()) {
+      count(&Counters::connections_refused);
+      boost::system::error_code ignored;
+      spdlog::warn("backend: refused a connection from {} claiming to be node {}: {}",
+                   connection.socket->remote_endpoint(ignored).address().to_string(), from, why);
+      co_return;
+    }
+    connection.peer = from;
     learn_address(from, address, false);
     std::array<std::uint8_t, kHeaderBytes> header;
     while (!stopped_) {
@@ -487,7 +547,8 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
   tcp::acceptor acceptor_;
   tcp::endpoint local_;
   std::map<NodeId, std::shared_ptr<Peer>> peers_;  // on the strand
-  std::set<tcp::socket*> open_sockets_;            // on the strand
+  std::set<Connection*> connections_;              // on the strand
+  PeerCertificates peer_certificates_;             // on the strand
   std::map<Channel, Receiver> receivers_;          // on the loop
   std::mutex deliver_mutex_;
   std::atomic<bool> stopped_ = false;  // set under deliver_mutex_
@@ -514,6 +575,9 @@ void TcpTransport::send(NodeId to, Channel channel, xdr::Buffer message) {
 }
 void TcpTransport::set_receiver(Channel channel, Receiver receiver) {
   impl_->set_receiver(channel, std::move(receiver));
+}
+void TcpTransport::set_peer_certificates(PeerCertificates certificates) {
+  impl_->set_peer_certificates(std::move(certificates));
 }
 std::string TcpTransport::local_address() const { return impl_->local_address(); }
 TcpTransport::Stats TcpTransport::stats() const { return impl_->stats(); }

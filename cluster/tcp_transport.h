@@ -9,15 +9,19 @@
 // best-effort; the protocols on top retry).
 //
 // A peer that sends a malformed hello, a frame over the bound, or (with TLS) no certificate
-// from the cluster CA is disconnected; the node carries on.
+// from the cluster CA is disconnected; the node carries on. With TLS a peer is also who its
+// certificate says it is: the certificate must name the node id its hello claims (or, dialled,
+// the node dialled), and pass the PeerCertificates the group view gives.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "cluster/event_loop.h"
@@ -42,13 +46,25 @@ struct TcpTransportOptions {
   std::chrono::milliseconds max_backoff{2000};
 };
 
+// Which certificates peers may present, from the group view. A revoked certificate is refused;
+// a member is taken only with the certificate the view records for it. A node the view does
+// not hold yet — one being added, whose join comes before its registration — is taken with any
+// certificate from the CA that names it and is not revoked.
+struct PeerCertificates {
+  // Each member's certificate fingerprint (cluster::certificate_fingerprint).
+  std::map<NodeId, std::string> issued;
+  std::set<std::string> revoked;
+  bool operator==(const PeerCertificates&) const = default;
+};
+
 class TcpTransport final : public Transport {
  public:
   struct Stats {
     std::uint64_t messages_sent = 0;
     std::uint64_t messages_received = 0;
     std::uint64_t messages_dropped = 0;      // queue over its bound, or over the size bound
-    std::uint64_t connections_refused = 0;   // bad hello, bad frame, failed TLS handshake
+    // Bad hello, bad frame, failed TLS handshake, a certificate not the peer's or revoked.
+    std::uint64_t connections_refused = 0;
     std::uint64_t bytes_sent = 0;            // messages with their headers, as written
     std::uint64_t bytes_received = 0;
   };
@@ -65,6 +81,9 @@ class TcpTransport final : public Transport {
   void set_address(NodeId node, const std::string& address) override;
   void send(NodeId to, Channel channel, xdr::Buffer message) override;
   void set_receiver(Channel channel, Receiver receiver) override;
+
+  // From now on; a connection whose peer's certificate they no longer admit is closed at once.
+  void set_peer_certificates(PeerCertificates certificates);
 
   // The address actually listened on.
   std::string local_address() const;

@@ -179,16 +179,22 @@ Result<std::unique_ptr<Membership>> Membership::open(asio::any_io_executor stran
                                              "', not '" + config.cluster_name + "'");
   }
   TP_ASSIGN_OR_RETURN(m->certificate_, read_file(m->dir_ + "/node.pem"));
+  TP_ASSIGN_OR_RETURN(m->certificate_fingerprint_,
+                      cluster::certificate_fingerprint(m->certificate_));
   TP_ASSIGN_OR_RETURN(m->ca_certificate_, read_file(m->dir_ + "/ca.pem"));
   TP_RETURN_IF_ERROR(m->start_member(false));
   return m;
 }
 
 cluster::NodeInfo Membership::self() const {
-  return cluster::NodeInfo{config_.node_id,         cluster::node_common_name(config_.node_id),
-                           config_.backend_address, config_.frontend_address,
-                           config_.admin_address,   config_.pool,
-                           true};
+  return cluster::NodeInfo{config_.node_id,
+                           cluster::node_common_name(config_.node_id),
+                           config_.backend_address,
+                           config_.frontend_address,
+                           config_.admin_address,
+                           config_.pool,
+                           true,
+                           certificate_fingerprint_};
 }
 
 cluster::PemPair Membership::admin_certificate() const {
@@ -333,8 +339,16 @@ void Membership::changes_applied() {
     if (alive.expired()) return;
     refresh_posted_ = false;
     const cluster::GroupView& view = group_->view();
+    cluster::PeerCertificates certificates;
     for (const cluster::NodeInfo& node : view.nodes) {
       if (node.id != config_.node_id) transport_->set_address(node.id, node.backend_address);
+      certificates.issued.emplace(node.id, node.certificate);
+    }
+    certificates.revoked.insert(view.revoked_certificates.begin(),
+                                view.revoked_certificates.end());
+    if (certificates != peer_certificates_) {
+      peer_certificates_ = certificates;
+      transport_->set_peer_certificates(std::move(certificates));
     }
     hooks_.view_changed(view);
   });
@@ -453,6 +467,8 @@ Status Membership::install(const JoinPackage& package, bool bootstrap) {
                                              package.identity.name + "'");
   }
   TP_RETURN_IF_ERROR(cluster::check_key_matches(package.certificate, self_signed_.private_key));
+  TP_ASSIGN_OR_RETURN(std::string fingerprint,
+                      cluster::certificate_fingerprint(package.certificate));
   // Left by an attempt that failed before the identity was written.
   std::error_code ignored;
   fs::remove(dir_ + "/raft.db", ignored);
@@ -461,6 +477,7 @@ Status Membership::install(const JoinPackage& package, bool bootstrap) {
   TP_RETURN_IF_ERROR(write_file(dir_ + "/node.pem", package.certificate, 0644));
   identity_ = package.identity;
   certificate_ = package.certificate;
+  certificate_fingerprint_ = std::move(fingerprint);
   ca_certificate_ = package.ca_certificate;
   Status started = start_member(bootstrap);
   if (started.ok()) {
@@ -473,6 +490,7 @@ Status Membership::install(const JoinPackage& package, bool bootstrap) {
     stop_member();
     identity_.reset();
     certificate_.clear();
+    certificate_fingerprint_.clear();
     ca_certificate_.clear();
   }
   return started;
@@ -491,6 +509,7 @@ void Membership::stop_member() {
   rpc_.reset();
   group_.reset();
   transport_.reset();
+  peer_certificates_ = {};
   loop_.reset();
 }
 

@@ -178,6 +178,9 @@ class Membership final : public store::ClusterAccess {
   std::string setup_secret_;  // asked for only while in no cluster
   std::optional<ClusterIdentity> identity_;
   std::string certificate_;  // CA-signed, once a member
+  std::string certificate_fingerprint_;
+  // What the transport was last given, from the view.
+  cluster::PeerCertificates peer_certificates_;
   std::string ca_certificate_;
   std::unique_ptr<cluster::EventLoop> loop_;
   std::unique_ptr<cluster::TcpTransport> transport_;

@@ -168,7 +168,8 @@ std::string render_metrics(Membership& membership, const nfsd::NfsServer& server
              "Messages dropped: a peer unreachable past the queue bound, or over the size bound.",
              transport.messages_dropped);
   out.metric("tidepool_backend_connections_refused_total", "counter",
-             "Backend connections refused: bad hello, bad frame or failed TLS.",
+             "Backend connections refused or closed: bad hello, bad frame, failed TLS, or a "
+             "certificate not the peer's own, or revoked.",
              transport.connections_refused);
   out.metric("tidepool_backend_sent_bytes_total", "counter",
              "Bytes of messages sent to other nodes.", transport.bytes_sent);

@@ -120,7 +120,7 @@ void NamespaceService::serve(cluster::RpcEndpoint& rpc) {
   };
   for (std::uint32_t method = 1; method <= kLastStoreMethod; ++method) {
     rpc.handle(
-        internal::kStoreMethodBase + method,
+        kStoreMethodBase + method,
         [this, method, served_shard](cluster::NodeId, std::span<const std::uint8_t> request,
                                      cluster::RpcEndpoint::Reply reply) {
           std::optional<ShardMessage> message =

@@ -46,6 +46,9 @@ enum class StoreMethod : std::uint32_t {
 };
 inline constexpr std::uint32_t kLastStoreMethod =
     static_cast<std::uint32_t>(StoreMethod::record_write);
+// A shipped operation is backend RPC method kStoreMethodBase + its StoreMethod, its request led
+// by the number of the shard it is for (XDR unsigned int).
+inline constexpr std::uint32_t kStoreMethodBase = 500;
 
 // How an initiator reaches the home: sends `request` for `method` and resumes with the reply
 // body, or the Status the home answered with, or why no answer came (unavailable, timed_out).

@@ -10,7 +10,8 @@ constexpr const char* kSchema = R"sql(
   CREATE TABLE IF NOT EXISTS nodes(
     id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, backend_address TEXT NOT NULL,
     frontend_address TEXT NOT NULL, admin_address TEXT NOT NULL, pool TEXT NOT NULL,
-    up INTEGER NOT NULL);
+    up INTEGER NOT NULL, certificate TEXT NOT NULL);
+  CREATE TABLE IF NOT EXISTS revoked(certificate TEXT PRIMARY KEY);
   CREATE TABLE IF NOT EXISTS objects(
     kind TEXT NOT NULL, name TEXT NOT NULL, body TEXT NOT NULL, changed INTEGER NOT NULL,
     PRIMARY KEY (kind, name));
@@ -24,6 +25,7 @@ void encode_node(const NodeInfo& node, xdr::Encoder& out) {
   out.string(node.admin_address);
   out.string(node.pool);
   out.boolean(node.up);
+  out.string(node.certificate);
 }
 
 NodeInfo decode_node(xdr::Decoder& in) {
@@ -35,6 +37,7 @@ NodeInfo decode_node(xdr::Decoder& in) {
   node.admin_address = in.string(kMaxNameLength);
   node.pool = in.string(kMaxNameLength);
   node.up = in.boolean();
+  node.certificate = in.string(kMaxFingerprintLength);
   return node;
 }
 
@@ -56,8 +59,8 @@ ConfigObject decode_object(xdr::Decoder& in) {
 
 Status insert_node(sqlite::Database& db, const NodeInfo& node) {
   auto insert = db.prepare(
-      "INSERT INTO nodes(id, name, backend_address, frontend_address, admin_address, pool, up) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?)");
+      "INSERT INTO nodes(id, name, backend_address, frontend_address, admin_address, pool, up, "
+      "certificate) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
   return insert.bind(1, node.id)
       .bind(2, std::string_view(node.name))
       .bind(3, std::string_view(node.backend_address))
@@ -65,6 +68,7 @@ Status insert_node(sqlite::Database& db, const NodeInfo& node) {
       .bind(5, std::string_view(node.admin_address))
       .bind(6, std::string_view(node.pool))
       .bind(7, std::int64_t{node.up})
+      .bind(8, std::string_view(node.certificate))
       .run();
 }
 
@@ -107,6 +111,9 @@ Result<Change> decode_change(std::span<const std::uint8_t> bytes) {
 
 Result<std::unique_ptr<ConfigDb>> ConfigDb::open(const std::string& path) {
   TP_ASSIGN_OR_RETURN(auto db, sqlite::Database::open(path, sqlite::Database::Durability::rebuildable));
+  // The view is rebuilt from the Raft log at every start: tables of an older schema go.
+  TP_RETURN_IF_ERROR(db->exec(
+      "DROP TABLE IF EXISTS nodes; DROP TABLE IF EXISTS objects; DROP TABLE IF EXISTS revoked;"));
   TP_RETURN_IF_ERROR(db->exec(kSchema));
   std::unique_ptr<ConfigDb> config(new ConfigDb(std::move(db)));
   TP_RETURN_IF_ERROR(config->clear());
@@ -114,7 +121,8 @@ Result<std::unique_ptr<ConfigDb>> ConfigDb::open(const std::string& path) {
 }
 
 Status ConfigDb::clear() {
-  TP_RETURN_IF_ERROR(db_->exec("DELETE FROM counters; DELETE FROM nodes; DELETE FROM objects;"));
+  TP_RETURN_IF_ERROR(db_->exec(
+      "DELETE FROM counters; DELETE FROM nodes; DELETE FROM objects; DELETE FROM revoked;"));
   counters_ = {};
   view_stale_ = true;
   return {};
@@ -155,6 +163,13 @@ Status ConfigDb::apply(std::span<const std::uint8_t> encoded, Change& change, St
   return commit(next, written);
 }
 
+bool ConfigDb::revoked(const std::string& certificate) {
+  if (certificate.empty()) return false;
+  auto row = db_->prepare("SELECT 1 FROM revoked WHERE certificate = ?");
+  row.bind(1, std::string_view(certificate));
+  return row.next_row();
+}
+
 bool ConfigDb::exists(const std::string& kind, const std::string& name) {
   auto row = db_->prepare("SELECT 1 FROM objects WHERE kind = ? AND name = ?");
   row.bind(1, std::string_view(kind)).bind(2, std::string_view(name));
@@ -173,15 +188,22 @@ Status ConfigDb::apply_change(const Change& change, Status& outcome) {
         outcome = error(Errc::invalid_argument, "a node needs an id and a name");
         return {};
       }
+      if (revoked(node.certificate)) {
+        outcome = error(Errc::access_denied, "node " + std::to_string(node.id) +
+                                                 "'s certificate was revoked when a node was "
+                                                 "removed: it is added with a new one");
+        return {};
+      }
       auto same = db_->prepare(
-          "SELECT id, name, backend_address, frontend_address, admin_address, pool FROM nodes "
-          "WHERE id = ? OR name = ?");
+          "SELECT id, name, backend_address, frontend_address, admin_address, pool, "
+          "certificate FROM nodes WHERE id = ? OR name = ?");
       same.bind(1, node.id).bind(2, std::string_view(node.name));
       if (same.next_row()) {
         bool identical = static_cast<NodeId>(same.int64(0)) == node.id &&
                          same.blob(1) == node.name && same.blob(2) == node.backend_address &&
                          same.blob(3) == node.frontend_address &&
-                         same.blob(4) == node.admin_address && same.blob(5) == node.pool;
+                         same.blob(4) == node.admin_address && same.blob(5) == node.pool &&
+                         same.blob(6) == node.certificate;
         outcome = identical ? Status{}
                             : error(Errc::already_exists,
                                     "node id " + std::to_string(node.id) + " or name '" +
@@ -194,6 +216,11 @@ Status ConfigDb::apply_change(const Change& change, Status& outcome) {
       return insert_node(*db_, registered);
     }
     case Change::Kind::remove_node:
+      TP_RETURN_IF_ERROR(db_->prepare("INSERT OR IGNORE INTO revoked(certificate) SELECT "
+                                      "certificate FROM nodes WHERE id = ? AND certificate != ''")
+                             .bind(1, node.id)
+                             .run());
+      [[fallthrough]];
     case Change::Kind::set_node_state: {
       auto update = change.kind == Change::Kind::remove_node
                         ? db_->prepare("DELETE FROM nodes WHERE id = ?1")
@@ -260,18 +287,20 @@ const GroupView& ConfigDb::view() {
   view.applied = counters_.applied;
   view.digest = counters_.digest;
   auto nodes = db_->prepare(
-      "SELECT id, name, backend_address, frontend_address, admin_address, pool, up FROM nodes "
-      "ORDER BY id");
+      "SELECT id, name, backend_address, frontend_address, admin_address, pool, up, "
+      "certificate FROM nodes ORDER BY id");
   while (nodes.next_row()) {
     view.nodes.push_back(NodeInfo{static_cast<NodeId>(nodes.int64(0)), nodes.blob(1),
                                   nodes.blob(2), nodes.blob(3), nodes.blob(4), nodes.blob(5),
-                                  nodes.int64(6) != 0});
+                                  nodes.int64(6) != 0, nodes.blob(7)});
   }
   auto objects = db_->prepare("SELECT kind, name, body, changed FROM objects ORDER BY kind, name");
   while (objects.next_row()) {
     view.objects.push_back(ConfigObject{objects.blob(0), objects.blob(1), objects.blob(2),
                                         static_cast<Epoch>(objects.int64(3))});
   }
+  auto revoked = db_->prepare("SELECT certificate FROM revoked ORDER BY certificate");
+  while (revoked.next_row()) view.revoked_certificates.push_back(revoked.blob(0));
   view_ = std::move(view);
   view_stale_ = false;
   return view_;
@@ -288,6 +317,8 @@ xdr::Buffer ConfigDb::snapshot() {
   for (const auto& node : state.nodes) encode_node(node, encoder);
   encoder.u32(static_cast<std::uint32_t>(state.objects.size()));
   for (const auto& object : state.objects) encode_object(object, encoder);
+  encoder.u32(static_cast<std::uint32_t>(state.revoked_certificates.size()));
+  for (const auto& certificate : state.revoked_certificates) encoder.string(certificate);
   return out;
 }
 
@@ -300,11 +331,13 @@ Status ConfigDb::restore(std::span<const std::uint8_t> snapshot) {
   for (auto& node : nodes) node = decode_node(in);
   std::vector<ConfigObject> objects(in.array_count(1 << 20, 16));
   for (auto& object : objects) object = decode_object(in);
+  std::vector<std::string> revoked(in.array_count(1 << 20, 4));
+  for (auto& certificate : revoked) certificate = in.string(kMaxFingerprintLength);
   if (!in.ok() || in.remaining() != 0) {
     return error(Errc::corrupt, "malformed group view snapshot");
   }
   TP_RETURN_IF_ERROR(db_->exec("BEGIN"));
-  Status s = db_->exec("DELETE FROM nodes; DELETE FROM objects;");
+  Status s = db_->exec("DELETE FROM nodes; DELETE FROM objects; DELETE FROM revoked;");
   for (const auto& node : nodes) {
     if (!s.ok()) break;
     s = insert_node(*db_, node);
@@ -317,6 +350,12 @@ Status ConfigDb::restore(std::span<const std::uint8_t> snapshot) {
             .bind(2, std::string_view(object.name))
             .bind(3, std::string_view(object.body))
             .bind(4, object.changed)
+            .run();
+  }
+  for (const auto& certificate : revoked) {
+    if (!s.ok()) break;
+    s = db_->prepare("INSERT OR IGNORE INTO revoked(certificate) VALUES (?)")
+            .bind(1, std::string_view(certificate))
             .run();
   }
   return commit(Counters{epoch, applied, digest}, s);

@@ -1,7 +1,7 @@
 // The group view's state machine: applies encoded Changes, in log order, to a SQLite database
-// (nodes, configuration objects, and the epoch/applied/digest counters), and turns it into and
-// out of Raft snapshots. Every outcome depends only on the database and the change, so every
-// node reaches the same state. Not thread-safe.
+// (nodes, configuration objects, the certificates of removed nodes, and the epoch/applied/digest
+// counters), and turns it into and out of Raft snapshots. Every outcome depends only on the
+// database and the change, so every node reaches the same state. Not thread-safe.
 #pragma once
 
 #include <memory>
@@ -17,6 +17,7 @@ namespace tidepool::cluster::internal {
 
 inline constexpr std::size_t kMaxNameLength = 256;
 inline constexpr std::size_t kMaxObjectBodyBytes = 1 << 20;
+inline constexpr std::size_t kMaxFingerprintLength = 128;
 
 void encode_change(const Change& change, xdr::Encoder& out);
 Result<Change> decode_change(std::span<const std::uint8_t> bytes);
@@ -43,6 +44,7 @@ class ConfigDb {
   explicit ConfigDb(std::unique_ptr<sqlite::Database> db) : db_(std::move(db)) {}
   Status apply_change(const Change& change, Status& outcome);
   bool exists(const std::string& kind, const std::string& name);
+  bool revoked(const std::string& certificate);
   struct Counters {
     Epoch epoch = 0;
     std::uint64_t applied = 0;

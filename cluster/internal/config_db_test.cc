@@ -29,7 +29,7 @@ class ConfigDbTest : public ::testing::Test {
   static NodeInfo node(NodeId id, std::string pool = "f800") {
     return {id, "node-" + std::to_string(id), "127.0.0." + std::to_string(id) + ":7100",
             "127.0.0." + std::to_string(id), "127.0.0." + std::to_string(id) + ":8080",
-            std::move(pool), true};
+            std::move(pool), true, "certificate-of-node-" + std::to_string(id)};
   }
   std::unique_ptr<ConfigDb> db_;
 };
@@ -85,6 +85,22 @@ TEST_F(ConfigDbTest, NodesRegisterOnceGoDownAndUpAndLeave) {
   EXPECT_EQ(db_->view().nodes.size(), 1u);
 }
 
+TEST_F(ConfigDbTest, RemovingANodeRevokesItsCertificateForGood) {
+  ASSERT_TRUE(apply(Change::add_node(node(1))).ok());
+  ASSERT_TRUE(apply(Change::add_node(node(2))).ok());
+  EXPECT_TRUE(db_->view().revoked_certificates.empty());
+  ASSERT_TRUE(apply(Change::remove_node(2)).ok());
+  EXPECT_EQ(db_->view().revoked_certificates,
+            std::vector<std::string>{"certificate-of-node-2"});
+  EXPECT_EQ(apply(Change::add_node(node(2))).code(), Errc::access_denied)
+      << "a removed node comes back only with a certificate issued anew";
+  NodeInfo again = node(2);
+  again.certificate = "another-certificate-of-node-2";
+  EXPECT_TRUE(apply(Change::add_node(again)).ok());
+  EXPECT_EQ(db_->view().node(2)->certificate, "another-certificate-of-node-2");
+  EXPECT_EQ(db_->view().revoked_certificates.size(), 1u);
+}
+
 TEST_F(ConfigDbTest, AChangeThatCannotBeDecodedIsRefusedButCounted) {
   std::uint8_t garbage[] = {0, 0, 0, 9, 1, 2};
   Change decoded;
@@ -99,6 +115,8 @@ TEST_F(ConfigDbTest, ASnapshotRestoresTheSameStateAndHistory) {
   ASSERT_TRUE(apply(Change::add_node(node(1))).ok());
   ASSERT_TRUE(apply(Change::add_node(node(2))).ok());
   ASSERT_TRUE(apply(Change::set_node_state(2, false)).ok());
+  ASSERT_TRUE(apply(Change::add_node(node(3))).ok());
+  ASSERT_TRUE(apply(Change::remove_node(3)).ok());
   ASSERT_TRUE(apply(Change::create_object("sysctl", "efs.bam.atime_enabled", "1")).ok());
   xdr::Buffer snapshot = db_->snapshot();
   GroupView before = db_->view();
@@ -112,6 +130,8 @@ TEST_F(ConfigDbTest, ASnapshotRestoresTheSameStateAndHistory) {
   EXPECT_EQ(after.digest, before.digest);
   EXPECT_EQ(after.nodes, before.nodes);
   EXPECT_EQ(after.objects, before.objects);
+  EXPECT_EQ(after.revoked_certificates, before.revoked_certificates);
+  EXPECT_EQ(after.revoked_certificates.size(), 1u);
 
   xdr::Buffer cut(snapshot.begin(), snapshot.end() - 3);
   EXPECT_EQ((*other)->restore(cut).code(), Errc::corrupt);

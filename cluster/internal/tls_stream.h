@@ -50,6 +50,7 @@ class TlsStream {
   boost::asio::awaitable<boost::system::error_code> read_exact(boost::asio::mutable_buffer into);
   // Nothing to send for a while: the buffers a large batch grew go back.
   void idle();
+  SSL* native_handle() { return ssl_; }
 
  private:
   class Bio;

@@ -265,7 +265,7 @@ Reply add_cluster_node(Context& context, Request request) {
   if (!answer.ok()) co_return failure(answer.status());
   auto candidate = node_to_add(address, given->setup_secret, *answer);
   if (!candidate.ok()) co_return failure(candidate.status());
-  const cluster::NodeInfo& added = candidate->first;
+  cluster::NodeInfo& added = candidate->first;
   if (const cluster::NodeInfo* existing = m.group()->view().node(added.id); existing != nullptr) {
     co_return error_response(409, "node id " + std::to_string(added.id) +
                                       " is already in the cluster (" + existing->name + " at " +
@@ -273,6 +273,9 @@ Reply add_cluster_node(Context& context, Request request) {
   }
   auto certificate = m.sign_node_certificate(added.id, candidate->second, added.admin_address);
   if (!certificate.ok()) co_return failure(certificate.status());
+  auto fingerprint = cluster::certificate_fingerprint(*certificate);
+  if (!fingerprint.ok()) co_return failure(fingerprint.status());
+  added.certificate = *fingerprint;
   // Only to the node that proved it knows the secret: the join carries it.
   auto joining = https_request_to_new_node(
       context.strand,

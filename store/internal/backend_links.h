@@ -34,11 +34,11 @@ namespace internal {
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
-// Backend RPC methods, each message led by its shard's number: 500 + StoreMethod, shipped store
-// operations; 600 + ParticipantMethod, a shard's part in changes across shards; 400 +
-// MirrorMethod, what a home sends its mirror. (100 + StoreMethod and 200 + MirrorMethod carried
-// them without the shard's number: a node of either kind answers the other's as unknown.)
-inline constexpr std::uint32_t kStoreMethodBase = 500;
+// Backend RPC methods, each message led by its shard's number: kStoreMethodBase (500, in
+// remote_store.h) + StoreMethod, shipped store operations; 600 + ParticipantMethod, a shard's part
+// in changes across shards; 400 + MirrorMethod, what a home sends its mirror. (100 + StoreMethod
+// and 200 + MirrorMethod carried them without the shard's number: a node of either kind answers
+// the other's as unknown.)
 inline constexpr std::uint32_t kParticipantMethodBase = 600;
 inline constexpr std::uint32_t kMirrorMethodBase = 400;
 // 300 + UnitMethod: a home's messages to the nodes holding the units of files placed in pools.
@@ -132,7 +132,7 @@ class NamespaceService::Channel final : public ShardChannel, public ParticipantC
   boost::asio::awaitable<Result<xdr::Buffer>> call(StoreMethod method,
                                                    xdr::Buffer request) override {
     auto sent =
-        send(internal::kStoreMethodBase + static_cast<std::uint32_t>(method), std::move(request),
+        send(kStoreMethodBase + static_cast<std::uint32_t>(method), std::move(request),
              method == StoreMethod::migrate ? internal::kShippedMoveDeadline
                                             : internal::kShippedCallDeadline);
     co_return co_await std::move(sent);

@@ -2,7 +2,8 @@
 // cluster with the real `tide` CLI; configuration made through one node is read through
 // another; a killed node is seen down and comes back with the same configuration. Also the
 // refusals of the admin plane: no token, a data directory of another cluster, an address in
-// use; the statistics of what a node's NFS clients do; file pool policies.
+// use; the statistics of what a node's NFS clients do; file pool policies; a removed node's
+// certificate used against the backend.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -11,6 +12,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -18,6 +20,17 @@
 #include <thread>
 #include <vector>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include "cluster/group_client.h"
+#include "cluster/internal/config_db.h"
+#include "cluster/rpc.h"
+#include "cluster/tcp_transport.h"
+#include "common/callback_awaitable.h"
+#include "store/remote_store.h"
 #include "tests/process/nfs_client.h"
 #include "tests/process/tide_cluster.h"
 
@@ -284,6 +297,174 @@ TEST_F(ClusterAdminTest, ARotatedTokenIsRefusedByEveryNode) {
         << refused.output;
     EXPECT_EQ(tide_json(via, {"status"})["nodes"].size(), 3u) << "through node " << via;
   }
+}
+
+// Speaks the backend protocol with the identity files a node keeps in DATA_DIR/cluster — what
+// whoever holds a removed node's disk can do — claiming to be node `claimed`, listening at
+// `listen` for the replies.
+class BackendIntruder {
+ public:
+  BackendIntruder(cluster::NodeId claimed, const std::string& listen, const fs::path& identity) {
+    loop_ = cluster::make_asio_event_loop(io_.get_executor());
+    cluster::TcpTransportOptions options;
+    options.self = claimed;
+    options.listen_address = listen;
+    options.tls = cluster::TlsFiles{(identity / "ca.pem").string(),
+                                    (identity / "node.pem").string(),
+                                    (identity / "node.key").string()};
+    auto started = cluster::TcpTransport::start(io_.get_executor(), *loop_, options);
+    EXPECT_TRUE(started.ok()) << started.status().to_string();
+    if (started.ok()) transport_ = std::move(started).value();
+    // Stamped with an epoch no node has reached: no call is refused as behind.
+    if (transport_) {
+      rpc_ = std::make_unique<cluster::RpcEndpoint>(*loop_, *transport_,
+                                                    [] { return cluster::Epoch{1} << 40; });
+    }
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~BackendIntruder() {
+    boost::asio::post(io_, boost::asio::use_future([this] { rpc_.reset(); })).get();
+    transport_.reset();
+    work_.reset();
+    io_.stop();
+    thread_.join();
+  }
+
+  // Calls `method` on node `node` at `address`: its reply, or why none came in four attempts of
+  // a second.
+  Result<xdr::Buffer> call(cluster::NodeId node, const std::string& address, std::uint32_t method,
+                           xdr::Buffer request) {
+    if (!rpc_) return error(Errc::unavailable, "no transport");
+    auto calling = boost::asio::co_spawn(
+        io_, send(node, address, method, std::move(request)), boost::asio::use_future);
+    return calling.get();
+  }
+
+  // Ships `operation` on a store whose calls go to shard 0 at node `node`.
+  template <typename Operation>
+  auto on_shard_zero_of(cluster::NodeId node, const std::string& address, Operation operation) {
+    auto channel = std::make_shared<Channel>(*this, node, address);
+    return boost::asio::co_spawn(
+               io_,
+               [channel, operation]() -> boost::asio::awaitable<decltype(operation(
+                                           std::declval<store::Store&>()).await_resume())> {
+                 std::unique_ptr<store::Store> store = store::make_remote_store(channel);
+                 co_return co_await operation(*store);
+               },
+               boost::asio::use_future)
+        .get();
+  }
+
+ private:
+  class Channel final : public store::ShardChannel {
+   public:
+    Channel(BackendIntruder& intruder, cluster::NodeId node, std::string address)
+        : intruder_(intruder), node_(node), address_(std::move(address)) {}
+    boost::asio::awaitable<Result<xdr::Buffer>> call(store::StoreMethod method,
+                                                     xdr::Buffer request) override {
+      xdr::Buffer message;
+      xdr::Encoder out(message);
+      out.u32(0);
+      message.insert(message.end(), request.begin(), request.end());
+      co_return co_await intruder_.send(
+          node_, address_, store::kStoreMethodBase + static_cast<std::uint32_t>(method),
+          std::move(message));
+    }
+
+   private:
+    BackendIntruder& intruder_;
+    cluster::NodeId node_;
+    std::string address_;
+  };
+
+  // As a node's own calls do, asks again when no answer came: the first replies may go into the
+  // connection the callee still had to the node that stopped, and be lost with it.
+  boost::asio::awaitable<Result<xdr::Buffer>> send(cluster::NodeId node, std::string address,
+                                                   std::uint32_t method, xdr::Buffer request) {
+    transport_->set_address(node, address);
+    cluster::RpcEndpoint* rpc = rpc_.get();
+    Result<xdr::Buffer> answer = error(Errc::timed_out, "not sent");
+    for (int attempt = 0; attempt < 4 && answer.code() == Errc::timed_out; ++attempt) {
+      answer = co_await await_callback<Result<xdr::Buffer>>(
+          [rpc, node, method, &request](auto done) { rpc->call(node, method, request, 1s, done); });
+    }
+    co_return answer;
+  }
+
+  boost::asio::io_context io_;
+  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_{
+      io_.get_executor()};
+  std::unique_ptr<cluster::EventLoop> loop_;
+  std::unique_ptr<cluster::TcpTransport> transport_;
+  std::unique_ptr<cluster::RpcEndpoint> rpc_;
+  std::thread thread_;
+};
+
+// A removed node's certificate opens no door. With node 3's files, after node 3 was removed and
+// stopped: a READ shipped as root, saying it is node 3, gets no answer; a proposal to delete the
+// export, saying it is a member, changes nothing; the nodes count the connections refused.
+// Before certificates named node ids and removal revoked them, both were carried out.
+TEST_F(ClusterAdminTest, ARemovedNodesCertificateOpensNoDoor) {
+  ASSERT_NO_FATAL_FAILURE(form_cluster());
+  const FileHandle root = root_via(1);
+  ASSERT_FALSE(root.empty());
+  NfsClient nfs(node(1).endpoint());
+  const FileHandle payroll = nfs.make_file(root, "payroll.txt", 0600, "salaries");
+  ASSERT_FALSE(payroll.empty());
+
+  const fs::path identity = fs::path(node(3).data_dir()) / "cluster";
+  ASSERT_TRUE(fs::exists(identity / "node.key"));
+  const json formed = tide_json(1, {"status"});
+  std::map<std::uint64_t, std::string> backend;
+  for (const json& member : formed["nodes"]) backend[member["id"]] = member["backend_address"];
+  ASSERT_EQ(backend.size(), 3u) << formed.dump();
+  auto backend_of = [&backend](std::uint64_t id) { return backend[id]; };
+  Ran removed = tide(1, {"cluster", "remove-node", "3"});
+  ASSERT_EQ(removed.exit_code, 0) << removed.output;
+  node(3).stop();
+  const auto [home, mirror] = cluster_->wait_for_full_protection(1, 120s);
+  ASSERT_NE(home, 0u);
+  const json status = tide_json(1, {"status"});
+  const std::uint64_t leader = status["leader"];
+  ASSERT_TRUE(leader == 1 || leader == 2) << status.dump();
+  const std::int64_t refused_before =
+      cluster_->metric(home, "tidepool_backend_connections_refused_total") +
+      (leader == home ? 0 : cluster_->metric(leader, "tidepool_backend_connections_refused_total"));
+
+  {
+    // Node 3's own id, at node 3's address, where the home would send its replies.
+    BackendIntruder as_itself(3, backend_of(3), identity);
+    const auto found = as_itself.on_shard_zero_of(home, backend_of(home), [](store::Store& s) {
+      return s.lookup(store::kRootInode, "payroll.txt", store::Caller{.uid = 0, .gid = 0});
+    });
+    EXPECT_FALSE(found.ok()) << "a removed node looked up /ifs/payroll.txt on node " << home;
+    if (found.ok()) {
+      const store::InodeId inode = found->object.inode;
+      const auto read =
+          as_itself.on_shard_zero_of(home, backend_of(home), [inode](store::Store& s) {
+            return s.read_pieces(inode, 0, 64, store::Caller{.uid = 0, .gid = 0});
+          });
+      EXPECT_FALSE(read.ok()) << "a removed node read /ifs/payroll.txt as root";
+    }
+  }
+  {
+    const cluster::NodeId member = leader == 1 ? 2 : 1;
+    BackendIntruder as_member(member, "127.0.0.1:0", identity);
+    xdr::Buffer proposal;
+    xdr::Encoder out(proposal);
+    cluster::internal::encode_change(cluster::Change::delete_object("export", "1"), out);
+    // Its answer would go to the member it claims to be: what counts is whether it was applied.
+    static_cast<void>(as_member.call(leader, backend_of(leader),
+                                     cluster::GroupClient::kProposeMethod, std::move(proposal)));
+  }
+  const json exports = tide_json(1, {"nfs", "exports", "list"});
+  ASSERT_EQ(exports["exports"].size(), 1u) << exports.dump();
+  EXPECT_EQ(exports["exports"][0]["path"], "/ifs");
+  const std::int64_t refused_after =
+      cluster_->metric(home, "tidepool_backend_connections_refused_total") +
+      (leader == home ? 0 : cluster_->metric(leader, "tidepool_backend_connections_refused_total"));
+  EXPECT_GE(refused_after - refused_before, 2) << "the READ's connection and the proposal's";
+  EXPECT_EQ(nfs.read_all(payroll), "salaries") << "the members carry on";
 }
 
 TEST_F(ClusterAdminTest, RefusalsAreClearAndChangeNothing) {
