@@ -77,13 +77,13 @@ struct GroupView {
 // the state it applies to (creating what exists fails with already_exists on every node alike).
 struct Change {
   enum class Kind : std::uint32_t {
-    add_node = 1,     // node: registers it (its addresses and pool)
-    remove_node,      // node.id; revokes the node's certificate
-    set_node_state,   // node.id, node.up
-    create_object,    // object; fails if it exists
-    update_object,    // object; fails unless it exists (and, with object.changed set, unless it
-                      // was last changed at that epoch: precondition_failed)
-    delete_object,    // object.kind, object.name; fails unless it exists
+    add_node = 1,    // node: registers it (its addresses and pool)
+    remove_node,     // node.id; revokes the node's certificate
+    set_node_state,  // node.id, node.up
+    create_object,   // object; fails if it exists
+    update_object,   // object; fails unless it exists (and, with object.changed set, unless it
+                     // was last changed at that epoch: precondition_failed)
+    delete_object,   // object.kind, object.name; fails unless it exists
   };
   Kind kind = Kind::create_object;
   NodeInfo node;

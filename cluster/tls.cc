@@ -2,20 +2,22 @@
 
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <openssl/kdf.h>
 #include <openssl/pem.h>
 #include <openssl/rand.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 #include <sys/stat.h>
-
 #include <unistd.h>
 
+#include <array>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <vector>
 
 #include "common/hex.h"
 
@@ -233,6 +235,88 @@ Result<std::string> certificate_fingerprint(const std::string& certificate) {
     return openssl_error("hashing a certificate");
   }
   return to_hex(std::span<const std::uint8_t>(digest, length));
+}
+
+namespace {
+
+constexpr std::size_t kSealKeyBytes = 32;
+constexpr std::size_t kSealNonceBytes = 12;
+constexpr std::size_t kSealTagBytes = 16;
+constexpr std::string_view kSealInfo = "tidepool sealed key v1";
+
+using CipherContext = std::unique_ptr<EVP_CIPHER_CTX, Deleter<EVP_CIPHER_CTX_free>>;
+
+Result<std::array<std::uint8_t, kSealKeyBytes>> sealing_key(std::string_view secret,
+                                                            std::string_view context) {
+  std::array<std::uint8_t, kSealKeyBytes> key;
+  std::unique_ptr<EVP_PKEY_CTX, Deleter<EVP_PKEY_CTX_free>> kdf(
+      EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, nullptr));
+  std::size_t length = key.size();
+  auto bytes = [](std::string_view text) {
+    return reinterpret_cast<const unsigned char*>(text.data());
+  };
+  if (!kdf || EVP_PKEY_derive_init(kdf.get()) <= 0 ||
+      EVP_PKEY_CTX_set_hkdf_md(kdf.get(), EVP_sha256()) <= 0 ||
+      EVP_PKEY_CTX_set1_hkdf_key(kdf.get(), bytes(secret), static_cast<int>(secret.size())) <= 0 ||
+      EVP_PKEY_CTX_set1_hkdf_salt(kdf.get(), bytes(context), static_cast<int>(context.size())) <=
+          0 ||
+      EVP_PKEY_CTX_add1_hkdf_info(kdf.get(), bytes(kSealInfo),
+                                  static_cast<int>(kSealInfo.size())) <= 0 ||
+      EVP_PKEY_derive(kdf.get(), key.data(), &length) <= 0 || length != key.size()) {
+    return openssl_error("deriving a sealing key");
+  }
+  return key;
+}
+
+}  // namespace
+
+Result<std::string> seal(std::string_view plaintext, std::string_view secret,
+                         std::string_view context) {
+  if (secret.empty()) return error(Errc::invalid_argument, "nothing to seal under");
+  TP_ASSIGN_OR_RETURN(auto key, sealing_key(secret, context));
+  std::vector<std::uint8_t> sealed(kSealNonceBytes + plaintext.size() + kSealTagBytes);
+  std::uint8_t* nonce = sealed.data();
+  std::uint8_t* body = nonce + kSealNonceBytes;
+  std::uint8_t* tag = body + plaintext.size();
+  if (RAND_bytes(nonce, kSealNonceBytes) != 1) return openssl_error("RAND_bytes");
+  const auto* in = reinterpret_cast<const unsigned char*>(plaintext.data());
+  CipherContext cipher(EVP_CIPHER_CTX_new());
+  int written = 0;
+  int last = 0;
+  if (!cipher || !EVP_EncryptInit_ex(cipher.get(), EVP_aes_256_gcm(), nullptr, key.data(), nonce) ||
+      !EVP_EncryptUpdate(cipher.get(), body, &written, in, static_cast<int>(plaintext.size())) ||
+      !EVP_EncryptFinal_ex(cipher.get(), body + written, &last) ||
+      !EVP_CIPHER_CTX_ctrl(cipher.get(), EVP_CTRL_GCM_GET_TAG, kSealTagBytes, tag)) {
+    return openssl_error("sealing");
+  }
+  return to_hex(sealed);
+}
+
+Result<std::string> unseal(std::string_view sealed, std::string_view secret,
+                           std::string_view context) {
+  std::optional<std::vector<std::uint8_t>> bytes = from_hex(sealed);
+  if (!bytes || bytes->size() < kSealNonceBytes + kSealTagBytes) {
+    return error(Errc::corrupt, "not a sealed value");
+  }
+  TP_ASSIGN_OR_RETURN(auto key, sealing_key(secret, context));
+  const std::size_t length = bytes->size() - kSealNonceBytes - kSealTagBytes;
+  const std::uint8_t* nonce = bytes->data();
+  const std::uint8_t* body = nonce + kSealNonceBytes;
+  std::uint8_t* tag = bytes->data() + kSealNonceBytes + length;
+  std::string plaintext(length, '\0');
+  auto* out = reinterpret_cast<unsigned char*>(plaintext.data());
+  CipherContext cipher(EVP_CIPHER_CTX_new());
+  int written = 0;
+  int last = 0;
+  if (!cipher || !EVP_DecryptInit_ex(cipher.get(), EVP_aes_256_gcm(), nullptr, key.data(), nonce) ||
+      !EVP_DecryptUpdate(cipher.get(), out, &written, body, static_cast<int>(length)) ||
+      !EVP_CIPHER_CTX_ctrl(cipher.get(), EVP_CTRL_GCM_SET_TAG, kSealTagBytes, tag)) {
+    return openssl_error("unsealing");
+  }
+  if (!EVP_DecryptFinal_ex(cipher.get(), out + written, &last)) {
+    return error(Errc::access_denied, "the sealed value does not open under this secret");
+  }
+  return plaintext;
 }
 
 std::optional<PeerCertificate> peer_certificate(ssl_st* ssl) {

@@ -49,6 +49,16 @@ Status check_key_matches(const std::string& certificate, const std::string& priv
 // SHA-256 of the certificate's DER encoding (PEM in), lowercase hex: how a TLS peer is pinned.
 Result<std::string> certificate_fingerprint(const std::string& certificate);
 
+// `plaintext` (a private key) sealed under `secret` (the admin token), to be kept where others
+// can read it: AES-256-GCM under a key derived from `secret` with HKDF-SHA256, `context` (the
+// cluster id) its salt; lowercase hex of nonce, ciphertext and tag. `secret` must be a random
+// value, not a password: nothing slows a guess down.
+Result<std::string> seal(std::string_view plaintext, std::string_view secret,
+                         std::string_view context);
+// What seal() sealed; access_denied under another secret or context, or when a byte changed.
+Result<std::string> unseal(std::string_view sealed, std::string_view secret,
+                           std::string_view context);
+
 // What the TLS peer of a connection presented: the fingerprint of its certificate (as
 // certificate_fingerprint) and the common name in its subject.
 struct PeerCertificate {

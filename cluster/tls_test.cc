@@ -98,5 +98,22 @@ TEST(Tls, ANodesCommonNameNamesItsIdAndNothingElseDoes) {
   }
 }
 
+TEST(Tls, ASealedKeyOpensOnlyUnderItsSecretAndContextAndUnchanged) {
+  const std::string key = "-----BEGIN PRIVATE KEY-----\nsecret bytes\n-----END PRIVATE KEY-----\n";
+  const Result<std::string> sealed = seal(key, "admin token", "cluster id");
+  ASSERT_TRUE(sealed.ok()) << sealed.status().to_string();
+  EXPECT_EQ(sealed->find("PRIVATE"), std::string::npos);
+  EXPECT_NE(*seal(key, "admin token", "cluster id"), *sealed) << "a fresh nonce each time";
+  EXPECT_EQ(unseal(*sealed, "admin token", "cluster id").value(), key);
+  EXPECT_EQ(unseal(*sealed, "another token", "cluster id").code(), Errc::access_denied);
+  EXPECT_EQ(unseal(*sealed, "admin token", "another cluster").code(), Errc::access_denied);
+  std::string changed = *sealed;
+  changed[changed.size() / 2] = changed[changed.size() / 2] == '0' ? '1' : '0';
+  EXPECT_EQ(unseal(changed, "admin token", "cluster id").code(), Errc::access_denied);
+  EXPECT_EQ(unseal("not hex", "admin token", "cluster id").code(), Errc::corrupt);
+  EXPECT_EQ(unseal("00ff", "admin token", "cluster id").code(), Errc::corrupt);
+  EXPECT_EQ(seal(key, "", "cluster id").code(), Errc::invalid_argument);
+}
+
 }  // namespace
 }  // namespace tidepool::cluster

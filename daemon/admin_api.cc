@@ -129,6 +129,7 @@ asio::awaitable<HttpResponse> AdminApi::handle(HttpRequest request) {
 asio::awaitable<HttpResponse> AdminApi::dispatch(HttpRequest request, bool authorized) {
   const std::string authorization = request.authorization;
   admin::RouteMatch found = admin::match_route(admin::api_routes(), std::move(request));
+  found.request.bearer = bearer_token(authorization);
   const admin::Route* route = found.route;
   if (route != nullptr && route->access == admin::Access::open) {
     return route->handler(context_, std::move(found.request));

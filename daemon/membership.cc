@@ -62,13 +62,34 @@ Status check_bindable(const std::string& address) {
   return {};
 }
 
+// The CA's key is kept sealed under the admin token (cluster::seal): what every member holds,
+// and a removed node's disk too, mints no certificate without the administrator.
 std::string identity_body(const std::string& name, const std::string& id,
-                          const std::string& token_sha256) {
-  return json{{"name", name}, {"id", id}, {"token_sha256", token_sha256}}.dump();
+                          const std::string& token_sha256, const std::string& sealed_ca_key) {
+  return json{
+      {"name", name}, {"id", id}, {"token_sha256", token_sha256}, {"ca_key_sealed", sealed_ca_key}}
+      .dump();
 }
 
-std::string ca_body(const cluster::PemPair& ca) {
-  return json{{"certificate", ca.certificate}, {"key", ca.private_key}}.dump();
+std::string ca_body(const std::string& certificate) {
+  return json{{"certificate", certificate}}.dump();
+}
+
+// The fields of the cluster identity object.
+struct StoredIdentity {
+  json body;
+  std::string id;
+  std::string sealed_ca_key;
+};
+Result<StoredIdentity> stored_identity(std::string_view identity_body) {
+  json body = json::parse(identity_body, nullptr, false);
+  if (!body.is_object() || !body.value("token_sha256", json()).is_string() ||
+      !body.value("id", json()).is_string() || !body.value("ca_key_sealed", json()).is_string()) {
+    return error(Errc::corrupt, "the cluster's identity object is malformed");
+  }
+  std::string id = body["id"];
+  std::string sealed = body["ca_key_sealed"];
+  return StoredIdentity{std::move(body), std::move(id), std::move(sealed)};
 }
 
 bool same_secret(std::string_view expected, std::string_view given) {
@@ -102,14 +123,15 @@ Result<std::string> read_setup_secret(const NodeConfig& config) {
 
 }  // namespace
 
-Result<RotatedToken> rotate_token(std::string_view identity_body) {
-  json body = json::parse(identity_body, nullptr, false);
-  if (!body.is_object() || !body.value("token_sha256", json()).is_string()) {
-    return error(Errc::corrupt, "the cluster's identity holds no token");
-  }
+Result<RotatedToken> rotate_token(std::string_view identity_body, std::string_view current_token) {
+  TP_ASSIGN_OR_RETURN(StoredIdentity identity, stored_identity(identity_body));
+  TP_ASSIGN_OR_RETURN(std::string ca_key,
+                      cluster::unseal(identity.sealed_ca_key, current_token, identity.id));
   TP_ASSIGN_OR_RETURN(std::string token, random_hex(32));
-  body["token_sha256"] = sha256_hex(token);
-  return RotatedToken{std::move(token), body.dump()};
+  TP_ASSIGN_OR_RETURN(std::string sealed, cluster::seal(ca_key, token, identity.id));
+  identity.body["token_sha256"] = sha256_hex(token);
+  identity.body["ca_key_sealed"] = std::move(sealed);
+  return RotatedToken{std::move(token), identity.body.dump()};
 }
 
 std::string setup_proof(std::string_view secret, std::string_view certificate_fingerprint) {
@@ -143,8 +165,8 @@ Result<std::unique_ptr<Membership>> Membership::open(asio::any_io_executor stran
   const std::string key_path = m->dir_ + "/node.key";
   const std::string self_path = m->dir_ + "/self-signed.pem";
   if (!fs::exists(key_path)) {
-    TP_ASSIGN_OR_RETURN(cluster::PemPair made,
-                        cluster::create_self_signed_certificate(cluster::node_common_name(config.node_id)));
+    TP_ASSIGN_OR_RETURN(cluster::PemPair made, cluster::create_self_signed_certificate(
+                                                   cluster::node_common_name(config.node_id)));
     TP_RETURN_IF_ERROR(write_file(self_path, made.certificate, 0644));
     TP_RETURN_IF_ERROR(write_file(key_path, made.private_key, 0600));
   }
@@ -344,8 +366,7 @@ void Membership::changes_applied() {
       if (node.id != config_.node_id) transport_->set_address(node.id, node.backend_address);
       certificates.issued.emplace(node.id, node.certificate);
     }
-    certificates.revoked.insert(view.revoked_certificates.begin(),
-                                view.revoked_certificates.end());
+    certificates.revoked.insert(view.revoked_certificates.begin(), view.revoked_certificates.end());
     if (certificates != peer_certificates_) {
       peer_certificates_ = certificates;
       transport_->set_peer_certificates(std::move(certificates));
@@ -420,12 +441,14 @@ asio::awaitable<Result<CreatedCluster>> Membership::create(std::string name) {
     }
   }
 
+  auto sealed_ca_key = cluster::seal(ca->private_key, created.token, created.identity.id);
+  if (!sealed_ca_key.ok()) co_return sealed_ca_key.status();
   std::vector<cluster::Change> seed;
   seed.push_back(cluster::Change::create_object(
       std::string(kClusterKind), std::string(kIdentityName),
-      identity_body(name, created.identity.id, sha256_hex(created.token))));
+      identity_body(name, created.identity.id, sha256_hex(created.token), *sealed_ca_key)));
   seed.push_back(cluster::Change::create_object(std::string(kClusterKind), std::string(kCaName),
-                                                ca_body(*ca)));
+                                                ca_body(ca->certificate)));
   store::NamespaceRecord namespace_record = store::new_namespace(config_.node_id, config_.namespace_shards);
   if (RAND_bytes(namespace_record.handle_key.data(),
                  static_cast<int>(namespace_record.handle_key.size())) != 1) {
@@ -515,18 +538,29 @@ void Membership::stop_member() {
 
 Result<std::string> Membership::sign_node_certificate(cluster::NodeId node,
                                                       const std::string& subject_certificate,
-                                                      const std::string& admin_address) const {
+                                                      const std::string& admin_address,
+                                                      std::string_view token) const {
   if (!group_) return error(Errc::unavailable, "this node is not in a cluster");
   const cluster::ConfigObject* ca = group_->view().object(kClusterKind, kCaName);
-  if (ca == nullptr) return error(Errc::unavailable, "the cluster CA is not known here yet");
+  const cluster::ConfigObject* identity = group_->view().object(kClusterKind, kIdentityName);
+  if (ca == nullptr || identity == nullptr) {
+    return error(Errc::unavailable, "the cluster CA is not known here yet");
+  }
   const json body = json::parse(ca->body, nullptr, false);
-  if (!body.is_object() || !body.value("certificate", json()).is_string() ||
-      !body.value("key", json()).is_string()) {
+  if (!body.is_object() || !body.value("certificate", json()).is_string()) {
     return error(Errc::corrupt, "the cluster CA in the configuration is malformed");
   }
+  TP_ASSIGN_OR_RETURN(StoredIdentity stored, stored_identity(identity->body));
+  Result<std::string> key = cluster::unseal(stored.sealed_ca_key, token, stored.id);
+  if (key.code() == Errc::access_denied) {
+    return error(Errc::access_denied,
+                 "the CA's key does not open under this token: it was rotated meanwhile");
+  }
+  if (!key.ok()) return key.status();
   TP_ASSIGN_OR_RETURN(auto admin, cluster::split_host_port(admin_address));
-  return cluster::sign_certificate(cluster::PemPair{body["certificate"], body["key"]},
-                                   cluster::node_common_name(node), subject_certificate, admin.first);
+  return cluster::sign_certificate(cluster::PemPair{body["certificate"], *key},
+                                   cluster::node_common_name(node), subject_certificate,
+                                   admin.first);
 }
 
 asio::awaitable<Result<NodeStats>> Membership::stats_of(cluster::NodeId node,

@@ -60,12 +60,13 @@ struct JoinPackage {
 std::string setup_proof(std::string_view secret, std::string_view certificate_fingerprint);
 
 // A new admin token, and the cluster identity object's body `identity_body` with it in place of
-// the old one: the old token stops working on each node as the node applies the change.
+// `current_token`, the CA's key sealed under it instead: the old token stops working on each
+// node as the node applies the change.
 struct RotatedToken {
   std::string token;
   std::string identity_body;
 };
-Result<RotatedToken> rotate_token(std::string_view identity_body);
+Result<RotatedToken> rotate_token(std::string_view identity_body, std::string_view current_token);
 
 class Membership final : public store::ClusterAccess {
  public:
@@ -138,10 +139,12 @@ class Membership final : public store::ClusterAccess {
   // Joins the cluster a member invited us to; the member then adds us to the group.
   Status join(const JoinPackage& package);
   // A certificate for node `node`, serving its admin API at `admin_address` ("IP:PORT"), and
-  // the key in `subject_certificate`, under the cluster CA.
+  // the key in `subject_certificate`, under the cluster CA, whose key `token` (the admin token
+  // the request showed) unseals.
   Result<std::string> sign_node_certificate(cluster::NodeId node,
                                             const std::string& subject_certificate,
-                                            const std::string& admin_address) const;
+                                            const std::string& admin_address,
+                                            std::string_view token) const;
   // The cluster CA certificate; empty until a member.
   std::string ca_certificate() const;
 

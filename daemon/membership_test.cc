@@ -84,5 +84,26 @@ TEST_F(SetupSecretTest, ANamedFileMustExistAndHoldSixteenCharactersAtLeast) {
   EXPECT_FALSE(fs::exists(dir_ / "node" / "setup-secret"));
 }
 
+// The CA's key is sealed under the admin token; a rotation seals it under the new one, and only
+// the token in force can rotate.
+TEST(RotateToken, TheCasKeyIsSealedAnewUnderTheNewToken) {
+  const std::string body =
+      nlohmann::json{{"name", "lab"},
+                     {"id", "cluster-id"},
+                     {"token_sha256", "hash of the old token"},
+                     {"ca_key_sealed", *cluster::seal("CA KEY", "old", "cluster-id")}}
+          .dump();
+  EXPECT_EQ(rotate_token(body, "not the token").code(), Errc::access_denied);
+  const Result<RotatedToken> rotated = rotate_token(body, "old");
+  ASSERT_TRUE(rotated.ok()) << rotated.status().to_string();
+  const nlohmann::json now = nlohmann::json::parse(rotated->identity_body);
+  EXPECT_EQ(now["name"], "lab");
+  EXPECT_NE(now["token_sha256"], "hash of the old token");
+  const std::string sealed = now["ca_key_sealed"];
+  EXPECT_EQ(cluster::unseal(sealed, rotated->token, "cluster-id").value(), "CA KEY");
+  EXPECT_EQ(cluster::unseal(sealed, "old", "cluster-id").code(), Errc::access_denied);
+  EXPECT_EQ(rotate_token("{}", "old").code(), Errc::corrupt);
+}
+
 }  // namespace
 }  // namespace tidepool::daemon

@@ -290,9 +290,9 @@ const GroupView& ConfigDb::view() {
       "SELECT id, name, backend_address, frontend_address, admin_address, pool, up, "
       "certificate FROM nodes ORDER BY id");
   while (nodes.next_row()) {
-    view.nodes.push_back(NodeInfo{static_cast<NodeId>(nodes.int64(0)), nodes.blob(1),
-                                  nodes.blob(2), nodes.blob(3), nodes.blob(4), nodes.blob(5),
-                                  nodes.int64(6) != 0, nodes.blob(7)});
+    view.nodes.push_back(NodeInfo{static_cast<NodeId>(nodes.int64(0)), nodes.blob(1), nodes.blob(2),
+                                  nodes.blob(3), nodes.blob(4), nodes.blob(5), nodes.int64(6) != 0,
+                                  nodes.blob(7)});
   }
   auto objects = db_->prepare("SELECT kind, name, body, changed FROM objects ORDER BY kind, name");
   while (objects.next_row()) {

@@ -27,9 +27,14 @@ class ConfigDbTest : public ::testing::Test {
     return outcome;
   }
   static NodeInfo node(NodeId id, std::string pool = "f800") {
-    return {id, "node-" + std::to_string(id), "127.0.0." + std::to_string(id) + ":7100",
-            "127.0.0." + std::to_string(id), "127.0.0." + std::to_string(id) + ":8080",
-            std::move(pool), true, "certificate-of-node-" + std::to_string(id)};
+    return {id,
+            "node-" + std::to_string(id),
+            "127.0.0." + std::to_string(id) + ":7100",
+            "127.0.0." + std::to_string(id),
+            "127.0.0." + std::to_string(id) + ":8080",
+            std::move(pool),
+            true,
+            "certificate-of-node-" + std::to_string(id)};
   }
   std::unique_ptr<ConfigDb> db_;
 };
@@ -90,8 +95,7 @@ TEST_F(ConfigDbTest, RemovingANodeRevokesItsCertificateForGood) {
   ASSERT_TRUE(apply(Change::add_node(node(2))).ok());
   EXPECT_TRUE(db_->view().revoked_certificates.empty());
   ASSERT_TRUE(apply(Change::remove_node(2)).ok());
-  EXPECT_EQ(db_->view().revoked_certificates,
-            std::vector<std::string>{"certificate-of-node-2"});
+  EXPECT_EQ(db_->view().revoked_certificates, std::vector<std::string>{"certificate-of-node-2"});
   EXPECT_EQ(apply(Change::add_node(node(2))).code(), Errc::access_denied)
       << "a removed node comes back only with a certificate issued anew";
   NodeInfo again = node(2);

@@ -142,13 +142,13 @@ Result<NodeToAdd> add_node_request(const std::string& request_body) {
   return NodeToAdd{body["address"], body["setup_secret"]};
 }
 
-Plan plan_token_rotation(const GroupView& view) {
+Plan plan_token_rotation(const GroupView& view, const std::string& current_token) {
   const cluster::ConfigObject* identity = view.object(kClusterKind, kIdentityName);
   if (identity == nullptr) {
     return refuse(error_response(503, "this node has not caught up with the cluster's "
                                       "configuration yet: retry shortly"));
   }
-  Result<RotatedToken> rotated = rotate_token(identity->body);
+  Result<RotatedToken> rotated = rotate_token(identity->body, current_token);
   if (!rotated.ok()) return refuse(rotated.status());
   return change_then(
       cluster::Change::update_object(std::string(kClusterKind), std::string(kIdentityName),
@@ -271,7 +271,8 @@ Reply add_cluster_node(Context& context, Request request) {
                                       " is already in the cluster (" + existing->name + " at " +
                                       existing->admin_address + ")");
   }
-  auto certificate = m.sign_node_certificate(added.id, candidate->second, added.admin_address);
+  auto certificate =
+      m.sign_node_certificate(added.id, candidate->second, added.admin_address, request.bearer);
   if (!certificate.ok()) co_return failure(certificate.status());
   auto fingerprint = cluster::certificate_fingerprint(*certificate);
   if (!fingerprint.ok()) co_return failure(fingerprint.status());
@@ -301,8 +302,12 @@ Reply add_cluster_node(Context& context, Request request) {
   co_return reply(201, node_json(now != nullptr ? *now : added));
 }
 
-Reply rotate_cluster_token(Context& context, Request) {
-  return change_config(context.membership, plan_token_rotation);
+Reply rotate_cluster_token(Context& context, Request request) {
+  // The token the request showed unseals the CA's key, to seal it under the new one.
+  return change_config(context.membership,
+                       [token = std::move(request.bearer)](const GroupView& view) {
+                         return plan_token_rotation(view, token);
+                       });
 }
 
 Reply remove_cluster_node(Context& context, Request request) {

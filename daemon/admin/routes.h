@@ -46,6 +46,8 @@ struct Request {
   std::vector<std::string> rest;  // the segments a trailing `{name...}` matched
   std::map<std::string, std::string, std::less<>> query;  // `?name=value&...`, decoded
   std::string body;
+  // The bearer token the caller showed: on a route that needs the admin token, that token.
+  std::string bearer;
 
   // The segment `{name}` matched; empty for a name the route's pattern does not have.
   const std::string& param(std::string_view name) const;

@@ -131,10 +131,9 @@ class NamespaceService::Channel final : public ShardChannel, public ParticipantC
 
   boost::asio::awaitable<Result<xdr::Buffer>> call(StoreMethod method,
                                                    xdr::Buffer request) override {
-    auto sent =
-        send(kStoreMethodBase + static_cast<std::uint32_t>(method), std::move(request),
-             method == StoreMethod::migrate ? internal::kShippedMoveDeadline
-                                            : internal::kShippedCallDeadline);
+    auto sent = send(kStoreMethodBase + static_cast<std::uint32_t>(method), std::move(request),
+                     method == StoreMethod::migrate ? internal::kShippedMoveDeadline
+                                                    : internal::kShippedCallDeadline);
     co_return co_await std::move(sent);
   }
 

@@ -7,6 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_future.hpp>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -18,12 +22,8 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
-
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/use_future.hpp>
 
 #include "cluster/group_client.h"
 #include "cluster/internal/config_db.h"
@@ -309,9 +309,9 @@ class BackendIntruder {
     cluster::TcpTransportOptions options;
     options.self = claimed;
     options.listen_address = listen;
-    options.tls = cluster::TlsFiles{(identity / "ca.pem").string(),
-                                    (identity / "node.pem").string(),
-                                    (identity / "node.key").string()};
+    options.tls =
+        cluster::TlsFiles{(identity / "ca.pem").string(), (identity / "node.pem").string(),
+                          (identity / "node.key").string()};
     auto started = cluster::TcpTransport::start(io_.get_executor(), *loop_, options);
     EXPECT_TRUE(started.ok()) << started.status().to_string();
     if (started.ok()) transport_ = std::move(started).value();
@@ -335,24 +335,21 @@ class BackendIntruder {
   Result<xdr::Buffer> call(cluster::NodeId node, const std::string& address, std::uint32_t method,
                            xdr::Buffer request) {
     if (!rpc_) return error(Errc::unavailable, "no transport");
-    auto calling = boost::asio::co_spawn(
-        io_, send(node, address, method, std::move(request)), boost::asio::use_future);
+    auto calling = boost::asio::co_spawn(io_, send(node, address, method, std::move(request)),
+                                         boost::asio::use_future);
     return calling.get();
   }
 
   // Ships `operation` on a store whose calls go to shard 0 at node `node`.
   template <typename Operation>
   auto on_shard_zero_of(cluster::NodeId node, const std::string& address, Operation operation) {
+    using Awaitable = std::invoke_result_t<Operation, store::Store&>;
     auto channel = std::make_shared<Channel>(*this, node, address);
-    return boost::asio::co_spawn(
-               io_,
-               [channel, operation]() -> boost::asio::awaitable<decltype(operation(
-                                           std::declval<store::Store&>()).await_resume())> {
-                 std::unique_ptr<store::Store> store = store::make_remote_store(channel);
-                 co_return co_await operation(*store);
-               },
-               boost::asio::use_future)
-        .get();
+    auto run = [channel, operation]() -> Awaitable {
+      std::unique_ptr<store::Store> store = store::make_remote_store(channel);
+      co_return co_await operation(*store);
+    };
+    return boost::asio::co_spawn(io_, run, boost::asio::use_future).get();
   }
 
  private:
@@ -465,6 +462,50 @@ TEST_F(ClusterAdminTest, ARemovedNodesCertificateOpensNoDoor) {
       (leader == home ? 0 : cluster_->metric(leader, "tidepool_backend_connections_refused_total"));
   EXPECT_GE(refused_after - refused_before, 2) << "the READ's connection and the proposal's";
   EXPECT_EQ(nfs.read_all(payroll), "salaries") << "the members carry on";
+}
+
+// The CA's private key is in no member's Raft log, snapshots or configuration database (it is
+// kept sealed under the admin token), and any member adds a node with the token: here after the
+// node that made the cluster is gone.
+TEST_F(ClusterAdminTest, NoMemberKeepsTheCasKeyAndAnyMemberAddsANode) {
+  cluster_ = std::make_unique<TideCluster>(
+      "lab", std::vector<std::string>{"f800", "f800", "f800", "f800"}, "ca-key");
+  std::string error;
+  ASSERT_TRUE(cluster_->start(&error)) << error;
+  Ran created =
+      run(tide_path(), {"--workdir", cluster_->workdir().string(), "cluster", "create", "lab",
+                        "--node", admin(1), "--setup-secret-file", cluster_->setup_secret_file(1)});
+  ASSERT_EQ(created.exit_code, 0) << created.output;
+  for (std::size_t id : {2, 3}) {
+    Ran added = tide(1, {"cluster", "add-node", admin(id), "--setup-secret-file",
+                         cluster_->setup_secret_file(id)});
+    ASSERT_EQ(added.exit_code, 0) << added.output;
+  }
+  node(1).stop();
+  // As an administrator would, once the others lead without it.
+  for (int attempt = 0; attempt < 300 && state_of(2, 1) != "down"; ++attempt) {
+    std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_EQ(state_of(2, 1), "down");
+  Ran added = tide(
+      2, {"cluster", "add-node", admin(4), "--setup-secret-file", cluster_->setup_secret_file(4)});
+  ASSERT_EQ(added.exit_code, 0) << added.output;
+  for (int attempt = 0; attempt < 300 && state_of(3, 4) != "up"; ++attempt) {
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_EQ(state_of(3, 4), "up");
+
+  const fs::path own_key = fs::path(node(1).data_dir()) / "cluster" / "node.key";
+  ASSERT_NE(read_text(own_key.string()).find("PRIVATE KEY"), std::string::npos)
+      << "what is looked for is what a key's PEM holds";
+  for (std::size_t id = 1; id <= 4; ++id) {
+    for (const auto& entry : fs::directory_iterator(fs::path(node(id).data_dir()) / "cluster")) {
+      const std::string name = entry.path().filename().string();
+      if (!name.starts_with("raft.db") && !name.starts_with("config.db")) continue;
+      EXPECT_EQ(read_text(entry.path().string()).find("PRIVATE KEY"), std::string::npos)
+          << "node " << id << "'s " << name;
+    }
+  }
 }
 
 TEST_F(ClusterAdminTest, RefusalsAreClearAndChangeNothing) {
