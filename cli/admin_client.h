@@ -24,6 +24,10 @@ struct ConnectionSettings {
   // PEM of the CA every node's certificate must chain to. Without it nothing is verified: that
   // is trust on first use, for `cluster create`, which is how the CA becomes known.
   std::optional<std::string> ca_certificate;
+  // Not empty: only a node presenting the certificate with this fingerprint
+  // (cluster::certificate_fingerprint) is sent the request — the one that proved it knows the
+  // setup secret, in `cluster create`.
+  std::string pinned_fingerprint;
   std::chrono::milliseconds timeout{30'000};  // for the whole request, connecting included
 };
 
@@ -31,6 +35,7 @@ struct HttpReply {
   unsigned status = 0;
   std::string reason;
   std::string body;
+  std::string server_fingerprint;  // of the certificate the node presented
 };
 
 // Sends one request to the cluster. Implementations: HTTPS (cli/https_transport.h) and the

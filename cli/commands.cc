@@ -9,6 +9,7 @@
 
 #include "cli/render.h"
 #include "common/files.h"
+#include "common/tls_identity.h"
 
 namespace tidepool::cli {
 namespace {
@@ -166,12 +167,30 @@ Status create_cluster(Session& session, const std::string& name, const AdminAddr
                  existing.status().message() + " (not replaced: give another --workdir)");
   }
 
-  // Nothing vouches for the node yet: its certificate is self-signed, and the reply carries the
-  // CA that will vouch for the cluster from now on.
+  // No CA vouches for the node yet: its certificate is self-signed. The node proves it knows
+  // the setup secret for that certificate first, and only a node presenting it is sent the
+  // secret; the reply carries the CA that vouches for the cluster from then on.
   ConnectionSettings settings;
   settings.addresses = {node};
-  settings.token = std::move(setup_secret);
   settings.timeout = session.options().timeout;
+  TP_ASSIGN_OR_RETURN(std::unique_ptr<Transport> asking, environment.connect(settings));
+  TP_ASSIGN_OR_RETURN(HttpReply answer, asking->send(Method::get, "/v1/node", ""));
+  const Json shown = Json::parse(answer.body, nullptr, false);
+  if (answer.status != 200 || !shown.is_object()) {
+    return error(Errc::unavailable, node.to_string() + " did not answer as a Tidepool node");
+  }
+  if (const Json& cluster = field(shown, "cluster"); !cluster.is_null()) {
+    return error(Errc::already_exists, node.to_string() + " is already in cluster '" +
+                                           display(field(cluster, "name")) + "'");
+  }
+  if (field(shown, "setup_proof") != Json(setup_proof(setup_secret, answer.server_fingerprint))) {
+    return error(Errc::access_denied,
+                 node.to_string() +
+                     " did not prove it knows the setup secret given: the secret is not that "
+                     "node's, or another machine answered at its address");
+  }
+  settings.token = std::move(setup_secret);
+  settings.pinned_fingerprint = answer.server_fingerprint;
   TP_ASSIGN_OR_RETURN(std::unique_ptr<Transport> transport, environment.connect(settings));
   TP_ASSIGN_OR_RETURN(
       Json reply, call_api(*transport, Method::post, "/v1/cluster/create", Json{{"name", name}}));

@@ -14,6 +14,8 @@
 #include <cstdio>
 #include <exception>
 
+#include "common/tls_identity.h"
+
 namespace tidepool::cli {
 namespace {
 
@@ -157,6 +159,11 @@ class HttpsTransport final : public Transport {
                              "this address");
     }
     if (handshake_error) co_return exchange_failure(name, "TLS handshake failed", handshake_error);
+    std::string fingerprint = peer_fingerprint(stream.native_handle());
+    if (!settings_.pinned_fingerprint.empty() && fingerprint != settings_.pinned_fingerprint) {
+      co_return error(Errc::access_denied,
+                      name + ": presented another certificate than the node that answered before");
+    }
     const http::request<http::string_body> request = make_request(address, method, target, body);
     auto [write_error, bytes_written] = co_await http::async_write(stream, request, kUseTuple);
     if (write_error) co_return exchange_failure(name, "sending the request", write_error);
@@ -170,7 +177,7 @@ class HttpsTransport final : public Transport {
     tcp.expires_after(kShutdownTimeout);
     co_await stream.async_shutdown(kUseTuple);
     co_return HttpReply{response.result_int(), std::string(response.reason()),
-                        std::move(response.body())};
+                        std::move(response.body()), std::move(fingerprint)};
   }
 
   const ConnectionSettings settings_;

@@ -212,6 +212,33 @@ TEST_F(HttpsTransportTest, WithoutACaAnyNodeIsTrustedOnFirstUse) {
   EXPECT_EQ(requests[0].count(http::field::authorization), 0u);
 }
 
+// `cluster create` asks first, then sends the secret only to the node that presented the same
+// certificate.
+TEST_F(HttpsTransportTest, APinnedRequestGoesOnlyToTheNodePresentingThatCertificate) {
+  TestServer lone_node(cluster_.node, "{}");
+  std::unique_ptr<Transport> asking = https({.addresses = {lone_node.address()}});
+  ASSERT_NE(asking, nullptr);
+  Result<HttpReply> answer = asking->send(Method::get, "/v1/node", "");
+  ASSERT_TRUE(answer.ok()) << answer.status().to_string();
+  EXPECT_EQ(answer->server_fingerprint,
+            *cluster::certificate_fingerprint(cluster_.node.certificate));
+
+  std::unique_ptr<Transport> pinned = https({.addresses = {lone_node.address()},
+                                             .token = "setup-secret",
+                                             .pinned_fingerprint = answer->server_fingerprint});
+  ASSERT_TRUE(pinned->send(Method::post, "/v1/cluster/create", "{}").ok());
+  std::unique_ptr<Transport> elsewhere = https(
+      {.addresses = {lone_node.address()},
+       .token = "setup-secret",
+       .pinned_fingerprint = *cluster::certificate_fingerprint(cluster_.other_node.certificate)});
+  Result<HttpReply> refused = elsewhere->send(Method::post, "/v1/cluster/create", "{}");
+  EXPECT_EQ(refused.code(), Errc::access_denied);
+  EXPECT_EQ(refused.status().message(),
+            lone_node.address().to_string() +
+                ": presented another certificate than the node that answered before");
+  EXPECT_EQ(lone_node.requests().size(), 2u) << "the question and the pinned request only";
+}
+
 TEST_F(HttpsTransportTest, ARefusedConnectionMovesOnToTheNextAddress) {
   TestServer member(cluster_.node, "{}");
   std::unique_ptr<Transport> transport = https({.addresses = {{"127.0.0.1", 1}, member.address()},

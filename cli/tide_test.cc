@@ -316,7 +316,10 @@ TEST_F(TideTest, NetworkInterfacesListShowsEachNodesAddressesAsIsiDoes) {
   EXPECT_EQ(shown["interfaces"][1]["ip_addresses"], Json::array({"127.0.0.1"}));
 }
 
-TEST_F(TideTest, ClusterCreateTrustsTheNodeOnceAndWritesTheCredentials) {
+// The node proves it knows the setup secret for the certificate it presents before it is sent
+// the secret, and only over a connection presenting that certificate.
+TEST_F(TideTest, ClusterCreateTrustsTheNodeThatProvesItsSecretAndWritesTheCredentials) {
+  cluster_.reply_as_node_outside_a_cluster(kSetupSecret);
   cluster_.reply(201, R"({"cluster": {"name": "tidepool", "id": "c0ffee"}, "token": "secret",
                           "ca_certificate": "CA PEM"})");
   write_setup_secret(root_.path());
@@ -324,12 +327,18 @@ TEST_F(TideTest, ClusterCreateTrustsTheNodeOnceAndWritesTheCredentials) {
                   "setup-secret"}),
             kExitSuccess)
       << err_.str();
-  const SentRequest& request = only_request();
+  ASSERT_EQ(cluster_.requests().size(), 2u);
+  const SentRequest& asked = cluster_.requests()[0];
+  EXPECT_EQ(asked.method, Method::get);
+  EXPECT_EQ(asked.target, "/v1/node");
+  EXPECT_EQ(asked.settings.token, "") << "the secret goes only to the node that proved it knows it";
+  const SentRequest& request = cluster_.requests()[1];
   EXPECT_EQ(request.method, Method::post);
   EXPECT_EQ(request.target, "/v1/cluster/create");
   EXPECT_EQ(request.body, R"({"name":"tidepool"})");
   EXPECT_EQ(request.settings.addresses, (std::vector<AdminAddress>{{"127.0.0.1", 8080}}));
   EXPECT_EQ(request.settings.token, kSetupSecret);
+  EXPECT_EQ(request.settings.pinned_fingerprint, internal::FakeCluster::kNodeFingerprint);
   EXPECT_FALSE(request.settings.ca_certificate.has_value());
 
   const fs::path file = root_.path() / ".tidepool" / "tide.json";
@@ -345,6 +354,25 @@ TEST_F(TideTest, ClusterCreateTrustsTheNodeOnceAndWritesTheCredentials) {
   struct stat status {};
   ASSERT_EQ(::stat(file.c_str(), &status), 0);
   EXPECT_EQ(status.st_mode & 0777, 0600u);
+}
+
+TEST_F(TideTest, ClusterCreateSendsNothingToANodeThatDoesNotProveItKnowsTheSecret) {
+  write_setup_secret(root_.path());
+  cluster_.reply_as_node_outside_a_cluster("another node's secret");
+  EXPECT_EQ(tide({"cluster", "create", "tidepool", "--node", "127.0.0.1", "--setup-secret-file",
+                  "setup-secret"}),
+            kExitFailure);
+  EXPECT_EQ(err_.str(),
+            "tide: 127.0.0.1:8080 did not prove it knows the setup secret given: the secret is "
+            "not that node's, or another machine answered at its address\n");
+  cluster_.reply(200, R"({"id": 1, "cluster": {"name": "lab", "id": "c0ffee"}})");
+  EXPECT_EQ(tide({"cluster", "create", "tidepool", "--node", "127.0.0.1", "--setup-secret-file",
+                  "setup-secret"}),
+            kExitFailure);
+  EXPECT_EQ(err_.str(), "tide: 127.0.0.1:8080 is already in cluster 'lab'\n");
+  ASSERT_EQ(cluster_.requests().size(), 2u) << "nothing but the two questions";
+  EXPECT_EQ(cluster_.requests()[1].target, "/v1/node");
+  EXPECT_FALSE(fs::exists(root_.path() / ".tidepool" / "tide.json"));
 }
 
 TEST_F(TideTest, FormingAClusterNeedsTheNodesSetupSecretFromAFile) {
@@ -368,8 +396,10 @@ TEST_F(TideTest, FormingAClusterNeedsTheNodesSetupSecretFromAFile) {
 
 TEST_F(TideTest, ClusterCreateWritesWhereTheWorkdirSays) {
   variables_["TIDE_WORKDIR"] = "from-variable";
+  cluster_.reply_as_node_outside_a_cluster(kSetupSecret);
   cluster_.reply(201,
                  R"({"cluster": {"name": "a", "id": 1}, "token": "t", "ca_certificate": "c"})");
+  cluster_.reply_as_node_outside_a_cluster(kSetupSecret);
   cluster_.reply(201,
                  R"({"cluster": {"name": "b", "id": 2}, "token": "t", "ca_certificate": "c"})");
   write_setup_secret(root_.path());
@@ -396,6 +426,7 @@ TEST_F(TideTest, ClusterCreateNeverReplacesAnotherClustersCredentials) {
   EXPECT_EQ(read_credentials(file)->cluster, "production");
 
   // The same cluster made again (its nodes were wiped) replaces them.
+  cluster_.reply_as_node_outside_a_cluster(kSetupSecret);
   cluster_.reply(201, R"({"cluster": {"name": "production", "id": "new"}, "token": "t2",
                           "ca_certificate": "c2"})");
   EXPECT_EQ(tide({"cluster", "create", "production", "--node", "127.0.0.1", "--setup-secret-file",

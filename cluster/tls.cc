@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/hex.h"
+#include "common/tls_identity.h"
 
 namespace tidepool::cluster {
 namespace {
@@ -229,12 +230,9 @@ Status check_key_matches(const std::string& certificate, const std::string& priv
 
 Result<std::string> certificate_fingerprint(const std::string& certificate) {
   TP_ASSIGN_OR_RETURN(Certificate parsed, parse_certificate(certificate));
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  if (X509_digest(parsed.get(), EVP_sha256(), digest, &length) != 1) {
-    return openssl_error("hashing a certificate");
-  }
-  return to_hex(std::span<const std::uint8_t>(digest, length));
+  std::string fingerprint = tidepool::certificate_fingerprint(parsed.get());
+  if (fingerprint.empty()) return openssl_error("hashing a certificate");
+  return fingerprint;
 }
 
 namespace {
@@ -321,12 +319,8 @@ Result<std::string> unseal(std::string_view sealed, std::string_view secret,
 
 std::optional<PeerCertificate> peer_certificate(ssl_st* ssl) {
   X509* certificate = SSL_get0_peer_certificate(ssl);
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  if (certificate == nullptr || X509_digest(certificate, EVP_sha256(), digest, &length) != 1) {
-    return std::nullopt;
-  }
-  PeerCertificate peer{to_hex(std::span<const std::uint8_t>(digest, length)), {}};
+  if (certificate == nullptr) return std::nullopt;
+  PeerCertificate peer{tidepool::certificate_fingerprint(certificate), {}};
   X509_NAME* subject = X509_get_subject_name(certificate);
   const int index = X509_NAME_get_index_by_NID(subject, NID_commonName, -1);
   const ASN1_STRING* name =

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/tls_identity.h"
 #include "daemon/admin/test_node.h"
 
 namespace tidepool::daemon {

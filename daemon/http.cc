@@ -1,5 +1,7 @@
 #include "daemon/http.h"
 
+#include <spdlog/spdlog.h>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -11,9 +13,9 @@
 #include <boost/beast/ssl.hpp>
 #include <list>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 #include "cluster/tcp_transport.h"
+#include "common/tls_identity.h"
 
 namespace tidepool::daemon {
 namespace {
@@ -195,9 +197,7 @@ asio::awaitable<Result<HttpReply>> https_request_to_new_node(asio::any_io_execut
   auto [handshake_error] = co_await stream.async_handshake(ssl::stream_base::client, kAsTuple);
   if (handshake_error) co_return unreachable(handshake_error);
   HttpReply reply;
-  if (auto presented = cluster::peer_certificate(stream.native_handle())) {
-    reply.server_fingerprint = std::move(presented->fingerprint);
-  }
+  reply.server_fingerprint = peer_fingerprint(stream.native_handle());
   if (!call.pinned_fingerprint.empty() && reply.server_fingerprint != call.pinned_fingerprint) {
     co_return error(Errc::access_denied, address + " presented another certificate than before");
   }

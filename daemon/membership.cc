@@ -2,7 +2,6 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -13,10 +12,11 @@
 #include <nlohmann/json.hpp>
 
 #include "common/callback_awaitable.h"
+#include "common/files.h"
 #include "common/hex.h"
+#include "common/tls_identity.h"
 #include "daemon/config_objects.h"
 #include "daemon/filepool.h"
-#include "common/files.h"
 
 namespace tidepool::daemon {
 namespace {
@@ -132,15 +132,6 @@ Result<RotatedToken> rotate_token(std::string_view identity_body, std::string_vi
   identity.body["token_sha256"] = sha256_hex(token);
   identity.body["ca_key_sealed"] = std::move(sealed);
   return RotatedToken{std::move(token), identity.body.dump()};
-}
-
-std::string setup_proof(std::string_view secret, std::string_view certificate_fingerprint) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
-       reinterpret_cast<const unsigned char*>(certificate_fingerprint.data()),
-       certificate_fingerprint.size(), digest, &length);
-  return to_hex(std::span<const std::uint8_t>(digest, length));
 }
 
 Membership::Membership(asio::any_io_executor strand, const NodeConfig& config, Hooks hooks)

@@ -54,11 +54,6 @@ struct JoinPackage {
   std::string certificate;  // for this node's own key, signed by the cluster CA
 };
 
-// What a node in no cluster shows to prove it knows `secret`, its setup secret: an HMAC of the
-// fingerprint of the certificate it presents (cluster::certificate_fingerprint), so that only
-// the holder of both the secret and that certificate's key can show it over TLS.
-std::string setup_proof(std::string_view secret, std::string_view certificate_fingerprint);
-
 // A new admin token, and the cluster identity object's body `identity_body` with it in place of
 // `current_token`, the CA's key sealed under it instead: the old token stops working on each
 // node as the node applies the change.
@@ -125,7 +120,8 @@ class Membership final : public store::ClusterAccess {
   // config.setup_secret_file names), which making it a member asks for. Always false once a
   // member.
   bool setup_secret_valid(std::string_view secret) const;
-  // While in no cluster, this node's setup_proof() for the certificate it presents; else empty.
+  // While in no cluster, this node's setup_proof() (common/tls_identity.h) for the certificate
+  // it presents; else empty.
   std::string own_setup_proof() const;
 
   // Whether `token` is the cluster's admin token.

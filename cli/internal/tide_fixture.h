@@ -12,6 +12,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "cli/tide.h"
 #include "common/clock.h"
 #include "common/status.h"
+#include "common/tls_identity.h"
 
 namespace tidepool::cli::internal {
 
@@ -35,8 +37,18 @@ struct SentRequest {
 class FakeCluster {
  public:
   void reply(unsigned status, std::string body, std::string reason = "") {
-    replies_.push_back(HttpReply{status, std::move(reason), std::move(body)});
+    replies_.push_back(HttpReply{status, std::move(reason), std::move(body), kNodeFingerprint});
   }
+  // A node in no cluster answering GET /v1/node with the proof that it knows `setup_secret` for
+  // the certificate it presents.
+  void reply_as_node_outside_a_cluster(std::string_view setup_secret) {
+    reply(200, Json{{"id", 1},
+                    {"cluster", nullptr},
+                    {"setup_proof", setup_proof(setup_secret, kNodeFingerprint)}}
+                   .dump());
+  }
+  // The fingerprint of the certificate every fake node presents.
+  static constexpr const char* kNodeFingerprint = "fingerprint-of-the-nodes-certificate";
   const std::vector<SentRequest>& requests() const { return requests_; }
 
   Result<std::unique_ptr<Transport>> connect(ConnectionSettings settings) {

@@ -5,13 +5,14 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "common/tls_identity.h"
 #include "daemon/admin/config_change.h"
 #include "daemon/admin/handlers.h"
 #include "daemon/admin/replies.h"
-#include "store/namespace_record.h"
 #include "daemon/admin/view_json.h"
 #include "daemon/config_objects.h"
 #include "daemon/jobs.h"
+#include "store/namespace_record.h"
 
 namespace tidepool::daemon::admin {
 namespace {

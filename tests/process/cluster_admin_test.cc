@@ -247,13 +247,15 @@ TEST_F(ClusterAdminTest, FilePoolPoliciesLiveInTheClusterAndExplainWhatAppliesTo
 }
 
 // A node in no cluster is made a member only by who has its setup secret: `create` with another
-// node's secret and `add-node` with another node's secret are refused and change nothing.
+// node's secret (tide sees the node's proof fail, and sends it nothing) and `add-node` with
+// another node's secret are refused and change nothing.
 TEST_F(ClusterAdminTest, FormingAClusterNeedsEachNodesOwnSetupSecret) {
   const std::string workdir = cluster_->workdir().string();
   Ran foreign = run(tide_path(), {"--workdir", workdir, "cluster", "create", "lab", "--node",
                                   admin(1), "--setup-secret-file", cluster_->setup_secret_file(2)});
   EXPECT_EQ(foreign.exit_code, 1) << foreign.output;
-  EXPECT_NE(foreign.output.find("that is not this node's setup secret"), std::string::npos)
+  EXPECT_NE(foreign.output.find(admin(1) + " did not prove it knows the setup secret given"),
+            std::string::npos)
       << foreign.output;
   EXPECT_FALSE(fs::exists(cluster_->workdir() / "tide.json"));
 
