@@ -775,7 +775,6 @@ TEST_F(GroupTest, ObserversSeeEveryChangeOncePerNodeInOrder) {
 // --- leases --------------------------------------------------------------------------------
 
 constexpr std::uint64_t kLeaseMs = 1'500;
-constexpr std::uint64_t kRenewMs = 250;
 
 TEST_F(GroupTest, EveryNodeOfAConnectedGroupHoldsItsLeaseWithoutABreak) {
   ASSERT_NO_FATAL_FAILURE(form_cluster(3));
