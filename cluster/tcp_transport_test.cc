@@ -211,6 +211,15 @@ bool refused_at_least(TcpTransport& transport, std::uint64_t count) {
   return transport.stats().connections_refused >= count;
 }
 
+// The fingerprint of the certificate in `identity`, as the group view records it.
+std::string fingerprint_of(const TlsFiles& identity) {
+  std::ifstream file(identity.certificate);
+  const std::string pem((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  const Result<std::string> fingerprint = certificate_fingerprint(pem);
+  EXPECT_TRUE(fingerprint.ok()) << fingerprint.status().to_string();
+  return fingerprint.ok() ? *fingerprint : std::string();
+}
+
 TEST_F(TcpTransportTest, ARevokedCertificateIsRefusedAndItsOpenConnectionClosedAtOnce) {
   TcpTransport* server = start(1, identity("cluster", "node-1"));
   const TlsFiles removed_identity = identity("cluster", "node-2");
@@ -221,11 +230,7 @@ TEST_F(TcpTransportTest, ARevokedCertificateIsRefusedAndItsOpenConnectionClosedA
   removed->send(1, Channel::rpc, bytes("while a member"));
   ASSERT_TRUE(at_server.wait_for(1));
 
-  std::ifstream file(removed_identity.certificate);
-  const std::string pem((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  const Result<std::string> fingerprint = certificate_fingerprint(pem);
-  ASSERT_TRUE(fingerprint.ok());
-  server->set_peer_certificates(PeerCertificates{{}, {*fingerprint}});
+  server->set_peer_certificates(PeerCertificates{{}, {fingerprint_of(removed_identity)}});
   ASSERT_TRUE(refused_at_least(*server, 1)) << "the open connection is closed";
   removed->send(1, Channel::rpc, bytes("after its removal"));
   std::this_thread::sleep_for(300ms);
@@ -244,9 +249,7 @@ TEST_F(TcpTransportTest, AMemberIsTakenOnlyWithTheCertificateTheViewRecordsForIt
   ASSERT_TRUE(refused_at_least(*server, 1));
   EXPECT_TRUE(at_server.messages().empty());
 
-  std::ifstream file(current.certificate);
-  const std::string pem((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  server->set_peer_certificates(PeerCertificates{{{3, *certificate_fingerprint(pem)}}, {}});
+  server->set_peer_certificates(PeerCertificates{{{3, fingerprint_of(current)}}, {}});
   // The connection the server closed swallows what is written to it before the sender sees
   // that it is closed: as after any lost connection, the sender's protocol sends again.
   for (int attempt = 0; attempt < 50 && at_server.messages().empty(); ++attempt) {

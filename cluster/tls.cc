@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include <array>
-#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -334,18 +333,6 @@ std::optional<PeerCertificate> peer_certificate(ssl_st* ssl) {
 
 std::string node_common_name(NodeId id) { return "node-" + std::to_string(id); }
 
-std::optional<NodeId> node_of_common_name(std::string_view common_name) {
-  constexpr std::string_view kPrefix = "node-";
-  if (!common_name.starts_with(kPrefix)) return std::nullopt;
-  const std::string_view digits = common_name.substr(kPrefix.size());
-  NodeId id = 0;
-  const auto [end, failed] = std::from_chars(digits.data(), digits.data() + digits.size(), id);
-  if (failed != std::errc() || end != digits.data() + digits.size() || id == 0 ||
-      digits.starts_with('0')) {
-    return std::nullopt;
-  }
-  return id;
-}
 
 Status create_certificate_authority(const std::string& cluster_name,
                                     const std::string& certificate_path,

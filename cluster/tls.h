@@ -68,9 +68,8 @@ struct PeerCertificate {
 // After the handshake on `ssl`; nullopt when the peer presented no certificate.
 std::optional<PeerCertificate> peer_certificate(ssl_st* ssl);
 
-// The common name of node `id`'s certificates ("node-3"), and the node a common name names.
+// The common name of node `id`'s certificates ("node-3"): the name its peers check.
 std::string node_common_name(NodeId id);
-std::optional<NodeId> node_of_common_name(std::string_view common_name);
 
 // Writes a new self-signed CA (EC P-256, ten years) to `certificate_path` and `key_path`
 // (the key readable by its owner only). Refuses to overwrite.

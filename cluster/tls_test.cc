@@ -87,17 +87,6 @@ TEST(Tls, AFingerprintIsTheSha256OfTheCertificatesDer) {
   EXPECT_EQ(certificate_fingerprint("not a certificate").code(), Errc::invalid_argument);
 }
 
-TEST(Tls, ANodesCommonNameNamesItsIdAndNothingElseDoes) {
-  EXPECT_EQ(node_common_name(3), "node-3");
-  EXPECT_EQ(node_of_common_name("node-3"), NodeId{3});
-  EXPECT_EQ(node_of_common_name(node_common_name(18446744073709551615ULL)),
-            NodeId{18446744073709551615ULL});
-  for (const char* other : {"node-", "node-0", "node-03", "node-3x", "node--3", "Node-3",
-                            "node-18446744073709551616", "tidepool-ca", ""}) {
-    EXPECT_EQ(node_of_common_name(other), std::nullopt) << other;
-  }
-}
-
 TEST(Tls, ASealedKeyOpensOnlyUnderItsSecretAndContextAndUnchanged) {
   const std::string key = "-----BEGIN PRIVATE KEY-----\nsecret bytes\n-----END PRIVATE KEY-----\n";
   const Result<std::string> sealed = seal(key, "admin token", "cluster id");
