@@ -79,6 +79,7 @@ std::string ca_body(const std::string& certificate) {
 struct StoredIdentity {
   json body;
   std::string id;
+  std::string token_sha256;
   std::string sealed_ca_key;
 };
 Result<StoredIdentity> stored_identity(std::string_view identity_body) {
@@ -88,8 +89,9 @@ Result<StoredIdentity> stored_identity(std::string_view identity_body) {
     return error(Errc::corrupt, "the cluster's identity object is malformed");
   }
   std::string id = body["id"];
+  std::string token_sha256 = body["token_sha256"];
   std::string sealed = body["ca_key_sealed"];
-  return StoredIdentity{std::move(body), std::move(id), std::move(sealed)};
+  return StoredIdentity{std::move(body), std::move(id), std::move(token_sha256), std::move(sealed)};
 }
 
 bool same_secret(std::string_view expected, std::string_view given) {
@@ -382,10 +384,8 @@ std::string Membership::own_setup_proof() const {
 bool Membership::token_valid(std::string_view token) const {
   if (!admin_token_known() || token.empty()) return false;
   const cluster::ConfigObject* identity = group_->view().object(kClusterKind, kIdentityName);
-  const json body = json::parse(identity->body, nullptr, false);
-  if (!body.is_object() || !body.value("token_sha256", json()).is_string()) return false;
-  const std::string expected = body["token_sha256"];
-  return same_secret(expected, sha256_hex(token));
+  const Result<StoredIdentity> stored = stored_identity(identity->body);
+  return stored.ok() && same_secret(stored->token_sha256, sha256_hex(token));
 }
 
 asio::awaitable<Result<CreatedCluster>> Membership::create(std::string name) {
