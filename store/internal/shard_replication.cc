@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <limits>
 #include <string_view>
 
 #include "common/crc32c.h"
@@ -36,12 +37,111 @@ int abort_on_conflict(void* applying, int, sqlite3_changeset_iter*) {
   return SQLITE_CHANGESET_ABORT;
 }
 
-// Appends the seal: a CRC32C over the changeset, little-endian.
-void seal(std::vector<std::uint8_t>& changeset) {
-  if (changeset.empty()) return;
-  const std::uint32_t sum = crc32c(changeset);
-  for (int i = 0; i < 4; ++i) changeset.push_back(static_cast<std::uint8_t>(sum >> (8 * i)));
-}
+// Reads the session extension's changeset format (sqlite3session.h, "Changeset Format"),
+// bounded by the bytes there are. SQLite 3.40's changeset reader loops forever on some
+// changesets that are not of that form, and a seal shows only that a changeset arrived as it
+// was sent: what reaches SQLite is first checked here.
+class ChangesetReader {
+ public:
+  explicit ChangesetReader(std::span<const std::uint8_t> bytes) : bytes_(bytes) {}
+
+  bool well_formed() {
+    std::uint64_t columns = 0;
+    while (at_ < bytes_.size()) {
+      const std::uint8_t op = bytes_[at_++];
+      if (op == 'T') {
+        if (!varint(columns) || columns == 0 || columns > kMaxColumns || !skip(columns)) {
+          return false;
+        }
+        if (!table_name()) return false;
+        continue;
+      }
+      // A change comes after its table's header; its indirect flag, then its records.
+      if (columns == 0 || !skip(1)) return false;
+      switch (op) {
+        case SQLITE_INSERT:
+        case SQLITE_DELETE:
+          if (!record(columns, false)) return false;
+          break;
+        case SQLITE_UPDATE:
+          if (!record(columns, true) || !record(columns, true)) return false;
+          break;
+        default:
+          return false;
+      }
+    }
+    return true;
+  }
+
+ private:
+  // SQLite's limit on a table's columns, at its largest.
+  static constexpr std::uint64_t kMaxColumns = 32767;
+
+  bool skip(std::uint64_t count) {
+    if (count > bytes_.size() - at_) return false;
+    at_ += count;
+    return true;
+  }
+
+  // SQLite's variable-length integer: big-endian groups of 7 bits, at most 9 bytes, the ninth
+  // of 8.
+  bool varint(std::uint64_t& value) {
+    value = 0;
+    for (int i = 0; i < 9; ++i) {
+      if (at_ == bytes_.size()) return false;
+      const std::uint8_t byte = bytes_[at_++];
+      if (i == 8) {
+        value = (value << 8) | byte;
+        return true;
+      }
+      value = (value << 7) | (byte & 0x7f);
+      if ((byte & 0x80) == 0) return true;
+    }
+    return true;
+  }
+
+  bool table_name() {
+    for (; at_ < bytes_.size(); ++at_) {
+      if (bytes_[at_] == 0) {
+        ++at_;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // One value per column; only an update's leaves some undefined (type 0).
+  bool record(std::uint64_t columns, bool update) {
+    for (std::uint64_t i = 0; i < columns; ++i) {
+      if (at_ == bytes_.size()) return false;
+      std::uint64_t length = 0;
+      switch (bytes_[at_++]) {
+        case 0:
+          if (!update) return false;
+          break;
+        case SQLITE_INTEGER:
+        case SQLITE_FLOAT:
+          if (!skip(8)) return false;
+          break;
+        case SQLITE_TEXT:
+        case SQLITE_BLOB:
+          if (!varint(length) || length > std::numeric_limits<std::int32_t>::max() ||
+              !skip(length)) {
+            return false;
+          }
+          break;
+        case SQLITE_NULL:
+          break;
+        default:
+          return false;
+      }
+    }
+    return true;
+  }
+
+  std::span<const std::uint8_t> bytes_;
+  std::size_t at_ = 0;
+};
 
 // The changeset a seal covers, if it is whole.
 Result<std::span<const std::uint8_t>> unsealed(std::span<const std::uint8_t> sealed) {
@@ -54,6 +154,12 @@ Result<std::span<const std::uint8_t>> unsealed(std::span<const std::uint8_t> sea
 }
 
 }  // namespace
+
+void seal_changeset(std::vector<std::uint8_t>& changeset) {
+  if (changeset.empty()) return;
+  const std::uint32_t sum = crc32c(changeset);
+  for (int i = 0; i < 4; ++i) changeset.push_back(static_cast<std::uint8_t>(sum >> (8 * i)));
+}
 
 Result<std::unique_ptr<ChangeRecorder>> ChangeRecorder::attach(sqlite::Database& db) {
   std::unique_ptr<ChangeRecorder> recorder(new ChangeRecorder(db));
@@ -94,7 +200,7 @@ Result<std::vector<std::uint8_t>> ChangeRecorder::take() {
   std::vector<std::uint8_t> changeset(static_cast<std::uint8_t*>(bytes),
                                       static_cast<std::uint8_t*>(bytes) + size);
   sqlite3_free(bytes);
-  seal(changeset);
+  seal_changeset(changeset);
   // A session has no reset: the next batch is recorded by a new one.
   end_session();
   TP_RETURN_IF_ERROR(start());
@@ -104,6 +210,9 @@ Result<std::vector<std::uint8_t>> ChangeRecorder::take() {
 Status apply_changeset(sqlite::Database& db, std::span<const std::uint8_t> sealed) {
   if (sealed.empty()) return {};
   TP_ASSIGN_OR_RETURN(const auto changeset, unsealed(sealed));
+  if (!ChangesetReader(changeset).well_formed()) {
+    return error(Errc::corrupt, "a shard changeset not of SQLite's changeset form");
+  }
   TP_RETURN_IF_ERROR(db.exec("BEGIN IMMEDIATE"));
   Applying applying;
   const int rc = sqlite3changeset_apply(
@@ -145,7 +254,7 @@ Result<std::vector<std::uint8_t>> merge_changesets(
   std::vector<std::uint8_t> merged(static_cast<std::uint8_t*>(bytes),
                                    static_cast<std::uint8_t*>(bytes) + size);
   sqlite3_free(bytes);
-  seal(merged);
+  seal_changeset(merged);
   return merged;
 }
 

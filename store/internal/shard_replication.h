@@ -41,6 +41,10 @@ class ChangeRecorder {
   sqlite3_session* session_ = nullptr;
 };
 
+// Appends the seal take() puts on a changeset: a CRC32C over it, little-endian. It catches a
+// changeset damaged on its way, not one a member made up.
+void seal_changeset(std::vector<std::uint8_t>& changeset);
+
 // Changesets take() made one after another, as one sealed changeset that applies as they would
 // in turn (a row inserted and then deleted is not in it at all): several batches reach the
 // mirror in one message and one transaction. A changeset that is not whole is Errc::corrupt.
@@ -48,8 +52,9 @@ Result<std::vector<std::uint8_t>> merge_changesets(
     std::span<const std::vector<std::uint8_t>> sealed);
 
 // Applies a changeset take() made to `db` in one durable transaction. A changeset that is not
-// whole (its seal, a CRC32C over it, does not match) is refused before SQLite reads it: SQLite
-// 3.40's changeset reader can loop forever on a truncated one. A change that does not fit —
+// whole (its seal, a CRC32C over it, does not match), or not of SQLite's changeset form, is
+// refused before SQLite reads it: SQLite 3.40's changeset reader can loop forever on a
+// truncated or malformed one (found by tests/fuzz/mirror_fuzzer.cc). A change that does not fit —
 // the row it updates or deletes is not as the home had it, or the row it inserts exists —
 // means the copy is not in step with the home. Either way nothing is applied and the answer
 // is Errc::corrupt.
