@@ -675,6 +675,13 @@ void NlmProgram::give_back_callback(const asio::ip::address_v4& client) {
   if (--callbacks_by_client_[client.to_uint()] == 0) callbacks_by_client_.erase(client.to_uint());
 }
 
+bool client_took_grant(std::span<const std::uint8_t> results) {
+  xdr::Decoder in(results);
+  netobj(in);
+  const std::uint32_t status = in.u32();
+  return in.ok() && status == NLM4_GRANTED;
+}
+
 awaitable<void> NlmProgram::send_granted(CallContext context, Request request,
                                          std::uint64_t granted_at) {
   // Not when the node may have been fenced since the grant (see lock()): the client waits on,
@@ -701,10 +708,7 @@ awaitable<void> NlmProgram::send_granted(CallContext context, Request request,
   give_back_callback(context.client);
   std::string why = "it no longer wants the lock";
   if (reply.ok()) {
-    xdr::Decoder in(*reply);
-    netobj(in);
-    const std::uint32_t status = in.u32();
-    if (in.ok() && status == NLM4_GRANTED) co_return;
+    if (client_took_grant(*reply)) co_return;
   } else {
     why = reply.status().message();
   }

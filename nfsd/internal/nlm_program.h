@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,9 @@
 #include "nfsd/server.h"
 
 namespace tidepool::nfsd {
+
+// Whether the results of a GRANTED callback (nlm4_res) say that the client took the lock.
+bool client_took_grant(std::span<const std::uint8_t> results);
 
 class NlmProgram final : public RpcProgram {
  public:

@@ -33,6 +33,10 @@ constexpr std::uint32_t kMaxReplyBytes = 64 * 1024;
 
 std::atomic<std::uint32_t> next_xid{0x6e6c6d00u};
 
+Status no_answer(const std::string& where, const boost::system::error_code& failed) {
+  return error(Errc::unavailable, "no answer from " + where + ": " + failed.message());
+}
+
 // A socket whose pending operations are cancelled when the deadline passes; shared with the
 // timer's handler, which may run after the call returned.
 struct Connection {
@@ -66,32 +70,40 @@ awaitable<Result<xdr::Buffer>> call_at(tcp::endpoint to, std::uint32_t program,
   }
   auto [write_error, written] =
       co_await asio::async_write(connection->socket, asio::buffer(message), kUseTuple);
+  if (write_error) {
+    connection->timer.cancel();
+    co_return no_answer(where, write_error);
+  }
+  Result<xdr::Buffer> results = co_await read_reply(connection->socket, xid, where);
+  connection->timer.cancel();
+  co_return results;
+}
+
+}  // namespace
+
+awaitable<Result<xdr::Buffer>> read_reply(tcp::socket& socket, std::uint32_t xid,
+                                          std::string where) {
   // One record of one or more fragments.
   xdr::Buffer reply;
-  bool last = false;
-  boost::system::error_code read_error = write_error;
-  while (!read_error && !last) {
+  for (bool last = false; !last;) {
     std::uint8_t mark[4];
-    auto [mark_error, got] =
-        co_await asio::async_read(connection->socket, asio::buffer(mark), kUseTuple);
-    read_error = mark_error;
-    if (read_error) break;
+    auto [mark_error, got] = co_await asio::async_read(socket, asio::buffer(mark), kUseTuple);
+    if (mark_error) {
+      co_return no_answer(where, mark_error);
+    }
     const std::uint32_t header = boost::endian::load_big_u32(mark);
     last = (header & kLastFragment) != 0;
     const std::uint32_t length = header & ~kLastFragment;
     if (length > kMaxReplyBytes - reply.size()) {
-      connection->timer.cancel();
       co_return error(Errc::corrupt, "an over-long reply from " + where);
     }
     const std::size_t at = reply.size();
     reply.resize(at + length);
-    auto [body_error, body] = co_await asio::async_read(
-        connection->socket, asio::buffer(reply.data() + at, length), kUseTuple);
-    read_error = body_error;
-  }
-  connection->timer.cancel();
-  if (read_error) {
-    co_return error(Errc::unavailable, "no answer from " + where + ": " + read_error.message());
+    auto [body_error, body] =
+        co_await asio::async_read(socket, asio::buffer(reply.data() + at, length), kUseTuple);
+    if (body_error) {
+      co_return no_answer(where, body_error);
+    }
   }
   xdr::Decoder in(reply);
   const std::uint32_t reply_xid = in.u32();
@@ -110,8 +122,6 @@ awaitable<Result<xdr::Buffer>> call_at(tcp::endpoint to, std::uint32_t program,
   xdr::append(results, in.peek_rest());
   co_return results;
 }
-
-}  // namespace
 
 awaitable<Result<xdr::Buffer>> call_client(RpcTarget target, std::uint32_t procedure,
                                            std::span<const std::uint8_t> arguments,

@@ -5,9 +5,11 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/address_v4.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <chrono>
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "common/status.h"
 #include "common/xdr.h"
@@ -32,5 +34,12 @@ boost::asio::awaitable<Result<xdr::Buffer>> call_client(RpcTarget target, std::u
 boost::asio::awaitable<Result<xdr::Buffer>> call_client_retrying(
     RpcTarget target, std::uint32_t procedure, std::span<const std::uint8_t> arguments,
     std::chrono::milliseconds timeout, int attempts);
+
+// Reads the reply to call `xid` from `socket`, which outlives the call (`where` names the peer
+// in errors): one record of at most 64 KiB, in one or more fragments, that accepts the call
+// with success; its results. corrupt for a reply that is over-long, refuses the call or does
+// not parse; unavailable when the connection fails first.
+boost::asio::awaitable<Result<xdr::Buffer>> read_reply(boost::asio::ip::tcp::socket& socket,
+                                                       std::uint32_t xid, std::string where);
 
 }  // namespace tidepool::nfsd

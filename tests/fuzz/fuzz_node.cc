@@ -32,10 +32,14 @@ FuzzNode::FuzzNode(const std::string& data_dir) {
   dispatcher_.add(nfs_.get());
   dispatcher_.add(mount_.get());
   dispatcher_.add(portmap_.get());
+  udp_dispatcher_.add(mount_.get());
+  udp_dispatcher_.add(portmap_.get());
   nlm_ = std::make_unique<nfsd::NlmProgram>(*service_, io_.get_executor());
   nsm_ = std::make_unique<nfsd::NsmProgram>(*nlm_);
   dispatcher_.add(nlm_.get());
   dispatcher_.add(nsm_.get());
+  udp_dispatcher_.add(nlm_.get());
+  udp_dispatcher_.add(nsm_.get());
 }
 
 FuzzNode::~FuzzNode() { store_->close(); }

@@ -27,6 +27,13 @@ class FuzzNode {
   // The sealed handle of the export root.
   nfsd::FileHandle root_handle() const;
 
+  // For serving over a real RpcTransport instead of dispatch(): then io() must be run by one
+  // thread of the caller's, and dispatch() not be called. Over UDP, MOUNT, PMAP, NLM and NSM
+  // answer, as in the daemon (nfsd/server.cc).
+  boost::asio::io_context& io() { return io_; }
+  const nfsd::RpcDispatcher& dispatcher() const { return dispatcher_; }
+  const nfsd::RpcDispatcher& udp_dispatcher() const { return udp_dispatcher_; }
+
  private:
   NodeConfig config_;
   std::unique_ptr<store::Store> store_;
@@ -39,6 +46,7 @@ class FuzzNode {
   std::unique_ptr<nfsd::NlmProgram> nlm_;
   std::unique_ptr<nfsd::NsmProgram> nsm_;
   nfsd::RpcDispatcher dispatcher_;
+  nfsd::RpcDispatcher udp_dispatcher_;
   boost::asio::io_context io_;
 };
 

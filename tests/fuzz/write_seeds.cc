@@ -1,11 +1,13 @@
 // Writes a seed corpus of real calls (one file each) for rpc_fuzzer: the procedures of NFSv3,
-// MOUNT and PMAP with valid handles for the fuzz node's root.
+// MOUNT, PMAP, NLM and NSM with valid handles for the fuzz node's root; and one for
+// transport_fuzzer: the same calls in records and datagrams, and replies to a GRANTED callback.
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <span>
 #include <string>
 
 #include "common/xdr.h"
@@ -40,6 +42,35 @@ tidepool::xdr::Buffer call(std::uint32_t program, std::uint32_t version, std::ui
   return m;
 }
 
+constexpr std::uint32_t kLastFragment = 0x80000000u;
+
+// `bytes` after the record mark of a fragment, the last of its record or not.
+void append_fragment(tidepool::xdr::Buffer& out, std::span<const std::uint8_t> bytes, bool last) {
+  Encoder(out).u32((last ? kLastFragment : 0) | static_cast<std::uint32_t>(bytes.size()));
+  tidepool::xdr::append(out, bytes);
+}
+
+// The first byte picks transport_fuzzer's path (tests/fuzz/transport_fuzzer.cc).
+enum Path : std::uint8_t { tcp = 0, udp = 1, callback_reply = 2 };
+
+tidepool::xdr::Buffer on(Path path) { return tidepool::xdr::Buffer{path}; }
+
+// The reply a client's lock manager sends to a GRANTED callback (xid as transport_fuzzer
+// expects), nlm4_res: cookie and status.
+tidepool::xdr::Buffer granted_reply(std::uint32_t status) {
+  tidepool::xdr::Buffer m;
+  Encoder e(m);
+  for (std::uint32_t word : {0x6e6c6d00u, 1u, 0u, 0u, 0u, 0u}) e.u32(word);
+  e.opaque(std::vector<std::uint8_t>{7});
+  e.u32(status);
+  return m;
+}
+
+void save(const std::string& dir, const std::string& name, std::span<const std::uint8_t> bytes) {
+  std::ofstream(dir + "/" + name, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<long>(bytes.size()));
+}
+
 void sattr(Encoder& e) {
   e.boolean(true);
   e.u32(0644);
@@ -51,11 +82,13 @@ void sattr(Encoder& e) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: write_seeds DIR\n");
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: write_seeds RPC_DIR TRANSPORT_DIR\n");
     return 2;
   }
+  const std::string transport_dir = argv[2];
   std::filesystem::create_directories(argv[1]);
+  std::filesystem::create_directories(transport_dir);
   tidepool::fuzz::FuzzNode node("/dev/shm/tidepool-seeds-" + std::to_string(::getpid()));
   auto root = node.root_handle();
   auto fh = [&root](Encoder& e) { e.opaque(root); };
@@ -220,8 +253,40 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "seed %s got no reply\n", name.c_str());
       return 1;
     }
-    std::ofstream(std::string(argv[1]) + "/" + name, std::ios::binary)
-        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<long>(bytes.size()));
+    save(argv[1], name, bytes);
+    auto record = on(tcp);
+    append_fragment(record, bytes, true);
+    save(transport_dir, "tcp-" + name, record);
+    if (!name.starts_with("nfs-")) {
+      auto datagram = on(udp);
+      tidepool::xdr::append(datagram, bytes);
+      save(transport_dir, "udp-" + name, datagram);
+    }
   }
+  // Calls back to back on one connection, one of them in three fragments.
+  auto pipelined = on(tcp);
+  for (const auto& [name, bytes] : seeds) {
+    if (name != "nfs-getattr" && name != "nfs-lookup" && name != "nfs-readdirplus") continue;
+    const std::span<const std::uint8_t> call(bytes);
+    if (name == "nfs-lookup") {
+      append_fragment(pipelined, call.first(4), false);
+      append_fragment(pipelined, call.subspan(4, 20), false);
+      append_fragment(pipelined, call.subspan(24), true);
+    } else {
+      append_fragment(pipelined, call, true);
+    }
+  }
+  save(transport_dir, "tcp-pipelined", pipelined);
+  for (std::uint32_t status : {0u, 1u}) {
+    const auto reply = granted_reply(status);
+    auto whole = on(callback_reply);
+    append_fragment(whole, reply, true);
+    save(transport_dir, "callback-granted-" + std::to_string(status), whole);
+  }
+  const auto reply = granted_reply(0);
+  auto split = on(callback_reply);
+  append_fragment(split, std::span<const std::uint8_t>(reply).first(12), false);
+  append_fragment(split, std::span<const std::uint8_t>(reply).subspan(12), true);
+  save(transport_dir, "callback-granted-fragments", split);
   return 0;
 }

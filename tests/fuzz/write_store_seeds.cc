@@ -1,7 +1,8 @@
 // Writes a seed corpus for store_call_fuzzer: the requests a remote store and a remote
 // participant really ship (one file each: the method, big-endian — a participant's with the
 // top bit set — then the request), recorded while they run a few of every operation against a
-// store in a scratch directory.
+// store in a scratch directory. And one for mirror_fuzzer: the messages a home sends its mirror
+// while the same operations run on it, as that fuzzer reads them.
 #include <unistd.h>
 
 #include <boost/asio/co_spawn.hpp>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "store/remote_store.h"
+#include "store/shard_mirror.h"
 
 namespace {
 
@@ -136,11 +138,74 @@ awaitable<void> exercise(Store& s) {
   (void)co_await s.fsstat();
 }
 
+// Keeps what a home sends its mirror, in mirror_fuzzer's form ([method: u8][length: u32][bytes],
+// a changeset without its seal), and hands it on to a copy.
+class RecordingTarget final : public MirrorTarget {
+ public:
+  explicit RecordingTarget(ShardCopy& copy) : copy_(copy) {}
+  Status call(MirrorMethod method, std::span<const std::uint8_t> request) override {
+    keep(method, method == MirrorMethod::changes && request.size() >= 4
+                     ? request.first(request.size() - 4)
+                     : request);
+    return copy_.apply(static_cast<std::uint32_t>(method), request);
+  }
+  Result<xdr::Buffer> fetch(MirrorMethod method, std::span<const std::uint8_t> request) override {
+    keep(method, request);
+    return copy_.read(request);
+  }
+  std::vector<std::vector<std::uint8_t>> messages;
+
+ private:
+  void keep(MirrorMethod method, std::span<const std::uint8_t> bytes) {
+    std::vector<std::uint8_t> message(5);
+    message[0] = static_cast<std::uint8_t>(method);
+    boost::endian::store_big_u32(message.data() + 1, static_cast<std::uint32_t>(bytes.size()));
+    message.insert(message.end(), bytes.begin(), bytes.end());
+    messages.push_back(std::move(message));
+  }
+  ShardCopy& copy_;
+};
+
+// Each message the home sends after the whole copy, alone; and the whole copy with all of them
+// in turn, which applies cleanly to a copy in any state.
+Status write_mirror_seeds(const std::filesystem::path& corpus, const std::string& scratch) {
+  std::filesystem::create_directories(corpus);
+  StoreOptions options;
+  options.data_dir = scratch + "/home";
+  options.threads = 1;
+  TP_ASSIGN_OR_RETURN(auto home, Store::open(options));
+  TP_ASSIGN_OR_RETURN(auto copy, ShardCopy::open(scratch + "/copy"));
+  auto target = std::make_shared<RecordingTarget>(*copy);
+  boost::asio::io_context io;
+  auto mirrored = boost::asio::co_spawn(io, home->mirror_to(target), boost::asio::use_future);
+  io.run();
+  TP_RETURN_IF_ERROR(mirrored.get());
+  const std::size_t whole_copy = target->messages.size();
+  io.restart();
+  auto done = boost::asio::co_spawn(io, exercise(*home), boost::asio::use_future);
+  io.run();
+  done.get();
+  home->close();
+  const auto save = [&corpus](const std::string& name, std::span<const std::uint8_t> bytes) {
+    std::ofstream(corpus / name, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()),
+               static_cast<std::streamsize>(bytes.size()));
+  };
+  std::vector<std::uint8_t> all;
+  for (std::size_t i = 0; i < target->messages.size(); ++i) {
+    const auto& message = target->messages[i];
+    if (i >= whole_copy) save("message-" + std::to_string(i - whole_copy), message);
+    all.insert(all.end(), message.begin(), message.end());
+  }
+  save("whole-copy-and-changes", all);
+  return {};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: write_store_seeds CORPUS_DIR\n");
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: write_store_seeds STORE_DIR MIRROR_DIR\n");
     return 2;
   }
   const std::filesystem::path corpus = argv[1];
@@ -169,6 +234,12 @@ int main(int argc, char** argv) {
     carried.get();
   }
   (*home)->close();
+  const Status mirrored = write_mirror_seeds(argv[2], scratch + "-mirror");
   std::filesystem::remove_all(scratch);
+  std::filesystem::remove_all(scratch + "-mirror");
+  if (!mirrored.ok()) {
+    std::fprintf(stderr, "write_store_seeds: %s\n", mirrored.to_string().c_str());
+    return 1;
+  }
   return 0;
 }
