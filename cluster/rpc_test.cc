@@ -23,8 +23,9 @@ class RpcTest : public ::testing::Test {
   RpcTest()
       : a_(world_.loop(1), world_.transport(1), [this] { return epoch_a_; }),
         b_(world_.loop(2), world_.transport(2), [this] { return epoch_b_; }) {
-    b_.handle(kEcho, [](NodeId from, std::span<const std::uint8_t> request,
-                        RpcEndpoint::Reply reply) {
+    b_.handle(kEcho, [this](NodeId from, std::span<const std::uint8_t> request,
+                            RpcEndpoint::Reply reply) {
+      ++served_;
       reply(text("from " + std::to_string(from) + ": " +
                  std::string(request.begin(), request.end())));
     });
@@ -49,6 +50,7 @@ class RpcTest : public ::testing::Test {
   RpcEndpoint a_;
   RpcEndpoint b_;
   std::vector<std::pair<std::string, RpcEndpoint::Reply>> held_;
+  int served_ = 0;  // echo calls b_ served
 };
 
 TEST_F(RpcTest, ACallGetsItsReplyAndTheCalleeKnowsTheCaller) {
@@ -160,10 +162,38 @@ TEST_F(RpcTest, LostAndDuplicatedMessagesNeverAnswerACallTwice) {
   EXPECT_LT(ok, 200);
 }
 
+// A message carries its trailer after the body: kind (1 call, 2 reply), id, epoch, method.
+xdr::Buffer with_trailer(const std::string& body, std::uint32_t kind, std::uint64_t id,
+                         std::uint32_t method) {
+  xdr::Buffer message = text(body);
+  xdr::Encoder out(message);
+  out.u32(kind);
+  out.u64(id);
+  out.u64(7);
+  out.u32(method);
+  return message;
+}
+
+// Dropped: neither served nor answered, and the endpoint goes on serving (a reply nobody waits
+// for, as after its deadline, is not malformed but goes the same way).
 TEST_F(RpcTest, MalformedMessagesAreDropped) {
-  xdr::Buffer garbage{1, 2, 3};
-  world_.transport(1).send(2, Channel::rpc, garbage);
+  const xdr::Buffer well_formed = with_trailer("ping", 1, 900, kEcho);
+  const xdr::Buffer malformed[] = {
+      xdr::Buffer(well_formed.end() - 23, well_formed.end()),  // shorter than a trailer
+      with_trailer("ping", 3, 901, kEcho),                     // neither a call nor a reply
+      with_trailer("", 2, 902, 0),                             // a reply nobody waits for
+  };
+  const std::uint64_t sent_before = world_.messages_sent();
+  for (const xdr::Buffer& message : malformed) world_.transport(1).send(2, Channel::rpc, message);
   world_.run_until(world_.now_ms() + 100);
+  EXPECT_EQ(served_, 0) << "a malformed message was served";
+  EXPECT_EQ(world_.messages_sent(), sent_before + std::size(malformed)) << "and answered";
+
+  // The same message whole is served, and answered.
+  world_.transport(1).send(2, Channel::rpc, well_formed);
+  world_.run_until(world_.now_ms() + 100);
+  EXPECT_EQ(served_, 1);
+  EXPECT_EQ(world_.messages_sent(), sent_before + std::size(malformed) + 2);
   auto result = call(kEcho, "after garbage");
   ASSERT_TRUE(result && result->ok());
 }

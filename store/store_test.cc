@@ -468,14 +468,28 @@ TEST_P(StoreTest, ReadMovesAtimeOnlyPastTheGracePeriod) {
 namespace tidepool::store {
 namespace {
 
+// Bob reaches Alice's file through his supplementary group only: the file's group bits, for
+// every call (a permission remembered from the last one must not stand in).
 TEST_P(StoreTest, CallersWithSupplementaryGroupsReadAndWrite) {
-  InodeId f = make_file(kRootInode, "groups", kBob, 0664);
+  InodeId f = make_file(kRootInode, "groups", kAlice, 0660);
+  AttributeChanges group;
+  group.gid = kBob.groups.front();
+  ASSERT_TRUE(run(store_->setattr(f, group, kRoot, std::nullopt)).ok());
+  const Caller bob_outside_the_group{kBob.uid, kBob.gid, {}};
   std::vector<std::uint8_t> data(100, 1);
   std::vector<std::uint8_t> back(100);
   for (int i = 0; i < 50; ++i) {
     ASSERT_TRUE(run(store_->write(f, i, data, Stability::unstable, kBob)).ok());
     ASSERT_TRUE(run(store_->read(f, 0, back, kBob)).ok());
+    ASSERT_EQ(run(store_->write(f, i, data, Stability::unstable, bob_outside_the_group)).code(),
+              Errc::access_denied);
+    ASSERT_EQ(run(store_->read(f, 0, back, bob_outside_the_group)).code(), Errc::access_denied);
   }
+  AttributeChanges owner_only;
+  owner_only.mode = 0600;
+  ASSERT_TRUE(run(store_->setattr(f, owner_only, kAlice, std::nullopt)).ok());
+  EXPECT_EQ(run(store_->write(f, 0, data, Stability::unstable, kBob)).code(), Errc::access_denied);
+  EXPECT_EQ(run(store_->read(f, 0, back, kBob)).code(), Errc::access_denied);
 }
 
 }  // namespace

@@ -67,6 +67,9 @@ class Scenario {
     return failure_;
   }
 
+  std::uint64_t proposed() const { return proposed_; }
+  std::uint64_t committed() const { return committed_; }
+
   std::string summary() const {
     std::ostringstream out;
     out << "seed " << seed_ << " at " << world_.now_ms() << " ms: " << proposed_ << " proposed, " << committed_
@@ -373,14 +376,20 @@ std::uint64_t env_number(const char* name, std::uint64_t fallback) {
   return value != nullptr ? std::strtoull(value, nullptr, 10) : fallback;
 }
 
-void run_seed(std::uint64_t seed, bool verbose = false) {
+struct Outcome {
+  std::uint64_t proposed = 0;   // during the chaos
+  std::uint64_t committed = 0;  // of those, reported committed to the node that proposed it
+};
+
+// Runs one seed; what became of the changes its nodes proposed.
+Outcome run_seed(std::uint64_t seed, bool verbose = false) {
   Scenario scenario(seed);
   std::optional<std::string> failure = scenario.run();
   if (verbose) std::printf("%s\n", scenario.summary().c_str());
-  ASSERT_FALSE(failure.has_value())
-      << *failure << "\n  " << scenario.summary()
-      << "\n  replay: TIDEPOOL_SIM_SEED=" << seed
+  EXPECT_FALSE(failure.has_value())
+      << *failure << "\n  " << scenario.summary() << "\n  replay: TIDEPOOL_SIM_SEED=" << seed
       << " group_sim_test --gtest_filter=GroupSimReplay.ReplayOneSeed";
+  return {scenario.proposed(), scenario.committed()};
 }
 
 // Ten shards of seeds, so that ctest runs them in parallel: 1,000 runs in all by default.
@@ -388,14 +397,23 @@ class GroupSim : public ::testing::TestWithParam<int> {};
 
 TEST_P(GroupSim, ViewNeverDivergesMinorityNeverCommitsAndHealedNodesConverge) {
   std::uint64_t per_shard = env_number("TIDEPOOL_SIM_RUNS_PER_SHARD", 100);
-  std::uint64_t committed_runs = 0;
+  // A cluster that commits nothing keeps every safety invariant. Each run ends by committing a
+  // change once healed (settle()); through the chaos too, a good share of what nodes propose
+  // must commit: about half did over seeds 1 to 300 (4,827 proposed, 2,359 committed), and a
+  // few runs cut so often that none of theirs did.
+  Outcome all;
   for (std::uint64_t i = 0; i < per_shard; ++i) {
     std::uint64_t seed = static_cast<std::uint64_t>(GetParam()) * per_shard + i + 1;
-    run_seed(seed);
-    if (HasFatalFailure()) return;
-    committed_runs++;
+    const Outcome run = run_seed(seed);
+    if (HasFailure()) return;
+    all.proposed += run.proposed;
+    all.committed += run.committed;
   }
-  EXPECT_EQ(committed_runs, per_shard);
+  // A share of a handful of runs says little: one run can be all cuts.
+  if (per_shard >= 20) {
+    EXPECT_GE(all.committed * 4, all.proposed) << all.committed << " of " << all.proposed
+                                               << " changes proposed during the chaos committed";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shards, GroupSim, ::testing::Range(0, 10));

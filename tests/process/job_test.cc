@@ -99,8 +99,13 @@ TEST_F(JobTest, SmartPoolsAppliesThePoliciesAndCanBePausedResumedAndCancelled) {
   const Ran twice = tide(1, {"job", "jobs", "pause", std::to_string(id)});
   EXPECT_EQ(twice.exit_code, 1);
   EXPECT_NE(twice.output.find("is paused already"), std::string::npos) << twice.output;
+  // A paused job makes no progress: what it counted stays as it was (after the batch under way
+  // when the pause came, whose progress may still be saved).
+  std::this_thread::sleep_for(500ms);
+  const std::uint64_t scanned_at_pause = job(1, id)["progress"]["files_scanned"];
   std::this_thread::sleep_for(1s);
-  const std::uint64_t scanned_while_paused = job(1, id)["progress"]["files_scanned"];
+  const std::uint64_t scanned_while_paused = job(2, id)["progress"]["files_scanned"];
+  EXPECT_EQ(scanned_while_paused, scanned_at_pause);
   EXPECT_LT(scanned_while_paused, static_cast<std::uint64_t>(kDataFiles + kLogFiles));
 
   ASSERT_EQ(tide(2, {"job", "jobs", "resume", std::to_string(id)}).exit_code, 0);

@@ -195,6 +195,7 @@ TEST_F(Setattr, OwnerMayChangeModeOfOwnFile) {
   auto user = connect_as(kUser);
   FileHandle f = user->make_file(dir, "mine", 0644);
   EXPECT_EQ(user->setattr(f, Sattr::with_mode(0600)).status, NFS3_OK);
+  EXPECT_EQ(nfs().getattr(f).attr.mode & 07777, 0600u) << "read back through another client";
 }
 
 TEST_F(Setattr, SizeOfADirectoryIsRefused) {
