@@ -730,6 +730,8 @@ TEST_F(PartitionTest, WithTheLeaseCheckSwitchedOffTheCheckerReportsTheStaleRead)
   const FileHandle& fh = world_->files[0];
   // A call through node k, tried again while refused (bounded): the cluster may still be
   // settling after the last schedule, and a write waits for a cut-off reader to be fenced.
+  // What the refused tries answered, for the message when none succeeds.
+  std::map<std::string, int> refusals;
   const auto record = [&](std::size_t k, Call::Kind kind, const std::string& word) {
     InsideNamespace inside(network().node_namespace(k));
     for (const auto deadline = Clock::now() + 30s; Clock::now() < deadline;) {
@@ -739,19 +741,36 @@ TEST_F(PartitionTest, WithTheLeaseCheckSwitchedOffTheCheckerReportsTheStaleRead)
           made(nfs, fh, {kind, static_cast<int>(k), 0, -1, Clock::now(), {}, false, word, {}});
       history.add(c);
       if (c.ok) return true;
+      ++refusals["node " + std::to_string(k) + ": " + (c.refusal.empty() ? "?" : c.refusal)];
       std::this_thread::sleep_for(200ms);
     }
     return false;
+  };
+  const auto refused = [&] {
+    std::string out;
+    for (const auto& [what, count] : refusals)
+      out += "\n  " + what + " (" + std::to_string(count) + "x)";
+    return out;
   };
   // Node 3 caches the file; cut off, it keeps serving that after node 1 acknowledged a write.
   ASSERT_TRUE(record(3, Call::Kind::write, word_of(3, 1)));
   ASSERT_TRUE(record(3, Call::Kind::read, ""));
   ASSERT_TRUE(network().isolate(3)) << network().error();
+  const Time cut = Clock::now();
   const bool written = record(1, Call::Kind::write, word_of(1, 1));
+  if (written) {
+    // Usually a few seconds: the time it takes to fence node 3. Printed to see it creep.
+    std::printf("node 1 took a write %.1f s after node 3 was cut off\n",
+                std::chrono::duration<double>(Clock::now() - cut).count());
+  }
+  // How the cluster looked while the write was refused, before the heal changes it.
+  const std::string status_while_cut = written ? "" : cluster().tide(1, {"status"}).output;
   const bool read = record(3, Call::Kind::read, "");
   ASSERT_TRUE(network().heal());
-  ASSERT_TRUE(written);
-  ASSERT_TRUE(read);
+  ASSERT_TRUE(written) << "no write through node 1 within 30 s of node 3's cut; refused with:"
+                       << refused() << "\ntide status through node 1:\n"
+                       << status_while_cut;
+  ASSERT_TRUE(read) << refused();
   const std::string violations = history.check(origin);
   EXPECT_NE(violations.find("stale read: client 3"), std::string::npos) << violations;
 }
