@@ -59,9 +59,9 @@ bool port_is_free(const std::string& address, uint16_t port) {
   return ok;
 }
 
-bool keep_dirs() { return std::getenv("TIDEPOOL_KEEP_TEST_DIRS") != nullptr; }
-
 }  // namespace
+
+bool keep_test_dirs() { return std::getenv("TIDEPOOL_KEEP_TEST_DIRS") != nullptr; }
 
 std::string tided_path() {
   if (const char* env = std::getenv("TIDEPOOL_TIDED")) return env;
@@ -135,7 +135,7 @@ TidedNode::TidedNode(NodeOptions options) : options_(std::move(options)) {
 
 TidedNode::~TidedNode() {
   stop();
-  if (!root_dir_.empty() && !keep_dirs()) {
+  if (!root_dir_.empty() && !keep_test_dirs()) {
     std::error_code ec;
     std::filesystem::remove_all(root_dir_, ec);
   }

@@ -59,6 +59,9 @@ struct NodeOptions {
 std::string tided_path();
 // Likewise for the tide CLI.
 std::string tide_path();
+// Whether a test's directories (the nodes' data and logs) stay after it: TIDEPOOL_KEEP_TEST_DIRS
+// is set, to read what the nodes did.
+bool keep_test_dirs();
 
 class TidedNode {
  public:

@@ -70,7 +70,7 @@ TideCluster::~TideCluster() {
   EXPECT_TRUE(crashed.empty()) << crashed;
   nodes_.clear();
   std::error_code ignored;
-  fs::remove_all(workdir_, ignored);
+  if (!keep_test_dirs()) fs::remove_all(workdir_, ignored);
 }
 
 std::string TideCluster::crashed_nodes() {
