@@ -87,16 +87,14 @@ class ChangesetReader {
   // of 8.
   bool varint(std::uint64_t& value) {
     value = 0;
-    for (int i = 0; i < 9; ++i) {
+    for (int i = 0; i < 8; ++i) {
       if (at_ == bytes_.size()) return false;
       const std::uint8_t byte = bytes_[at_++];
-      if (i == 8) {
-        value = (value << 8) | byte;
-        return true;
-      }
       value = (value << 7) | (byte & 0x7f);
       if ((byte & 0x80) == 0) return true;
     }
+    if (at_ == bytes_.size()) return false;
+    value = (value << 8) | bytes_[at_++];
     return true;
   }
 
