@@ -13,6 +13,7 @@
 #include "cluster/internal/lease_keeper.h"
 #include "cluster/internal/raft_io.h"
 #include "cluster/internal/raft_log.h"
+#include "common/fail_points.h"
 
 namespace tidepool::cluster {
 
@@ -611,7 +612,10 @@ class GroupMember::Impl final : public internal::LeaseKeeper::Group {
         heard = true;
       } else {
         auto last = leases_.last_heard(node.id);
-        heard = last && now - *last < static_cast<std::uint64_t>(options_.down_after.count());
+        const std::chrono::milliseconds silence =
+            fail_points::switched_on(fail_points::kRecordDownWhileLeaseRuns) ? options_.heartbeat
+                                                                             : options_.down_after;
+        heard = last && now - *last < static_cast<std::uint64_t>(silence.count());
       }
       if (heard != node.up && (heard || settled)) flips.emplace_back(node.id, heard);
     }

@@ -23,7 +23,10 @@ constexpr std::chrono::seconds kMinRepairDelay{1};
 constexpr std::chrono::seconds kMaxRepairDelay{4 * 7 * 86400};
 constexpr std::string_view kCrossShardDecidePause = "debug.fail_point.cross_shard_decide";
 constexpr std::string_view kNlmGrantReplyPause = "debug.fail_point.nlm_grant_reply";
+constexpr std::string_view kFailPointPrefix = "debug.fail_point.";
 constexpr std::string_view kIgnoreLeases = "debug.fail_point.ignore_leases";
+constexpr std::string_view kKeepWhatCallbacksDrop = "debug.fail_point.keep_what_callbacks_drop";
+constexpr std::string_view kLeakAtExit = "debug.fail_point.leak_at_exit";
 
 bool is_flag(const SysctlSpec& spec) { return spec.unit.empty(); }
 
@@ -166,6 +169,14 @@ const std::vector<SysctlSpec>& sysctl_specs() {
        "fault injection, never on a cluster that serves data: every node serves as if it held "
        "its lease, cut off or not (true or false)",
        ""},
+      {kKeepWhatCallbacksDrop,
+       "fault injection, never on a cluster that serves data: every node keeps the cached data "
+       "its locks' callbacks tell it to drop (true or false)",
+       ""},
+      {kLeakAtExit,
+       "fault injection: every node leaks memory when it stops, for the sanitizers to find "
+       "(true or false)",
+       ""},
   };
   return specs;
 }
@@ -217,7 +228,7 @@ std::string sysctl_default(const SysctlSpec& spec, const NodeConfig& config) {
   if (spec.name == kAtimeEnabled) return config.atime_enabled ? "true" : "false";
   if (spec.name == kTransferLimit) return std::to_string(kDefaultTransferLimitPercent);
   if (spec.name == kCrossShardDecidePause || spec.name == kNlmGrantReplyPause) return "0s";
-  if (spec.name == kIgnoreLeases) return "false";
+  if (spec.name.starts_with(kFailPointPrefix) && is_flag(spec)) return "false";
   if (spec.name == kRepairDelay) return format_duration(kDefaultRepairDelay);
   return format_duration(config.atime_grace_period);
 }
@@ -247,8 +258,8 @@ std::chrono::seconds nlm_grant_reply_pause(const cluster::GroupView& view) {
   return duration_value(view, kNlmGrantReplyPause, std::chrono::seconds(0));
 }
 
-bool ignore_leases(const cluster::GroupView& view) {
-  return cluster_value(view, kIgnoreLeases) == "true";
+bool fail_point_switched_on(const cluster::GroupView& view, std::string_view name) {
+  return cluster_value(view, std::string(kFailPointPrefix) + std::string(name)) == "true";
 }
 
 std::chrono::seconds repair_delay(const cluster::GroupView& view) {

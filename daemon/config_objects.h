@@ -83,9 +83,9 @@ std::chrono::seconds repair_delay(const cluster::GroupView& view);
 std::chrono::seconds cross_shard_decide_pause(const cluster::GroupView& view);
 // debug.fail_point.nlm_grant_reply: the pause of fail point kNlmGrantReply; 0 when unset.
 std::chrono::seconds nlm_grant_reply_pause(const cluster::GroupView& view);
-// debug.fail_point.ignore_leases: fail point kIgnoreLeases (common/fail_points.h) on every node;
-// off when unset.
-bool ignore_leases(const cluster::GroupView& view);
+// debug.fail_point.NAME, for the switches among the fail points (common/fail_points.h): whether
+// switch NAME is on, on every node; off when unset.
+bool fail_point_switched_on(const cluster::GroupView& view, std::string_view name);
 
 // The nodes the cluster places file data on no more: down past the repair delay. The leader
 // writes the record; every home leaves these nodes out of their pools (pool_nodes), for new

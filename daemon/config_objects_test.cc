@@ -59,17 +59,20 @@ TEST(Sysctls, TheFailPointPausesAreDurationsAndOffUnlessSet) {
   }
 }
 
-TEST(Sysctls, TheFailPointIgnoringLeasesIsAFlagAndOffUnlessSet) {
-  const SysctlSpec* ignore = find_sysctl("debug.fail_point.ignore_leases");
-  ASSERT_NE(ignore, nullptr);
-  EXPECT_EQ(normalize_sysctl(*ignore, "1").value(), "true");
-  EXPECT_FALSE(normalize_sysctl(*ignore, "30s").ok());
-  EXPECT_EQ(sysctl_default(*ignore, NodeConfig{}), "false");
-  cluster::GroupView view;
-  EXPECT_FALSE(ignore_leases(view));
-  view.objects.push_back(
-      {std::string(kSysctlKind), "debug.fail_point.ignore_leases", R"({"value":"true"})", 4});
-  EXPECT_TRUE(ignore_leases(view));
+TEST(Sysctls, TheFailPointSwitchesAreFlagsAndOffUnlessSet) {
+  for (const std::string name : {"ignore_leases", "keep_what_callbacks_drop", "leak_at_exit"}) {
+    const std::string sysctl = "debug.fail_point." + name;
+    const SysctlSpec* spec = find_sysctl(sysctl);
+    ASSERT_NE(spec, nullptr) << sysctl;
+    EXPECT_EQ(normalize_sysctl(*spec, "1").value(), "true") << sysctl;
+    EXPECT_FALSE(normalize_sysctl(*spec, "30s").ok()) << sysctl;
+    EXPECT_EQ(sysctl_default(*spec, NodeConfig{}), "false") << sysctl;
+    cluster::GroupView view;
+    EXPECT_FALSE(fail_point_switched_on(view, name)) << sysctl;
+    view.objects.push_back({std::string(kSysctlKind), sysctl, R"({"value":"true"})", 4});
+    EXPECT_TRUE(fail_point_switched_on(view, name)) << sysctl;
+    EXPECT_FALSE(fail_point_switched_on(view, "another")) << sysctl;
+  }
 }
 
 TEST(Sysctls, TheAtimeGracePeriodTakesMillisecondsAsOneFsAndShowsThemBack) {

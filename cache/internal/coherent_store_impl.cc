@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "common/callback_awaitable.h"
+#include "common/fail_points.h"
 
 namespace tidepool::cache {
 namespace {
@@ -58,7 +59,9 @@ void CoherentStore::Impl::attach(cluster::EventLoop* loop, lockmgr::LockManager*
                                   std::function<void()> done) {
           // The data lock going drops all the node keeps of the file; the attributes' lock
           // (given up alone when idle too long) its attributes only. A change revokes both.
-          if (auto self = weak.lock(); self && !still_readable(kept)) {
+          if (auto self = weak.lock();
+              self && !still_readable(kept) &&
+              !fail_points::switched_on(fail_points::kKeepWhatCallbacksDrop)) {
             const bool attributes = resource.kind == lockmgr::ResourceKind::attributes;
             if (attributes) self->pause_attributes_lock(resource.id);
             const bool dropped =

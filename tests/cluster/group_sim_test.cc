@@ -22,6 +22,8 @@
 
 #include "cluster/group.h"
 #include "cluster/sim.h"
+#include "common/fail_points.h"
+#include "tests/seeds/seeds.h"
 
 namespace tidepool::cluster {
 namespace {
@@ -392,18 +394,22 @@ Outcome run_seed(std::uint64_t seed, bool verbose = false) {
   return {scenario.proposed(), scenario.committed()};
 }
 
-// Ten shards of seeds, so that ctest runs them in parallel: 1,000 runs in all by default.
+// Seeds from the commit under test each shard runs besides its fixed ones (tests/seeds/seeds.h).
+constexpr std::size_t kCommitSeedsPerShard = 2;
+
+// Ten shards of seeds, so that ctest runs them in parallel: 1,000 fixed runs in all by default.
 class GroupSim : public ::testing::TestWithParam<int> {};
 
 TEST_P(GroupSim, ViewNeverDivergesMinorityNeverCommitsAndHealedNodesConverge) {
   std::uint64_t per_shard = env_number("TIDEPOOL_SIM_RUNS_PER_SHARD", 100);
+  const std::vector<std::uint64_t> seeds = test::shard_seeds(
+      "group_sim", static_cast<std::uint64_t>(GetParam()), per_shard, kCommitSeedsPerShard);
   // A cluster that commits nothing keeps every safety invariant. Each run ends by committing a
   // change once healed (settle()); through the chaos too, a good share of what nodes propose
   // must commit: about half did over seeds 1 to 300 (4,827 proposed, 2,359 committed), and a
   // few runs cut so often that none of theirs did.
   Outcome all;
-  for (std::uint64_t i = 0; i < per_shard; ++i) {
-    std::uint64_t seed = static_cast<std::uint64_t>(GetParam()) * per_shard + i + 1;
+  for (const std::uint64_t seed : seeds) {
     const Outcome run = run_seed(seed);
     if (HasFailure()) return;
     all.proposed += run.proposed;
@@ -426,6 +432,20 @@ class ScratchCleanup : public ::testing::Environment {
   }
 };
 const auto* const kScratchCleanup = ::testing::AddGlobalTestEnvironment(new ScratchCleanup);
+
+// The checker is shown to fire: with a leader that records a node down after a heartbeat of
+// silence, as one that forgot leases would, the first seeds see a node recorded down while its
+// lease runs.
+TEST(GroupSimChecker, ReportsANodeRecordedDownWhileItsLeaseRuns) {
+  const fail_points::SwitchedOn broken(fail_points::kRecordDownWhileLeaseRuns);
+  std::string failures;
+  for (std::uint64_t seed = 1; seed <= 10 && failures.empty(); ++seed) {
+    Scenario scenario(seed);
+    failures = scenario.run().value_or("");
+  }
+  EXPECT_NE(failures.find("while its lease runs"), std::string::npos)
+      << "the checker said: " << failures;
+}
 
 TEST(GroupSimReplay, ReplayOneSeed) {
   std::uint64_t seed = env_number("TIDEPOOL_SIM_SEED", 0);

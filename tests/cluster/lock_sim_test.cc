@@ -29,7 +29,9 @@
 #include <vector>
 
 #include "cluster/sim.h"
+#include "common/fail_points.h"
 #include "lockmgr/lock_manager.h"
+#include "tests/seeds/seeds.h"
 
 namespace tidepool::lockmgr {
 namespace {
@@ -536,18 +538,36 @@ constexpr std::uint64_t kRunsPerShard = 100;
 constexpr std::uint64_t kRunsPerShard = 1000;
 #endif
 
-// Ten shards of seeds, so that ctest runs them in parallel: 10,000 runs in all by default.
+// Seeds from the commit under test each shard runs besides its fixed ones (tests/seeds/seeds.h).
+constexpr std::size_t kCommitSeedsPerShard = 3;
+
+// Ten shards of seeds, so that ctest runs them in parallel: 10,000 fixed runs in all by default.
 class LockSim : public ::testing::TestWithParam<int> {};
 
 TEST_P(LockSim, NoConflictingGrantsNothingLostAndEveryRequestEnds) {
   const std::uint64_t per_shard = env_number("TIDEPOOL_LOCK_SIM_RUNS_PER_SHARD", kRunsPerShard);
-  for (std::uint64_t i = 0; i < per_shard; ++i) {
-    run_seed(static_cast<std::uint64_t>(GetParam()) * per_shard + i + 1);
+  const std::vector<std::uint64_t> seeds = test::shard_seeds(
+      "lock_sim", static_cast<std::uint64_t>(GetParam()), per_shard, kCommitSeedsPerShard);
+  for (const std::uint64_t seed : seeds) {
+    run_seed(seed);
     if (HasFatalFailure()) return;
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shards, LockSim, ::testing::Range(0, 10));
+
+// The checker is shown to fire: with coordinators granting over held locks, as a table that
+// forgot to look would, the first seeds see conflicting grants.
+TEST(LockSimChecker, ReportsTheConflictingGrantsOfCoordinatorsThatGrantOverHeldLocks) {
+  const fail_points::SwitchedOn broken(fail_points::kGrantOverHeldLocks);
+  std::string failures;
+  for (std::uint64_t seed = 1; seed <= 10 && failures.empty(); ++seed) {
+    Scenario scenario(seed, false);
+    failures = scenario.run().value_or("");
+  }
+  EXPECT_NE(failures.find("on an overlapping range"), std::string::npos)
+      << "the checker said: " << failures;
+}
 
 TEST(LockSimReplay, ReplayOneSeed) {
   const std::uint64_t seed = env_number("TIDEPOOL_LOCK_SIM_SEED", 0);

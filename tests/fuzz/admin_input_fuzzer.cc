@@ -53,7 +53,7 @@ void read_objects(const cluster::GroupView& view) {
   (void)repair_delay(view);
   (void)cross_shard_decide_pause(view);
   (void)nlm_grant_reply_pause(view);
-  (void)ignore_leases(view);
+  (void)fail_point_switched_on(view, "ignore_leases");
   (void)lost_nodes_of(view);
 }
 

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
@@ -10,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -17,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <thread>
 
@@ -135,6 +138,13 @@ TidedNode::TidedNode(NodeOptions options) : options_(std::move(options)) {
 
 TidedNode::~TidedNode() {
   stop();
+  const std::string problems = ending_problems();
+  if (!problems.empty()) {
+    ADD_FAILURE() << "tided node " << options_.node_id << " on " << endpoint_.address
+                  << " did not end well (its directory is kept: " << root_dir_ << "):\n"
+                  << problems;
+    return;
+  }
   if (!root_dir_.empty() && !keep_test_dirs()) {
     std::error_code ec;
     std::filesystem::remove_all(root_dir_, ec);
@@ -238,6 +248,7 @@ bool TidedNode::start(std::string* error) {
   pid_ = child;
   exit_description_.clear();
   ending_ = false;
+  asked_to_stop_ = false;
   exited_unasked_ = false;
 
   auto deadline = Clock::now() + options_.start_timeout;
@@ -294,17 +305,59 @@ bool TidedNode::reap(bool block) {
 
 bool TidedNode::running() { return pid_ > 0 && !reap(false); }
 
+void TidedNode::ask_to_stop() {
+  if (pid_ <= 0 || asked_to_stop_ || !running()) return;
+  ending_ = true;
+  asked_to_stop_ = true;
+  ::kill(pid_, SIGTERM);
+}
+
 void TidedNode::stop() {
   if (pid_ <= 0) return;
   if (!running()) return;
-  ending_ = true;
-  ::kill(pid_, SIGTERM);
+  const pid_t stopping = pid_;
+  // A second SIGTERM would meet a process that already handled the first one and no longer
+  // catches it: that signal would end it, and not its way down.
+  ask_to_stop();
   auto deadline = Clock::now() + options_.stop_timeout;
   for (int tries = 0; tries < 100000 && Clock::now() < deadline; ++tries) {
-    if (reap(false)) return;
+    if (reap(false)) {
+      if (exit_description_ != "exit 0") {
+        unclean_stops_ += "pid " + std::to_string(stopping) + " ended with " + exit_description_ +
+                          " on SIGTERM, not exit 0\n";
+      }
+      return;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   kill();
+  unclean_stops_ += "pid " + std::to_string(stopping) + " did not exit within " +
+                    std::to_string(options_.stop_timeout.count()) +
+                    " ms of SIGTERM, and was killed\n";
+}
+
+std::string TidedNode::ending_problems() const {
+  std::string problems = unclean_stops_;
+  std::ifstream in(log_path_, std::ios::binary);
+  const std::string log{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (const std::string report = sanitizer_report(log); !report.empty()) {
+    problems += "a sanitizer reported in " + log_path_ + ":\n" + report;
+  } else if (!problems.empty()) {
+    problems += "its log ends:\n" + log_tail();
+  }
+  return problems;
+}
+
+std::string sanitizer_report(const std::string& log, std::size_t max_bytes) {
+  std::size_t first = std::string::npos;
+  for (const char* marker : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                             ": runtime error: ", "SUMMARY: UndefinedBehaviorSanitizer"}) {
+    first = std::min(first, log.find(marker));
+  }
+  if (first == std::string::npos) return "";
+  const std::size_t line = log.rfind('\n', first);
+  const std::size_t from = line == std::string::npos ? 0 : line + 1;
+  return log.substr(from, max_bytes);
 }
 
 void TidedNode::kill() {

@@ -9,12 +9,19 @@
 // (PR_SET_PDEATHSIG). kill() + start() restarts on the same data directory
 // and address.
 //
+// The destructor also fails the running test when the node did not end well:
+// a stop() that did not end in exit status 0 (a leak the sanitizers found at
+// exit, a crash on the way down, a hang past the bound) or a sanitizer's
+// report anywhere in its log. It then prints the report and keeps the
+// node's directory, log included.
+//
 // Not thread-safe: drive a node from one thread.
 #pragma once
 
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -51,7 +58,8 @@ struct NodeOptions {
   // The network namespace (by its name under /run/netns) to run in; empty: the test's own.
   std::string network_namespace;
   std::chrono::milliseconds start_timeout = std::chrono::seconds(10);
-  std::chrono::milliseconds stop_timeout = std::chrono::seconds(5);
+  // Long enough for the leak check at exit under the sanitizers, which reads the whole heap.
+  std::chrono::milliseconds stop_timeout = std::chrono::seconds(20);
 };
 
 // The path of the tided binary this test binary was built with ("" if the
@@ -78,6 +86,9 @@ class TidedNode {
   bool start(std::string* error);
   // SIGTERM, then SIGKILL after options.stop_timeout; reaps the child.
   void stop();
+  // SIGTERM without waiting for the exit, which stop() then waits for: to stop several nodes
+  // at once, as their peers going away one by one would slow each one's way down.
+  void ask_to_stop();
   // SIGKILL now; reaps the child.
   void kill();
   // True while the child has not exited.
@@ -86,6 +97,10 @@ class TidedNode {
   const std::string& exit_description() const { return exit_description_; }
   // True if the last child exited on its own: neither stop() nor kill() ended it (a crash).
   bool exited_unasked() const { return exited_unasked_; }
+  // What went wrong so far that the destructor fails the test for: every stop() that did not
+  // end in exit status 0 within options.stop_timeout, and a sanitizer's report in the log
+  // (from its first line). "" if nothing.
+  std::string ending_problems() const;
 
   pid_t pid() const { return pid_; }
   const Endpoint& endpoint() const { return endpoint_; }
@@ -110,8 +125,14 @@ class TidedNode {
   pid_t pid_ = -1;
   std::string exit_description_;
   bool ending_ = false;  // stop() or kill() is ending the child
+  bool asked_to_stop_ = false;  // SIGTERM sent to this child
   bool exited_unasked_ = false;
+  std::string unclean_stops_;  // one line for each stop() that did not end in exit 0
 };
+
+// A sanitizer's report in a process's output, from its first line (at most `max_bytes` of it),
+// or "" if there is none: AddressSanitizer, LeakSanitizer and UndefinedBehaviorSanitizer errors.
+std::string sanitizer_report(const std::string& log, std::size_t max_bytes = 32000);
 
 // The port a node answers PMAP on when 111 is held on every loopback address
 // (by a system rpcbind listening on 0.0.0.0).

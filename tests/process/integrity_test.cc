@@ -1,6 +1,7 @@
 // Data integrity, several clients at once, and restarts of a real server.
 //
-// Randomized tests print their seed; TIDEPOOL_TEST_SEED=N replays one.
+// Randomized tests run a fixed seed and one of the commit (tests/seeds/seeds.h), and print
+// each; TIDEPOOL_TEST_SEED=N replays one.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
@@ -17,15 +18,18 @@
 #include <vector>
 
 #include "tests/process/conformance_fixture.h"
+#include "tests/seeds/seeds.h"
 
 namespace tidepool::test {
 namespace {
 
-uint64_t test_seed() {
+// The seeds test `test` runs: TIDEPOOL_TEST_SEED alone when set (a replay), else a fixed one
+// and one derived from the commit under test (tests/seeds/seeds.h).
+std::vector<uint64_t> test_seeds(std::string_view test) {
   if (const char* s = std::getenv("TIDEPOOL_TEST_SEED")) {
-    return std::strtoull(s, nullptr, 10);
+    return {std::strtoull(s, nullptr, 10)};
   }
-  return std::random_device{}();
+  return shard_seeds(test, 0, 1, 1);
 }
 
 // Writes random data in odd-sized pieces at odd offsets (some overlapping,
@@ -48,19 +52,27 @@ void scribble(NfsClient& c, const FileHandle& fh, std::string& model,
   }
 }
 
-// Reads the file back in odd-sized chunks and compares with `model`.
-void expect_contents(NfsClient& c, const FileHandle& fh,
-                     const std::string& model, uint32_t chunk) {
+// Reads the file back in odd-sized chunks and compares it with `model`: "" if it holds the
+// model, else where it first differs.
+std::string difference(NfsClient& c, const FileHandle& fh, const std::string& model,
+                       uint32_t chunk) {
   auto a = c.getattr(fh);
-  ASSERT_EQ(a.status, NFS3_OK);
-  ASSERT_EQ(a.attr.size, model.size());
-  std::string back = c.read_all(fh, chunk);
-  ASSERT_EQ(back.size(), model.size());
-  if (back != model) {
-    auto mismatch = std::mismatch(back.begin(), back.end(), model.begin());
-    FAIL() << "contents differ first at offset "
-           << (mismatch.first - back.begin()) << " of " << model.size();
+  if (a.status != NFS3_OK) return "GETATTR answered " + std::to_string(a.status);
+  if (a.attr.size != model.size()) {
+    return "size " + std::to_string(a.attr.size) + ", not " + std::to_string(model.size());
   }
+  std::string back = c.read_all(fh, chunk);
+  if (back.size() != model.size()) {
+    return "read " + std::to_string(back.size()) + " bytes of " + std::to_string(model.size());
+  }
+  if (back == model) return "";
+  auto mismatch = std::mismatch(back.begin(), back.end(), model.begin());
+  return "contents differ first at offset " + std::to_string(mismatch.first - back.begin()) +
+         " of " + std::to_string(model.size());
+}
+
+void expect_contents(NfsClient& c, const FileHandle& fh, const std::string& model, uint32_t chunk) {
+  EXPECT_EQ(difference(c, fh, model, chunk), "");
 }
 
 // --- Data integrity ----------------------------------------------------------
@@ -68,23 +80,48 @@ void expect_contents(NfsClient& c, const FileHandle& fh,
 using DataIntegrity = ConformanceTest;
 
 TEST_F(DataIntegrity, RandomPiecesAtOddOffsetsReadBackIdentical) {
-  uint64_t seed = test_seed();
-  SCOPED_TRACE("TIDEPOOL_TEST_SEED=" + std::to_string(seed));
-  std::mt19937_64 rng(seed);
-  auto info = nfs().fsinfo(root());
-  ASSERT_EQ(info.status, NFS3_OK);
-  FileHandle dir = make_test_dir();
-  FileHandle f = nfs().make_file(dir, "data");
+  for (const uint64_t seed :
+       test_seeds("DataIntegrity.RandomPiecesAtOddOffsetsReadBackIdentical")) {
+    SCOPED_TRACE("TIDEPOOL_TEST_SEED=" + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    auto info = nfs().fsinfo(root());
+    ASSERT_EQ(info.status, NFS3_OK);
+    FileHandle dir = make_test_dir();
+    FileHandle f = nfs().make_file(dir, "data");
+    std::string model;
+    uint32_t wtmax = std::min(info.wtmax, kLibnfsMaxTransfer);
+    uint32_t rtmax = std::min(info.rtmax, kLibnfsMaxTransfer);
+    scribble(nfs(), f, model, rng, 60, 3 << 20, wtmax);
+    ASSERT_EQ(nfs().commit(f).status, NFS3_OK);
+    expect_contents(nfs(), f, model, 77777);
+    // Another connection sees the same bytes, read in other pieces.
+    NfsClient other(endpoint());
+    expect_contents(other, f, model, rtmax);
+    expect_contents(other, f, model, 4093);
+  }
+}
+
+// The checker is shown to fire: a file that lost a byte of what was written to it, or its tail,
+// is reported where it first differs from the model.
+TEST_F(DataIntegrity, TheCheckerReportsAFileThatDoesNotHoldWhatWasWritten) {
+  std::mt19937_64 rng(first_fixed_seed());
+  FileHandle f = nfs().make_file(make_test_dir(), "data");
+  ASSERT_FALSE(f.empty());
   std::string model;
-  uint32_t wtmax = std::min(info.wtmax, kLibnfsMaxTransfer);
-  uint32_t rtmax = std::min(info.rtmax, kLibnfsMaxTransfer);
-  scribble(nfs(), f, model, rng, 60, 3 << 20, wtmax);
-  ASSERT_EQ(nfs().commit(f).status, NFS3_OK);
-  expect_contents(nfs(), f, model, 77777);
-  // Another connection sees the same bytes, read in other pieces.
-  NfsClient other(endpoint());
-  expect_contents(other, f, model, rtmax);
-  expect_contents(other, f, model, 4093);
+  ASSERT_NO_FATAL_FAILURE(scribble(nfs(), f, model, rng, 20, 200000, 65536));
+  ASSERT_EQ(difference(nfs(), f, model, 77777), "");
+  // As a write lost, or one applied at the wrong place, would leave it.
+  const std::size_t damaged = model.size() / 3;
+  const std::string other(1, static_cast<char>(model[damaged] ^ 0x5a));
+  ASSERT_EQ(nfs().write(f, damaged, other, FILE_SYNC).status, NFS3_OK);
+  EXPECT_EQ(difference(nfs(), f, model, 77777), "contents differ first at offset " +
+                                                    std::to_string(damaged) + " of " +
+                                                    std::to_string(model.size()));
+  Sattr shorter;
+  shorter.size = model.size() - 1;
+  ASSERT_EQ(nfs().setattr(f, shorter).status, NFS3_OK);
+  EXPECT_EQ(difference(nfs(), f, model, 77777),
+            "size " + std::to_string(model.size() - 1) + ", not " + std::to_string(model.size()));
 }
 
 TEST_F(DataIntegrity, WritesOfExactlyWtmaxAreWholeAndCorrect) {
@@ -105,61 +142,57 @@ TEST_F(DataIntegrity, WritesOfExactlyWtmaxAreWholeAndCorrect) {
 }
 
 TEST_F(DataIntegrity, HighLevelClientRoundTripsOddPieces) {
-  uint64_t seed = test_seed();
-  SCOPED_TRACE("TIDEPOOL_TEST_SEED=" + std::to_string(seed));
-  std::mt19937_64 rng(seed);
-  std::string name = unique_name("hl");
-  nfs_context* nfs_ctx = nfs_init_context();
-  ASSERT_NE(nfs_ctx, nullptr);
-  nfs_set_timeout(nfs_ctx, 10000);
-  // Nested exports are not crossed here: that is Mount.PlainLibnfsUrl...'s
-  // business; this test is about the data.
-  std::string url = libnfs_url(endpoint(), server().export_path) +
-                    "&auto-traverse-mounts=0";
-  nfs_url* parsed = nfs_parse_url_dir(nfs_ctx, url.c_str());
-  ASSERT_NE(parsed, nullptr) << nfs_get_error(nfs_ctx);
-  ASSERT_EQ(nfs_mount(nfs_ctx, parsed->server, parsed->path), 0)
-      << nfs_get_error(nfs_ctx);
-  nfs_destroy_url(parsed);
+  for (const uint64_t seed : test_seeds("DataIntegrity.HighLevelClientRoundTripsOddPieces")) {
+    SCOPED_TRACE("TIDEPOOL_TEST_SEED=" + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    std::string name = unique_name("hl");
+    nfs_context* nfs_ctx = nfs_init_context();
+    ASSERT_NE(nfs_ctx, nullptr);
+    nfs_set_timeout(nfs_ctx, 10000);
+    // Nested exports are not crossed here: that is Mount.PlainLibnfsUrl...'s
+    // business; this test is about the data.
+    std::string url = libnfs_url(endpoint(), server().export_path) + "&auto-traverse-mounts=0";
+    nfs_url* parsed = nfs_parse_url_dir(nfs_ctx, url.c_str());
+    ASSERT_NE(parsed, nullptr) << nfs_get_error(nfs_ctx);
+    ASSERT_EQ(nfs_mount(nfs_ctx, parsed->server, parsed->path), 0) << nfs_get_error(nfs_ctx);
+    nfs_destroy_url(parsed);
 
-  std::string path = "/" + name;
-  nfsfh* fh = nullptr;
-  ASSERT_EQ(nfs_creat(nfs_ctx, path.c_str(), 0644, &fh), 0)
-      << nfs_get_error(nfs_ctx);
-  std::string model;
-  for (int i = 0; i < 40; ++i) {
-    // Up to 3 MiB: libnfs splits these into several WRITEs in flight.
-    size_t len = (rng() % (3 << 20)) | 1;
-    size_t off = (rng() % (4 << 20)) | 1;
-    std::string data = random_bytes(len, rng());
-    ASSERT_EQ(nfs_pwrite(nfs_ctx, fh, off, len, data.data()),
-              static_cast<int>(len))
-        << nfs_get_error(nfs_ctx);
-    if (model.size() < off + len) model.resize(off + len, '\0');
-    model.replace(off, len, data);
-  }
-  ASSERT_EQ(nfs_fsync(nfs_ctx, fh), 0) << nfs_get_error(nfs_ctx);
-  ASSERT_EQ(nfs_close(nfs_ctx, fh), 0);
+    std::string path = "/" + name;
+    nfsfh* fh = nullptr;
+    ASSERT_EQ(nfs_creat(nfs_ctx, path.c_str(), 0644, &fh), 0) << nfs_get_error(nfs_ctx);
+    std::string model;
+    for (int i = 0; i < 40; ++i) {
+      // Up to 3 MiB: libnfs splits these into several WRITEs in flight.
+      size_t len = (rng() % (3 << 20)) | 1;
+      size_t off = (rng() % (4 << 20)) | 1;
+      std::string data = random_bytes(len, rng());
+      ASSERT_EQ(nfs_pwrite(nfs_ctx, fh, off, len, data.data()), static_cast<int>(len))
+          << nfs_get_error(nfs_ctx);
+      if (model.size() < off + len) model.resize(off + len, '\0');
+      model.replace(off, len, data);
+    }
+    ASSERT_EQ(nfs_fsync(nfs_ctx, fh), 0) << nfs_get_error(nfs_ctx);
+    ASSERT_EQ(nfs_close(nfs_ctx, fh), 0);
 
-  ASSERT_EQ(nfs_open(nfs_ctx, path.c_str(), O_RDONLY, &fh), 0)
-      << nfs_get_error(nfs_ctx);
-  std::string back(model.size(), '\0');
-  size_t got = 0;
-  for (int rounds = 0; rounds < 100000 && got < back.size(); ++rounds) {
-    size_t want = std::min<size_t>(back.size() - got, 3333333);
-    int n = nfs_pread(nfs_ctx, fh, got, want, back.data() + got);
-    ASSERT_GE(n, 0) << "at " << got << ": " << nfs_get_error(nfs_ctx);
-    ASSERT_GT(n, 0) << "end of file at " << got << " of " << back.size();
-    got += static_cast<size_t>(n);
+    ASSERT_EQ(nfs_open(nfs_ctx, path.c_str(), O_RDONLY, &fh), 0) << nfs_get_error(nfs_ctx);
+    std::string back(model.size(), '\0');
+    size_t got = 0;
+    for (int rounds = 0; rounds < 100000 && got < back.size(); ++rounds) {
+      size_t want = std::min<size_t>(back.size() - got, 3333333);
+      int n = nfs_pread(nfs_ctx, fh, got, want, back.data() + got);
+      ASSERT_GE(n, 0) << "at " << got << ": " << nfs_get_error(nfs_ctx);
+      ASSERT_GT(n, 0) << "end of file at " << got << " of " << back.size();
+      got += static_cast<size_t>(n);
+    }
+    nfs_close(nfs_ctx, fh);
+    nfs_destroy_context(nfs_ctx);
+    ASSERT_EQ(got, model.size());
+    EXPECT_TRUE(back == model) << "high-level read differs from what was written";
+    // And the raw client agrees.
+    auto l = nfs().lookup(root(), name);
+    ASSERT_EQ(l.status, NFS3_OK);
+    expect_contents(nfs(), l.fh, model, 1 << 20);
   }
-  nfs_close(nfs_ctx, fh);
-  nfs_destroy_context(nfs_ctx);
-  ASSERT_EQ(got, model.size());
-  EXPECT_TRUE(back == model) << "high-level read differs from what was written";
-  // And the raw client agrees.
-  auto l = nfs().lookup(root(), name);
-  ASSERT_EQ(l.status, NFS3_OK);
-  expect_contents(nfs(), l.fh, model, 1 << 20);
 }
 
 // --- Several clients at once -------------------------------------------------
@@ -167,37 +200,39 @@ TEST_F(DataIntegrity, HighLevelClientRoundTripsOddPieces) {
 using MultiClient = ConformanceTest;
 
 TEST_F(MultiClient, ConcurrentClientsWritingTheirOwnFilesAllSucceed) {
-  uint64_t seed = test_seed();
-  SCOPED_TRACE("TIDEPOOL_TEST_SEED=" + std::to_string(seed));
-  FileHandle dir = make_test_dir(0777);
-  constexpr int kClients = 4;
-  constexpr int kFiles = 3;
-  std::vector<std::vector<std::string>> models(kClients);
-  std::vector<std::thread> threads;
-  for (int c = 0; c < kClients; ++c) {
-    threads.emplace_back([&, c] {
-      NfsClient client(endpoint(), {uint32_t(1000 + c), 1000, {}});
-      ASSERT_TRUE(client.connected()) << client.error();
-      std::mt19937_64 rng(seed + c);
-      for (int f = 0; f < kFiles; ++f) {
+  for (const uint64_t seed :
+       test_seeds("MultiClient.ConcurrentClientsWritingTheirOwnFilesAllSucceed")) {
+    SCOPED_TRACE("TIDEPOOL_TEST_SEED=" + std::to_string(seed));
+    FileHandle dir = make_test_dir(0777);
+    constexpr int kClients = 4;
+    constexpr int kFiles = 3;
+    std::vector<std::vector<std::string>> models(kClients);
+    std::vector<std::thread> threads;
+    for (int c = 0; c < kClients; ++c) {
+      threads.emplace_back([&, c] {
+        NfsClient client(endpoint(), {uint32_t(1000 + c), 1000, {}});
+        ASSERT_TRUE(client.connected()) << client.error();
+        std::mt19937_64 rng(seed + c);
+        for (int f = 0; f < kFiles; ++f) {
+          std::string name = "c" + std::to_string(c) + "f" + std::to_string(f);
+          FileHandle fh = client.make_file(dir, name, 0644);
+          std::string model;
+          scribble(client, fh, model, rng, 12, 300000, 1 << 20);
+          ASSERT_EQ(client.commit(fh).status, NFS3_OK);
+          models[c].push_back(model);
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    // Each file read by a client that did not write it.
+    for (int c = 0; c < kClients; ++c) {
+      for (int f = 0; f < kFiles && f < int(models[c].size()); ++f) {
         std::string name = "c" + std::to_string(c) + "f" + std::to_string(f);
-        FileHandle fh = client.make_file(dir, name, 0644);
-        std::string model;
-        scribble(client, fh, model, rng, 12, 300000, 1 << 20);
-        ASSERT_EQ(client.commit(fh).status, NFS3_OK);
-        models[c].push_back(model);
+        auto l = nfs().lookup(dir, name);
+        ASSERT_EQ(l.status, NFS3_OK) << name;
+        EXPECT_EQ(nfs().getattr(l.fh).attr.uid, uint32_t(1000 + c));
+        expect_contents(nfs(), l.fh, models[c][f], 65521);
       }
-    });
-  }
-  for (auto& t : threads) t.join();
-  // Each file read by a client that did not write it.
-  for (int c = 0; c < kClients; ++c) {
-    for (int f = 0; f < kFiles && f < int(models[c].size()); ++f) {
-      std::string name = "c" + std::to_string(c) + "f" + std::to_string(f);
-      auto l = nfs().lookup(dir, name);
-      ASSERT_EQ(l.status, NFS3_OK) << name;
-      EXPECT_EQ(nfs().getattr(l.fh).attr.uid, uint32_t(1000 + c));
-      expect_contents(nfs(), l.fh, models[c][f], 65521);
     }
   }
 }
@@ -355,82 +390,86 @@ class Restart : public ::testing::Test {
 };
 
 TEST_F(Restart, CommittedDataSurvivesSigkillAndTheVerifierChanges) {
-  uint64_t seed = test_seed();
-  SCOPED_TRACE("TIDEPOOL_TEST_SEED=" + std::to_string(seed));
-  std::mt19937_64 rng(seed);
-  FileHandle f;
-  std::string model;
-  uint64_t verf_before = 0;
-  {
-    NfsClient c(node_->endpoint());
-    FileHandle dir = c.make_dir(root_, "d");
-    f = c.make_file(dir, "committed");
-    for (int i = 0; i < 30; ++i) {
-      size_t len = (rng() % 200000) | 1;
-      size_t off = (rng() % (2 << 20)) | 1;
-      std::string data = random_bytes(len, rng());
-      auto w = c.write(f, off, data, UNSTABLE);
-      ASSERT_EQ(w.status, NFS3_OK);
-      if (model.size() < off + len) model.resize(off + len, '\0');
-      model.replace(off, len, data);
-      verf_before = w.verf;
+  for (const uint64_t seed :
+       test_seeds("Restart.CommittedDataSurvivesSigkillAndTheVerifierChanges")) {
+    SCOPED_TRACE("TIDEPOOL_TEST_SEED=" + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    FileHandle f;
+    std::string model;
+    uint64_t verf_before = 0;
+    {
+      NfsClient c(node_->endpoint());
+      FileHandle dir = c.make_dir(root_, "d-" + std::to_string(seed));
+      f = c.make_file(dir, "committed");
+      for (int i = 0; i < 30; ++i) {
+        size_t len = (rng() % 200000) | 1;
+        size_t off = (rng() % (2 << 20)) | 1;
+        std::string data = random_bytes(len, rng());
+        auto w = c.write(f, off, data, UNSTABLE);
+        ASSERT_EQ(w.status, NFS3_OK);
+        if (model.size() < off + len) model.resize(off + len, '\0');
+        model.replace(off, len, data);
+        verf_before = w.verf;
+      }
+      auto commit = c.commit(f);
+      ASSERT_EQ(commit.status, NFS3_OK);
+      EXPECT_EQ(commit.verf, verf_before);
     }
+    kill_and_restart();
+    NfsClient c(node_->endpoint());
+    ASSERT_TRUE(c.connected()) << c.error();
+    // The old handle still names the file, and every committed byte is there.
+    auto a = c.getattr(f);
+    ASSERT_EQ(a.status, NFS3_OK);
+    EXPECT_EQ(a.attr.size, model.size());
+    std::string back = c.read_all(f, 1 << 20);
+    EXPECT_TRUE(back == model) << "committed data differs after restart";
+    // A new incarnation hands out a new verifier.
+    auto w = c.write(f, 0, "after", UNSTABLE);
+    ASSERT_EQ(w.status, NFS3_OK);
+    EXPECT_NE(w.verf, verf_before);
     auto commit = c.commit(f);
     ASSERT_EQ(commit.status, NFS3_OK);
-    EXPECT_EQ(commit.verf, verf_before);
+    EXPECT_EQ(commit.verf, w.verf);
   }
-  kill_and_restart();
-  NfsClient c(node_->endpoint());
-  ASSERT_TRUE(c.connected()) << c.error();
-  // The old handle still names the file, and every committed byte is there.
-  auto a = c.getattr(f);
-  ASSERT_EQ(a.status, NFS3_OK);
-  EXPECT_EQ(a.attr.size, model.size());
-  std::string back = c.read_all(f, 1 << 20);
-  EXPECT_TRUE(back == model) << "committed data differs after restart";
-  // A new incarnation hands out a new verifier.
-  auto w = c.write(f, 0, "after", UNSTABLE);
-  ASSERT_EQ(w.status, NFS3_OK);
-  EXPECT_NE(w.verf, verf_before);
-  auto commit = c.commit(f);
-  ASSERT_EQ(commit.status, NFS3_OK);
-  EXPECT_EQ(commit.verf, w.verf);
 }
 
 // Small files share the pack's segments: each committed one comes back whole, and the removed
 // ones stay gone, whatever else was appended around them.
 TEST_F(Restart, CommittedSmallFilesSurviveSigkillAndRemovedOnesStayGone) {
-  uint64_t seed = test_seed();
-  SCOPED_TRACE("TIDEPOOL_TEST_SEED=" + std::to_string(seed));
-  std::mt19937_64 rng(seed);
-  constexpr int kFiles = 40;
-  std::vector<std::string> contents(kFiles);
-  FileHandle dir;
-  {
+  for (const uint64_t seed :
+       test_seeds("Restart.CommittedSmallFilesSurviveSigkillAndRemovedOnesStayGone")) {
+    SCOPED_TRACE("TIDEPOOL_TEST_SEED=" + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    constexpr int kFiles = 40;
+    std::vector<std::string> contents(kFiles);
+    FileHandle dir;
+    {
+      NfsClient c(node_->endpoint());
+      dir = c.make_dir(root_, "small-" + std::to_string(seed));
+      for (int i = 0; i < kFiles; ++i) {
+        contents[i] = random_bytes(1 + rng() % 130'000, rng());
+        FileHandle f = c.make_file(dir, "f" + std::to_string(i));
+        ASSERT_FALSE(f.empty());
+        ASSERT_EQ(c.write(f, 0, contents[i], UNSTABLE).status, NFS3_OK);
+        ASSERT_EQ(c.commit(f).status, NFS3_OK);
+      }
+      for (int i = 0; i < kFiles; i += 4) {
+        ASSERT_EQ(c.remove(dir, "f" + std::to_string(i)).status, NFS3_OK);
+      }
+    }
+    kill_and_restart();
     NfsClient c(node_->endpoint());
-    dir = c.make_dir(root_, "small");
+    ASSERT_TRUE(c.connected()) << c.error();
     for (int i = 0; i < kFiles; ++i) {
-      contents[i] = random_bytes(1 + rng() % 130'000, rng());
-      FileHandle f = c.make_file(dir, "f" + std::to_string(i));
-      ASSERT_FALSE(f.empty());
-      ASSERT_EQ(c.write(f, 0, contents[i], UNSTABLE).status, NFS3_OK);
-      ASSERT_EQ(c.commit(f).status, NFS3_OK);
+      auto found = c.lookup(dir, "f" + std::to_string(i));
+      if (i % 4 == 0) {
+        EXPECT_EQ(found.status, NFS3ERR_NOENT) << i;
+        continue;
+      }
+      ASSERT_EQ(found.status, NFS3_OK) << i;
+      EXPECT_TRUE(c.read_all(found.fh) == contents[i]) << "file " << i << " differs after restart";
     }
-    for (int i = 0; i < kFiles; i += 4) {
-      ASSERT_EQ(c.remove(dir, "f" + std::to_string(i)).status, NFS3_OK);
-    }
-  }
-  kill_and_restart();
-  NfsClient c(node_->endpoint());
-  ASSERT_TRUE(c.connected()) << c.error();
-  for (int i = 0; i < kFiles; ++i) {
-    auto found = c.lookup(dir, "f" + std::to_string(i));
-    if (i % 4 == 0) {
-      EXPECT_EQ(found.status, NFS3ERR_NOENT) << i;
-      continue;
-    }
-    ASSERT_EQ(found.status, NFS3_OK) << i;
-    EXPECT_TRUE(c.read_all(found.fh) == contents[i]) << "file " << i << " differs after restart";
   }
 }
 

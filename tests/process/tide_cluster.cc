@@ -68,6 +68,7 @@ TideCluster::TideCluster(std::string name, const std::vector<std::string>& pools
 TideCluster::~TideCluster() {
   const std::string crashed = crashed_nodes();
   EXPECT_TRUE(crashed.empty()) << crashed;
+  for (const auto& node : nodes_) node->ask_to_stop();
   nodes_.clear();
   std::error_code ignored;
   if (!keep_test_dirs()) fs::remove_all(workdir_, ignored);
