@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <random>
@@ -255,12 +256,30 @@ class RemoteStore final : public Store {
   std::atomic<bool> closed_ = false;
 };
 
+#ifdef TIDEPOOL_FUZZ_ROUND_TRIPS
+// In the fuzz build only: what a request decodes to must encode, and decode back to what
+// encodes to the same bytes. A request the Reader takes and the Writer refuses, or one that
+// comes back otherwise, stops the fuzzer.
+template <class Args>
+void check_round_trip(Args args) {
+  const Result<xdr::Buffer> once = encode(args);
+  if (!once.ok()) std::abort();
+  std::optional<Args> back = decode<Args>(*once);
+  if (!back) std::abort();
+  const Result<xdr::Buffer> twice = encode(*back);
+  if (!twice.ok() || *twice != *once) std::abort();
+}
+#endif
+
 // Decodes Args, runs the operation and encodes its result; the store's errors go back as is.
 template <class Args, class Handler>
 awaitable<Result<xdr::Buffer>> serve(const char* name, std::span<const std::uint8_t> request,
                                      Handler handler) {
   auto args = decode<Args>(request);
   if (!args) co_return error(Errc::invalid_argument, std::string("malformed ") + name + " request");
+#ifdef TIDEPOOL_FUZZ_ROUND_TRIPS
+  check_round_trip(*args);
+#endif
   auto op = handler(*args);
   auto result = co_await std::move(op);
   if (!result.ok()) co_return result.status();

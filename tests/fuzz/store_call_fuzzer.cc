@@ -2,7 +2,8 @@
 // a change across shards, arriving at a shard's home (the first 4 bytes name the method — with
 // the top bit set, a participant's — the rest is its request). The decoder must reject what is
 // malformed without reading past the request or allocating by a lying length; whatever decodes
-// runs against a real store.
+// must round-trip (encode, and decode back to what encodes the same: checked in
+// store/remote_store.cc, whose fuzz build does) and runs against a real store.
 #include <unistd.h>
 
 #include <boost/asio/co_spawn.hpp>
