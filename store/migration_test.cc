@@ -342,6 +342,8 @@ TEST_F(MigrateTest, ACallForAMoveUnderWayWaitsForIt) {
   nodes_->hold_writes_after(2 * kUnitWritesPerMiB);
   boost::asio::io_context io;
   std::vector<Result<Move>> answers(2, error(Errc::internal, "not run"));
+  // One thread runs both calls in the order they were made: the first reserves the move before
+  // its first wait, so the second finds it reserved and waits before anything is copied.
   for (std::size_t i = 0; i < answers.size(); ++i) {
     boost::asio::co_spawn(io, store_->migrate(inode, "f800", 2, 0),
                           [&, i](std::exception_ptr, Result<Move> r) { answers[i] = std::move(r); });
@@ -349,7 +351,6 @@ TEST_F(MigrateTest, ACallForAMoveUnderWayWaitsForIt) {
   std::thread mover([&] { io.run(); });
   const MoverGuard guard(*nodes_, mover);
   ASSERT_TRUE(nodes_->wait_until_held());
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the second call is waiting
   nodes_->release_writes();
   mover.join();
   ASSERT_TRUE(answers[0].ok()) << answers[0].status().to_string();

@@ -111,16 +111,29 @@ class Writers {
   };
 
   // False when stopped before it was acknowledged (its bytes may be in the file or not), or
-  // never acknowledged in a minute (a gtest failure).
+  // with a gtest failure when answered anything but success or "retry later" (JUKEBOX, or no
+  // answer while a node dies), or never acknowledged in a minute.
   bool write_until_acknowledged(NfsClient& nfs, std::size_t file, std::uint64_t offset,
                                 const std::string& piece, bool stable, bool stoppable) {
     for (int attempt = 0; attempt < 600; ++attempt) {
       const WriteResult written =
           nfs.write(files_.handles[file], offset, piece, stable ? FILE_SYNC : UNSTABLE);
-      const bool done = written.status == NFS3_OK && written.count == piece.size() &&
-                        (!stable || written.committed == FILE_SYNC) &&
-                        (stable || nfs.commit(files_.handles[file]).status == NFS3_OK);
-      if (done) return true;
+      nfsstat3 status = written.status;
+      if (status == NFS3_OK) {
+        if (written.count != piece.size() || (stable && written.committed != FILE_SYNC)) {
+          ADD_FAILURE() << "a write of " << piece.size() << " bytes to file " << file
+                        << " was acknowledged for " << written.count << " bytes, "
+                        << (written.committed == FILE_SYNC ? "stable" : "unstable");
+          return false;
+        }
+        if (!stable) status = nfs.commit(files_.handles[file]).status;
+        if (status == NFS3_OK) return true;
+      }
+      if (status != NFS3ERR_JUKEBOX && status != kNoReply) {
+        ADD_FAILURE() << "a write to file " << file << " was answered " << status
+                      << ", neither success nor retry later";
+        return false;
+      }
       if (stoppable && stop_.load()) return false;
       std::this_thread::sleep_for(100ms);
     }
