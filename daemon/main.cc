@@ -139,8 +139,6 @@ daemon::ActivityTotals activity_totals(const nfsd::NfsServer& server,
   return totals;
 }
 
-// Runs the node until a stop signal. `report` is called once: with an empty string when the
-// node serves, or with the reason it could not start.
 // Fail point kLeakAtExit. The block's address goes to the log, so the compiler cannot drop the
 // allocation nobody frees; this frame is gone when the leak check at exit reads the stacks.
 [[gnu::noinline]] void leak_a_block() {
@@ -149,6 +147,8 @@ daemon::ActivityTotals activity_totals(const nfsd::NfsServer& server,
                block->size(), static_cast<const void*>(block));
 }
 
+// Runs the node until a stop signal. `report` is called once: with an empty string when the
+// node serves, or with the reason it could not start.
 int serve(const NodeConfig& config, const std::function<void(const std::string&)>& report) {
   store::StoreOptions store_options;
   store_options.data_dir = config.data_dir;

@@ -97,10 +97,6 @@ class TidedNode {
   const std::string& exit_description() const { return exit_description_; }
   // True if the last child exited on its own: neither stop() nor kill() ended it (a crash).
   bool exited_unasked() const { return exited_unasked_; }
-  // What went wrong so far that the destructor fails the test for: every stop() that did not
-  // end in exit status 0 within options.stop_timeout, and a sanitizer's report in the log
-  // (from its first line). "" if nothing.
-  std::string ending_problems() const;
 
   pid_t pid() const { return pid_; }
   const Endpoint& endpoint() const { return endpoint_; }
@@ -113,6 +109,10 @@ class TidedNode {
 
  private:
   void write_config();
+  // What went wrong so far that the destructor fails the test for: every stop() that did not
+  // end in exit status 0 within options.stop_timeout, and a sanitizer's report in the log
+  // (from its first line). "" if nothing.
+  std::string ending_problems() const;
   // Reaps the child if it exited; true if it did.
   bool reap(bool block);
 

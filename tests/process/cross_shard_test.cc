@@ -416,6 +416,7 @@ TEST(CrossShardTest, ClientsOnEveryNodeSeeOneNamespaceOverShardsHomedOnDifferent
   // What the writer was answered other than success or "retry later" (which it waits out): a
   // shard handed back must not cost a client anything else.
   std::vector<std::string> refused;
+  Clock::time_point last_committed;  // guarded by mutex
   std::thread writer([&] {
     std::mt19937_64 random(99);
     NfsClient nfs(cluster.node(survivor).endpoint());
@@ -453,10 +454,12 @@ TEST(CrossShardTest, ClientsOnEveryNodeSeeOneNamespaceOverShardsHomedOnDifferent
       if (committed_as_written) {
         std::lock_guard lock(mutex);
         acknowledged[name] = contents;
+        last_committed = Clock::now();
       }
     }
   });
   std::string error;
+  const Clock::time_point restarting = Clock::now();
   const bool restarted = cluster.node(victim).start(&error);
   std::vector<TideCluster::ShardPlace> back_again;
   if (restarted) back_again = cluster.wait_for_every_shard(victim, 60s);
@@ -468,8 +471,9 @@ TEST(CrossShardTest, ClientsOnEveryNodeSeeOneNamespaceOverShardsHomedOnDifferent
     EXPECT_EQ(back_again[shard].first, spread[shard].first) << "shard " << shard;
   }
   EXPECT_TRUE(refused.empty()) << refused.size() << " refusals, the first: " << refused.front();
-  // The writer went on through the handback: a file a few milliseconds, for seconds.
-  EXPECT_GE(acknowledged.size(), 20u);
+  // The writer went on through the handback (686 files in a release run, 13 under the
+  // sanitizers on a loaded machine): its last file was committed after the node came back.
+  EXPECT_GT(last_committed, restarting) << acknowledged.size() << " files committed";
   std::printf("the writer had %zu files committed through the handback\n", acknowledged.size());
   for (std::size_t id = 1; id <= nodes; ++id) {
     NfsClient nfs(cluster.node(id).endpoint());
