@@ -1,7 +1,7 @@
 // Data integrity, several clients at once, and restarts of a real server.
 //
-// Randomized tests run a fixed seed and one of the commit (tests/seeds/seeds.h), and print
-// each; TIDEPOOL_TEST_SEED=N replays one.
+// Randomized tests run a seed of the commit, or a fixed one (tests/seeds/seeds.h), and print
+// it; TIDEPOOL_TEST_SEED=N replays one.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
@@ -23,13 +23,16 @@
 namespace tidepool::test {
 namespace {
 
-// The seeds test `test` runs: TIDEPOOL_TEST_SEED alone when set (a replay), else a fixed one
-// and one derived from the commit under test (tests/seeds/seeds.h).
+// The seeds test `test` runs: TIDEPOOL_TEST_SEED when set (a replay), else one derived from the
+// commit under test, else a fixed one (tests/seeds/seeds.h). One a run: each test's cases are
+// many already, and the simulations and the coherence checker take the fixed seeds besides.
 std::vector<uint64_t> test_seeds(std::string_view test) {
   if (const char* s = std::getenv("TIDEPOOL_TEST_SEED")) {
     return {std::strtoull(s, nullptr, 10)};
   }
-  return shard_seeds(test, 0, 1, 1);
+  std::vector<uint64_t> seeds = commit_seeds(test, 1);
+  if (seeds.empty()) seeds.push_back(first_fixed_seed());
+  return seeds;
 }
 
 // Writes random data in odd-sized pieces at odd offsets (some overlapping,
