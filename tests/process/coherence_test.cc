@@ -29,12 +29,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-#ifdef TIDEPOOL_SANITIZED_BUILD
-constexpr bool kSanitizedBuild = true;
-#else
-constexpr bool kSanitizedBuild = false;
-#endif
-
 constexpr std::size_t kNodes = 4;
 constexpr std::size_t kClientsPerNode = 2;
 constexpr std::size_t kFiles = 2;
@@ -243,7 +237,7 @@ TEST_F(CoherenceTest, NoReadReturnsAWordOlderThanAWriteAcknowledgedBeforeItBegan
 class CoherenceCheckerTest : public CoherenceTest {
  protected:
   void SetUp() override {
-    if (kSanitizedBuild) {
+    if (sanitized_build()) {
       GTEST_SKIP() << "the release pass runs it: the checker's judgement needs no sanitizer, "
                       "and a cluster more under them costs the suite half a minute";
     }

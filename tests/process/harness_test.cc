@@ -13,17 +13,12 @@
 
 #include "tests/process/cluster.h"
 #include "tests/process/tide_cluster.h"
+#include "tests/seeds/seeds.h"
 
 namespace tidepool::test {
 namespace {
 
 using namespace std::chrono_literals;
-
-#ifdef TIDEPOOL_SANITIZED_BUILD
-constexpr bool kSanitizedBuild = true;
-#else
-constexpr bool kSanitizedBuild = false;
-#endif
 
 // The directory a failed node left for a person to read: this test's own to remove.
 std::string kept_directory;
@@ -87,7 +82,7 @@ void cluster_whose_node_leaks() {
 }
 
 TEST(Harness, FailsATestWhoseNodeTheSanitizersFoundLeaking) {
-  if (!kSanitizedBuild) {
+  if (!sanitized_build()) {
     GTEST_SKIP() << "only a sanitizer build finds leaks: the ASan+UBSan pass runs this";
   }
   if (tide_path().empty()) GTEST_SKIP() << "no tide binary in this build";

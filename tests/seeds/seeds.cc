@@ -26,6 +26,8 @@ std::uint64_t hash(std::string_view text) {
 
 }  // namespace
 
+bool sanitized_build() { return kPass == "sanitizers"; }
+
 std::uint64_t first_fixed_seed() { return kFirstFixedSeed; }
 
 std::vector<std::uint64_t> commit_seeds(std::string_view salt, std::size_t count) {

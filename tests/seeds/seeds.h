@@ -12,6 +12,9 @@
 
 namespace tidepool::test {
 
+// Whether this is the sanitizers' build (and pass): what a test leaves to the other pass.
+bool sanitized_build();
+
 // The first of this pass's fixed seeds: 1 in the release pass, 1,000,001 in the sanitizers'.
 std::uint64_t first_fixed_seed();
 
