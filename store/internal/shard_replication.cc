@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <limits>
 #include <string_view>
 
@@ -46,25 +47,24 @@ class ChangesetReader {
   explicit ChangesetReader(std::span<const std::uint8_t> bytes) : bytes_(bytes) {}
 
   bool well_formed() {
-    std::uint64_t columns = 0;
     while (at_ < bytes_.size()) {
       const std::uint8_t op = bytes_[at_++];
       if (op == 'T') {
-        if (!varint(columns) || columns == 0 || columns > kMaxColumns || !skip(columns)) {
-          return false;
-        }
-        if (!table_name()) return false;
+        if (!table_header()) return false;
         continue;
       }
       // A change comes after its table's header; its indirect flag, then its records.
-      if (columns == 0 || !skip(1)) return false;
+      if (primary_key_.empty() || !skip(1)) return false;
       switch (op) {
         case SQLITE_INSERT:
         case SQLITE_DELETE:
-          if (!record(columns, false)) return false;
+          if (!record(Undefined::refused)) return false;
           break;
         case SQLITE_UPDATE:
-          if (!record(columns, true) || !record(columns, true)) return false;
+          // SQLite finds the row an update changes by the old record's key, read unchecked.
+          if (!record(Undefined::allowed_but_in_key) || !record(Undefined::allowed)) {
+            return false;
+          }
           break;
         default:
           return false;
@@ -77,8 +77,10 @@ class ChangesetReader {
   // SQLite's limit on a table's columns, at its largest.
   static constexpr std::uint64_t kMaxColumns = 32767;
 
+  std::size_t left() const { return bytes_.size() - at_; }
+
   bool skip(std::uint64_t count) {
-    if (count > bytes_.size() - at_) return false;
+    if (count > left()) return false;
     at_ += count;
     return true;
   }
@@ -98,7 +100,19 @@ class ChangesetReader {
     return true;
   }
 
-  bool table_name() {
+  // Column count, one byte per column that is not 0 for a column of the primary key (which a
+  // table must have to be recorded; SQLite writes the column's place in the key), and the name.
+  bool table_header() {
+    std::uint64_t columns = 0;
+    if (!varint(columns) || columns == 0 || columns > kMaxColumns || columns > left()) {
+      return false;
+    }
+    primary_key_.assign(bytes_.begin() + at_, bytes_.begin() + at_ + columns);
+    at_ += columns;
+    if (std::none_of(primary_key_.begin(), primary_key_.end(), [](auto flag) { return flag; })) {
+      primary_key_.clear();
+      return false;
+    }
     for (; at_ < bytes_.size(); ++at_) {
       if (bytes_[at_] == 0) {
         ++at_;
@@ -108,14 +122,18 @@ class ChangesetReader {
     return false;
   }
 
-  // One value per column; only an update's leaves some undefined (type 0).
-  bool record(std::uint64_t columns, bool update) {
-    for (std::uint64_t i = 0; i < columns; ++i) {
+  enum class Undefined { refused, allowed_but_in_key, allowed };
+
+  // One value per column of the current table; which may be undefined (type 0) depends on the
+  // record.
+  bool record(Undefined undefined) {
+    for (const std::uint8_t in_key : primary_key_) {
       if (at_ == bytes_.size()) return false;
       std::uint64_t length = 0;
       switch (bytes_[at_++]) {
         case 0:
-          if (!update) return false;
+          if (undefined == Undefined::refused) return false;
+          if (undefined == Undefined::allowed_but_in_key && in_key != 0) return false;
           break;
         case SQLITE_INTEGER:
         case SQLITE_FLOAT:
@@ -139,6 +157,8 @@ class ChangesetReader {
 
   std::span<const std::uint8_t> bytes_;
   std::size_t at_ = 0;
+  // The current table's primary key flags, empty before the first table header.
+  std::vector<std::uint8_t> primary_key_;
 };
 
 // The changeset a seal covers, if it is whole.

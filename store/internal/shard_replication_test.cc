@@ -224,6 +224,34 @@ TEST(ShardReplication, ASealedChangesetNotOfSqlitesFormIsRefusedBeforeSqliteRead
   }
 }
 
+// SQLite reads an update's old key unchecked (mirror_fuzzer found an update of `inodes` whose
+// old `ino` was left undefined: a read through a null pointer in sqlite3changeset_apply).
+TEST(ShardReplication, AnUpdateWithoutTheKeyOfItsRowIsRefused) {
+  auto home = shard_database();
+  auto mirror = shard_database();
+  auto recorder = ChangeRecorder::attach(*home);
+  ASSERT_TRUE(recorder.ok());
+  add_file(*home, 10, "a");
+  auto added = (*recorder)->take();
+  ASSERT_TRUE(added.ok());
+  ASSERT_TRUE(apply_changeset(*mirror, *added).ok());
+  ASSERT_TRUE(home->exec("UPDATE inodes SET size = 7 WHERE ino = 10").ok());
+  auto changes = (*recorder)->take();
+  ASSERT_TRUE(changes.ok());
+
+  // 'T', the column count, a key flag per column, "inodes" and its end; then the update, its
+  // indirect flag and the old record, whose first value is the key: an integer of 8 bytes.
+  std::vector<std::uint8_t> keyless(changes->begin(), changes->end() - 4);
+  const std::size_t update = 2 + keyless.at(1) + sizeof("inodes");
+  ASSERT_EQ(keyless.at(update), SQLITE_UPDATE);
+  ASSERT_EQ(keyless.at(update + 2), SQLITE_INTEGER);
+  keyless.erase(keyless.begin() + update + 3, keyless.begin() + update + 11);
+  keyless[update + 2] = 0;
+  seal_changeset(keyless);
+  EXPECT_EQ(apply_changeset(*mirror, keyless).code(), Errc::corrupt);
+  EXPECT_TRUE(apply_changeset(*mirror, *changes).ok());
+}
+
 // A mirror that refused a table's changes would be dropped at each change to it.
 TEST(ShardReplication, EveryTableOfTheSchemaReplicates) {
   auto home = shard_database();
