@@ -13,6 +13,8 @@ namespace asio = boost::asio;
 using asio::awaitable;
 
 constexpr std::string_view kScanPhase = "scan";
+// A move that fails for a transient reason stops runs up to this one; later runs note it.
+constexpr std::uint32_t kRunsBeforeAFailedMoveIsNoted = 3;
 
 std::int64_t whole_seconds(std::int64_t ns) {
   constexpr std::int64_t kNs = 1'000'000'000;
@@ -265,11 +267,16 @@ class Walk {
       const std::uint64_t pace = budget_of(job_.impact, now_).bytes_per_second;
       auto moving = store_.migrate(inode, *destination, wanted.protection, pace);
       Result<store::Move> placed = co_await std::move(moving);
-      // A file that cannot move now (a node of either pool down) stays, noted; the walk goes on.
+      // A node lost mid-move (the file's shard home, an owner) stops the run, which is taken
+      // up again from its checkpoint, and the move from its watermark, once the group has
+      // handed on what the node held. A file that still cannot move after a few runs (a node
+      // of either pool down for good) stays, noted; the walk goes on.
       if (placed.ok()) {
         moved = true;
         misplaced = false;
         move = *placed;
+      } else if (is_transient(placed.code()) && job_.runs < kRunsBeforeAFailedMoveIsNoted) {
+        co_return placed.status();
       } else if (placed.code() != Errc::not_found && placed.code() != Errc::stale) {
         note_error(job_, path + ": not moved: " + placed.status().message());
       }

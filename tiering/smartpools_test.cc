@@ -7,6 +7,7 @@
 #include <boost/asio/use_future.hpp>
 #include <filesystem>
 
+#include "store/forwarding_store.h"
 #include "store/internal/test_util.h"
 
 namespace tidepool::tiering {
@@ -276,6 +277,59 @@ TEST_F(SmartPoolsTest, AFailedSaveStopsTheRunAndStoppingIsHonoured) {
   halt.stopping = [] { return true; };
   EXPECT_EQ(run_to_completion(run_smartpools(*store_, other, halt, options())).code(),
             Errc::unavailable);
+}
+
+// Moves that fail as when the file's shard home is lost mid-move.
+class MovesFailing final : public store::ForwardingStore {
+ public:
+  explicit MovesFailing(store::Store& store)
+      : store_(std::shared_ptr<store::Store>(&store, [](store::Store*) {})) {}
+  int failures = 0;
+
+  boost::asio::awaitable<Result<store::Move>> migrate(store::InodeId inode, std::string pool,
+                                                      std::uint32_t protection,
+                                                      std::uint64_t bytes_per_second) override {
+    if (failures > 0) {
+      --failures;
+      co_return error(Errc::unavailable, "no reply from node 1: the group recorded it down");
+    }
+    auto moving = ForwardingStore::migrate(inode, std::move(pool), protection, bytes_per_second);
+    co_return co_await std::move(moving);
+  }
+
+ private:
+  Result<std::shared_ptr<store::Store>> next(store::InodeId) const override { return store_; }
+  std::shared_ptr<store::Store> store_;
+};
+
+TEST_F(SmartPoolsTest, ANodeLostMidMoveStopsTheFirstRunsAndIsNotedByALaterOne) {
+  make_tree();
+  MovesFailing failing(*store_);
+  failing.failures = 1;
+  Job job = job_for({});
+  job.runs = 1;
+  EXPECT_EQ(
+      run_to_completion(run_smartpools(failing, job, hooks(streaming_data("h500")), options()))
+          .code(),
+      Errc::unavailable)
+      << "taken up again later";
+  EXPECT_EQ(job.checkpoint.progress.errors, 0u);
+  job.runs = 2;
+  ASSERT_TRUE(
+      run_to_completion(run_smartpools(failing, job, hooks(streaming_data("h500")), options()))
+          .ok());
+  EXPECT_EQ(job.checkpoint.progress.files_moved, 4u);
+  EXPECT_EQ(job.checkpoint.progress.errors, 0u);
+
+  failing.failures = 1;
+  Job later = job_for({});
+  later.runs = 3;
+  ASSERT_TRUE(
+      run_to_completion(run_smartpools(failing, later, hooks(streaming_data("f800")), options()))
+          .ok());
+  EXPECT_EQ(later.checkpoint.progress.errors, 1u) << "a node down for good: noted";
+  ASSERT_EQ(later.errors.size(), 1u);
+  EXPECT_NE(later.errors[0].find("not moved"), std::string::npos) << later.errors[0];
 }
 
 TEST_F(SmartPoolsTest, AMissingRootIsAnErrorOfTheJobAndTheOtherRootsAreWalked) {
