@@ -262,6 +262,13 @@ Status remove_node(Session& session, std::uint64_t id) {
   });
 }
 
+Status transfer_leadership(Session& session, std::optional<std::uint64_t> id) {
+  const Json body = id ? Json{{"node", *id}} : Json::object();
+  TP_ASSIGN_OR_RETURN(Json reply, session.call(Method::post, "/v1/cluster/leader", body));
+  session.out() << "Node " << display(field(reply, "leader")) << " leads the cluster.\n";
+  return {};
+}
+
 Status rotate_token(Session& session) {
   TP_ASSIGN_OR_RETURN(Json reply, session.call(Method::post, "/v1/cluster/token"));
   const Json& token = field(reply, "token");

@@ -76,6 +76,8 @@ Status create_cluster(Session& session, const std::string& name, const AdminAddr
 Status add_node(Session& session, const AdminAddress& address,
                 const std::string& setup_secret_file);
 Status remove_node(Session& session, std::uint64_t id);
+// `tide cluster transfer-leadership [ID]`: to node `id`, or with none to any other voter.
+Status transfer_leadership(Session& session, std::optional<std::uint64_t> id);
 Status rotate_token(Session& session);
 // tide status
 Status show_status(Session& session, Format format);

@@ -478,6 +478,22 @@ TEST_F(TideTest, TokenRotateWithoutACredentialsFilePrintsTheNewToken) {
             "New token: fresh\nRotated the cluster's token; the old one is refused from now on.\n");
 }
 
+TEST_F(TideTest, TransferLeadershipNamesTheNodeOrLeavesTheChoiceToTheCluster) {
+  write_credentials_in(root_.path());
+  cluster_.reply(200, R"({"leader": 3})");
+  EXPECT_EQ(tide({"cluster", "transfer-leadership", "3"}), kExitSuccess) << err_.str();
+  EXPECT_EQ(out_.str(), "Node 3 leads the cluster.\n");
+  cluster_.reply(200, R"({"leader": 2})");
+  EXPECT_EQ(tide({"cluster", "transfer-leadership"}), kExitSuccess) << err_.str();
+  EXPECT_EQ(out_.str(), "Node 2 leads the cluster.\n");
+  ASSERT_EQ(cluster_.requests().size(), 2u);
+  EXPECT_EQ(cluster_.requests()[0].method, Method::post);
+  EXPECT_EQ(cluster_.requests()[0].target, "/v1/cluster/leader");
+  EXPECT_EQ(cluster_.requests()[0].body, R"({"node":3})");
+  EXPECT_EQ(cluster_.requests()[1].body, "{}");
+  EXPECT_EQ(tide({"cluster", "transfer-leadership", "three"}), kExitUsage);
+}
+
 TEST_F(TideTest, ClusterRemoveNodeForgetsItsAddress) {
   const fs::path file = write_credentials_in(root_.path());
   cluster_.reply(200, R"({"nodes": [{"id": 1, "admin_address": "127.0.0.1:8080"},

@@ -142,6 +142,8 @@ constexpr std::size_t kOutcomesKept = 256;
 // catching up (a node still starting, or out of reach a moment); add_node tries this often, so
 // that it ends within the admin API's deadline for adding a node.
 constexpr int kPromotionAttempts = 3;
+// How often a member that handed on the lead looks whether the election it caused is decided.
+constexpr std::chrono::milliseconds kLeaderPoll{10};
 
 // The most one step of the leader's clock counts toward a node's silence (CountedClock): half
 // of what `down_after` leaves beyond a lease and the clocks' drift, so that even two jumps the
@@ -321,6 +323,23 @@ class GroupMember::Impl final : public internal::LeaseKeeper::Group {
     });
   }
 
+  void transfer_leadership(NodeId to, Done done) {
+    if (!is_leader()) return report_later(std::move(done), not_leader_status());
+    if (to == options_.id) return report_later(std::move(done), Status{});
+    auto* transfer = new Transfer{{}, this, std::move(done)};
+    transfer->request.data = transfer;
+    if (int rc = raft_transfer(&raft_, &transfer->request, to, &Impl::transfer_cb); rc != 0) {
+      report_later(std::move(transfer->done),
+                   rc == RAFT_BADID || rc == RAFT_NOTFOUND
+                       ? error(Errc::invalid_argument,
+                               to != 0 ? "node " + std::to_string(to) +
+                                             " is not a voting member that could lead"
+                                       : std::string("no voting member could lead instead"))
+                       : from_raft(rc, "leadership transfer"));
+      delete transfer;
+    }
+  }
+
   void on_applied(std::function<void(const AppliedChange&)> observer) {
     observers_.push_back(std::move(observer));
   }
@@ -371,6 +390,11 @@ class GroupMember::Impl final : public internal::LeaseKeeper::Group {
     struct raft_barrier request;
     Impl* member;
     std::uint64_t term;
+  };
+  struct Transfer {
+    struct raft_transfer request;
+    Impl* member;
+    Done done;
   };
   enum class MembershipStep { add, assign_voter, remove };
   struct MembershipChange {
@@ -489,6 +513,36 @@ class GroupMember::Impl final : public internal::LeaseKeeper::Group {
                 already ? Status{} : from_raft(rc, "membership change"));
       delete change;
     }
+  }
+
+  // Raft calls back once this node stopped leading (the target asked for votes in a later
+  // term), when it gives up (an election timeout without that), or when it closes.
+  static void transfer_cb(struct raft_transfer* request) {
+    auto* transfer = static_cast<Transfer*>(request->data);
+    Impl& self = *transfer->member;
+    const NodeId target = request->id;
+    Done done = std::move(transfer->done);
+    delete transfer;
+    if (self.closing_) return done(error(Errc::unavailable, "the node is stopping"));
+    self.await_leader(
+        target,
+        self.loop_.now_ms() + static_cast<std::uint64_t>(self.options_.election_timeout.count()),
+        std::move(done));
+  }
+
+  // Whether `target` won the election it started, once one is known to lead.
+  void await_leader(NodeId target, std::uint64_t give_up_at, Done done) {
+    loop_.schedule(kLeaderPoll, [this, alive = std::weak_ptr<bool>(alive_), target, give_up_at,
+                                 done = std::move(done)]() mutable {
+      if (alive.expired()) return done(error(Errc::unavailable, "the node is stopping"));
+      const NodeId now = leader();
+      if (now == 0 && loop_.now_ms() < give_up_at) {
+        return await_leader(target, give_up_at, std::move(done));
+      }
+      if (now == target) return done(Status{});
+      done(error(Errc::timed_out, "leadership transfer: node " + std::to_string(target) +
+                                      " did not take the lead in time"));
+    });
   }
 
   static void membership_cb(raft_change* request, int status) {
@@ -692,6 +746,9 @@ void GroupMember::add_node(const NodeInfo& node, Done done) {
   impl_->add_node(node, std::move(done));
 }
 void GroupMember::remove_node(NodeId node, Done done) { impl_->remove_node(node, std::move(done)); }
+void GroupMember::transfer_leadership(NodeId to, Done done) {
+  impl_->transfer_leadership(to, std::move(done));
+}
 void GroupMember::on_applied(std::function<void(const AppliedChange&)> observer) {
   impl_->on_applied(std::move(observer));
 }

@@ -163,6 +163,11 @@ class GroupMember {
   // Takes `node` out of the log's membership, then out of the view. Safe to repeat.
   void remove_node(NodeId node, Done done);
 
+  // Hands the lead to `to`, a voter, or with 0 to the voter Raft finds most up to date; `done`
+  // runs once that node leads (its first heartbeat reached this one), or fails with timed_out
+  // after an election timeout. Proposals made here meanwhile fail as on any follower.
+  void transfer_leadership(NodeId to, Done done);
+
   // Runs after every applied change, on this member's loop.
   void on_applied(std::function<void(const AppliedChange&)> observer);
 

@@ -41,6 +41,20 @@ class GroupClient::Impl : public std::enable_shared_from_this<Impl> {
       }
       reply(self->applied_index());
     });
+    rpc_.handle(kTransferLeadershipMethod,
+                [weak](NodeId, std::span<const std::uint8_t> request, RpcEndpoint::Reply reply) {
+                  auto self = weak.lock();
+                  if (!self) return reply(stopping());
+                  xdr::Decoder in(request);
+                  const NodeId to = in.u64();
+                  if (!in.ok() || in.remaining() != 0) {
+                    return reply(error(Errc::invalid_argument, "malformed leadership transfer"));
+                  }
+                  self->member_.transfer_leadership(to, [reply](Status outcome) {
+                    if (!outcome.ok()) return reply(outcome);
+                    reply(xdr::Buffer{});
+                  });
+                });
   }
 
   std::uint64_t give_up_at(std::chrono::milliseconds deadline) const {
@@ -51,6 +65,19 @@ class GroupClient::Impl : public std::enable_shared_from_this<Impl> {
   // leader to be known until `give_up_at`.
   void through_leader(std::optional<Change> change, std::uint64_t give_up_at,
                       GroupMember::Done done) {
+    // The leader cannot take itself out of the group; the next one does.
+    if (change && change->kind == Change::Kind::remove_node && change->node.id != 0 &&
+        change->node.id == member_.leader()) {
+      std::weak_ptr<Impl> weak = weak_from_this();
+      return transfer(
+          0, give_up_at,
+          [weak, change = std::move(change), give_up_at, done = std::move(done)](Status s) mutable {
+            auto self = weak.lock();
+            if (!self) return done(stopping());
+            if (!s.ok()) return done(std::move(s));
+            self->through_leader(std::move(change), give_up_at, std::move(done));
+          });
+    }
     if (member_.is_leader()) {
       if (!change) return done(Status::success());
       return apply_here(*change, std::move(done));
@@ -83,11 +110,39 @@ class GroupClient::Impl : public std::enable_shared_from_this<Impl> {
                   return self->retry(std::move(change), give_up_at, std::move(done));
                 }
                 if (!reply.ok()) return done(reply.status());
+                // A node removed is out of the log: it never applies its own removal.
+                if (change && change->kind == Change::Kind::remove_node &&
+                    change->node.id == self->member_.id()) {
+                  return done(Status::success());
+                }
                 xdr::Decoder in(*reply);
                 const std::uint64_t applied_at_leader = in.u64();
                 if (!in.ok()) return done(error(Errc::internal, "malformed reply of the leader"));
                 self->wait_until_applied(applied_at_leader, give_up_at, std::move(done));
               });
+  }
+
+  // Hands the lead to `to` (any voter with 0) through the leader, waiting for one until
+  // `give_up_at`.
+  void transfer(NodeId to, std::uint64_t give_up_at, GroupMember::Done done) {
+    if (member_.is_leader()) return member_.transfer_leadership(to, std::move(done));
+    const NodeId leader = member_.leader();
+    if (to != 0 && leader == to) return done(Status::success());
+    if (leader == 0 || leader == member_.id()) {
+      if (loop_.now_ms() >= give_up_at) {
+        return done(error(Errc::unavailable, "no leader: the group has no quorum"));
+      }
+      return after_a_while(std::move(done), [to, give_up_at](Impl& self, GroupMember::Done done) {
+        self.transfer(to, give_up_at, std::move(done));
+      });
+    }
+    xdr::Buffer request;
+    xdr::Encoder out(request);
+    out.u64(to);
+    const std::uint64_t now = loop_.now_ms();
+    const auto left = std::chrono::milliseconds(give_up_at > now ? give_up_at - now : 1);
+    rpc_.call(leader, kTransferLeadershipMethod, request, left,
+              [done = std::move(done)](Result<xdr::Buffer> reply) { done(reply.status()); });
   }
 
  private:
@@ -171,6 +226,11 @@ void GroupClient::catch_up(std::chrono::milliseconds deadline, GroupMember::Done
 void GroupClient::remove_node(NodeId node, std::chrono::milliseconds deadline,
                               GroupMember::Done done) {
   propose(Change::remove_node(node), deadline, std::move(done));
+}
+
+void GroupClient::transfer_leadership(NodeId to, std::chrono::milliseconds deadline,
+                                      GroupMember::Done done) {
+  impl_->transfer(to, impl_->give_up_at(deadline), std::move(done));
 }
 
 }  // namespace tidepool::cluster

@@ -17,9 +17,11 @@ namespace tidepool::cluster {
 
 class GroupClient {
  public:
-  // The backend RPC methods the leader serves proposals and read indexes on.
+  // The backend RPC methods the leader serves proposals, read indexes and transfers of the lead
+  // on (the daemon's own use 2 and 4).
   static constexpr std::uint32_t kProposeMethod = 1;
   static constexpr std::uint32_t kReadIndexMethod = 3;
+  static constexpr std::uint32_t kTransferLeadershipMethod = 5;
 
   // Serves forwarded proposals on `rpc` when this node leads.
   GroupClient(EventLoop& loop, GroupMember& member, RpcEndpoint& rpc);
@@ -34,7 +36,10 @@ class GroupClient {
   // GroupMember::add_node and remove_node, through the leader; safe to repeat.
   void add_node(const NodeInfo& node, std::chrono::milliseconds deadline,
                 GroupMember::Done done);
+  // A leader that is to be removed first hands on the lead, and the new leader removes it.
   void remove_node(NodeId node, std::chrono::milliseconds deadline, GroupMember::Done done);
+  // GroupMember::transfer_leadership, through the leader.
+  void transfer_leadership(NodeId to, std::chrono::milliseconds deadline, GroupMember::Done done);
   // Waits until this node has applied every change the leader had applied when asked, so that
   // a read here sees what was written through any node. Fails like propose() when no leader
   // answers in time.

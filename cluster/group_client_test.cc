@@ -90,6 +90,32 @@ class GroupClientTest : public ::testing::Test {
     }
   }
 
+  void remove_the_leader(bool through_the_leader) {
+    ASSERT_NO_FATAL_FAILURE(form_three());
+    NodeId leader = 1;
+    while (leader <= 3 && !member(leader).is_leader()) ++leader;
+    ASSERT_LE(leader, 3u);
+    const NodeId asked = through_the_leader ? leader : (leader == 2 ? 3 : 2);
+    auto removed =
+        answer([&](GroupMember::Done done) { client(asked).remove_node(leader, 10s, done); });
+    ASSERT_TRUE(removed && removed->ok()) << (removed ? removed->to_string() : "no answer");
+    std::vector<NodeId> rest;
+    for (NodeId id = 1; id <= 3; ++id) {
+      if (id != leader) rest.push_back(id);
+    }
+    for (NodeId id : rest) {
+      ASSERT_TRUE(world_.run_until([&] { return member(id).view().node(leader) == nullptr; },
+                                   world_.now_ms() + kSoonMs))
+          << "node " << id;
+      EXPECT_NE(member(id).leader(), leader) << "node " << id;
+      EXPECT_NE(member(id).leader(), 0u) << "node " << id;
+    }
+    auto created = answer([&](GroupMember::Done done) {
+      client(rest[0]).propose(Change::create_object("tier", "after", "{}"), 5s, done);
+    });
+    EXPECT_TRUE(created && created->ok()) << "the two left form a majority";
+  }
+
   SimWorld world_;
   fs::path dir_;
   std::map<NodeId, Node> nodes_;
@@ -164,6 +190,26 @@ TEST_F(GroupClientTest, AnIsolatedNodeGivesUpAtTheDeadline) {
       << refused->to_string();
   EXPECT_GE(world_.now_ms() - asked_at, 2'000u);
   EXPECT_EQ(member(follower).view().object("tier", "t"), nullptr);
+}
+
+TEST_F(GroupClientTest, AFollowerHandsTheLeadToAnotherThroughTheLeader) {
+  ASSERT_NO_FATAL_FAILURE(form_three());
+  ASSERT_TRUE(member(1).is_leader());
+  auto moved = answer([&](GroupMember::Done done) { client(2).transfer_leadership(3, 5s, done); });
+  ASSERT_TRUE(moved && moved->ok()) << (moved ? moved->to_string() : "no answer");
+  EXPECT_TRUE(member(3).is_leader());
+  auto again = answer([&](GroupMember::Done done) { client(2).transfer_leadership(3, 5s, done); });
+  EXPECT_TRUE(again && again->ok()) << "the node named leads already";
+}
+
+// The leader cannot take itself out of the group: asked through itself or another member, it
+// hands on the lead, and the next leader removes it.
+TEST_F(GroupClientTest, TheLeaderAskedToRemoveItselfHandsOnTheLeadAndTheNextRemovesIt) {
+  ASSERT_NO_FATAL_FAILURE(remove_the_leader(true));
+}
+
+TEST_F(GroupClientTest, AFollowerAskedToRemoveTheLeaderHasItRemovedByTheNext) {
+  ASSERT_NO_FATAL_FAILURE(remove_the_leader(false));
 }
 
 }  // namespace

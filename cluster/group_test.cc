@@ -574,6 +574,50 @@ TEST_F(GroupTest, NodeCannotRemoveItself) {
   EXPECT_TRUE(all_see_up(all(), {1, 2, 3}));
 }
 
+TEST_F(GroupTest, TheLeaderHandsTheLeadToTheVoterItNamesOrToAnyWithNone) {
+  ASSERT_NO_FATAL_FAILURE(form_cluster(3));
+  ASSERT_EQ(leader(), 1u);
+  auto transfer = [&](NodeId on, NodeId to) {
+    auto answer = std::make_shared<Answer>();
+    member(on).transfer_leadership(to, [answer](Status s) {
+      ++answer->calls;
+      answer->status = std::move(s);
+    });
+    return await(answer, kElectionTimeoutMs + kSoonMs);
+  };
+
+  const Status to_three = transfer(1, 3);
+  ASSERT_TRUE(to_three.ok()) << to_three.to_string();
+  for (NodeId id : all()) EXPECT_EQ(member(id).leader(), 3u) << "node " << id;
+  EXPECT_TRUE(propose_and_wait(3, Change::create_object("tier", "gold", "{}")).ok());
+
+  EXPECT_EQ(transfer(3, 3).code(), Errc::ok) << "the node named leads already";
+  EXPECT_EQ(transfer(3, 9).code(), Errc::invalid_argument);
+  const Status on_a_follower = transfer(1, 2);
+  EXPECT_EQ(on_a_follower.code(), Errc::unavailable) << on_a_follower.to_string();
+  EXPECT_TRUE(names(on_a_follower, 3)) << on_a_follower.to_string();
+
+  ASSERT_TRUE(transfer(3, 0).ok());
+  const NodeId next = leader();
+  EXPECT_TRUE(next == 1 || next == 2) << next;
+  ASSERT_TRUE(wait([&] { return converged(all()); }, kSoonMs));
+  EXPECT_TRUE(all_see_up(all(), {1, 2, 3}));
+}
+
+// A node that cannot be reached does not take the lead: the leader keeps it.
+TEST_F(GroupTest, ALeadHandedToANodeOutOfReachStaysWithTheLeader) {
+  ASSERT_NO_FATAL_FAILURE(form_cluster(3));
+  ASSERT_EQ(leader(), 1u);
+  world_.partition({{1, 2}, {3}});
+  auto answer = std::make_shared<Answer>();
+  member(1).transfer_leadership(3, [answer](Status s) { answer->status = std::move(s); });
+  const Status s = await(answer, 2 * kElectionTimeoutMs + kSoonMs);
+  EXPECT_EQ(s.code(), Errc::timed_out) << s.to_string();
+  world_.heal();
+  ASSERT_TRUE(wait([&] { return leader() != 0 && converged(all()); }, kSoonMs));
+  EXPECT_NE(leader(), 3u);
+}
+
 // --- failure detection and restart ---------------------------------------------------------
 
 TEST_F(GroupTest, LeaderRecordsACrashedFollowerDownAfterDownAfter) {

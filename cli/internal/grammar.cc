@@ -173,6 +173,19 @@ void Grammar::add_cluster_commands() {
       ->add_option("ID", arguments_.id, "The node's id")
       ->required();
 
+  add_command(
+      *cluster, "transfer-leadership",
+      "Hand the lead of the cluster's group, and with it the job engine, to another "
+      "node (before maintenance of the leader)",
+      [this]() -> Result<Operation> {
+        std::optional<std::uint64_t> id;
+        if (!arguments_.id.empty()) {
+          TP_ASSIGN_OR_RETURN(id, parse_id("node id", arguments_.id));
+        }
+        return Operation([id](Session& session) { return transfer_leadership(session, id); });
+      })
+      ->add_option("ID", arguments_.id, "The node to lead; any other voting node if none");
+
   CLI::App* token = add_group(*cluster, "token", "The admin API's bearer token");
   add_command(*token, "rotate",
               "Replace the token: every node refuses the old one from now on; the new one goes "

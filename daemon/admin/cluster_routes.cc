@@ -1,10 +1,11 @@
 // The cluster: probes, forming it (create, then join for each node a member adds), its status,
-// and adding and removing nodes.
+// adding and removing nodes, and handing on the group's lead.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "common/callback_awaitable.h"
 #include "common/tls_identity.h"
 #include "daemon/admin/config_change.h"
 #include "daemon/admin/handlers.h"
@@ -25,6 +26,8 @@ using nlohmann::json;
 constexpr std::chrono::milliseconds kAddNodeDeadline{30'000};
 constexpr std::chrono::milliseconds kStatsDeadline{1'000};
 constexpr std::chrono::milliseconds kJoinTimeout{10'000};
+// A transfer takes an election; a leader not reached is looked for meanwhile.
+constexpr std::chrono::milliseconds kTransferDeadline{10'000};
 
 json node_json(const cluster::NodeInfo& node) {
   return json{{"id", node.id},
@@ -163,6 +166,18 @@ Plan plan_removal(const GroupView& view, const std::string& id_text) {
     return refuse(error_response(404, "no node " + id_text + " in the cluster"));
   }
   return change_then(cluster::Change::remove_node(*id), no_content());
+}
+
+// The node `POST /v1/cluster/leader` names: 0 for any voting member but the leader.
+Result<cluster::NodeId> leader_to_be(const GroupView& view, const std::string& request_body) {
+  if (request_body.empty()) return cluster::NodeId{0};
+  TP_ASSIGN_OR_RETURN(json body, parse_body(request_body));
+  const json node = body.value("node", json());
+  if (node.is_null()) return cluster::NodeId{0};
+  if (!node.is_number_unsigned() || view.node(node.get<cluster::NodeId>()) == nullptr) {
+    return error(Errc::invalid_argument, "'node' must be the id of a node in the cluster");
+  }
+  return node.get<cluster::NodeId>();
 }
 
 }  // namespace
@@ -313,6 +328,19 @@ Reply rotate_cluster_token(Context& context, Request request) {
 
 Reply remove_cluster_node(Context& context, Request request) {
   return carry_out(context.membership, plan_removal(context.view(), request.param("id")));
+}
+
+Reply transfer_cluster_leadership(Context& context, Request request) {
+  Membership& m = context.membership;
+  const Result<cluster::NodeId> to = leader_to_be(context.view(), request.body);
+  if (!to.ok()) co_return failure(to.status());
+  cluster::GroupClient* client = m.client();
+  auto transferring = await_callback<Status>(
+      [client, to = *to](auto done) { client->transfer_leadership(to, kTransferDeadline, done); });
+  const Status status = co_await std::move(transferring);
+  if (!status.ok()) co_return failure(status);
+  spdlog::info("the group's lead went to node {}", m.group()->leader());
+  co_return reply(200, json{{"leader", m.group()->leader()}});
 }
 
 }  // namespace tidepool::daemon::admin

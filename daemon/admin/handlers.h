@@ -11,7 +11,7 @@ namespace tidepool::daemon::admin {
 
 using Reply = boost::asio::awaitable<HttpResponse>;
 
-// cluster_routes.cc: probes, forming a cluster, its status, adding and removing nodes.
+// cluster_routes.cc: probes, forming a cluster, its status, adding and removing nodes, its lead.
 Reply get_health(Context& context, Request request);
 Reply get_metrics(Context& context, Request request);
 Reply get_this_node(Context& context, Request request);
@@ -21,6 +21,7 @@ Reply join_cluster(Context& context, Request request);
 Reply get_cluster_status(Context& context, Request request);
 Reply add_cluster_node(Context& context, Request request);
 Reply remove_cluster_node(Context& context, Request request);
+Reply transfer_cluster_leadership(Context& context, Request request);
 
 // storagepool_routes.cc: node pools and tiers.
 Reply list_nodepools(Context& context, Request request);
