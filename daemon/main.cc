@@ -51,6 +51,16 @@ namespace {
 using namespace tidepool;
 namespace asio = boost::asio;
 
+// An io_context whose queued handlers can be destroyed before any context is: one left queued
+// on a client context may hold the backend's strand (a shipped call's reply), so destroying the
+// contexts one by one, each with its own queue, would reach into a context already gone (ASan
+// saw it at a node's stop).
+class IoContext : public asio::io_context {
+ public:
+  using asio::execution_context::shutdown;
+  using asio::io_context::io_context;
+};
+
 struct Options {
   std::string config_path;
   std::string pid_file;
@@ -162,12 +172,12 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
   store_options.atime_grace_period = config.atime_grace_period;
   // Client connections are spread over io_threads io_contexts of one thread each
   // (nfsd/internal/rpc_transport.h); the first also runs the operations other nodes ship here.
-  std::vector<std::unique_ptr<asio::io_context>> client_contexts;
+  std::vector<std::unique_ptr<IoContext>> client_contexts;
   std::vector<asio::io_context*> contexts;
   using WorkGuard = asio::executor_work_guard<asio::io_context::executor_type>;
   std::vector<WorkGuard> client_work;
   for (std::uint32_t i = 0; i < config.io_threads; ++i) {
-    client_contexts.push_back(std::make_unique<asio::io_context>(1));
+    client_contexts.push_back(std::make_unique<IoContext>(1));
     contexts.push_back(client_contexts.back().get());
     client_work.push_back(asio::make_work_guard(*client_contexts.back()));
   }
@@ -177,7 +187,7 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
   asio::signal_set signals(io, SIGTERM, SIGINT);
   // The cluster side — group view, backend transport, admin API — runs on one thread of its
   // own, all of it on one strand, so client load never delays heartbeats.
-  asio::io_context backend_io(1);
+  IoContext backend_io(1);
   auto backend_work = asio::make_work_guard(backend_io);
   auto strand = asio::make_strand(backend_io);
   // Held across renames between shards: the cluster's once its lock manager runs.
@@ -345,6 +355,9 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
   backend.join();
   server->reset();
   shipping.close();
+  // What is left queued goes while every context is still whole (IoContext).
+  backend_io.shutdown();
+  for (const auto& context : client_contexts) context->shutdown();
   if (fail_points::switched_on(fail_points::kLeakAtExit)) leak_a_block();
   spdlog::info("stopped");
   return 0;
