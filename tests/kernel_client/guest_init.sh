@@ -8,6 +8,8 @@
 #   STEP <name> OK (<secs> s)
 #   STEP <name> FAIL: <the guest's own output, lines joined by " | ">
 #   STEP <name> SKIP: <why>
+# and, for the locks step, "TP LOCKED|UNLOCKED <kind> <path>", after which it
+# waits for the host to type "TP GO" (or "TP FAIL <why>") on the console;
 # then "TP DONE" and a power-off. With tp_mode=commands it runs no workload:
 # it mounts the export at the export's own path, prints "TP READY", and runs
 # each line the host types on the console as a shell command, printing its
@@ -32,7 +34,7 @@ mount -t tmpfs tmp /tmp
 exec </dev/console >/dev/console 2>&1
 
 echo "TP init: $(uname -r), $(grep -c ^processor /proc/cpuinfo) cpu(s)"
-tp_server=10.0.2.100 tp_export=/ifs tp_mode=workload tp_files=10000 tp_big='' tp_big_sha256=''
+tp_server=10.0.2.100 tp_export=/ifs tp_mode=workload tp_files=5000 tp_big='' tp_big_sha256=''
 tp_big_size=''
 # shellcheck disable=SC2013 # the command line is words
 for kv in $(cat /proc/cmdline); do
@@ -361,6 +363,44 @@ step_write_for_host() {
   echo "SHA256 kc/guest.bin $(sha256sum <guest.bin | cut -d' ' -f1)" >/dev/console
 }
 
+# Tells the host `TP <what>` and waits for its verdict: "TP GO", or "TP FAIL
+# <why>", which fails the step.
+host_says() {
+  echo "TP $1" >/dev/console
+  IFS= read -r answer </dev/console
+  answer=${answer%"$(printf '\r')"}
+  [ "$answer" = "TP GO" ] || { echo "after '$1' the host said: $answer"; exit 1; }
+}
+
+# Locks through NLM, taken by the kernel's lockd (tp_guest_statd answering its
+# SM_MON). For fcntl and for flock (which the NFS client sends as an NLM lock
+# of the whole file), the guest holds an exclusive lock of a file while the
+# host asks for it through another node and must be refused, then releases it
+# and the host must get it.
+step_locks() {
+  stty -echo </dev/console
+  for kind in fcntl flock; do
+    file=lock.$kind
+    : >"$file"
+    /usr/local/bin/tp_guest_lock "$kind" "$file" >/tmp/holder.out 2>&1 &
+    holder=$!
+    i=0
+    until grep -q held /tmp/holder.out; do
+      if ! kill -0 "$holder" 2>/dev/null || [ "$i" -ge 200 ]; then
+        cat /tmp/holder.out /tmp/statd.log
+        echo "$kind: no lock within 20 s"
+        exit 1
+      fi
+      sleep 0.1
+      i=$((i + 1))
+    done
+    host_says "LOCKED $kind kc/$file"
+    kill "$holder"
+    wait "$holder"
+    host_says "UNLOCKED $kind kc/$file"
+  done
+}
+
 # --- Boot, network, mount, run ----------------------------------------------
 
 while read -r module; do
@@ -419,13 +459,18 @@ if [ "$tp_mode" = commands ]; then
   mount_point=$tp_export
   mkdir -p "$mount_point"
 fi
+# The portmapper and status monitor the kernel's lockd registers with and
+# asks to monitor the server, on 127.0.0.1:111.
+/usr/local/bin/tp_guest_statd 2>/tmp/statd.log &
 echo "RUN mount"
 # The kernel's own text options, as mount.nfs would pass them; busybox's
 # mount hands them to mount(2) unchanged. No port= or mountport=: the kernel
-# asks the node's portmapper at tp_server:111.
-if ! mount -t nfs -o "vers=3,proto=tcp,mountproto=tcp,nolock,addr=$tp_server" \
+# asks the node's portmapper at tp_server:111. Locking is on: the first mount
+# starts lockd.
+if ! mount -t nfs -o "vers=3,proto=tcp,mountproto=tcp,addr=$tp_server" \
   "$tp_server:$tp_export" "$mount_point" >/tmp/mount.out 2>&1; then
   dmesg | grep -i -E 'nfs|rpc|lockd' | tail -n 8 >>/tmp/mount.out
+  cat /tmp/statd.log >>/tmp/mount.out
   echo "STEP mount FAIL: $(oneline /tmp/mount.out)"
   finish
 fi
@@ -438,6 +483,7 @@ fi
 mkdir -p /mnt/kc && chmod 755 /mnt /mnt/kc
 
 run write_read step_write_read
+run locks step_locks 90
 run rename step_rename
 run links step_links
 run tree step_tree
@@ -451,6 +497,5 @@ run permissions step_permissions
 run chown_restricted step_chown_restricted
 run big_file step_big_file 90
 run write_for_host step_write_for_host
-echo "STEP locks SKIP: NLM not implemented yet (issue 5); mounted with nolock"
 
 unmount_and_finish

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <string_view>
 #include <utility>
 
 namespace tidepool::test {
@@ -165,8 +166,14 @@ InitramfsResult make_guest_initramfs(const std::string& script_dir, const std::s
                                      std::string* output) {
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(out).parent_path(), ec);
-  int rc = run_capture(
-      {"/bin/sh", script_dir + "/make_initramfs.sh", out, kernel.version, init_script}, output);
+  std::vector<std::string> command{"/bin/sh", script_dir + "/make_initramfs.sh", out,
+                                   kernel.version, init_script};
+  for (std::string_view tools = TP_GUEST_TOOLS; !tools.empty();) {
+    const std::size_t end = std::min(tools.find(':'), tools.size());
+    command.emplace_back(tools.substr(0, end));
+    tools.remove_prefix(std::min(end + 1, tools.size()));
+  }
+  int rc = run_capture(command, output);
   if (rc == 0) return InitramfsResult::kReady;
   if (rc == 3) return InitramfsResult::kMissing;
   *output = "make_initramfs.sh exited with status " + std::to_string(rc) + ": " + *output;

@@ -6,7 +6,9 @@
 // script (make_initramfs.sh), on qemu's user networking with `restrict=on`:
 // it reaches nothing on the host but the forwards it is given, each a guest
 // TCP port on one guest address relayed to a host address and port
-// (tp_guestfwd_relay, one process per connection). Its serial console is the
+// (tp_guestfwd_relay, one process per connection). It runs a portmapper and
+// status monitor of its own (tp_guest_statd), which the kernel's lockd needs
+// to take NLM locks. Its serial console is the
 // result: run_guest() collects it, bounded by a deadline; the test may type
 // on it too (GuestSpec::on_line).
 //
@@ -33,6 +35,9 @@
 #endif
 #ifndef TP_GUESTFWD_RELAY
 #error "TP_GUESTFWD_RELAY must name the tp_guestfwd_relay binary"
+#endif
+#ifndef TP_GUEST_TOOLS
+#error "TP_GUEST_TOOLS must name the guest's tools (tp_guest_statd, tp_guest_lock), ':' between"
 #endif
 
 namespace tidepool::test {

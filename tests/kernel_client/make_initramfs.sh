@@ -1,5 +1,5 @@
 #!/bin/sh
-# make_initramfs.sh OUT KERNEL_VERSION INIT_SCRIPT
+# make_initramfs.sh OUT KERNEL_VERSION INIT_SCRIPT [TOOL...]
 #
 # Writes OUT, an uncompressed newc initramfs for the kernel-client test's
 # guest: a static busybox (/bin/busybox, Debian's busybox-static), the
@@ -7,9 +7,10 @@
 # KERNEL_VERSION (loaded in that order by /init, listed in /etc/tp-modules),
 # GNU coreutils' touch and ls in /usr/local/bin with the libraries they load
 # (busybox's touch refuses `-d 2018-01-01T00:00:00`, a form administrators
-# type), a passwd with uid 1000, and INIT_SCRIPT as /init.
+# type), each TOOL (the guest's portmapper and status monitor, its lock
+# holder) there too, a passwd with uid 1000, and INIT_SCRIPT as /init.
 #
-# OUT is rebuilt only when INIT_SCRIPT, this script, busybox, the GNU tools or
+# OUT is rebuilt only when INIT_SCRIPT, this script, busybox, the tools or
 # the kernel's modules.dep changed since it was made (their checksums are kept in
 # OUT.inputs), and replaced atomically, so a build directory keeps one per
 # kernel. Prints why it failed on stderr and exits non-zero.
@@ -19,6 +20,7 @@ set -eu
 out=$1
 kver=$2
 init=$3
+shift 3
 busybox=${BUSYBOX:-/bin/busybox}
 moddir=/lib/modules/$kver
 self=$0
@@ -41,10 +43,14 @@ gnu_tools="/bin/touch /bin/ls"
 for tool in $gnu_tools; do
   [ -x "$tool" ] || missing "no $tool (install coreutils)"
 done
+for tool in "$@"; do
+  [ -x "$tool" ] || { echo "make_initramfs: no $tool (a build target)" >&2; exit 1; }
+done
+tools="$gnu_tools $*"
 
 # What OUT is made of; OUT.inputs keeps the list OUT was made from.
 # shellcheck disable=SC2086 # the tools are words
-inputs=$(sha256sum "$init" "$self" "$busybox" $gnu_tools "$moddir/modules.dep")
+inputs=$(sha256sum "$init" "$self" "$busybox" $tools "$moddir/modules.dep")
 if [ -f "$out" ] && [ "$(cat "$out.inputs" 2>/dev/null)" = "$inputs" ]; then
   exit 0
 fi
@@ -76,7 +82,8 @@ rm "$stage/deps"
 [ -s "$stage/etc/tp-modules" ] || { echo "make_initramfs: no modules for $kver" >&2; exit 1; }
 
 mkdir -p "$stage/usr/local/bin"
-for tool in $gnu_tools; do
+# shellcheck disable=SC2086 # the tools are words
+for tool in $tools; do
   cp "$tool" "$stage/usr/local/bin/"
   # The loader and each library by the path the tool asks for.
   for lib in $(ldd "$tool" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }'); do
