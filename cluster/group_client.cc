@@ -61,6 +61,12 @@ class GroupClient::Impl : public std::enable_shared_from_this<Impl> {
     return loop_.now_ms() + static_cast<std::uint64_t>(deadline.count());
   }
 
+  // The deadline of a call made now (at least 1 ms).
+  std::chrono::milliseconds left_until(std::uint64_t give_up_at) const {
+    const std::uint64_t now = loop_.now_ms();
+    return std::chrono::milliseconds(give_up_at > now ? give_up_at - now : 1);
+  }
+
   // Applies `change` through the leader, or with none, only catches up with it. Waits for a
   // leader to be known until `give_up_at`.
   void through_leader(std::optional<Change> change, std::uint64_t give_up_at,
@@ -94,8 +100,7 @@ class GroupClient::Impl : public std::enable_shared_from_this<Impl> {
       xdr::Encoder out(request);
       internal::encode_change(*change, out);
     }
-    const std::uint64_t now = loop_.now_ms();
-    const auto left = std::chrono::milliseconds(give_up_at > now ? give_up_at - now : 1);
+    const std::chrono::milliseconds left = left_until(give_up_at);
     std::weak_ptr<Impl> weak = weak_from_this();
     rpc_.call(leader, change ? kProposeMethod : kReadIndexMethod, request, left,
               [weak, change = std::move(change), give_up_at,
@@ -139,8 +144,7 @@ class GroupClient::Impl : public std::enable_shared_from_this<Impl> {
     xdr::Buffer request;
     xdr::Encoder out(request);
     out.u64(to);
-    const std::uint64_t now = loop_.now_ms();
-    const auto left = std::chrono::milliseconds(give_up_at > now ? give_up_at - now : 1);
+    const std::chrono::milliseconds left = left_until(give_up_at);
     rpc_.call(leader, kTransferLeadershipMethod, request, left,
               [done = std::move(done)](Result<xdr::Buffer> reply) { done(reply.status()); });
   }
