@@ -326,10 +326,14 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
       sampler.cancel();
       jobs->stop();
       admin.reset();
-      shipping.attach(nullptr);
-      membership->reset();
-      backend_work.reset();
-      backend_io.stop();
+      // A shard's last flush goes to its mirror over the backend: the cluster side stays
+      // until it went (closed after, the flush waited 12 s for a backend gone, then failed).
+      shipping.close_stores([&] {
+        shipping.attach(nullptr);
+        membership->reset();
+        backend_work.reset();
+        backend_io.stop();
+      });
     });
     client_work.clear();
     for (asio::io_context* context : contexts) context->stop();

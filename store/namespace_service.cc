@@ -163,6 +163,17 @@ void NamespaceService::settle() {
       });
 }
 
+void NamespaceService::close_stores(std::function<void()> done) {
+  std::vector<std::shared_ptr<LocalStore>> stores;
+  for (const Shard& shard : shards_) {
+    if (shard.store) stores.push_back(shard.store);
+  }
+  asio::post(blocking_, [this, stores = std::move(stores), done = std::move(done)]() mutable {
+    for (const auto& store : stores) store->close();
+    asio::post(strand_, std::move(done));
+  });
+}
+
 void NamespaceService::close() {
   *alive_ = false;
   router_.set_home(0);

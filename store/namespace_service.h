@@ -107,6 +107,11 @@ class NamespaceService {
   void follow(const std::optional<NamespaceRecord>& record, const cluster::GroupView& view);
   // Answers the backend protocol's methods on `rpc` (backend_endpoints.cc).
   void serve(cluster::RpcEndpoint& rpc);
+  // On the strand, first of a node's stop: closes the stores this node homes while the
+  // backend still runs, so that their last flush reaches their mirrors, then runs `done` on
+  // the strand. Closing blocks on those deliveries, which need the strand: it runs on the
+  // blocking pool. Calls to a closed store fail as unavailable.
+  void close_stores(std::function<void()> done);
   // Stops serving and closes this node's copy; blocks until it is closed. After the strand
   // stopped.
   void close();

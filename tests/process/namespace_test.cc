@@ -321,6 +321,40 @@ TEST_F(NamespaceTest, WithTheHomeAndItsMirrorDownOtherNodesAnswerRetryLater) {
   EXPECT_EQ(again.read_all(kept), "still here");
 }
 
+// A home stopped with SIGTERM closes its shard while its cluster side still runs: what the
+// shard held in memory (here the size an UNSTABLE write left, flushed about once a second)
+// reaches the mirror, which serves it once it took over. Closed after the backend, the last
+// flush waited 10 s and failed, and the mirror served the file empty.
+TEST_F(NamespaceTest, AHomeStoppedHandsWhatItHeldInMemoryToItsMirror) {
+  const auto [home, mirror] = cluster_->wait_for_full_protection(1, 30s);
+  ASSERT_NE(mirror, 0u);
+  std::size_t survivor = 2;
+  while (survivor == home || survivor == mirror) ++survivor;
+  NfsClient writer(endpoint(home));
+  const FileHandle file = writer.make_file(roots_[home - 1], "unstable", 0644, "");
+  ASSERT_FALSE(file.empty());
+  const std::string data(64 * 1024, 'u');
+  ASSERT_EQ(writer.write(file, 0, data, UNSTABLE).status, NFS3_OK);
+
+  const auto stopping = Clock::now();
+  cluster_->node(home).stop();
+  EXPECT_LT(Clock::now() - stopping, 4s) << cluster_->node(home).log_tail();
+  const std::string log = cluster_->node(home).log_tail(1 << 20);
+  EXPECT_EQ(log.find("did not take a change"), std::string::npos) << log;
+  EXPECT_EQ(log.find("not delivered"), std::string::npos) << log;
+
+  AttrResult attributes;
+  const auto stopped_at = Clock::now();
+  while (Clock::now() - stopped_at < 30s) {
+    NfsClient probe(endpoint(survivor));
+    attributes = probe.getattr(file);
+    if (attributes.status != kJukebox) break;
+    std::this_thread::sleep_for(200ms);
+  }
+  ASSERT_EQ(attributes.status, NFS3_OK);
+  EXPECT_EQ(attributes.attr.size, data.size());
+}
+
 // Changes the byte at `offset` of an inode's data file on node `id`'s disk behind tided's
 // back, as a failing disk would; returns the byte now there.
 char flip_on_disk(TidedNode& node, std::uint64_t inode, std::uint64_t offset) {
