@@ -1,6 +1,7 @@
 #include "cluster/tls.h"
 
 #include <fcntl.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/kdf.h>
 #include <openssl/pem.h>
@@ -316,19 +317,40 @@ Result<std::string> unseal(std::string_view sealed, std::string_view secret,
   return plaintext;
 }
 
-std::optional<PeerCertificate> peer_certificate(ssl_st* ssl) {
-  X509* certificate = SSL_get0_peer_certificate(ssl);
-  if (certificate == nullptr) return std::nullopt;
-  PeerCertificate peer{tidepool::certificate_fingerprint(certificate), {}};
+namespace {
+
+std::string common_name_of(X509* certificate) {
   X509_NAME* subject = X509_get_subject_name(certificate);
   const int index = X509_NAME_get_index_by_NID(subject, NID_commonName, -1);
   const ASN1_STRING* name =
       index < 0 ? nullptr : X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, index));
-  if (name != nullptr) {
-    peer.common_name.assign(reinterpret_cast<const char*>(ASN1_STRING_get0_data(name)),
-                            static_cast<std::size_t>(ASN1_STRING_length(name)));
+  if (name == nullptr) return {};
+  return std::string(reinterpret_cast<const char*>(ASN1_STRING_get0_data(name)),
+                     static_cast<std::size_t>(ASN1_STRING_length(name)));
+}
+
+}  // namespace
+
+std::optional<PeerCertificate> peer_certificate(ssl_st* ssl) {
+  X509* certificate = SSL_get0_peer_certificate(ssl);
+  if (certificate == nullptr) return std::nullopt;
+  return PeerCertificate{tidepool::certificate_fingerprint(certificate),
+                         common_name_of(certificate)};
+}
+
+Status check_issued_by(const std::string& certificate, const std::string& ca_certificate,
+                       const std::string& common_name) {
+  TP_ASSIGN_OR_RETURN(Certificate parsed, parse_certificate(certificate));
+  TP_ASSIGN_OR_RETURN(Certificate ca, parse_certificate(ca_certificate));
+  EVP_PKEY* ca_key = X509_get0_pubkey(ca.get());
+  if (ca_key == nullptr || X509_verify(parsed.get(), ca_key) != 1) {
+    ERR_clear_error();
+    return error(Errc::access_denied, "the certificate was not signed by the cluster's CA");
   }
-  return peer;
+  if (common_name_of(parsed.get()) != common_name) {
+    return error(Errc::access_denied, "the certificate is not for " + common_name);
+  }
+  return {};
 }
 
 std::string node_common_name(NodeId id) { return "node-" + std::to_string(id); }

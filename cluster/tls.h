@@ -68,6 +68,11 @@ struct PeerCertificate {
 // After the handshake on `ssl`; nullopt when the peer presented no certificate.
 std::optional<PeerCertificate> peer_certificate(ssl_st* ssl);
 
+// Fails with access_denied unless `certificate` (PEM) was signed by the CA whose certificate
+// is `ca_certificate` and names `common_name`: one the cluster issued to that node.
+Status check_issued_by(const std::string& certificate, const std::string& ca_certificate,
+                       const std::string& common_name);
+
 // The common name of node `id`'s certificates ("node-3"): the name its peers check.
 std::string node_common_name(NodeId id);
 

@@ -56,6 +56,23 @@ TEST(Tls, ANodeCertificateNamesTheAddressItServesAt) {
             Errc::invalid_argument);
 }
 
+TEST(Tls, OnlyACertificateTheCaIssuedForTheNodeIsTakenAsIssuedToIt) {
+  auto ca = create_certificate_authority("lab");
+  auto other_ca = create_certificate_authority("lab");
+  auto node = create_self_signed_certificate("node-3");
+  ASSERT_TRUE(ca.ok() && other_ca.ok() && node.ok());
+  auto issued = sign_certificate(*ca, "node-3", node->certificate);
+  auto elsewhere = sign_certificate(*other_ca, "node-3", node->certificate);
+  ASSERT_TRUE(issued.ok() && elsewhere.ok());
+  EXPECT_TRUE(check_issued_by(*issued, ca->certificate, "node-3").ok());
+  EXPECT_EQ(check_issued_by(*issued, ca->certificate, "node-4").code(), Errc::access_denied);
+  EXPECT_EQ(check_issued_by(*elsewhere, ca->certificate, "node-3").code(), Errc::access_denied);
+  EXPECT_EQ(check_issued_by(node->certificate, ca->certificate, "node-3").code(),
+            Errc::access_denied);
+  EXPECT_EQ(check_issued_by("not a certificate", ca->certificate, "node-3").code(),
+            Errc::invalid_argument);
+}
+
 TEST(Tls, GarbageIsRefusedWithAClearError) {
   auto ca = create_certificate_authority("lab");
   ASSERT_TRUE(ca.ok());

@@ -18,6 +18,11 @@ inline constexpr std::string_view kCrossShardDecide = "cross_shard_decide";
 // between a grant and its reply.
 inline constexpr std::string_view kNlmGrantReply = "nlm_grant_reply";
 
+// `tide cluster add-node` on the member that adds: the node joined (it holds the certificate the
+// cluster issued to it), before the node goes into the view and the group: where killing that
+// member leaves a node half added.
+inline constexpr std::string_view kAddNodeAfterJoin = "add_node_after_join";
+
 // Switched on, every lease check (cluster/lease.h) passes, held or not: the partition tests
 // show with it that their checkers see the stale answers leases prevent.
 inline constexpr std::string_view kIgnoreLeases = "ignore_leases";

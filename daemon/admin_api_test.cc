@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "cluster/tls.h"
 #include "common/tls_identity.h"
 #include "daemon/admin/test_node.h"
 
@@ -92,8 +93,15 @@ TEST_F(AdminApiOutsideAClusterTest, TheNodeProvesItKnowsItsSecretForTheCertifica
   ASSERT_TRUE(fingerprint.ok());
   EXPECT_EQ(node["setup_proof"], setup_proof(node_.setup_secret(), *fingerprint));
   EXPECT_NE(node["setup_proof"], setup_proof(node_.setup_secret() + "x", *fingerprint));
+  EXPECT_FALSE(node.contains("cluster_certificate"));
   ASSERT_TRUE(node_.create_cluster());
-  EXPECT_FALSE(json_of(node_.call("GET", "/v1/node", "", "")).contains("setup_proof"));
+  const json member = json_of(node_.call("GET", "/v1/node", "", ""));
+  EXPECT_FALSE(member.contains("setup_proof"));
+  // A member proves instead that it holds the certificate its cluster issued to it.
+  const std::string issued = member.value("cluster_certificate", std::string());
+  EXPECT_TRUE(cluster::check_issued_by(issued, node_.membership().ca_certificate(),
+                                       cluster::node_common_name(member["id"]))
+                  .ok());
 }
 
 TEST_F(AdminApiOutsideAClusterTest, CreateNeedsANamedCluster) {

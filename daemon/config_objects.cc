@@ -23,6 +23,7 @@ constexpr std::chrono::seconds kMinRepairDelay{1};
 constexpr std::chrono::seconds kMaxRepairDelay{4 * 7 * 86400};
 constexpr std::string_view kCrossShardDecidePause = "debug.fail_point.cross_shard_decide";
 constexpr std::string_view kNlmGrantReplyPause = "debug.fail_point.nlm_grant_reply";
+constexpr std::string_view kAddNodeAfterJoinPause = "debug.fail_point.add_node_after_join";
 constexpr std::string_view kFailPointPrefix = "debug.fail_point.";
 constexpr std::string_view kIgnoreLeases = "debug.fail_point.ignore_leases";
 constexpr std::string_view kKeepWhatCallbacksDrop = "debug.fail_point.keep_what_callbacks_drop";
@@ -165,6 +166,10 @@ const std::vector<SysctlSpec>& sysctl_specs() {
        "fault injection: an NLM lock granted waits this long before it is answered: seconds, "
        "or 90s (0: not at all)",
        "s"},
+      {kAddNodeAfterJoinPause,
+       "fault injection: an add-node waits this long once the node joined, before it goes into "
+       "the view: seconds, or 90s (0: not at all)",
+       "s"},
       {kIgnoreLeases,
        "fault injection, never on a cluster that serves data: every node serves as if it held "
        "its lease, cut off or not (true or false)",
@@ -256,6 +261,10 @@ std::chrono::seconds cross_shard_decide_pause(const cluster::GroupView& view) {
 
 std::chrono::seconds nlm_grant_reply_pause(const cluster::GroupView& view) {
   return duration_value(view, kNlmGrantReplyPause, std::chrono::seconds(0));
+}
+
+std::chrono::seconds add_node_after_join_pause(const cluster::GroupView& view) {
+  return duration_value(view, kAddNodeAfterJoinPause, std::chrono::seconds(0));
 }
 
 bool fail_point_switched_on(const cluster::GroupView& view, std::string_view name) {

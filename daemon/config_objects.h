@@ -83,6 +83,8 @@ std::chrono::seconds repair_delay(const cluster::GroupView& view);
 std::chrono::seconds cross_shard_decide_pause(const cluster::GroupView& view);
 // debug.fail_point.nlm_grant_reply: the pause of fail point kNlmGrantReply; 0 when unset.
 std::chrono::seconds nlm_grant_reply_pause(const cluster::GroupView& view);
+// debug.fail_point.add_node_after_join: the pause of fail point kAddNodeAfterJoin; 0 when unset.
+std::chrono::seconds add_node_after_join_pause(const cluster::GroupView& view);
 // debug.fail_point.NAME, for the switches among the fail points (common/fail_points.h): whether
 // switch NAME is on, on every node; off when unset.
 bool fail_point_switched_on(const cluster::GroupView& view, std::string_view name);

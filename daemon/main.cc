@@ -230,6 +230,7 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
     cache.set_atime_policy(atime.enabled, atime.grace_period);
     fail_points::set_pause(fail_points::kCrossShardDecide, daemon::cross_shard_decide_pause(view));
     fail_points::set_pause(fail_points::kNlmGrantReply, daemon::nlm_grant_reply_pause(view));
+    fail_points::set_pause(fail_points::kAddNodeAfterJoin, daemon::add_node_after_join_pause(view));
     for (const std::string_view name :
          {fail_points::kIgnoreLeases, fail_points::kKeepWhatCallbacksDrop,
           fail_points::kLeakAtExit}) {

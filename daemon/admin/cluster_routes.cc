@@ -3,9 +3,13 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <nlohmann/json.hpp>
 
+#include "cluster/tls.h"
 #include "common/callback_awaitable.h"
+#include "common/fail_points.h"
 #include "common/tls_identity.h"
 #include "daemon/admin/config_change.h"
 #include "daemon/admin/handlers.h"
@@ -87,16 +91,51 @@ json join_package(Membership& m, const std::string& certificate) {
               {"certificate", certificate}};
 }
 
+cluster::NodeInfo node_info(const json& node) {
+  return cluster::NodeInfo{node["id"].get<cluster::NodeId>(),
+                           node.value("name", std::string()),
+                           node.value("backend_address", std::string()),
+                           node.value("frontend_address", std::string()),
+                           node.value("admin_address", std::string()),
+                           node.value("pool", std::string()),
+                           true};
+}
+
+// A node added before as far as its join — the add cut short there, or its promotion to voter
+// given up — that a `GET /v1/node` answer describes: a member of this cluster presenting the
+// certificate this cluster issued to it. Its NodeInfo, with that certificate's fingerprint; none
+// when the answer is not of such a node.
+std::optional<Result<cluster::NodeInfo>> half_added_node(Membership& m, const std::string& address,
+                                                         const json& node,
+                                                         const HttpReply& answer) {
+  const json member_of = node.value("cluster", json());
+  if (!member_of.is_object() || member_of.value("id", std::string()) != m.identity()->id) {
+    return std::nullopt;
+  }
+  cluster::NodeInfo info = node_info(node);
+  const std::string issued = node.value("cluster_certificate", std::string());
+  const Result<std::string> fingerprint = cluster::certificate_fingerprint(issued);
+  if (!fingerprint.ok() || *fingerprint != answer.server_fingerprint) {
+    return error(Errc::access_denied,
+                 address + " names another certificate than the one it presented");
+  }
+  if (Status ours =
+          cluster::check_issued_by(issued, m.ca_certificate(), cluster::node_common_name(info.id));
+      !ours.ok()) {
+    return error(Errc::access_denied, address +
+                                          " holds no certificate this cluster issued to node " +
+                                          std::to_string(info.id) + ": " + ours.message());
+  }
+  info.certificate = *fingerprint;
+  return info;
+}
+
 // The node a `GET /v1/node` answer describes, if it is a Tidepool node outside any cluster that
 // proved it knows `setup_secret` for the certificate it presented.
 Result<std::pair<cluster::NodeInfo, std::string>> node_to_add(const std::string& address,
                                                               const std::string& setup_secret,
+                                                              const json& node,
                                                               const HttpReply& answer) {
-  const json node = json::parse(answer.body, nullptr, false);
-  if (answer.status != 200 || !node.is_object() || !node.value("id", json()).is_number_unsigned() ||
-      !node.value("certificate", json()).is_string()) {
-    return error(Errc::unavailable, address + " did not answer as a Tidepool node");
-  }
   if (!node.value("cluster", json()).is_null()) {
     return error(Errc::already_exists, address + " is already in cluster '" +
                                            node["cluster"].value("name", std::string()) + "'");
@@ -113,14 +152,7 @@ Result<std::pair<cluster::NodeInfo, std::string>> node_to_add(const std::string&
                  address + " did not prove it knows the setup secret given: the secret is not "
                            "that node's, or another machine answered at its address");
   }
-  cluster::NodeInfo info{node["id"].get<cluster::NodeId>(),
-                         node.value("name", std::string()),
-                         node.value("backend_address", std::string()),
-                         node.value("frontend_address", std::string()),
-                         node.value("admin_address", std::string()),
-                         node.value("pool", std::string()),
-                         true};
-  return std::pair{std::move(info), certificate};
+  return std::pair{node_info(node), certificate};
 }
 
 std::string refusal_of(const HttpReply& answer) {
@@ -180,6 +212,19 @@ Result<cluster::NodeId> leader_to_be(const GroupView& view, const std::string& r
   return node.get<cluster::NodeId>();
 }
 
+// The add's last steps, once the node joined: it goes into the view and the group, and votes
+// once it caught up. Each step repeated succeeds, so a node half added is finished by them.
+asio::awaitable<HttpResponse> finish_add(Membership& m, cluster::NodeInfo added) {
+  Plan plan = change_then(cluster::Change::add_node(added), HttpResponse{});
+  plan.deadline = kAddNodeDeadline;
+  auto adding = carry_out(m, std::move(plan));
+  const HttpResponse outcome = co_await std::move(adding);
+  if (outcome.status != 200) co_return outcome;
+  spdlog::info("added node {} (pool {}) at {}", added.id, added.pool, added.admin_address);
+  const cluster::NodeInfo* now = m.group()->view().node(added.id);
+  co_return reply(201, node_json(now != nullptr ? *now : added));
+}
+
 }  // namespace
 
 Reply get_health(Context& context, Request) {
@@ -211,6 +256,8 @@ Reply get_this_node(Context& context, Request) {
       m.identity() ? json{{"name", m.identity()->name}, {"id", m.identity()->id}} : json(nullptr);
   node["certificate"] = m.self_signed_certificate();
   if (!m.identity()) node["setup_proof"] = m.own_setup_proof();
+  // What a member's admin API presents: the certificate the cluster issued to it.
+  if (m.identity()) node["cluster_certificate"] = m.admin_certificate().certificate;
   co_return reply(200, node);
 }
 
@@ -279,7 +326,20 @@ Reply add_cluster_node(Context& context, Request request) {
       kJoinTimeout);
   Result<HttpReply> answer = co_await std::move(asking);
   if (!answer.ok()) co_return failure(answer.status());
-  auto candidate = node_to_add(address, given->setup_secret, *answer);
+  const json node = json::parse(answer->body, nullptr, false);
+  if (answer->status != 200 || !node.is_object() ||
+      !node.value("id", json()).is_number_unsigned() ||
+      !node.value("certificate", json()).is_string()) {
+    co_return failure(error(Errc::unavailable, address + " did not answer as a Tidepool node"));
+  }
+  // Added as far as its join before: the add goes on from there.
+  if (auto half_added = half_added_node(m, address, node, *answer)) {
+    if (!half_added->ok()) co_return failure(half_added->status());
+    spdlog::info("node {} at {} joined before: finishing its add", (*half_added)->id, address);
+    auto finishing = finish_add(m, std::move(half_added->value()));
+    co_return co_await std::move(finishing);
+  }
+  auto candidate = node_to_add(address, given->setup_secret, node, *answer);
   if (!candidate.ok()) co_return failure(candidate.status());
   cluster::NodeInfo& added = candidate->first;
   if (const cluster::NodeInfo* existing = m.group()->view().node(added.id); existing != nullptr) {
@@ -308,14 +368,14 @@ Reply add_cluster_node(Context& context, Request request) {
   if (joined->status != 200) {
     co_return error_response(joined->status, address + " refused to join: " + refusal_of(*joined));
   }
-  Plan plan = change_then(cluster::Change::add_node(added), HttpResponse{});
-  plan.deadline = kAddNodeDeadline;
-  auto adding = carry_out(m, std::move(plan));
-  const HttpResponse outcome = co_await std::move(adding);
-  if (outcome.status != 200) co_return outcome;
-  spdlog::info("added node {} (pool {}) at {}", added.id, added.pool, added.admin_address);
-  const cluster::NodeInfo* now = m.group()->view().node(added.id);
-  co_return reply(201, node_json(now != nullptr ? *now : added));
+  if (const auto pause = fail_points::pause_at(fail_points::kAddNodeAfterJoin); pause.count() > 0) {
+    spdlog::info("fail point {}: node {} joined; its add waits {} ms",
+                 fail_points::kAddNodeAfterJoin, added.id, pause.count());
+    asio::steady_timer after_join(context.strand, pause);
+    co_await after_join.async_wait(asio::use_awaitable);
+  }
+  auto adding = finish_add(m, std::move(added));
+  co_return co_await std::move(adding);
 }
 
 Reply rotate_cluster_token(Context& context, Request request) {

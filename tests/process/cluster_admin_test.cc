@@ -469,6 +469,58 @@ TEST_F(ClusterAdminTest, ARemovedNodesCertificateOpensNoDoor) {
 // The CA's private key is in no member's Raft log, snapshots or configuration database (it is
 // kept sealed under the admin token), and any member adds a node with the token: here after the
 // node that made the cluster is gone.
+// An add cut short once the node joined — the member adding it killed there (fail point
+// add_node_after_join) — leaves a node holding the certificate the cluster issued to it but in
+// neither the view nor the group. The same add-node, run again, finishes the add: the node is
+// up and serves the namespace.
+TEST_F(ClusterAdminTest, AnAddCutShortAfterTheJoinIsFinishedByTheSameCommandRunAgain) {
+  Ran created =
+      run(tide_path(), {"--workdir", cluster_->workdir().string(), "cluster", "create", "lab",
+                        "--node", admin(1), "--setup-secret-file", cluster_->setup_secret_file(1)});
+  ASSERT_EQ(created.exit_code, 0) << created.output;
+  ASSERT_EQ(tide(1, {"sysctl", "debug.fail_point.add_node_after_join=60s"}).exit_code, 0);
+  const std::vector<std::string> add_node_2{"cluster", "add-node", admin(2), "--setup-secret-file",
+                                            cluster_->setup_secret_file(2)};
+  Ran cut_short;
+  std::thread adding([&] { cut_short = tide(1, add_node_2); });
+  const std::string paused = "fail point add_node_after_join: node 2 joined";
+  const auto started = Clock::now();
+  while (node(1).log_tail(1 << 20).find(paused) == std::string::npos &&
+         Clock::now() - started < 30s) {
+    std::this_thread::sleep_for(50ms);
+  }
+  const bool reached = node(1).log_tail(1 << 20).find(paused) != std::string::npos;
+  node(1).kill();
+  adding.join();
+  ASSERT_TRUE(reached) << node(1).log_tail();
+  EXPECT_NE(cut_short.exit_code, 0) << cut_short.output;
+
+  std::string error;
+  ASSERT_TRUE(node(1).start(&error)) << error;
+  std::string state;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    state = state_of(1, 2);
+    if (!state.starts_with("error")) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_EQ(state, "absent");
+  ASSERT_EQ(tide(1, {"sysctl", "debug.fail_point.add_node_after_join=0"}).exit_code, 0);
+  const Ran finished = tide(1, add_node_2);
+  ASSERT_EQ(finished.exit_code, 0) << finished.output << node(1).log_tail();
+  EXPECT_NE(finished.output.find("Added node 2"), std::string::npos) << finished.output;
+  EXPECT_NE(node(1).log_tail(1 << 20).find("joined before: finishing its add"), std::string::npos);
+  for (int attempt = 0; attempt < 300 && state_of(1, 2) != "up"; ++attempt) {
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_EQ(state_of(1, 2), "up");
+  EXPECT_FALSE(root_via(2).empty());
+
+  // A node in no cluster still needs its own setup secret.
+  const Ran foreign = tide(
+      1, {"cluster", "add-node", admin(3), "--setup-secret-file", cluster_->setup_secret_file(2)});
+  EXPECT_NE(foreign.exit_code, 0) << foreign.output;
+}
+
 TEST_F(ClusterAdminTest, NoMemberKeepsTheCasKeyAndAnyMemberAddsANode) {
   cluster_ = std::make_unique<TideCluster>(
       "lab", std::vector<std::string>{"f800", "f800", "f800", "f800"}, "ca-key");
