@@ -473,6 +473,23 @@ TEST_F(MigrateTest, TheUnitsOfAFileRemovedWhileAnOwnerIsDownGoWhenItIsBack) {
   for (cluster::NodeId node = 1; node <= 3; ++node) EXPECT_FALSE(units(node)) << "node " << node;
 }
 
+// A node removed from the cluster while down never comes back to have its units removed: its
+// rows go (before, they stayed, counted in tidepool_units_left, for ever).
+TEST_F(MigrateTest, TheUnitsLeftOnANodeTheClusterRemovedAreForgotten) {
+  const InodeId inode = file_with(internal::random_bytes(4 * kUnit, 63));
+  ASSERT_TRUE(migrate(inode, "f800").ok());
+  constexpr cluster::NodeId kRemoved = 2;
+  nodes_->set_down({kRemoved});
+  ASSERT_TRUE(internal::run_to_completion(store_->remove(kRootInode, "f1", kRoot)).ok());
+  EXPECT_EQ(integrity_->units_left.load(), 1u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_EQ(integrity_->units_left.load(), 1u) << "kept while the node is only down";
+  nodes_->set_removed({kRemoved});
+  EXPECT_TRUE(units_left_become(0));
+  reopen();
+  EXPECT_EQ(integrity_->units_left.load(), 0u) << "dropped from the shard, not only the gauge";
+}
+
 TEST_F(MigrateTest, AMoveGivenUpWhileATargetNodeIsDownNotesItsUnitsWithTheGiveUp) {
   constexpr std::size_t kSize = 40u << 20;
   const InodeId inode = file_with(internal::random_bytes(kSize, 63));

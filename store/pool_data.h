@@ -128,6 +128,9 @@ class PoolPeers {
   virtual std::size_t nodes_left_out(const std::string& pool) = 0;
   // Whether the group view has `node` up: reads ask such owners first.
   virtual bool is_up(cluster::NodeId node) = 0;
+  // Whether the cluster removed `node`: the group view, once known, does not hold it. What it
+  // keeps is neither mended nor removed there any more.
+  virtual bool is_removed(cluster::NodeId node) = 0;
   virtual Result<xdr::Buffer> call(cluster::NodeId node, UnitMethod method,
                                    std::span<const std::uint8_t> request) = 0;
   // The same without blocking a thread: resumes on the caller's executor.
@@ -182,6 +185,7 @@ class PoolData {
   std::vector<cluster::NodeId> nodes_of(const std::string& pool) const;
   std::size_t nodes_left_out(const std::string& pool) const { return peers_->nodes_left_out(pool); }
   bool is_up(cluster::NodeId node) const { return peers_->is_up(node); }
+  bool is_removed(cluster::NodeId node) const { return peers_->is_removed(node); }
   // The nodes holding unit `unit` of `inode`; unavailable when the placement has no node.
   Result<std::vector<cluster::NodeId>> owners(const Placement& where, InodeId inode,
                                               std::uint64_t unit) const;

@@ -327,13 +327,19 @@ class NamespaceService::UnitPeers final : public PoolPeers {
     std::lock_guard lock(mutex_);
     return up_.contains(node);
   }
+  bool is_removed(cluster::NodeId node) override {
+    std::lock_guard lock(mutex_);
+    return !members_.empty() && !members_.contains(node);
+  }
 
   // `pools`: the nodes of each pool that file data is placed on.
   void follow(const cluster::GroupView& view,
               std::map<std::string, std::vector<cluster::NodeId>> pools) {
     std::map<std::string, std::size_t> left_out;
     std::set<cluster::NodeId> up;
+    std::set<cluster::NodeId> members;
     for (const cluster::NodeInfo& node : view.nodes) {
+      members.insert(node.id);
       if (node.up) up.insert(node.id);
       ++left_out[node.pool];
     }
@@ -344,6 +350,7 @@ class NamespaceService::UnitPeers final : public PoolPeers {
     pools_ = std::move(pools);
     left_out_ = std::move(left_out);
     up_ = std::move(up);
+    members_ = std::move(members);
   }
 
  private:
@@ -375,6 +382,7 @@ class NamespaceService::UnitPeers final : public PoolPeers {
   std::map<std::string, std::vector<cluster::NodeId>> pools_;  // guarded by mutex_
   std::map<std::string, std::size_t> left_out_;                // guarded by mutex_
   std::set<cluster::NodeId> up_;                               // guarded by mutex_
+  std::set<cluster::NodeId> members_;  // guarded by mutex_; empty until a view is followed
 };
 
 }  // namespace tidepool::store

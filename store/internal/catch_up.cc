@@ -237,7 +237,17 @@ asio::awaitable<void> CatchUp::clear_units_left() {
   units_left_after_ = page->size() == kUnitsLeftPerPass ? page->back() : LeftUnits{};
   std::set<cluster::NodeId> failing;  // not waited for again in this pass
   std::size_t cleared = 0;
+  std::size_t forgotten = 0;  // on nodes the cluster removed: nothing there to remove
   for (const LeftUnits& row : *page) {
+    if (pools_->is_removed(row.node)) {
+      auto forgetting = forget_units_left(row);
+      if (const Result<bool> forgot = co_await std::move(forgetting); forgot.ok()) {
+        ++forgotten;
+      } else {
+        remaining = true;
+      }
+      continue;
+    }
     if (data_.closed() || failing.contains(row.node) || !pools_->is_up(row.node) ||
         !placements_.reserve_move(row.inode)) {
       remaining = true;
@@ -261,14 +271,7 @@ asio::awaitable<void> CatchUp::clear_units_left() {
         continue;
       }
     }
-    auto forgetting = shard_.run<bool>(
-        true, [this, &row](sqlite::Database& db, AfterCommit& after) -> Result<bool> {
-          auto forget =
-              db.prepare("DELETE FROM units_left WHERE ino = ? AND pool = ? AND node = ?");
-          TP_RETURN_IF_ERROR(forget.bind(1, row.inode).bind(2, row.pool).bind(3, row.node).run());
-          after.committed.push_back([this, removed = db.changes()] { count_units_left(-removed); });
-          return true;
-        });
+    auto forgetting = forget_units_left(row);
     if (const Result<bool> forgot = co_await std::move(forgetting); !forgot.ok()) {
       remaining = true;
       continue;
@@ -279,7 +282,21 @@ asio::awaitable<void> CatchUp::clear_units_left() {
     spdlog::info("units of {} files left on nodes now up where no placement reads them are gone",
                  cleared);
   }
+  if (forgotten > 0) {
+    spdlog::info("units of {} files left on nodes the cluster removed are forgotten", forgotten);
+  }
   if (remaining) any_units_left_.store(true);
+}
+
+asio::awaitable<Result<bool>> CatchUp::forget_units_left(const LeftUnits& row) {
+  auto forgetting = shard_.run<bool>(
+      true, [this, &row](sqlite::Database& db, AfterCommit& after) -> Result<bool> {
+        auto forget = db.prepare("DELETE FROM units_left WHERE ino = ? AND pool = ? AND node = ?");
+        TP_RETURN_IF_ERROR(forget.bind(1, row.inode).bind(2, row.pool).bind(3, row.node).run());
+        after.committed.push_back([this, removed = db.changes()] { count_units_left(-removed); });
+        return true;
+      });
+  co_return co_await std::move(forgetting);
 }
 
 }  // namespace tidepool::store::internal

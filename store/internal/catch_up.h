@@ -79,8 +79,10 @@ class CatchUp {
   // Removes the units that nodes up keep where no placement reads them, a page of rows a pass
   // from where the last one ended — unless the file is placed on the node again: its move
   // cleared the node's file first. The file's move reservation keeps its placement still until
-  // its row is gone.
+  // its row is gone. Rows of nodes the cluster removed are dropped: nothing is there to remove.
   boost::asio::awaitable<void> clear_units_left();
+  // Has the shard forget the row.
+  boost::asio::awaitable<Result<bool>> forget_units_left(const LeftUnits& row);
   // This shard's rows of units_left, and the node's gauge, change by `delta`.
   void count_units_left(std::int64_t delta);
 

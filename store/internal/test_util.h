@@ -111,7 +111,11 @@ class InProcessPools final : public PoolPeers {
   }
   bool is_up(cluster::NodeId node) override {
     std::lock_guard lock(down_mutex_);
-    return !down_.contains(node);
+    return !down_.contains(node) && !removed_.contains(node);
+  }
+  bool is_removed(cluster::NodeId node) override {
+    std::lock_guard lock(down_mutex_);
+    return removed_.contains(node);
   }
   // Answered on the caller's thread, as call() is: the stores are in this process.
   boost::asio::awaitable<Result<xdr::Buffer>> call_async(cluster::NodeId node, UnitMethod method,
@@ -174,6 +178,11 @@ class InProcessPools final : public PoolPeers {
     std::lock_guard lock(down_mutex_);
     lost_ = std::move(nodes);
   }
+  // Has the cluster remove `nodes` (they are down for good), and no other.
+  void set_removed(std::set<cluster::NodeId> nodes) {
+    std::lock_guard lock(down_mutex_);
+    removed_ = std::move(nodes);
+  }
   // The unit writes every node was sent, counted together.
   std::atomic<std::uint64_t> unit_writes{0};
   // The unit reads each node was asked for (node k at k - 1), served or not.
@@ -187,6 +196,7 @@ class InProcessPools final : public PoolPeers {
   std::mutex down_mutex_;
   std::set<cluster::NodeId> down_;  // guarded by down_mutex_
   std::set<cluster::NodeId> lost_;  // guarded by down_mutex_
+  std::set<cluster::NodeId> removed_;  // guarded by down_mutex_
   std::filesystem::path root_;
   int f800_;
   std::vector<std::unique_ptr<UnitStore>> stores_;
