@@ -39,6 +39,9 @@ constexpr auto kUseTuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::uint32_t kHelloMagic = 0x54504e31;  // "TPN1"
 constexpr std::size_t kHelloBytes = 20;
 constexpr std::size_t kMaxAddressLength = 256;
+// The answer to a hello: what it says (HelloAnswer) and the length of the reason after it.
+constexpr std::size_t kAnswerBytes = 8;
+constexpr std::size_t kMaxReasonLength = 512;
 constexpr std::size_t kHeaderBytes = 8;
 constexpr std::size_t kMaxBatch = 64;  // messages gathered into one write
 // RPC bytes gathered into one write, beyond its first message: a Raft or lock message queued
@@ -53,6 +56,15 @@ bool known_channel(std::uint32_t channel) {
 }
 
 using internal::TlsStream;
+
+enum class HelloAnswer : std::uint32_t { taken = 0, refused = 1, revoked = 2 };
+
+// Whether a peer's connection is taken, and if not, why.
+struct Verdict {
+  HelloAnswer answer = HelloAnswer::taken;
+  std::string why;
+  bool taken() const { return answer == HelloAnswer::taken; }
+};
 
 // Runs `operation` (an awaitable of an error code, or of a tuple that starts with one) with a
 // deadline; a timeout comes back as timed_out.
@@ -196,10 +208,11 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
       self->peer_certificates_ = certificates;
       for (Connection* connection : self->connections_) {
         if (connection->peer == 0) continue;
-        const std::string why = self->refusal(connection->peer, connection->presented);
-        if (why.empty()) continue;
+        const Verdict verdict = self->verdict(connection->peer, connection->presented);
+        if (verdict.taken()) continue;
         self->count(&Counters::connections_refused);
-        spdlog::warn("backend: closing a connection with node {}: {}", connection->peer, why);
+        spdlog::warn("backend: closing a connection with node {}: {}", connection->peer,
+                     verdict.why);
         boost::system::error_code ignored;
         connection->socket->close(ignored);
       }
@@ -347,20 +360,65 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
       co_return false;
     }
     connection.presented = peer_certificate(stream.native_handle());
-    if (const std::string why = refusal(peer.id, connection.presented); !why.empty()) {
-      // What waits for it is not sent to another: dropped, so that the peer's loop rests until
-      // there is more to send.
+    if (const Verdict verdict = this->verdict(peer.id, connection.presented); !verdict.taken()) {
       count(&Counters::connections_refused);
-      count(&Counters::messages_dropped, peer.control.size() + peer.bulk.size());
-      spdlog::warn("backend: not sending to node {} at {}: {}; dropped {} messages", peer.id,
-                   peer.address, why, peer.control.size() + peer.bulk.size());
-      peer.control.clear();
-      peer.bulk.clear();
-      peer.queued_bytes = 0;
+      drop_queued(peer, "not sending to node " + std::to_string(peer.id) + " at " + peer.address +
+                            ": " + verdict.why);
       co_return false;
     }
     connection.peer = peer.id;
     co_return co_await write_loop(stream, peer);
+  }
+
+  // What waits for a peer that cannot take it is not sent to another: dropped, so that the
+  // peer's loop rests until there is more to send.
+  void drop_queued(Peer& peer, const std::string& why) {
+    const std::size_t dropped = peer.control.size() + peer.bulk.size();
+    count(&Counters::messages_dropped, dropped);
+    spdlog::warn("backend: {}; dropped {} messages", why, dropped);
+    peer.control.clear();
+    peer.bulk.clear();
+    peer.queued_bytes = 0;
+  }
+
+  // Reads the peer's answer to our hello: true if it took the connection.
+  template <typename Stream>
+  awaitable<bool> taken_by(Stream& stream, Peer& peer) {
+    std::array<std::uint8_t, kAnswerBytes> answer{};
+    auto ec = co_await with_timeout(stream.read_exact(asio::buffer(answer)), kHandshakeTimeout);
+    const std::uint32_t said = boost::endian::load_big_u32(answer.data());
+    const std::uint32_t reason_length = boost::endian::load_big_u32(answer.data() + 4);
+    if (ec || said > static_cast<std::uint32_t>(HelloAnswer::revoked) ||
+        reason_length > kMaxReasonLength) {
+      co_return false;
+    }
+    if (said == static_cast<std::uint32_t>(HelloAnswer::taken)) co_return true;
+    std::string why(reason_length, '\0');
+    ec = co_await with_timeout(stream.read_exact(asio::buffer(why)), kHandshakeTimeout);
+    if (ec) co_return false;
+    drop_queued(peer, "node " + std::to_string(peer.id) + " at " + peer.address +
+                          " refused this node: " + why);
+    if (said == static_cast<std::uint32_t>(HelloAnswer::revoked)) report_revoked(peer.id, why);
+    co_return false;
+  }
+
+  void report_revoked(NodeId by, std::string why) {
+    std::lock_guard lock(deliver_mutex_);
+    if (stopped_ || !options_.revoked) return;
+    loop_.post([self = shared_from_this(), by, why = std::move(why)] {
+      if (!self->stopped_) self->options_.revoked(by, why);
+    });
+  }
+
+  // Tells the peer whether its connection is taken; false if the answer could not be sent.
+  template <typename Stream>
+  awaitable<bool> answer_hello(Stream& stream, const Verdict& verdict) {
+    const std::string_view why = std::string_view(verdict.why).substr(0, kMaxReasonLength);
+    std::array<std::uint8_t, kAnswerBytes> answer;
+    boost::endian::store_big_u32(answer.data(), static_cast<std::uint32_t>(verdict.answer));
+    boost::endian::store_big_u32(answer.data() + 4, static_cast<std::uint32_t>(why.size()));
+    std::array<asio::const_buffer, 2> buffers{asio::buffer(answer), asio::buffer(why)};
+    co_return !co_await with_timeout(stream.write_all(buffers), kHandshakeTimeout);
   }
 
   template <typename Stream>
@@ -376,6 +434,8 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
     std::array<asio::const_buffer, 2> hello_buffers{asio::buffer(hello), asio::buffer(listening)};
     auto ec = co_await with_timeout(stream.write_all(hello_buffers), kWriteTimeout);
     if (ec) co_return false;
+    auto answered = taken_by(stream, peer);
+    if (!co_await std::move(answered)) co_return false;
     bool delivered_any = false;
     std::vector<Outgoing> batch;
     std::vector<asio::const_buffer> buffers;
@@ -441,21 +501,23 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
     std::optional<PeerCertificate> presented;
   };
 
-  // Why the peer that presented `presented` may not be node `node`; empty when it may.
-  std::string refusal(NodeId node, const std::optional<PeerCertificate>& presented) const {
+  // Whether the peer that presented `presented` may be node `node`.
+  Verdict verdict(NodeId node, const std::optional<PeerCertificate>& presented) const {
     if (!options_.tls) return {};
-    if (!presented) return "it presented no certificate";
+    if (!presented) return {HelloAnswer::refused, "it presented no certificate"};
     if (presented->common_name != node_common_name(node)) {
-      return "its certificate is that of " + presented->common_name + ", not of node " +
-             std::to_string(node);
+      return {HelloAnswer::refused, "its certificate is that of " + presented->common_name +
+                                        ", not of node " + std::to_string(node)};
     }
     if (peer_certificates_.revoked.contains(presented->fingerprint)) {
-      return "its certificate was revoked when the node was removed from the cluster";
+      return {HelloAnswer::revoked,
+              "its certificate was revoked when the node was removed from the cluster"};
     }
     const auto issued = peer_certificates_.issued.find(node);
     if (issued != peer_certificates_.issued.end() && !issued->second.empty() &&
         issued->second != presented->fingerprint) {
-      return "the cluster issued node " + std::to_string(node) + " another certificate";
+      return {HelloAnswer::refused,
+              "the cluster issued node " + std::to_string(node) + " another certificate"};
     }
     return {};
   }
@@ -501,13 +563,18 @@ class TcpTransport::Impl : public std::enable_shared_from_this<Impl> {
     std::string address(address_length, '\0');
     ec = co_await with_timeout(stream.read_exact(asio::buffer(address)), kHandshakeTimeout);
     if (ec) co_return;
-    if (const std::string why = refusal(from, connection.presented); !why.empty()) {
+    const Verdict verdict = this->verdict(from, connection.presented);
+    auto answering = answer_hello(stream, verdict);
+    const bool answered = co_await std::move(answering);
+    if (!verdict.taken()) {
       count(&Counters::connections_refused);
       boost::system::error_code ignored;
       spdlog::warn("backend: refused a connection from {} claiming to be node {}: {}",
-                   connection.socket->remote_endpoint(ignored).address().to_string(), from, why);
+                   connection.socket->remote_endpoint(ignored).address().to_string(), from,
+                   verdict.why);
       co_return;
     }
+    if (!answered) co_return;
     connection.peer = from;
     learn_address(from, address, false);
     std::array<std::uint8_t, kHeaderBytes> header;
@@ -566,6 +633,7 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::start(asio::any_io_executor 
 
 TcpTransport::TcpTransport(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 TcpTransport::~TcpTransport() { impl_->stop(); }
+void TcpTransport::stop() { impl_->stop(); }
 
 void TcpTransport::set_address(NodeId node, const std::string& address) {
   impl_->set_address(node, address);

@@ -11,13 +11,15 @@
 // A peer that sends a malformed hello, a frame over the bound, or (with TLS) no certificate
 // from the cluster CA is disconnected; the node carries on. With TLS a peer is also who its
 // certificate says it is: the certificate must name the node id its hello claims (or, dialled,
-// the node dialled), and pass the PeerCertificates the group view gives.
+// the node dialled), and pass the PeerCertificates the group view gives. The receiver answers
+// a hello it understood with whether it takes the connection, so that a node whose certificate
+// was revoked — a node removed from the cluster — learns it (TcpTransportOptions::revoked).
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
-
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -33,7 +35,8 @@ namespace tidepool::cluster {
 
 // The version a node's hello names; a connection naming another is refused.
 // 2: backend RPC messages carry their (kind, id, epoch, method or status) after the body.
-inline constexpr std::uint32_t kTcpProtocolVersion = 2;
+// 3: the receiver answers the hello (taken, or refused and why).
+inline constexpr std::uint32_t kTcpProtocolVersion = 3;
 
 struct TcpTransportOptions {
   NodeId self = 0;
@@ -44,6 +47,10 @@ struct TcpTransportOptions {
   std::chrono::milliseconds connect_timeout{2000};
   std::chrono::milliseconds first_backoff{20};
   std::chrono::milliseconds max_backoff{2000};
+  // Called on the loop when a peer (`by`, whose own certificate was checked) refused this node
+  // because its certificate was revoked: the cluster removed this node. It may be called again
+  // for each refusal that follows.
+  std::function<void(NodeId by, const std::string& why)> revoked;
 };
 
 // Which certificates peers may present, from the group view. A revoked certificate is refused;
@@ -77,6 +84,8 @@ class TcpTransport final : public Transport {
                                                      TcpTransportOptions options);
   // Closes every connection; no receiver runs after it returns.
   ~TcpTransport() override;
+  // The same, the transport left in place: it listens, sends and delivers no more.
+  void stop();
 
   void set_address(NodeId node, const std::string& address) override;
   void send(NodeId to, Channel channel, xdr::Buffer message) override;

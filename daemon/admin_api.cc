@@ -117,6 +117,11 @@ AdminApi::AdminApi(asio::any_io_executor strand, Membership& membership, store::
     : context_{std::move(strand), membership, store, std::move(metrics), std::move(joined)} {}
 
 asio::awaitable<HttpResponse> AdminApi::handle(HttpRequest request) {
+  // A node the cluster removed answers only whether it is healthy: it is not.
+  const std::optional<std::string>& removed = context_.membership.removed();
+  if (removed && request.target.substr(0, request.target.find('?')) != "/health") {
+    co_return error_response(410, *removed);
+  }
   const bool authorized = context_.membership.token_valid(bearer_token(request.authorization));
   if (authorized && request.method == "GET" && request.target.starts_with("/v1/")) {
     auto waiting = catch_up(context_.membership);

@@ -276,6 +276,11 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
     if (!l2) return done({});
     shipping.drop_caches(std::move(done));
   };
+  hooks.removed = [&](const std::string&) {
+    (*server)->stop();
+    if (jobs) jobs->stop();
+    shipping.attach(nullptr);
+  };
   auto membership = daemon::Membership::open(strand, config, std::move(hooks));
   if (!membership.ok()) {
     report(membership.status().message());

@@ -32,6 +32,8 @@ constexpr std::chrono::milliseconds kChangeDeadline{10'000};
 constexpr std::chrono::milliseconds kRegistrationPoll{20};
 // A setup secret an administrator writes must be hard to guess; the one a node makes has 64.
 constexpr std::size_t kMinSetupSecretLength = 16;
+// Written in the cluster directory once the cluster removed this node (leave_removed).
+constexpr const char* kRemovedFile = "removed.json";
 
 Result<std::string> random_hex(std::size_t bytes) {
   std::vector<std::uint8_t> random(bytes);
@@ -167,6 +169,14 @@ Result<std::unique_ptr<Membership>> Membership::open(asio::any_io_executor stran
   TP_ASSIGN_OR_RETURN(m->self_signed_.certificate, read_file(self_path));
 
   const std::string identity_path = m->dir_ + "/identity.json";
+  if (Result<std::string> removed = read_file(m->dir_ + "/" + kRemovedFile); removed.ok()) {
+    const json note = json::parse(*removed, nullptr, false);
+    return error(Errc::not_permitted,
+                 (note.is_object() ? note.value("reason", std::string("it was removed"))
+                                   : std::string("this node was removed from its cluster")) +
+                     ": it serves nothing. To use it again, empty " + config.data_dir +
+                     " and add it to a cluster anew");
+  }
   if (!fs::exists(identity_path)) {
     TP_RETURN_IF_ERROR(check_bindable(config.backend_address));
     TP_ASSIGN_OR_RETURN(m->self_signed_fingerprint_,
@@ -232,6 +242,10 @@ Status Membership::start_member(bool bootstrap) {
     transport_options.tls =
         cluster::TlsFiles{dir_ + "/ca.pem", dir_ + "/node.pem", dir_ + "/node.key"};
   }
+  // On the strand, and never once the transport stopped (as it does before this is destroyed).
+  transport_options.revoked = [this](cluster::NodeId by, const std::string& why) {
+    leave_removed(by, why);
+  };
   TP_ASSIGN_OR_RETURN(transport_,
                       cluster::TcpTransport::start(strand_, *loop_, std::move(transport_options)));
   cluster::GroupOptions group_options;
@@ -525,6 +539,22 @@ void Membership::stop_member() {
   transport_.reset();
   peer_certificates_ = {};
   loop_.reset();
+}
+
+void Membership::leave_removed(cluster::NodeId by, const std::string& why) {
+  if (removed_ || !identity_) return;
+  removed_ = "this node was removed from cluster '" + identity_->name + "': node " +
+             std::to_string(by) + " refused it (" + why + ")";
+  spdlog::error("{}. It stops serving NFS, its admin API (but /health) and the backend", *removed_);
+  // Kept, so that a restart does not serve for the moment until a member refuses it again.
+  const json note{{"cluster", identity_->name}, {"by", by}, {"reason", *removed_}};
+  if (Status kept = write_file(dir_ + "/" + kRemovedFile, note.dump(2) + "\n", 0644); !kept.ok()) {
+    spdlog::error("cannot note the removal on disk: {}", kept.message());
+  }
+  if (hooks_.removed) hooks_.removed(*removed_);
+  // Stopped in place, not destroyed: what the group and the lock manager have posted to the
+  // strand may still run, and finds them whole (and deaf).
+  transport_->stop();
 }
 
 Result<std::string> Membership::sign_node_certificate(cluster::NodeId node,

@@ -90,10 +90,14 @@ class Membership final : public store::ClusterAccess {
     // Empties this node's L1, and its L2 (the caches of its copy of the namespace); on the
     // strand; `done` may run on any thread.
     std::function<void(bool l1, bool l2, std::function<void(Status)> done)> flush_cache;
+    // A member refused this node because the cluster removed it (`why`, in words): the node
+    // stops serving. On the strand, once, before the backend transport stops.
+    std::function<void(const std::string& why)> removed;
   };
 
   // Makes the node's key at its first start. A data directory that belongs to another node id
-  // or to another cluster than config.cluster_name is refused, as is a backend address in use.
+  // or to another cluster than config.cluster_name is refused, as is a backend address in use,
+  // and one whose node the cluster removed.
   static Result<std::unique_ptr<Membership>> open(boost::asio::any_io_executor strand,
                                                   const NodeConfig& config, Hooks hooks);
   ~Membership();
@@ -109,6 +113,9 @@ class Membership final : public store::ClusterAccess {
   const std::string& self_signed_certificate() const { return self_signed_.certificate; }
 
   bool is_member() const override { return identity_.has_value(); }
+  // Why this node serves nothing any more, once a member told it the cluster removed it. The
+  // node keeps its identity and its group member, but its backend transport is stopped.
+  const std::optional<std::string>& removed() const { return removed_; }
   // Null until the node is a member.
   cluster::GroupMember* group() override { return group_.get(); }
   cluster::GroupClient* client() override { return client_.get(); }
@@ -158,6 +165,8 @@ class Membership final : public store::ClusterAccess {
   Status install(const JoinPackage& package, bool bootstrap);
   Status start_member(bool bootstrap);
   void stop_member();
+  // Node `by` refused this node: its certificate was revoked (`why`). Leaves for good.
+  void leave_removed(cluster::NodeId by, const std::string& why);
   void changes_applied();
   // A change to who is up: every node's lock manager rebuilds its tables for the new view.
   void membership_changed(const cluster::AppliedChange& applied);
@@ -176,6 +185,7 @@ class Membership final : public store::ClusterAccess {
   std::string self_signed_fingerprint_;
   std::string setup_secret_;  // asked for only while in no cluster
   std::optional<ClusterIdentity> identity_;
+  std::optional<std::string> removed_;
   std::string certificate_;  // CA-signed, once a member
   std::string certificate_fingerprint_;
   // What the transport was last given, from the view.

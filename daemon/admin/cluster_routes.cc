@@ -236,6 +236,11 @@ Reply get_health(Context& context, Request) {
             {"epoch", 0}};
   if (!m.identity()) co_return reply(200, body);
   body["cluster"] = m.identity()->name;
+  if (m.removed()) {
+    body["status"] = "removed";
+    body["reason"] = *m.removed();
+    co_return reply(503, body);
+  }
   body["leader"] = m.group()->leader();
   body["epoch"] = m.group()->epoch();
   if (m.group()->leader() != 0) co_return reply(200, body);

@@ -466,6 +466,53 @@ TEST_F(ClusterAdminTest, ARemovedNodesCertificateOpensNoDoor) {
   EXPECT_EQ(nfs.read_all(payroll), "salaries") << "the members carry on";
 }
 
+// A removed node learns it from the first member it calls, which refuses it for its revoked
+// certificate: it stops serving NFS and the backend, says why in its log and on /health (the
+// only admin path it still answers), so the members hear from it no more; and it does not start
+// again. Before, it went on serving its clients and calling its old peers every ~2 s.
+TEST_F(ClusterAdminTest, ARemovedNodeLearnsItWasRemovedAndStopsServing) {
+  ASSERT_NO_FATAL_FAILURE(form_cluster());
+  ASSERT_FALSE(root_via(3).empty());
+  Ran removed = tide(1, {"cluster", "remove-node", "3"});
+  ASSERT_EQ(removed.exit_code, 0) << removed.output;
+
+  json health;
+  for (const auto deadline = Clock::now() + 30s; Clock::now() < deadline;) {
+    const auto [status, body] = cluster_->admin_get(3, "/health");
+    health = json::parse(body, nullptr, false);
+    if (status == 503 && health.is_object() && health.value("status", "") == "removed") break;
+    std::this_thread::sleep_for(200ms);
+  }
+  ASSERT_TRUE(health.is_object() && health.value("status", "") == "removed")
+      << health.dump() << "\n"
+      << node(3).log_tail();
+  EXPECT_EQ(health["cluster"], "lab");
+  EXPECT_NE(health.value("reason", "").find("revoked"), std::string::npos) << health.dump();
+  EXPECT_TRUE(node(3).running());
+  EXPECT_NE(node(3).log_tail().find("this node was removed from cluster 'lab'"), std::string::npos)
+      << node(3).log_tail();
+  EXPECT_FALSE(MountClient(node(3).endpoint()).connected()) << "node 3 still serves NFS";
+  const auto [status, refusal] = cluster_->admin_get(3, "/v1/cluster/nodes");
+  EXPECT_EQ(status, 410u) << refusal;
+  EXPECT_NE(refusal.find("removed from cluster 'lab'"), std::string::npos) << refusal;
+
+  auto refused = [this] {
+    return cluster_->metric(1, "tidepool_backend_connections_refused_total") +
+           cluster_->metric(2, "tidepool_backend_connections_refused_total");
+  };
+  const std::int64_t refused_once = refused();
+  EXPECT_GE(refused_once, 1) << "node 3 learnt it from a refusal";
+  std::this_thread::sleep_for(3s);
+  EXPECT_EQ(refused(), refused_once) << "node 3 still calls its old peers";
+
+  node(3).stop();
+  Ran restarted = run(tided_path(), {"--config", node(3).config_path()}, 20s);
+  EXPECT_EQ(restarted.exit_code, 1) << restarted.output;
+  EXPECT_NE(restarted.output.find("removed from cluster 'lab'"), std::string::npos)
+      << restarted.output;
+  EXPECT_EQ(tide_json(1, {"status"})["nodes"].size(), 2u);
+}
+
 // The CA's private key is in no member's Raft log, snapshots or configuration database (it is
 // kept sealed under the admin token), and any member adds a node with the token: here after the
 // node that made the cluster is gone.

@@ -151,22 +151,26 @@ std::string TideCluster::state_of(std::size_t via, std::uint64_t id) {
   return "absent";
 }
 
-std::int64_t TideCluster::metric(std::size_t id, const std::string& name) {
+std::pair<unsigned, std::string> TideCluster::admin_get(std::size_t id, const std::string& path) {
   cli::ConnectionSettings settings;
   settings.addresses = {cli::AdminAddress{node(id).endpoint().address}};
   settings.timeout = std::chrono::seconds(10);
   auto transport = cli::make_https_transport(settings);
-  EXPECT_TRUE(transport.ok()) << transport.status().to_string();
-  if (!transport.ok()) return -1;
-  auto reply = (*transport)->send(cli::Method::get, "/metrics", "");
-  EXPECT_TRUE(reply.ok() && reply->status == 200)
-      << (reply.ok() ? reply->body : reply.status().to_string());
-  if (!reply.ok()) return -1;
-  std::istringstream lines(reply->body);
+  if (!transport.ok()) return {0, transport.status().to_string()};
+  auto reply = (*transport)->send(cli::Method::get, path, "");
+  if (!reply.ok()) return {0, reply.status().to_string()};
+  return {reply->status, reply->body};
+}
+
+std::int64_t TideCluster::metric(std::size_t id, const std::string& name) {
+  const auto [status, body] = admin_get(id, "/metrics");
+  EXPECT_EQ(status, 200u) << body;
+  if (status != 200) return -1;
+  std::istringstream lines(body);
   for (std::string line; std::getline(lines, line);) {
     if (line.rfind(name + " ", 0) == 0) return std::stoll(line.substr(name.size() + 1));
   }
-  ADD_FAILURE() << "no " << name << " in the metrics of node " << id << ":\n" << reply->body;
+  ADD_FAILURE() << "no " << name << " in the metrics of node " << id << ":\n" << body;
   return -1;
 }
 

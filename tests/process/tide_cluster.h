@@ -79,6 +79,9 @@ class TideCluster {
   // The value of a counter or gauge in node `id`'s /metrics, named with its labels as they are
   // printed there (`name{reason="x"}`); gtest failure and -1 if it cannot be read.
   std::int64_t metric(std::size_t id, const std::string& name);
+  // Node `id`'s answer to GET `path` on its admin API, as {HTTP status, body}; {0, why} if
+  // none came.
+  std::pair<unsigned, std::string> admin_get(std::size_t id, const std::string& path);
   // Waits (bounded by `limit`) until `tide status` through `via` shows the nodes this test runs
   // up and no others, every shard of the namespace served by a home with an in-step mirror,
   // and nothing left to move; returns each
