@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <boost/asio/awaitable.hpp>
@@ -52,12 +53,14 @@ inline std::vector<std::uint8_t> random_bytes(std::size_t n, unsigned seed) {
   return bytes;
 }
 
-// An empty directory of the running test's own: tests run as parallel processes.
+// An empty directory of the running test's own: tests run as parallel processes. One level
+// under the temporary directory, so that removing it leaves nothing behind: a parameterised
+// test's name ("Name/1") would have made it a directory's child.
 inline std::filesystem::path fresh_test_directory(const std::string& prefix) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() /
-      (prefix + "-" + std::to_string(::getpid()) + "-" +
-       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  std::replace(name.begin(), name.end(), '/', '-');
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    (prefix + "-" + std::to_string(::getpid()) + "-" + name);
   std::filesystem::remove_all(dir);
   return dir;
 }
