@@ -25,15 +25,17 @@ namespace asio = boost::asio;
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-// Collects what a transport delivers, for the test thread to wait on.
+// Collects what a transport delivers (or, through note(), what it tells of a revoked
+// certificate: by whom and why), for the test thread to wait on.
 class Inbox {
  public:
   void attach(Transport& transport, Channel channel = Channel::rpc) {
     transport.set_receiver(channel, [this](NodeId from, std::span<const std::uint8_t> bytes) {
-      std::lock_guard lock(mutex_);
-      messages_.emplace_back(from, std::string(bytes.begin(), bytes.end()));
-      changed_.notify_all();
+      add(from, std::string(bytes.begin(), bytes.end()));
     });
+  }
+  std::function<void(NodeId, const std::string&)> note() {
+    return [this](NodeId by, const std::string& why) { add(by, why); };
   }
   bool wait_for(std::size_t count, std::chrono::milliseconds timeout = 5s) {
     std::unique_lock lock(mutex_);
@@ -45,6 +47,12 @@ class Inbox {
   }
 
  private:
+  void add(NodeId from, std::string text) {
+    std::lock_guard lock(mutex_);
+    messages_.emplace_back(from, std::move(text));
+    changed_.notify_all();
+  }
+
   std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<std::pair<NodeId, std::string>> messages_;
@@ -224,38 +232,13 @@ std::string fingerprint_of(const TlsFiles& identity) {
   return fingerprint.ok() ? *fingerprint : std::string();
 }
 
-// Told that it was refused for a revoked certificate, by whom and why.
-class RevokedNotes {
- public:
-  std::function<void(NodeId, const std::string&)> callback() {
-    return [this](NodeId by, const std::string& why) {
-      std::lock_guard lock(mutex_);
-      notes_.emplace_back(by, why);
-      changed_.notify_all();
-    };
-  }
-  bool wait_for_one(std::chrono::milliseconds timeout) {
-    std::unique_lock lock(mutex_);
-    return changed_.wait_for(lock, timeout, [&] { return !notes_.empty(); });
-  }
-  std::vector<std::pair<NodeId, std::string>> notes() {
-    std::lock_guard lock(mutex_);
-    return notes_;
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::vector<std::pair<NodeId, std::string>> notes_;
-};
-
 // ... and the node refused learns that its certificate was revoked, from the peer's answer to
 // its hello: it is how a node the cluster removed learns it.
 TEST_F(TcpTransportTest, ARevokedCertificateIsRefusedAndItsOpenConnectionClosedAtOnce) {
   TcpTransport* server = start(1, identity("cluster", "node-1"));
   const TlsFiles removed_identity = identity("cluster", "node-2");
-  RevokedNotes told;
-  TcpTransport* removed = start(2, removed_identity, "127.0.0.1:0", told.callback());
+  Inbox told;
+  TcpTransport* removed = start(2, removed_identity, "127.0.0.1:0", told.note());
   Inbox at_server;
   at_server.attach(*server);
   removed->set_address(1, server->local_address());
@@ -264,24 +247,25 @@ TEST_F(TcpTransportTest, ARevokedCertificateIsRefusedAndItsOpenConnectionClosedA
 
   server->set_peer_certificates(PeerCertificates{{}, {fingerprint_of(removed_identity)}});
   ASSERT_TRUE(refused_at_least(*server, 1)) << "the open connection is closed";
-  EXPECT_TRUE(told.notes().empty()) << "a connection closed says nothing of why";
+  EXPECT_TRUE(told.messages().empty()) << "a connection closed says nothing of why";
   // The first write after the close may go into the closed connection, unseen: it takes a new
   // connection, as the node's protocols make by sending again, to hear the answer.
-  for (int attempt = 0; attempt < 50 && told.notes().empty(); ++attempt) {
+  for (int attempt = 0; attempt < 50 && told.messages().empty(); ++attempt) {
     removed->send(1, Channel::rpc, bytes("after its removal"));
-    told.wait_for_one(100ms);
+    told.wait_for(1, 100ms);
   }
-  ASSERT_FALSE(told.notes().empty());
-  EXPECT_EQ(told.notes()[0].first, 1u);
-  EXPECT_NE(told.notes()[0].second.find("revoked"), std::string::npos) << told.notes()[0].second;
+  ASSERT_FALSE(told.messages().empty());
+  EXPECT_EQ(told.messages()[0].first, 1u);
+  EXPECT_NE(told.messages()[0].second.find("revoked"), std::string::npos)
+      << told.messages()[0].second;
   EXPECT_EQ(at_server.messages().size(), 1u);
 }
 
 TEST_F(TcpTransportTest, AMemberIsTakenOnlyWithTheCertificateTheViewRecordsForIt) {
   TcpTransport* server = start(1, identity("cluster", "node-1"));
   const TlsFiles current = identity("cluster", "node-3");
-  RevokedNotes told;
-  TcpTransport* member = start(3, current, "127.0.0.1:0", told.callback());
+  Inbox told;
+  TcpTransport* member = start(3, current, "127.0.0.1:0", told.note());
   Inbox at_server;
   at_server.attach(*server);
   server->set_peer_certificates(PeerCertificates{{{3, "the fingerprint of another"}}, {}});
@@ -299,7 +283,7 @@ TEST_F(TcpTransportTest, AMemberIsTakenOnlyWithTheCertificateTheViewRecordsForIt
   }
   ASSERT_FALSE(at_server.messages().empty());
   EXPECT_EQ(at_server.messages()[0].first, 3u);
-  EXPECT_TRUE(told.notes().empty()) << "refused, but not for a revoked certificate";
+  EXPECT_TRUE(told.messages().empty()) << "refused, but not for a revoked certificate";
 }
 
 TEST_F(TcpTransportTest, ForgedOrOversizedFramesCloseTheConnectionAndTheNodeKeepsServing) {

@@ -171,9 +171,10 @@ Result<std::unique_ptr<Membership>> Membership::open(asio::any_io_executor stran
   const std::string identity_path = m->dir_ + "/identity.json";
   if (Result<std::string> removed = read_file(m->dir_ + "/" + kRemovedFile); removed.ok()) {
     const json note = json::parse(*removed, nullptr, false);
+    const bool said = note.is_object() && note.value("reason", json()).is_string();
     return error(Errc::not_permitted,
-                 (note.is_object() ? note.value("reason", std::string("it was removed"))
-                                   : std::string("this node was removed from its cluster")) +
+                 (said ? note["reason"].get<std::string>()
+                       : std::string("this node was removed from its cluster")) +
                      ": it serves nothing. To use it again, empty " + config.data_dir +
                      " and add it to a cluster anew");
   }

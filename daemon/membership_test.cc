@@ -84,6 +84,26 @@ TEST_F(SetupSecretTest, ANamedFileMustExistAndHoldSixteenCharactersAtLeast) {
   EXPECT_FALSE(fs::exists(dir_ / "node" / "setup-secret"));
 }
 
+// A node whose removal is noted in its data directory does not start; the note, written by the
+// node itself but on a disk that may be damaged, cannot make the start fail any other way.
+TEST_F(SetupSecretTest, ANodeTheClusterRemovedDoesNotStartWhateverItsNoteHolds) {
+  ASSERT_TRUE(open().ok());
+  const fs::path note = dir_ / "node" / "cluster" / "removed.json";
+  const std::string advice = ": it serves nothing. To use it again, empty " + config_.data_dir +
+                             " and add it to a cluster anew";
+  for (const auto& [written, reason] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"cluster":"lab","by":1,"reason":"this node was removed from cluster 'lab'"})",
+            "this node was removed from cluster 'lab'"},
+           {R"({"reason":5})", "this node was removed from its cluster"},
+           {R"(["reason"])", "this node was removed from its cluster"},
+           {"not json", "this node was removed from its cluster"}}) {
+    std::ofstream(note) << written;
+    Result<std::unique_ptr<Membership>> refused = open();
+    EXPECT_EQ(refused.code(), Errc::not_permitted) << written;
+    EXPECT_EQ(refused.status().message(), reason + advice) << written;
+  }
+}
+
 // The CA's key is sealed under the admin token; a rotation seals it under the new one, and only
 // the token in force can rotate.
 TEST(RotateToken, TheCasKeyIsSealedAnewUnderTheNewToken) {

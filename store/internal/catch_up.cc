@@ -241,7 +241,7 @@ asio::awaitable<void> CatchUp::clear_units_left() {
   for (const LeftUnits& row : *page) {
     if (pools_->is_removed(row.node)) {
       auto forgetting = forget_units_left(row);
-      if (const Result<bool> forgot = co_await std::move(forgetting); forgot.ok()) {
+      if (const Status forgot = co_await std::move(forgetting); forgot.ok()) {
         ++forgotten;
       } else {
         remaining = true;
@@ -272,7 +272,7 @@ asio::awaitable<void> CatchUp::clear_units_left() {
       }
     }
     auto forgetting = forget_units_left(row);
-    if (const Result<bool> forgot = co_await std::move(forgetting); !forgot.ok()) {
+    if (const Status forgot = co_await std::move(forgetting); !forgot.ok()) {
       remaining = true;
       continue;
     }
@@ -288,7 +288,7 @@ asio::awaitable<void> CatchUp::clear_units_left() {
   if (remaining) any_units_left_.store(true);
 }
 
-asio::awaitable<Result<bool>> CatchUp::forget_units_left(const LeftUnits& row) {
+asio::awaitable<Status> CatchUp::forget_units_left(const LeftUnits& row) {
   auto forgetting = shard_.run<bool>(
       true, [this, &row](sqlite::Database& db, AfterCommit& after) -> Result<bool> {
         auto forget = db.prepare("DELETE FROM units_left WHERE ino = ? AND pool = ? AND node = ?");
@@ -296,7 +296,8 @@ asio::awaitable<Result<bool>> CatchUp::forget_units_left(const LeftUnits& row) {
         after.committed.push_back([this, removed = db.changes()] { count_units_left(-removed); });
         return true;
       });
-  co_return co_await std::move(forgetting);
+  const Result<bool> forgot = co_await std::move(forgetting);
+  co_return forgot.status();
 }
 
 }  // namespace tidepool::store::internal

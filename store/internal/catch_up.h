@@ -82,7 +82,7 @@ class CatchUp {
   // its row is gone. Rows of nodes the cluster removed are dropped: nothing is there to remove.
   boost::asio::awaitable<void> clear_units_left();
   // Has the shard forget the row.
-  boost::asio::awaitable<Result<bool>> forget_units_left(const LeftUnits& row);
+  boost::asio::awaitable<Status> forget_units_left(const LeftUnits& row);
   // This shard's rows of units_left, and the node's gauge, change by `delta`.
   void count_units_left(std::int64_t delta);
 
