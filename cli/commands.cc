@@ -235,7 +235,7 @@ Status add_node(Session& session, const AdminAddress& address,
   });
 }
 
-Status remove_node(Session& session, std::uint64_t id) {
+Status remove_node(Session& session, std::uint64_t id, NodeRemoval how) {
   // The node's admin address is needed afterwards, when the cluster no longer lists it.
   TP_ASSIGN_OR_RETURN(Json status, session.call(Method::get, "/v1/cluster"));
   std::optional<std::string> removed_address;
@@ -249,11 +249,18 @@ Status remove_node(Session& session, std::uint64_t id) {
       other_addresses.push_back(address.get<std::string>());
     }
   }
-  TP_RETURN_IF_ERROR(
-      session.call(Method::delete_, "/v1/cluster/nodes/" + std::to_string(id)).status());
-  session.out() << "Removed node " << id << ".\n";
+  const std::string node = "/v1/cluster/nodes/" + std::to_string(id);
+  if (how == NodeRemoval::smartfail) {
+    TP_RETURN_IF_ERROR(session.call(Method::post, node + "/smartfail").status());
+    session.out() << "Node " << id
+                  << " is being SmartFailed: what it holds is copied to the other nodes first "
+                     "(FlexProtect, see 'tide job jobs list'); it leaves the cluster then.\n";
+  } else {
+    TP_RETURN_IF_ERROR(session.call(Method::delete_, node).status());
+    session.out() << "Removed node " << id << ".\n";
+  }
   if (!removed_address) return {};
-  // A removed node may keep running: `tide` must stop asking it first.
+  // A node on its way out may keep running: `tide` must stop asking it first.
   return update_credentials(session, [&](Credentials& credentials) {
     std::vector<std::string>& known = credentials.nodes;
     std::erase_if(known,

@@ -75,7 +75,10 @@ Status create_cluster(Session& session, const std::string& name, const AdminAddr
                       const std::string& setup_secret_file);
 Status add_node(Session& session, const AdminAddress& address,
                 const std::string& setup_secret_file);
-Status remove_node(Session& session, std::uint64_t id);
+// How `tide cluster remove-node` takes a node out: SmartFail (its data copied to the other nodes
+// first, then removed by the cluster), or at once.
+enum class NodeRemoval { smartfail, at_once };
+Status remove_node(Session& session, std::uint64_t id, NodeRemoval how);
 // `tide cluster transfer-leadership [ID]`: to node `id`, or with none to any other voter.
 Status transfer_leadership(Session& session, std::optional<std::uint64_t> id);
 Status rotate_token(Session& session);

@@ -499,7 +499,7 @@ TEST_F(TideTest, ClusterRemoveNodeForgetsItsAddress) {
   cluster_.reply(200, R"({"nodes": [{"id": 1, "admin_address": "127.0.0.1:8080"},
                                     {"id": 2, "admin_address": "127.0.0.2:8080"}]})");
   cluster_.reply(204, "");
-  EXPECT_EQ(tide({"cluster", "remove-node", "1"}), kExitSuccess) << err_.str();
+  EXPECT_EQ(tide({"cluster", "remove-node", "--no-smartfail", "1"}), kExitSuccess) << err_.str();
   ASSERT_EQ(cluster_.requests().size(), 2u);
   EXPECT_EQ(cluster_.requests()[1].method, Method::delete_);
   EXPECT_EQ(cluster_.requests()[1].target, "/v1/cluster/nodes/1");
@@ -517,8 +517,29 @@ TEST_F(TideTest, ClusterRemoveNodeOfTheOnlyKnownAddressLearnsTheOthers) {
   cluster_.reply(200, R"({"nodes": [{"id": 1, "admin_address": "127.0.0.1:8080"},
                                     {"id": 2, "admin_address": "127.0.0.2:8080"}]})");
   cluster_.reply(204, "");
-  EXPECT_EQ(tide({"cluster", "remove-node", "1"}), kExitSuccess) << err_.str();
+  EXPECT_EQ(tide({"cluster", "remove-node", "--no-smartfail", "1"}), kExitSuccess) << err_.str();
   EXPECT_EQ(read_credentials(file)->nodes, std::vector<std::string>{"127.0.0.2:8080"});
+}
+
+TEST_F(TideTest, ClusterRemoveNodeSmartFailsItUnlessToldNotTo) {
+  for (const std::vector<std::string>& command :
+       {std::vector<std::string>{"cluster", "remove-node", "2"},
+        std::vector<std::string>{"cluster", "smartfail", "2"}}) {
+    const std::size_t sent = cluster_.requests().size();
+    const fs::path file = write_credentials_in(root_.path());
+    cluster_.reply(200, R"({"nodes": [{"id": 1, "admin_address": "127.0.0.1:8080"},
+                                      {"id": 2, "admin_address": "127.0.0.2:8080"}]})");
+    cluster_.reply(202, R"({"node": 2, "state": "smartfailing"})");
+    EXPECT_EQ(tide(command), kExitSuccess) << err_.str();
+    ASSERT_EQ(cluster_.requests().size(), sent + 2) << command[1];
+    EXPECT_EQ(cluster_.requests()[sent + 1].method, Method::post) << command[1];
+    EXPECT_EQ(cluster_.requests()[sent + 1].target, "/v1/cluster/nodes/2/smartfail") << command[1];
+    EXPECT_NE(out_.str().find("Node 2 is being SmartFailed"), std::string::npos) << out_.str();
+    EXPECT_EQ(read_credentials(file)->nodes, std::vector<std::string>{"127.0.0.1:8080"})
+        << command[1];
+  }
+  EXPECT_EQ(tide({"cluster", "smartfail"}), kExitUsage);
+  EXPECT_EQ(tide({"cluster", "smartfail", "two"}), kExitUsage);
 }
 
 // The real HTTPS transport, on an address where nothing listens.

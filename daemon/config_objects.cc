@@ -291,24 +291,31 @@ LostNodes lost_nodes_of(const cluster::GroupView& view) {
   const json nodes = body.is_object() ? body.value("nodes", json()) : json();
   const json generation = body.is_object() ? body.value("generation", json()) : json();
   const json protected_generation = body.is_object() ? body.value("protected", json()) : json();
+  const json smartfailing =
+      body.is_object() ? body.value("smartfailing", json::array()) : json::array();
   const bool parses = nodes.is_array() && generation.is_number_unsigned() &&
                       protected_generation.is_number_unsigned() &&
-                      std::ranges::all_of(nodes, &json::is_number_unsigned);
+                      std::ranges::all_of(nodes, &json::is_number_unsigned) &&
+                      smartfailing.is_array() &&
+                      std::ranges::all_of(smartfailing, &json::is_number_unsigned);
   if (!parses) {
     spdlog::warn("ignoring the cluster's record of lost nodes: it does not parse");
     return lost;
   }
   for (const json& node : nodes) lost.nodes.insert(node.get<cluster::NodeId>());
+  for (const json& node : smartfailing) lost.smartfailing.insert(node.get<cluster::NodeId>());
   lost.generation = generation.get<std::uint64_t>();
   lost.protected_generation = protected_generation.get<std::uint64_t>();
   return lost;
 }
 
 cluster::Change lost_nodes_update(const LostNodes& next) {
-  const std::string body = json{{"nodes", next.nodes},
-                                {"generation", next.generation},
-                                {"protected", next.protected_generation}}
-                               .dump();
+  const std::string body = json{
+      {"nodes", next.nodes},
+      {"generation", next.generation},
+      {"protected", next.protected_generation},
+      {"smartfailing",
+       next.smartfailing}}.dump();
   if (next.changed == 0) {
     return cluster::Change::create_object(std::string(kClusterKind), std::string(kLostNodesName),
                                           body);
@@ -322,14 +329,53 @@ std::optional<LostNodes> plan_lost_nodes(const LostNodes& lost, const cluster::G
                                          const std::set<cluster::NodeId>& up_past_delay) {
   std::set<cluster::NodeId> nodes = down_past_delay;
   for (const cluster::NodeId node : lost.nodes) {
-    const bool in_view = std::ranges::any_of(
-        view.nodes, [node](const cluster::NodeInfo& info) { return info.id == node; });
-    if (in_view && !(view.is_up(node) && up_past_delay.contains(node))) nodes.insert(node);
+    if (view.node(node) != nullptr && !(view.is_up(node) && up_past_delay.contains(node))) {
+      nodes.insert(node);
+    }
   }
-  if (nodes == lost.nodes) return std::nullopt;
+  std::set<cluster::NodeId> smartfailing = lost.smartfailing;
+  std::erase_if(smartfailing, [&view](cluster::NodeId node) { return view.node(node) == nullptr; });
+  if (nodes == lost.nodes && smartfailing == lost.smartfailing) return std::nullopt;
   LostNodes next = lost;
+  if (nodes != lost.nodes) ++next.generation;
   next.nodes = std::move(nodes);
+  next.smartfailing = std::move(smartfailing);
+  return next;
+}
+
+Result<LostNodes> plan_smartfail(const LostNodes& lost, const cluster::GroupView& view,
+                                 cluster::NodeId node) {
+  const cluster::NodeInfo* leaving = view.node(node);
+  if (leaving == nullptr) {
+    return error(Errc::not_found, "no node " + std::to_string(node) + " in the cluster");
+  }
+  if (lost.smartfailing.contains(node)) {
+    return error(Errc::already_exists, "node " + std::to_string(node) + " is being SmartFailed");
+  }
+  LostNodes next = lost;
+  next.smartfailing.insert(node);
   ++next.generation;
+  std::size_t left_in_pool = 0;
+  std::size_t left_in_cluster = 0;
+  for (const cluster::NodeInfo& other : view.nodes) {
+    if (next.nodes.contains(other.id) || next.smartfailing.contains(other.id)) continue;
+    ++left_in_cluster;
+    if (other.pool == leaving->pool) ++left_in_pool;
+  }
+  if (left_in_pool < 2) {
+    return error(Errc::precondition_failed,
+                 "node " + std::to_string(node) + " cannot be SmartFailed: node pool '" +
+                     leaving->pool + "' would be left with " + std::to_string(left_in_pool) +
+                     " node" + (left_in_pool == 1 ? "" : "s") +
+                     " to place data on, too few for 2 copies; add a node to the pool first, or "
+                     "remove the node with --no-smartfail if it is gone for good");
+  }
+  if (left_in_cluster < 2) {
+    return error(Errc::precondition_failed,
+                 "node " + std::to_string(node) +
+                     " cannot be SmartFailed: the cluster would be left with fewer than 2 nodes "
+                     "for the namespace's home and mirror");
+  }
   return next;
 }
 
@@ -337,9 +383,15 @@ std::map<std::string, std::vector<cluster::NodeId>> pool_nodes(const cluster::Gr
   const LostNodes lost = lost_nodes_of(view);
   std::map<std::string, std::vector<cluster::NodeId>> pools;
   for (const cluster::NodeInfo& node : view.nodes) {
-    if (!lost.nodes.contains(node.id)) pools[node.pool].push_back(node.id);
+    if (!lost.nodes.contains(node.id) && !lost.smartfailing.contains(node.id)) {
+      pools[node.pool].push_back(node.id);
+    }
   }
   return pools;
+}
+
+std::set<cluster::NodeId> smartfailing_nodes(const cluster::GroupView& view) {
+  return lost_nodes_of(view).smartfailing;
 }
 
 std::vector<std::string> tier_children(const cluster::ConfigObject& tier) {

@@ -89,18 +89,23 @@ std::chrono::seconds add_node_after_join_pause(const cluster::GroupView& view);
 // switch NAME is on, on every node; off when unset.
 bool fail_point_switched_on(const cluster::GroupView& view, std::string_view name);
 
-// The nodes the cluster places file data on no more: down past the repair delay. The leader
-// writes the record; every home leaves these nodes out of their pools (pool_nodes), for new
-// files and restripes, and the FlexProtect job restripes the files with units on them over the
-// rest of their pools. A lost node that has been up again for the repair delay is placed on
-// again, and FlexProtect spreads the files over it. Body: {"nodes": [id, ...], "generation":
-// changes of `nodes` so far, "protected": the generation FlexProtect was last started for}.
+// The nodes the cluster places file data on no more: down past the repair delay, or being
+// SmartFailed. The leader writes the record; every home leaves these nodes out of their pools
+// (pool_nodes), for new files and restripes, and the FlexProtect job restripes the files with
+// units on them over the rest of their pools. A lost node that has been up again for the repair
+// delay is placed on again, and FlexProtect spreads the files over it. A node being SmartFailed
+// (`tide cluster smartfail`) is up and keeps serving what it holds while FlexProtect copies it
+// elsewhere, and holds no shard once the leader moved them off (store::plan_namespace); then the
+// leader removes it from the cluster. Body: {"nodes": [id, ...], "generation": changes of the
+// nodes left out so far, "protected": the generation FlexProtect was last started for,
+// "smartfailing": [id, ...]} (records written before SmartFail have no "smartfailing").
 inline constexpr std::string_view kLostNodesName = "lost_nodes";
 struct LostNodes {
   std::set<cluster::NodeId> nodes;
   std::uint64_t generation = 0;
   std::uint64_t protected_generation = 0;
   cluster::Epoch changed = 0;  // when the record was last written; 0: there is none yet
+  std::set<cluster::NodeId> smartfailing;
   bool operator==(const LostNodes&) const = default;
 };
 // No nodes when the view has no record, or it does not parse (logged).
@@ -110,12 +115,23 @@ cluster::Change lost_nodes_update(const LostNodes& next);
 // What the leader writes next, if anything: the nodes of `down_past_delay` are lost, and a lost
 // node of `up_past_delay` (up again for the repair delay, ten minutes at most, so that one that
 // keeps failing is not restriped back and forth) or gone from the view is lost no more; a change
-// counts a generation.
+// counts a generation. A node being SmartFailed that is gone from the view is forgotten (no new
+// generation: the pools placed on are the same).
 std::optional<LostNodes> plan_lost_nodes(const LostNodes& lost, const cluster::GroupView& view,
                                          const std::set<cluster::NodeId>& down_past_delay,
                                          const std::set<cluster::NodeId>& up_past_delay);
-// The nodes of each node pool that file data is placed on: those not lost, in the view's order.
+// `lost` with `node` being SmartFailed, a new generation; refused (with the reason, for the
+// administrator) when the node is not in the view, is SmartFailed already, or the nodes left
+// to place on could not keep two copies: fewer than two in its pool while the pool is named by
+// a tier or another node of it is placed on, or fewer than two nodes in the cluster for the
+// namespace's home and mirror.
+Result<LostNodes> plan_smartfail(const LostNodes& lost, const cluster::GroupView& view,
+                                 cluster::NodeId node);
+// The nodes of each node pool that file data is placed on: those neither lost nor being
+// SmartFailed, in the view's order.
 std::map<std::string, std::vector<cluster::NodeId>> pool_nodes(const cluster::GroupView& view);
+// The nodes being SmartFailed: no shard is homed or mirrored on them (store::plan_namespace).
+std::set<cluster::NodeId> smartfailing_nodes(const cluster::GroupView& view);
 
 // A tier's body: {"children": [pool, ...]}.
 std::vector<std::string> tier_children(const cluster::ConfigObject& tier);

@@ -174,6 +174,48 @@ TEST(LostNodes, TheRecordRoundTripsAndLeavesLostNodesOutOfTheirPools) {
   }
 }
 
+TEST(LostNodes, ANodeBeingSmartFailedIsPlacedOnNoMoreUntilItLeaves) {
+  cluster::GroupView view = view_with({{1, true}, {2, true}, {3, true}, {4, true}});
+  for (cluster::NodeInfo& node : view.nodes) node.pool = "f800";
+  view.nodes[3].pool = "h500";
+  const Result<LostNodes> failing = plan_smartfail(LostNodes{}, view, 2);
+  ASSERT_TRUE(failing.ok()) << failing.status().message();
+  EXPECT_EQ(failing->smartfailing, std::set<cluster::NodeId>{2});
+  EXPECT_EQ(failing->generation, 1u) << "FlexProtect runs for it";
+  EXPECT_TRUE(failing->nodes.empty()) << "it is not lost: it serves what it holds meanwhile";
+
+  const cluster::GroupView marked = with_lost(view, lost_nodes_update(*failing).object.body);
+  EXPECT_EQ(lost_nodes_of(marked).smartfailing, std::set<cluster::NodeId>{2});
+  EXPECT_EQ(smartfailing_nodes(marked), std::set<cluster::NodeId>{2});
+  EXPECT_EQ(pool_nodes(marked).at("f800"), (std::vector<cluster::NodeId>{1, 3}));
+  EXPECT_FALSE(plan_lost_nodes(lost_nodes_of(marked), marked, {}, {})) << "nothing to change";
+
+  const std::string refused_again =
+      plan_smartfail(lost_nodes_of(marked), marked, 2).status().message();
+  EXPECT_NE(refused_again.find("is being SmartFailed"), std::string::npos) << refused_again;
+  const Status too_few = plan_smartfail(lost_nodes_of(marked), marked, 1).status();
+  EXPECT_EQ(too_few.code(), Errc::precondition_failed);
+  EXPECT_NE(too_few.message().find("node pool 'f800' would be left with 1 node"), std::string::npos)
+      << too_few.message();
+  const std::string last = plan_smartfail(LostNodes{}, view, 4).status().message();
+  EXPECT_NE(last.find("'h500' would be left with 0 nodes"), std::string::npos) << last;
+  EXPECT_EQ(plan_smartfail(LostNodes{}, view, 9).status().code(), Errc::not_found);
+
+  // Removed: forgotten, with no new generation (the pools placed on are the same).
+  cluster::GroupView removed = marked;
+  removed.nodes.erase(removed.nodes.begin() + 1);
+  const std::optional<LostNodes> forgotten =
+      plan_lost_nodes(lost_nodes_of(marked), removed, {}, {});
+  ASSERT_TRUE(forgotten.has_value());
+  EXPECT_TRUE(forgotten->smartfailing.empty());
+  EXPECT_EQ(forgotten->generation, 1u);
+  EXPECT_TRUE(
+      lost_nodes_of(
+          with_lost(view, R"({"nodes":[],"generation":1,"protected":0,"smartfailing":["2"]})"))
+          .smartfailing.empty())
+      << "a record that does not parse leaves no node out";
+}
+
 ExportConfig data_export() {
   ExportConfig entry;
   entry.path = "/ifs/data";

@@ -2,13 +2,15 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 
 #include "common/callback_awaitable.h"
-#include "daemon/filepool.h"
 #include "daemon/config_objects.h"
+#include "daemon/filepool.h"
 #include "daemon/jobs.h"
+#include "store/namespace_record.h"
 #include "tiering/smartpools.h"
 
 namespace tidepool::daemon {
@@ -152,17 +154,21 @@ asio::awaitable<void> JobEngine::keep_protection(std::int64_t now) {
       spdlog::warn("jobs: the lost nodes could not be marked: {}", s.message());
       co_return;
     }
-    std::string names;
-    for (const cluster::NodeId node : next->nodes) {
-      names += (names.empty() ? "" : ", ") + std::to_string(node);
+    if (next->nodes != lost.nodes) {
+      std::string names;
+      for (const cluster::NodeId node : next->nodes) {
+        names += (names.empty() ? "" : ", ") + std::to_string(node);
+      }
+      spdlog::info("jobs: nodes lost (down past the repair delay of {} s): {}", delay.count(),
+                   names.empty() ? std::string("none") : names);
     }
-    spdlog::info("jobs: nodes lost (down past the repair delay of {} s): {}", delay.count(),
-                 names.empty() ? std::string("none") : names);
     if (!leading()) co_return;
   }
   const LostNodes marked = lost_nodes_of(membership_.group()->view());
   if (marked.protected_generation >= marked.generation) {
     protecting_.reset();
+    auto removing = remove_smartfailed(marked);
+    co_await std::move(removing);
     co_return;
   }
   const std::vector<StoredJob> jobs = jobs_of(membership_.group()->view());
@@ -209,6 +215,29 @@ asio::awaitable<void> JobEngine::keep_protection(std::int64_t now) {
   spdlog::info("jobs: {}[{}] started: the nodes file data is placed on changed", spec.name,
                job->id);
   protecting_ = Protecting{job->id, marked.generation};
+}
+
+asio::awaitable<void> JobEngine::remove_smartfailed(const LostNodes& protected_nodes) {
+  for (const cluster::NodeId node : protected_nodes.smartfailing) {
+    const cluster::GroupView& view = membership_.group()->view();
+    if (view.node(node) == nullptr) continue;
+    const std::optional<store::NamespaceRecord> record = store::namespace_of(view);
+    if (!record) co_return;
+    const bool holds_a_shard =
+        std::ranges::any_of(record->places, [node](const store::ShardPlace& place) {
+          return place.home == node || place.mirror == node;
+        });
+    if (holds_a_shard) continue;
+    spdlog::info(
+        "jobs: node {} is SmartFailed: what it held has its copies on other nodes; it "
+        "leaves the cluster",
+        node);
+    auto removing = propose(cluster::Change::remove_node(node));
+    if (const Status s = co_await std::move(removing); !s.ok()) {
+      spdlog::warn("jobs: node {} could not be removed after its SmartFail: {}", node, s.message());
+    }
+    co_return;
+  }
 }
 
 asio::awaitable<void> JobEngine::plan() {

@@ -10,6 +10,8 @@
 // node up again for as long (ten minutes at most) is not lost any more. After either change it
 // starts FlexProtect, once the one before has ended, and notes the change protected when a run
 // restriped every file it had to; a run that could not is followed by another, later each time.
+// A node being SmartFailed is left out the same way while it still serves what it holds, and
+// once that run protected every file and no shard lives on it, the leader removes it.
 //
 // Not thread-safe: a JobEngine lives on the strand of the node's Membership.
 #pragma once
@@ -28,6 +30,7 @@
 #include "cluster/group.h"
 #include "common/clock.h"
 #include "common/status.h"
+#include "daemon/config_objects.h"
 #include "daemon/membership.h"
 #include "store/store.h"
 #include "tiering/jobs.h"
@@ -76,6 +79,9 @@ class JobEngine {
   boost::asio::awaitable<void> plan();
   boost::asio::awaitable<void> start_due_schedules(std::int64_t now);
   boost::asio::awaitable<void> keep_protection(std::int64_t now);
+  // Removes from the cluster a node being SmartFailed once FlexProtect protected every file
+  // without it (`protected_nodes` says so) and the namespace's shards have left it.
+  boost::asio::awaitable<void> remove_smartfailed(const LostNodes& protected_nodes);
   boost::asio::awaitable<void> run(std::uint64_t id, std::shared_ptr<Run> state);
   boost::asio::awaitable<Status> save(const tiering::Job& job, const Run& state);
   boost::asio::awaitable<void> keep_progress(const tiering::Job& job);

@@ -199,7 +199,8 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
   auto placement = std::make_shared<daemon::PolicyPlacement>();
   store_options.placement = placement;
   store::NamespaceService shipping(strand, io.get_executor(), store_options, config.node_id,
-                                   config.namespace_shards, directory_locks, daemon::pool_nodes);
+                                   config.namespace_shards, directory_locks, daemon::pool_nodes,
+                                   daemon::smartfailing_nodes);
   if (Status opened = shipping.open_local(); !opened.ok()) {
     report(opened.message());
     return 1;

@@ -52,15 +52,24 @@ cluster::Change namespace_update(const NamespaceRecord& next) {
 
 namespace {
 
-// The next place of one shard, by plan_namespace's rules; `nodes`: the up nodes in the order
-// the ring prefers them for the shard.
+// The next place of one shard, by plan_namespace's rules; `nodes`: the up nodes not leaving,
+// in the order the ring prefers them for the shard.
 ShardPlace plan_shard(const ShardPlace& place, const std::vector<cluster::NodeId>& nodes,
-                      const cluster::GroupView& view, bool spread) {
+                      const cluster::GroupView& view, const std::set<cluster::NodeId>& leaving,
+                      bool spread) {
   ShardPlace next = place;
   if (!view.is_up(place.home)) {
     if (place.mirror != 0 && place.mirror_in_step && view.is_up(place.mirror)) {
       next = ShardPlace{place.mirror, 0, false, false};
     }
+    return next;
+  }
+  const bool mirror_stays = place.mirror != 0 && place.mirror != place.home &&
+                            view.is_up(place.mirror) && !leaving.contains(place.mirror);
+  // The home leaving hands the shard to a mirror that stays, once that one is in step.
+  if (leaving.contains(place.home) && !nodes.empty()) {
+    if (!mirror_stays) return ShardPlace{place.home, nodes.front(), false, false};
+    next.handing_over = place.mirror_in_step;
     return next;
   }
   if (spread && !nodes.empty() && nodes.front() != place.home) {
@@ -71,7 +80,7 @@ ShardPlace plan_shard(const ShardPlace& place, const std::vector<cluster::NodeId
     return next;
   }
   next.handing_over = false;  // the ring changed its mind while the home was handing over
-  if (place.mirror != 0 && place.mirror != place.home && view.is_up(place.mirror)) return next;
+  if (mirror_stays) return next;
   for (cluster::NodeId candidate : nodes) {
     if (candidate == place.home || candidate == place.mirror) continue;
     return ShardPlace{place.home, candidate, false, false};
@@ -86,9 +95,13 @@ std::uint64_t shard_ring_key(const NamespaceRecord& record, ShardId shard) {
   return record.shards() == 1 ? key : cluster::Ring::key_of(key, shard);
 }
 
-// The nodes of `ring` (the up ones) in the order it prefers them for shard `shard`.
-std::vector<cluster::NodeId> ring_order(const cluster::Ring& ring, const NamespaceRecord& record,
-                                        std::uint32_t shard) {
+// The up nodes not `leaving` in the order the ring prefers them for shard `shard`.
+std::vector<cluster::NodeId> ring_order(const cluster::GroupView& view,
+                                        const std::set<cluster::NodeId>& leaving,
+                                        const NamespaceRecord& record, std::uint32_t shard) {
+  std::vector<cluster::NodeId> nodes = view.up_nodes();
+  std::erase_if(nodes, [&leaving](cluster::NodeId node) { return leaving.contains(node); });
+  const cluster::Ring ring(std::move(nodes));
   return ring.owners(shard_ring_key(record, shard), ring.nodes().size());
 }
 
@@ -109,25 +122,26 @@ std::optional<ShardPlace> shard_place_of(const json& body) {
 }  // namespace
 
 std::optional<NamespaceRecord> plan_namespace(const NamespaceRecord& record,
-                                              const cluster::GroupView& view) {
+                                              const cluster::GroupView& view,
+                                              const std::set<cluster::NodeId>& leaving) {
   const bool spread = record.shards() > 1;
-  const cluster::Ring ring(view.up_nodes());
   NamespaceRecord next = record;
   for (ShardId shard = 0; shard < record.shards(); ++shard) {
-    next.places[shard] =
-        plan_shard(record.places[shard], ring_order(ring, record, shard), view, spread);
+    next.places[shard] = plan_shard(record.places[shard], ring_order(view, leaving, record, shard),
+                                    view, leaving, spread);
   }
   if (next == record) return std::nullopt;
   return next;
 }
 
 NamespaceRecord handed_over(const NamespaceRecord& record, std::uint32_t shard,
-                            const cluster::GroupView& view) {
+                            const cluster::GroupView& view,
+                            const std::set<cluster::NodeId>& leaving) {
   NamespaceRecord next = record;
   ShardPlace& place = next.places.at(shard);
   const cluster::NodeId home = place.mirror;
   place = ShardPlace{home, 0, false, false};
-  for (cluster::NodeId candidate : ring_order(cluster::Ring(view.up_nodes()), record, shard)) {
+  for (cluster::NodeId candidate : ring_order(view, leaving, record, shard)) {
     if (candidate == home) continue;
     place.mirror = candidate;
     break;

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "cluster/group.h"
@@ -50,15 +51,20 @@ cluster::Change namespace_update(const NamespaceRecord& next);
 
 // What the group leader changes next about where the namespace's shards live, if anything; for
 // each shard: promote an in-step mirror when the home is down; name a mirror when there is
-// none, or it is down or gone (the first up node the ring lists for the shard, but the home).
+// none, or it is down, gone or `leaving` (the first up node the ring lists for the shard, but
+// the home and the nodes leaving). A home `leaving` (being SmartFailed) hands the shard over to
+// its in-step mirror, or to a node named its mirror first when its mirror is leaving too.
 // A namespace of several shards also spreads them: a shard whose home is not the first up node
 // the ring lists for it is moved there — that node is made its mirror, and once in step the
 // home is asked to hand the shard over. (A namespace of one shard has nothing to spread.)
 std::optional<NamespaceRecord> plan_namespace(const NamespaceRecord& record,
-                                              const cluster::GroupView& view);
+                                              const cluster::GroupView& view,
+                                              const std::set<cluster::NodeId>& leaving);
 // `record` with shard `shard` handed over by its home, which stopped serving it: its mirror is
-// its home, and the first other up node the ring lists for it its mirror, to be copied.
+// its home, and the first other up node the ring lists for it, not `leaving`, its mirror, to be
+// copied.
 NamespaceRecord handed_over(const NamespaceRecord& record, std::uint32_t shard,
-                            const cluster::GroupView& view);
+                            const cluster::GroupView& view,
+                            const std::set<cluster::NodeId>& leaving);
 
 }  // namespace tidepool::store

@@ -66,7 +66,8 @@ StoreOptions with_pools(StoreOptions options, std::shared_ptr<PoolPeers> peers) 
 NamespaceService::NamespaceService(asio::any_io_executor strand,
                                    asio::any_io_executor store_executor, StoreOptions options,
                                    cluster::NodeId self, std::uint32_t shards,
-                                   std::shared_ptr<NamespaceLocks> locks, PoolsOf pools_of)
+                                   std::shared_ptr<NamespaceLocks> locks, PoolsOf pools_of,
+                                   LeavingOf leaving_of)
     : strand_(std::move(strand)),
       store_executor_(std::move(store_executor)),
       units_(std::make_unique<UnitStore>(options.data_dir + "/units", options.l2)),
@@ -77,6 +78,7 @@ NamespaceService::NamespaceService(asio::any_io_executor strand,
       configured_shards_(shards),
       locks_(std::move(locks)),
       pools_of_(std::move(pools_of)),
+      leaving_of_(std::move(leaving_of)),
       router_(self,
               [this](cluster::NodeId home) { return std::make_shared<Channel>(*this, home, 0); }),
       routes_(std::make_shared<Routes>()),
@@ -298,8 +300,9 @@ void NamespaceService::hand_over(const NamespaceRecord& record, const cluster::G
         !view.is_up(place.mirror) || !shards_[shard].store || shards_[shard].routed_to != 0) {
       continue;
     }
-    propose(handed_over(record, shard, view), "handing shard " + std::to_string(shard) +
-                                                  " over to node " + std::to_string(place.mirror));
+    propose(
+        handed_over(record, shard, view, leaving_of_(view)),
+        "handing shard " + std::to_string(shard) + " over to node " + std::to_string(place.mirror));
     return;
   }
 }
@@ -360,7 +363,7 @@ void NamespaceService::lead(const NamespaceRecord& record, const cluster::GroupV
   if (cluster_ == nullptr || cluster_->group() == nullptr || !cluster_->group()->is_leader()) {
     return;
   }
-  std::optional<NamespaceRecord> next = plan_namespace(record, view);
+  std::optional<NamespaceRecord> next = plan_namespace(record, view, leaving_of_(view));
   if (!next) return;
   std::string why;
   for (ShardId shard = 0; shard < record.shards(); ++shard) {

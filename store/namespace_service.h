@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,9 @@ class NamespaceService {
   // The nodes of each node pool that file data is placed on, as a view has them.
   using PoolsOf =
       std::function<std::map<std::string, std::vector<cluster::NodeId>>(const cluster::GroupView&)>;
+  // The nodes leaving the cluster (being SmartFailed), as a view has them: the leader moves
+  // every shard's home and mirror off them.
+  using LeavingOf = std::function<std::set<cluster::NodeId>(const cluster::GroupView&)>;
 
   // Shipped operations run on `store_executor` (the NFS threads), never on the backend strand.
   // `options.placement` places new files (followed by its owner). `shards`: how many shards a
@@ -74,7 +78,7 @@ class NamespaceService {
   // cluster's locks on directories, which renames across shards hold.
   NamespaceService(boost::asio::any_io_executor strand, boost::asio::any_io_executor store_executor,
                    StoreOptions options, cluster::NodeId self, std::uint32_t shards,
-                   std::shared_ptr<NamespaceLocks> locks, PoolsOf pools_of);
+                   std::shared_ptr<NamespaceLocks> locks, PoolsOf pools_of, LeavingOf leaving_of);
   ~NamespaceService();
 
   // Opens this node's copy as the store it serves from, as a node outside any cluster does
@@ -184,6 +188,7 @@ class NamespaceService {
   const std::uint32_t configured_shards_;
   const std::shared_ptr<NamespaceLocks> locks_;
   const PoolsOf pools_of_;
+  const LeavingOf leaving_of_;
   ClusterAccess* cluster_ = nullptr;  // on the strand
   ShardRouter router_;
   // Where each shard is reached from this node: set on the strand, read from any thread.

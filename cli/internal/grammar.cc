@@ -165,10 +165,29 @@ void Grammar::add_cluster_commands() {
       ->required();
   add_setup_secret_option(add);
 
-  add_command(*cluster, "remove-node", "Remove a node from the cluster",
+  CLI::App* remove = add_command(
+      *cluster, "remove-node",
+      "Remove a node from the cluster: SmartFail it (its data is copied to the other nodes "
+      "first), or with --no-smartfail at once",
+      [this]() -> Result<Operation> {
+        TP_ASSIGN_OR_RETURN(std::uint64_t id, parse_id("node id", arguments_.id));
+        const NodeRemoval how =
+            arguments_.no_smartfail ? NodeRemoval::at_once : NodeRemoval::smartfail;
+        return Operation([id, how](Session& session) { return remove_node(session, id, how); });
+      });
+  remove->add_option("ID", arguments_.id, "The node's id")->required();
+  remove->add_flag("--no-smartfail", arguments_.no_smartfail,
+                   "Remove it at once, without copying its data elsewhere first (for a node "
+                   "gone for good: its data is protected again from the other copies)");
+
+  add_command(*cluster, "smartfail",
+              "Take a node out of the cluster after copying everything it holds to the other "
+              "nodes (a FlexProtect job); it serves until then",
               [this]() -> Result<Operation> {
                 TP_ASSIGN_OR_RETURN(std::uint64_t id, parse_id("node id", arguments_.id));
-                return Operation([id](Session& session) { return remove_node(session, id); });
+                return Operation([id](Session& session) {
+                  return remove_node(session, id, NodeRemoval::smartfail);
+                });
               })
       ->add_option("ID", arguments_.id, "The node's id")
       ->required();

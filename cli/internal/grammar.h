@@ -57,6 +57,7 @@ struct Arguments {
   bool flush_all = false;                // --all of `flush`
   bool recurse = false;                  // --recurse of `filepool apply`
   bool force = false;                    // --force of every `delete`: no confirmation
+  bool no_smartfail = false;             // --no-smartfail of `cluster remove-node`
   std::optional<std::string> flush_node;  // --node of `flush`
   std::string nodes = "all";              // --nodes of `statistics system`
   std::uint32_t iterations = 0;           // --iterations of `statistics system|pstat`

@@ -67,10 +67,11 @@ json namespace_json(const GroupView& view) {
     shards.push_back(shard_json(view, record, shard));
   }
   where["shards"] = std::move(shards);
-  where["settled"] = record &&
-                     std::none_of(record->places.begin(), record->places.end(),
-                                  [](const store::ShardPlace& place) { return place.handing_over; }) &&
-                     !store::plan_namespace(*record, view);
+  where["settled"] =
+      record &&
+      std::none_of(record->places.begin(), record->places.end(),
+                   [](const store::ShardPlace& place) { return place.handing_over; }) &&
+      !store::plan_namespace(*record, view, smartfailing_nodes(view));
   return where;
 }
 
@@ -200,6 +201,18 @@ Plan plan_removal(const GroupView& view, const std::string& id_text) {
   return change_then(cluster::Change::remove_node(*id), no_content());
 }
 
+Plan plan_smartfail(const GroupView& view, const std::string& id_text) {
+  const auto id = parse_id(id_text);
+  if (!id || view.node(*id) == nullptr) {
+    return refuse(error_response(404, "no node " + id_text + " in the cluster"));
+  }
+  const LostNodes lost = lost_nodes_of(view);
+  Result<LostNodes> next = daemon::plan_smartfail(lost, view, *id);
+  if (!next.ok()) return refuse(next.status());
+  return change_then(lost_nodes_update(*next),
+                     reply(202, json{{"node", *id}, {"state", "smartfailing"}}));
+}
+
 // The node `POST /v1/cluster/leader` names: 0 for any voting member but the leader.
 Result<cluster::NodeId> leader_to_be(const GroupView& view, const std::string& request_body) {
   if (request_body.empty()) return cluster::NodeId{0};
@@ -308,6 +321,7 @@ Reply get_cluster_status(Context& context, Request) {
   for (const cluster::NodeInfo& node : nodes) {
     json entry = node_json(node);
     if (lost.nodes.contains(node.id)) entry["state"] = node.up ? "returning" : "lost";
+    if (lost.smartfailing.contains(node.id)) entry["state"] = "smartfailing";
     any_down = any_down || !node.up;
     if (node.up) {
       auto asking = m.stats_of(node.id, kStatsDeadline);
@@ -393,6 +407,12 @@ Reply rotate_cluster_token(Context& context, Request request) {
 
 Reply remove_cluster_node(Context& context, Request request) {
   return carry_out(context.membership, plan_removal(context.view(), request.param("id")));
+}
+
+Reply smartfail_cluster_node(Context& context, Request request) {
+  return change_config(context.membership, [id = request.param("id")](const GroupView& now) {
+    return plan_smartfail(now, id);
+  });
 }
 
 Reply transfer_cluster_leadership(Context& context, Request request) {

@@ -21,6 +21,7 @@ Reply join_cluster(Context& context, Request request);
 Reply get_cluster_status(Context& context, Request request);
 Reply add_cluster_node(Context& context, Request request);
 Reply remove_cluster_node(Context& context, Request request);
+Reply smartfail_cluster_node(Context& context, Request request);
 Reply transfer_cluster_leadership(Context& context, Request request);
 
 // storagepool_routes.cc: node pools and tiers.

@@ -418,7 +418,7 @@ TEST_F(ClusterAdminTest, ARemovedNodesCertificateOpensNoDoor) {
   for (const json& member : formed["nodes"]) backend[member["id"]] = member["backend_address"];
   ASSERT_EQ(backend.size(), 3u) << formed.dump();
   auto backend_of = [&backend](std::uint64_t id) { return backend[id]; };
-  Ran removed = tide(1, {"cluster", "remove-node", "3"});
+  Ran removed = tide(1, {"cluster", "remove-node", "--no-smartfail", "3"});
   ASSERT_EQ(removed.exit_code, 0) << removed.output;
   node(3).stop();
   const auto [home, mirror] = cluster_->wait_for_full_protection(1, 120s);
@@ -473,7 +473,7 @@ TEST_F(ClusterAdminTest, ARemovedNodesCertificateOpensNoDoor) {
 TEST_F(ClusterAdminTest, ARemovedNodeLearnsItWasRemovedAndStopsServing) {
   ASSERT_NO_FATAL_FAILURE(form_cluster());
   ASSERT_FALSE(root_via(3).empty());
-  Ran removed = tide(1, {"cluster", "remove-node", "3"});
+  Ran removed = tide(1, {"cluster", "remove-node", "--no-smartfail", "3"});
   ASSERT_EQ(removed.exit_code, 0) << removed.output;
 
   json health;

@@ -6,7 +6,8 @@
 // — proved by reading every file with another owner down, so that the units the two shared come
 // from the returned node alone. A second test keeps the node down past the repair delay: the
 // cluster then restores two copies of every unit on the others, and spreads the files over the
-// node again when it returns.
+// node again when it returns. A third SmartFails the namespace's home while writers go on: it
+// leaves the cluster only once every unit and the shard have two copies on the others.
 
 #include <gtest/gtest.h>
 
@@ -384,6 +385,88 @@ TEST_F(DegradedWriteTest,
   ASSERT_EQ(cluster_->tide(1, {"sysctl", "efs.flexprotect.repair_delay=10m"}).exit_code, 0);
   cluster_->node(other).kill();
   ASSERT_NO_FATAL_FAILURE(expect_files_read_through(home, files));
+}
+
+// Issue 45's SmartFail: the node taken out is the namespace's home (and the leader, which
+// made the cluster), so its shard is handed over and the lead passed on as well as its units
+// copied. Until it leaves, every unit keeps its two copies; after, two elsewhere.
+TEST_F(DegradedWriteTest, ASmartFailedNodeLeavesOnlyOnceWhatItHeldHasTwoCopiesElsewhere) {
+  const auto [home, mirror] = cluster_->wait_for_full_protection(1, 30s);
+  const std::size_t victim = home;
+  const std::size_t via = victim == 2 ? 3 : 2;
+  Files files = make_files();
+  ASSERT_FALSE(HasFailure());
+  ASSERT_GT(units_on(via, victim), 0u);
+
+  std::vector<Endpoint> writers_via;
+  for (std::size_t id = 1; id <= kNodes; ++id) {
+    if (id != victim) writers_via.push_back(cluster_->node(id).endpoint());
+  }
+  Writers writers(writers_via, files);
+  for (const auto deadline = Clock::now() + 30s;
+       writers.acknowledged() < 30 && Clock::now() < deadline;) {
+    std::this_thread::sleep_for(20ms);
+  }
+  const std::size_t before = writers.acknowledged();
+  ASSERT_GE(before, 30u);
+
+  const Ran asked = cluster_->tide(via, {"cluster", "smartfail", std::to_string(victim)});
+  ASSERT_EQ(asked.exit_code, 0) << asked.output;
+  EXPECT_NE(asked.output.find("being SmartFailed"), std::string::npos) << asked.output;
+  const Ran again = cluster_->tide(via, {"cluster", "smartfail", std::to_string(victim)});
+  EXPECT_NE(again.exit_code, 0) << "a second SmartFail of the same node: " << again.output;
+
+  // Polled until the node is gone from the cluster: while it is a member, every unit has two
+  // copies (on it or not); it leaves only with none of them.
+  const auto in_cluster = [&] {
+    const nlohmann::json status = cluster_->tide_json(via, {"status"});
+    for (const nlohmann::json& node : status.value("nodes", nlohmann::json::array())) {
+      if (node["id"] == victim) {
+        EXPECT_EQ(node.value("state", ""), "smartfailing") << status.dump();
+        return true;
+      }
+    }
+    return false;
+  };
+  std::size_t polls = 0;
+  bool units_left_on_victim = true;
+  const bool left = eventually(120s, [&] {
+    ++polls;
+    const bool member = in_cluster();
+    const std::size_t held = units_on(via, victim);
+    EXPECT_TRUE(every_unit(via, [](const std::set<std::uint64_t>& nodes) {
+      return nodes.size() == 2;
+    })) << "a unit with fewer than two copies during the SmartFail";
+    if (member) units_left_on_victim = held > 0;
+    return !member;
+  });
+  ASSERT_TRUE(left) << "node " << victim << " was not removed in 120 s (" << polls << " polls)\n"
+                    << cluster_->node(via).log_tail();
+  EXPECT_FALSE(units_left_on_victim) << "it left while it still held units";
+  EXPECT_GE(flexprotect_runs(via), 1u) << "FlexProtect did the copies";
+  const auto [new_home, new_mirror] = cluster_->wait_for_full_protection(via, 60s);
+  EXPECT_NE(new_home, victim);
+  EXPECT_NE(new_mirror, victim);
+  EXPECT_NE(new_mirror, 0u);
+
+  const std::size_t removed_at = writers.acknowledged();
+  for (const auto deadline = Clock::now() + 30s;
+       writers.acknowledged() < removed_at + 30 && Clock::now() < deadline;) {
+    std::this_thread::sleep_for(50ms);
+  }
+  writers.stop();
+  ASSERT_NO_FATAL_FAILURE(writers.settle(cluster_->node(via).endpoint()));
+  EXPECT_GE(writers.acknowledged(), removed_at + 30) << "writes did not go on after the removal";
+  EXPECT_TRUE(every_unit(via, [&](const std::set<std::uint64_t>& nodes) {
+    return nodes.size() == 2 && !nodes.contains(victim);
+  }));
+  for (std::size_t id = 1; id <= kNodes; ++id) {
+    if (id == victim) continue;
+    ASSERT_NO_FATAL_FAILURE(expect_files_read_through(id, files));
+  }
+  EXPECT_TRUE(eventually(30s, [&] { return cluster_->admin_get(victim, "/health").first == 503; }))
+      << "the node SmartFailed does not know it left: "
+      << cluster_->admin_get(victim, "/health").second;
 }
 
 }  // namespace
