@@ -293,17 +293,20 @@ LostNodes lost_nodes_of(const cluster::GroupView& view) {
   const json protected_generation = body.is_object() ? body.value("protected", json()) : json();
   const json smartfailing =
       body.is_object() ? body.value("smartfailing", json::array()) : json::array();
+  const json members = body.is_object() ? body.value("members", json::array()) : json::array();
   const bool parses = nodes.is_array() && generation.is_number_unsigned() &&
                       protected_generation.is_number_unsigned() &&
                       std::ranges::all_of(nodes, &json::is_number_unsigned) &&
                       smartfailing.is_array() &&
-                      std::ranges::all_of(smartfailing, &json::is_number_unsigned);
+                      std::ranges::all_of(smartfailing, &json::is_number_unsigned) &&
+                      members.is_array() && std::ranges::all_of(members, &json::is_number_unsigned);
   if (!parses) {
     spdlog::warn("ignoring the cluster's record of lost nodes: it does not parse");
     return lost;
   }
   for (const json& node : nodes) lost.nodes.insert(node.get<cluster::NodeId>());
   for (const json& node : smartfailing) lost.smartfailing.insert(node.get<cluster::NodeId>());
+  for (const json& node : members) lost.members.insert(node.get<cluster::NodeId>());
   lost.generation = generation.get<std::uint64_t>();
   lost.protected_generation = protected_generation.get<std::uint64_t>();
   return lost;
@@ -314,8 +317,9 @@ cluster::Change lost_nodes_update(const LostNodes& next) {
       {"nodes", next.nodes},
       {"generation", next.generation},
       {"protected", next.protected_generation},
-      {"smartfailing",
-       next.smartfailing}}.dump();
+      {"smartfailing", next.smartfailing},
+      {"members",
+       next.members}}.dump();
   if (next.changed == 0) {
     return cluster::Change::create_object(std::string(kClusterKind), std::string(kLostNodesName),
                                           body);
@@ -335,11 +339,19 @@ std::optional<LostNodes> plan_lost_nodes(const LostNodes& lost, const cluster::G
   }
   std::set<cluster::NodeId> smartfailing = lost.smartfailing;
   std::erase_if(smartfailing, [&view](cluster::NodeId node) { return view.node(node) == nullptr; });
-  if (nodes == lost.nodes && smartfailing == lost.smartfailing) return std::nullopt;
+  std::set<cluster::NodeId> members;
+  for (const cluster::NodeInfo& node : view.nodes) members.insert(node.id);
+  const bool removed_unprotected = std::ranges::any_of(lost.members, [&](cluster::NodeId node) {
+    return !members.contains(node) && !lost.smartfailing.contains(node);
+  });
+  if (nodes == lost.nodes && smartfailing == lost.smartfailing && members == lost.members) {
+    return std::nullopt;
+  }
   LostNodes next = lost;
-  if (nodes != lost.nodes) ++next.generation;
+  if (nodes != lost.nodes || removed_unprotected) ++next.generation;
   next.nodes = std::move(nodes);
   next.smartfailing = std::move(smartfailing);
+  next.members = std::move(members);
   return next;
 }
 
@@ -355,6 +367,8 @@ Result<LostNodes> plan_smartfail(const LostNodes& lost, const cluster::GroupView
   LostNodes next = lost;
   next.smartfailing.insert(node);
   ++next.generation;
+  next.members.clear();
+  for (const cluster::NodeInfo& member : view.nodes) next.members.insert(member.id);
   std::size_t left_in_pool = 0;
   std::size_t left_in_cluster = 0;
   for (const cluster::NodeInfo& other : view.nodes) {

@@ -98,7 +98,8 @@ bool fail_point_switched_on(const cluster::GroupView& view, std::string_view nam
 // elsewhere, and holds no shard once the leader moved them off (store::plan_namespace); then the
 // leader removes it from the cluster. Body: {"nodes": [id, ...], "generation": changes of the
 // nodes left out so far, "protected": the generation FlexProtect was last started for,
-// "smartfailing": [id, ...]} (records written before SmartFail have no "smartfailing").
+// "smartfailing": [id, ...], "members": [id, ...]} (records written before SmartFail have
+// neither of the last two).
 inline constexpr std::string_view kLostNodesName = "lost_nodes";
 struct LostNodes {
   std::set<cluster::NodeId> nodes;
@@ -106,6 +107,9 @@ struct LostNodes {
   std::uint64_t protected_generation = 0;
   cluster::Epoch changed = 0;  // when the record was last written; 0: there is none yet
   std::set<cluster::NodeId> smartfailing;
+  // The view's nodes when the record was last written: one of them gone (removed without
+  // SmartFail) is a new generation, since the files with units on it have a copy fewer.
+  std::set<cluster::NodeId> members;
   bool operator==(const LostNodes&) const = default;
 };
 // No nodes when the view has no record, or it does not parse (logged).
@@ -115,8 +119,9 @@ cluster::Change lost_nodes_update(const LostNodes& next);
 // What the leader writes next, if anything: the nodes of `down_past_delay` are lost, and a lost
 // node of `up_past_delay` (up again for the repair delay, ten minutes at most, so that one that
 // keeps failing is not restriped back and forth) or gone from the view is lost no more; a change
-// counts a generation. A node being SmartFailed that is gone from the view is forgotten (no new
-// generation: the pools placed on are the same).
+// counts a generation, and so does a member gone from the view that was not SmartFailed (its
+// units are to be copied again). A node being SmartFailed that is gone from the view is
+// forgotten (no new generation: FlexProtect copied what it held before it left).
 std::optional<LostNodes> plan_lost_nodes(const LostNodes& lost, const cluster::GroupView& view,
                                          const std::set<cluster::NodeId>& down_past_delay,
                                          const std::set<cluster::NodeId>& up_past_delay);

@@ -125,8 +125,13 @@ cluster::GroupView with_lost(cluster::GroupView view, std::string body) {
 
 TEST(LostNodes, ANodeDownPastTheDelayIsLostUntilItIsUpAsLongOrGone) {
   const auto view = view_with({{1, true}, {2, false}, {3, false}, {4, true}});
-  EXPECT_FALSE(plan_lost_nodes(LostNodes{}, view, {}, {})) << "no node down long enough";
-  const std::optional<LostNodes> lost = plan_lost_nodes(LostNodes{}, view, {2}, {});
+  const std::optional<LostNodes> known = plan_lost_nodes(LostNodes{}, view, {}, {});
+  ASSERT_TRUE(known.has_value()) << "the members are noted";
+  EXPECT_EQ(known->members, (std::set<cluster::NodeId>{1, 2, 3, 4}));
+  EXPECT_TRUE(known->nodes.empty()) << "no node down long enough";
+  EXPECT_EQ(known->generation, 0u);
+  EXPECT_FALSE(plan_lost_nodes(*known, view, {}, {}));
+  const std::optional<LostNodes> lost = plan_lost_nodes(*known, view, {2}, {});
   ASSERT_TRUE(lost.has_value());
   EXPECT_EQ(lost->nodes, std::set<cluster::NodeId>{2});
   EXPECT_EQ(lost->generation, 1u);
@@ -144,6 +149,20 @@ TEST(LostNodes, ANodeDownPastTheDelayIsLostUntilItIsUpAsLongOrGone) {
       plan_lost_nodes(*lost, view_with({{1, true}, {3, false}, {4, true}}), {3}, {});
   ASSERT_TRUE(gone.has_value());
   EXPECT_EQ(gone->nodes, std::set<cluster::NodeId>{3}) << "a node removed is lost no more";
+}
+
+TEST(LostNodes, AMemberRemovedWithoutSmartFailIsANewGeneration) {
+  const auto view = view_with({{1, true}, {2, true}, {3, true}});
+  const LostNodes known = plan_lost_nodes(LostNodes{}, view, {}, {}).value();
+  const std::optional<LostNodes> added =
+      plan_lost_nodes(known, view_with({{1, true}, {2, true}, {3, true}, {4, true}}), {}, {});
+  ASSERT_TRUE(added.has_value());
+  EXPECT_EQ(added->generation, known.generation) << "a node added copies nothing back";
+  const std::optional<LostNodes> removed =
+      plan_lost_nodes(*added, view_with({{1, true}, {3, true}, {4, true}}), {}, {});
+  ASSERT_TRUE(removed.has_value());
+  EXPECT_EQ(removed->generation, known.generation + 1) << "its units have a copy fewer";
+  EXPECT_EQ(removed->members, (std::set<cluster::NodeId>{1, 3, 4}));
 }
 
 TEST(LostNodes, TheRecordRoundTripsAndLeavesLostNodesOutOfTheirPools) {

@@ -3,6 +3,7 @@
 #include <boost/asio/ip/address_v4.hpp>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "daemon/activity.h"
@@ -113,6 +114,18 @@ std::string render_metrics(Membership& membership, const nfsd::NfsServer& server
              "Files whose units stay on a node where no placement reads them, one per file, pool "
              "and node: the node was down when they were to go, and they go when it is up.",
              integrity.units_left.load());
+  out.family("tidepool_protection_low_water_copies", "gauge",
+             "The fewest copies of file data and metadata since the node started: of any stripe "
+             "unit of a file whose shard this node homed, up to date on members up (of=\"units\"); "
+             "of any shard of the namespace, home and in-step mirror up, once every shard had two "
+             "(of=\"shards\"). Absent until seen.");
+  for (const auto& [of, mark] : {std::pair{"units", &integrity.unit_copies_low_water},
+                                 std::pair{"shards", &integrity.shard_copies_low_water}}) {
+    const std::uint64_t copies = mark->load();
+    if (copies != store::IntegrityCounters::kNotSeen) {
+      out.sample("tidepool_protection_low_water_copies", copies, std::string("of=\"") + of + "\"");
+    }
+  }
   out.metric("tidepool_cache_l1_accessed_bytes_total", "counter",
              "READ bytes of files whose data is on other nodes, asked while L1 could serve them.",
              cache.l1_bytes_accessed);

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
@@ -277,12 +278,17 @@ void NamespaceService::attach(ClusterAccess* cluster) {
 void NamespaceService::follow(const std::optional<NamespaceRecord>& record,
                               const cluster::GroupView& view) {
   peers_->follow(view, pools_of_(view));
+  // A node down or removed leaves the files with units on it with fewer copies from now on.
+  for (const Shard& shard : shards_) {
+    if (shard.store) shard.store->note_protection();
+  }
   record_ = record;
   if (!record) {
     spdlog::warn("the group view has no namespace record yet: NFS answers 'retry later'");
     route(nullptr, nullptr);
     return;
   }
+  note_shard_copies(*record, view);
   reshape(static_cast<ShardId>(record->shards()));
   lead(*record, view);
   for (ShardId shard = 0; shard < shards_.size(); ++shard) {
@@ -290,6 +296,21 @@ void NamespaceService::follow(const std::optional<NamespaceRecord>& record,
   }
   route(&*record, &view);
   hand_over(*record, view);
+}
+
+void NamespaceService::note_shard_copies(const NamespaceRecord& record,
+                                         const cluster::GroupView& view) {
+  std::uint64_t fewest = IntegrityCounters::kNotSeen;
+  for (const ShardPlace& place : record.places) {
+    const std::uint64_t copies =
+        (view.is_up(place.home) ? 1 : 0) +
+        (place.mirror != 0 && place.mirror_in_step && view.is_up(place.mirror) ? 1 : 0);
+    fewest = std::min(fewest, copies);
+  }
+  // A new namespace has one copy until its first mirror's is taken: that is not a loss.
+  every_shard_protected_ = every_shard_protected_ || fewest >= 2;
+  if (every_shard_protected_)
+    IntegrityCounters::lower(options_.integrity->shard_copies_low_water, fewest);
 }
 
 // Once a shard asked to be handed over is served here no more, its in-step mirror takes it.

@@ -146,6 +146,8 @@ class NamespaceService {
                                                         std::shared_ptr<const xdr::Buffer> message,
                                                         std::chrono::milliseconds deadline);
   Role role(ShardId shard) const;  // this node's, by the last record followed
+  // Lowers the node's low-water mark of shard copies to the fewest any shard has by `record`.
+  void note_shard_copies(const NamespaceRecord& record, const cluster::GroupView& view);
   // Makes room for `count` shards, releasing the copies of a namespace of another count.
   void reshape(ShardId count);
   void lead(const NamespaceRecord& record, const cluster::GroupView& view);
@@ -199,6 +201,9 @@ class NamespaceService {
   std::vector<Shard> shards_;
   std::shared_ptr<ShardedNamespace> namespace_;  // null for one shard
   boost::asio::steady_timer retry_timer_;
+  // Whether every shard of the namespace was seen with two whole copies since the start: the
+  // shard copies' low-water mark counts from then.
+  bool every_shard_protected_ = false;
   bool proposing_ = false;
   bool settling_ = false;
   bool settle_again_ = false;

@@ -500,6 +500,7 @@ class StoreImpl final : public LocalStore {
   bool data_in_node_pool(InodeId inode) const override {
     return placements_.is_placed(inode);
   }
+  void note_protection() override { catch_up_.note_protection(); }
 
  private:
   // Runs one of ShardNamespace's operations on the shard thread; `mutates` opens a write

@@ -283,6 +283,19 @@ struct IntegrityCounters {
   // Nodes keeping units of a file where no placement reads them (down when they were to go),
   // one per file, pool and node, until removed there (a gauge).
   std::atomic<std::uint64_t> units_left{0};
+  // Low-water marks of protection since the process started: the fewest up-to-date copies on
+  // members up that any unit of a placed file this node homed could count on (kNotSeen until a
+  // shard homed here placed a file), and the fewest whole copies any shard of the namespace had
+  // (home and in-step mirror up), counted once every shard had two.
+  static constexpr std::uint64_t kNotSeen = ~std::uint64_t{0};
+  std::atomic<std::uint64_t> unit_copies_low_water{kNotSeen};
+  std::atomic<std::uint64_t> shard_copies_low_water{kNotSeen};
+  // Lowers `mark` to `copies` if that is fewer.
+  static void lower(std::atomic<std::uint64_t>& mark, std::uint64_t copies) {
+    std::uint64_t now = mark.load();
+    while (copies < now && !mark.compare_exchange_weak(now, copies)) {
+    }
+  }
 };
 
 // A regular file a policy's SQL predicate selected, with its path (its first name, when it has
@@ -524,6 +537,10 @@ class LocalStore : public Store {
   // Whether the file's data is placed in a node pool now (read and written at its units'
   // owners, store/unit_client.h) rather than kept with the shard; without waiting.
   virtual bool data_in_node_pool(InodeId inode) const = 0;
+  // Lowers the node's low-water mark of unit copies (IntegrityCounters) to the fewest copies
+  // the shard's placed files can count on now, as its peers last followed the view; without
+  // waiting. Also done about once a second.
+  virtual void note_protection() = 0;
 };
 
 }  // namespace tidepool::store

@@ -54,8 +54,16 @@ Status CatchUp::open(sqlite::Database& db) {
   return {};
 }
 
+void CatchUp::note_protection() {
+  if (!pools_) return;
+  const std::optional<std::uint64_t> fewest = placements_.fewest_copies(
+      [this](cluster::NodeId node) { return pools_->is_up(node) && !pools_->is_removed(node); });
+  if (fewest) IntegrityCounters::lower(integrity_->unit_copies_low_water, *fewest);
+}
+
 void CatchUp::start() {
   if (!pools_ || data_.closed()) return;
+  note_protection();
   if (!placements_.any_behind() && !any_units_left_.load()) return;
   if (running_.exchange(true)) return;
   asio::co_spawn(data_.executor(), pass(), asio::detached);

@@ -13,6 +13,7 @@
 // their lookups take no lock at all.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -93,6 +94,29 @@ class PlacementTable {
   // The file is gone: where its data was, to remove it there. A move under way forgets its
   // target itself; one a crash cut short is forgotten here.
   Where take_removed(InodeId inode);
+
+  // The fewest copies any unit of a placed file can count on: the owners of its placement
+  // (min(copies, nodes) per unit) but those not `usable` or behind on the file, as many of
+  // them as one unit could have. A bound per file, exact once the file has units on every
+  // combination of owners; nullopt when no file is placed. A move's target counts only once
+  // switched: reads go to the old copies until then.
+  template <typename Usable>
+  std::optional<std::uint64_t> fewest_copies(Usable usable) const {
+    std::optional<std::uint64_t> fewest;
+    std::shared_lock lock(mutex_);
+    for (const auto& [inode, placed] : placed_) {
+      const std::uint64_t owners = std::min<std::uint64_t>(placed.copies, placed.nodes.size());
+      const auto behind = behind_.find(inode);
+      std::uint64_t unusable = 0;
+      for (const cluster::NodeId node : placed.nodes) {
+        const bool is_behind = behind != behind_.end() && behind->second.contains(node);
+        unusable += (is_behind || !usable(node)) ? 1 : 0;
+      }
+      const std::uint64_t copies = owners - std::min(owners, unusable);
+      if (!fewest || copies < *fewest) fewest = copies;
+    }
+    return fewest;
+  }
 
   // Copies a write or sync of `where` missed, from now on read from no more. Not if the file's
   // data left `where` meanwhile (removed, or moved).

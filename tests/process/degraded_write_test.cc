@@ -21,6 +21,7 @@
 #include <mutex>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -254,6 +255,19 @@ class DegradedWriteTest : public ::testing::Test {
     return whole;
   }
 
+  // Node `id`'s low-water mark of copies `of` "units" or "shards"
+  // (tidepool_protection_low_water_copies); -1 while it has none.
+  std::int64_t low_water(std::size_t id, const std::string& of) {
+    const auto [status, body] = cluster_->admin_get(id, "/metrics");
+    EXPECT_EQ(status, 200u) << body;
+    const std::string name = "tidepool_protection_low_water_copies{of=\"" + of + "\"} ";
+    std::istringstream lines(body);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind(name, 0) == 0) return std::stoll(line.substr(name.size()));
+    }
+    return -1;
+  }
+
   std::unique_ptr<TideCluster> cluster_;
 };
 
@@ -449,6 +463,7 @@ TEST_F(DegradedWriteTest, ASmartFailedNodeLeavesOnlyOnceWhatItHeldHasTwoCopiesEl
   EXPECT_NE(new_mirror, victim);
   EXPECT_NE(new_mirror, 0u);
 
+  EXPECT_EQ(low_water(new_home, "units"), 2) << "a unit had fewer than two copies at its home";
   const std::size_t removed_at = writers.acknowledged();
   for (const auto deadline = Clock::now() + 30s;
        writers.acknowledged() < removed_at + 30 && Clock::now() < deadline;) {
@@ -467,6 +482,35 @@ TEST_F(DegradedWriteTest, ASmartFailedNodeLeavesOnlyOnceWhatItHeldHasTwoCopiesEl
   EXPECT_TRUE(eventually(30s, [&] { return cluster_->admin_get(victim, "/health").first == 503; }))
       << "the node SmartFailed does not know it left: "
       << cluster_->admin_get(victim, "/health").second;
+}
+
+// What SmartFail spares: a node removed at once (--no-smartfail, for one gone for good) while
+// it holds units leaves them with one copy, which the home's low-water mark shows, until
+// FlexProtect puts a second elsewhere.
+TEST_F(DegradedWriteTest, ANodeRemovedWithoutSmartFailLeavesOneCopyUntilFlexProtect) {
+  const auto [home, mirror] = cluster_->wait_for_full_protection(1, 30s);
+  std::size_t victim = 2;
+  while (victim == home || victim == mirror) ++victim;
+  Files files = make_files();
+  ASSERT_FALSE(HasFailure());
+  ASSERT_GT(units_on(home, victim), 0u);
+  EXPECT_TRUE(eventually(10s, [&] { return low_water(home, "units") == 2; }))
+      << low_water(home, "units");
+
+  const Ran removed =
+      cluster_->tide(home, {"cluster", "remove-node", "--no-smartfail", std::to_string(victim)});
+  ASSERT_EQ(removed.exit_code, 0) << removed.output;
+  EXPECT_TRUE(eventually(30s, [&] { return low_water(home, "units") == 1; }))
+      << "the home's mark did not show the units left with one copy: " << low_water(home, "units");
+  EXPECT_TRUE(eventually(90s, [&] {
+    return every_unit(home, [&](const std::set<std::uint64_t>& nodes) {
+      return nodes.size() == 2 && !nodes.contains(victim);
+    });
+  })) << cluster_->node(home).log_tail();
+  for (std::size_t id = 1; id <= kNodes; ++id) {
+    if (id == victim) continue;
+    ASSERT_NO_FATAL_FAILURE(expect_files_read_through(id, files));
+  }
 }
 
 }  // namespace
