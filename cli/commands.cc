@@ -269,6 +269,27 @@ Status remove_node(Session& session, std::uint64_t id, NodeRemoval how) {
   });
 }
 
+Status replace_node(Session& session, std::uint64_t old, const AdminAddress& address,
+                    const std::string& setup_secret_file) {
+  TP_ASSIGN_OR_RETURN(Json status, session.call(Method::get, "/v1/cluster"));
+  const Json& nodes = as_list(field(status, "nodes"));
+  const auto replaced = std::find_if(nodes.begin(), nodes.end(), [old](const Json& node) {
+    return field(node, "id") == Json(old);
+  });
+  if (replaced == nodes.end()) {
+    return error(Errc::not_found, "no node " + std::to_string(old) + " in the cluster");
+  }
+  const Json& state = field(*replaced, "state");
+  const bool down = state == Json("down") || state == Json("lost");
+  TP_RETURN_IF_ERROR(add_node(session, address, setup_secret_file));
+  if (down) {
+    session.out() << "Node " << old
+                  << " is down: it is removed at once, and what it held is copied again from the "
+                     "other copies (FlexProtect).\n";
+  }
+  return remove_node(session, old, down ? NodeRemoval::at_once : NodeRemoval::smartfail);
+}
+
 Status transfer_leadership(Session& session, std::optional<std::uint64_t> id) {
   const Json body = id ? Json{{"node", *id}} : Json::object();
   TP_ASSIGN_OR_RETURN(Json reply, session.call(Method::post, "/v1/cluster/leader", body));

@@ -79,6 +79,11 @@ Status add_node(Session& session, const AdminAddress& address,
 // first, then removed by the cluster), or at once.
 enum class NodeRemoval { smartfail, at_once };
 Status remove_node(Session& session, std::uint64_t id, NodeRemoval how);
+// `tide cluster replace-node OLD ADDR`: adds the node at `address`, then SmartFails node `old`
+// if it is up, or removes it at once if it is down (its data is protected again from the other
+// copies, the new node's included).
+Status replace_node(Session& session, std::uint64_t old, const AdminAddress& address,
+                    const std::string& setup_secret_file);
 // `tide cluster transfer-leadership [ID]`: to node `id`, or with none to any other voter.
 Status transfer_leadership(Session& session, std::optional<std::uint64_t> id);
 Status rotate_token(Session& session);

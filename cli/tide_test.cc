@@ -457,6 +457,45 @@ TEST_F(TideTest, ClusterAddNodeRemembersItsAddress) {
   EXPECT_EQ(read_credentials(file)->nodes.size(), 3u);
 }
 
+TEST_F(TideTest, ClusterReplaceNodeAddsTheNewOneThenSmartFailsTheOldOrRemovesItIfDown) {
+  write_credentials_in(root_.path());
+  write_setup_secret(root_.path());
+  for (const std::string state : {"up", "down"}) {
+    const std::size_t sent = cluster_.requests().size();
+    const std::string status = R"({"nodes": [{"id": 1, "admin_address": "127.0.0.1:8080"},
+        {"id": 2, "admin_address": "127.0.0.2:8080", "state": ")" +
+                               state + "\"}]}";
+    cluster_.reply(200, status);
+    cluster_.reply(201, R"({"id": 5})");
+    cluster_.reply(200, status);
+    cluster_.reply(state == "up" ? 202 : 204, "{}");
+    EXPECT_EQ(
+        tide({"cluster", "replace-node", "2", "127.0.0.5", "--setup-secret-file", "setup-secret"}),
+        kExitSuccess)
+        << err_.str();
+    ASSERT_EQ(cluster_.requests().size(), sent + 4) << state;
+    EXPECT_EQ(cluster_.requests()[sent + 1].target, "/v1/cluster/nodes") << state;
+    const SentRequest& removal = cluster_.requests()[sent + 3];
+    if (state == "up") {
+      EXPECT_EQ(removal.method, Method::post);
+      EXPECT_EQ(removal.target, "/v1/cluster/nodes/2/smartfail");
+    } else {
+      EXPECT_EQ(removal.method, Method::delete_);
+      EXPECT_EQ(removal.target, "/v1/cluster/nodes/2");
+      EXPECT_NE(out_.str().find("Node 2 is down"), std::string::npos) << out_.str();
+    }
+    EXPECT_NE(out_.str().find("Added node 5"), std::string::npos) << out_.str();
+  }
+  const std::size_t sent = cluster_.requests().size();
+  cluster_.reply(200, R"({"nodes": [{"id": 1, "admin_address": "127.0.0.1:8080"}]})");
+  EXPECT_NE(
+      tide({"cluster", "replace-node", "7", "127.0.0.5", "--setup-secret-file", "setup-secret"}),
+      kExitSuccess);
+  EXPECT_NE(err_.str().find("no node 7"), std::string::npos) << err_.str();
+  EXPECT_EQ(cluster_.requests().size(), sent + 1) << "nothing added for a node not there";
+  EXPECT_EQ(tide({"cluster", "replace-node", "2"}), kExitUsage);
+}
+
 TEST_F(TideTest, TokenRotateKeepsTheNewTokenInTheCredentialsFile) {
   const fs::path file = write_credentials_in(root_.path());
   cluster_.reply(200, R"({"token": "fresh"})");

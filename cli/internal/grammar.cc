@@ -180,6 +180,24 @@ void Grammar::add_cluster_commands() {
                    "Remove it at once, without copying its data elsewhere first (for a node "
                    "gone for good: its data is protected again from the other copies)");
 
+  CLI::App* replace = add_command(
+      *cluster, "replace-node",
+      "Put a new node in an old one's place: add the new node, then SmartFail the old one (or "
+      "remove it at once if it is down: its data is rebuilt from the other copies)",
+      [this]() -> Result<Operation> {
+        TP_ASSIGN_OR_RETURN(std::uint64_t id, parse_id("node id", arguments_.id));
+        TP_ASSIGN_OR_RETURN(AdminAddress address, parse_admin_address(arguments_.address));
+        return Operation(
+            [id, address, secret_file = arguments_.setup_secret_file](Session& session) {
+              return replace_node(session, id, address, secret_file);
+            });
+      });
+  replace->add_option("OLD", arguments_.id, "The id of the node replaced")->required();
+  replace->add_option("ADDR", arguments_.address, "The new node's admin address, HOST[:PORT]")
+      ->required();
+  add_setup_secret_option(replace);
+  replace->footer("Give the new node the old one's pool (pool in its node.toml).");
+
   add_command(*cluster, "smartfail",
               "Take a node out of the cluster after copying everything it holds to the other "
               "nodes (a FlexProtect job); it serves until then",

@@ -153,11 +153,18 @@ class Writers {
 
 class DegradedWriteTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(start(kNodes)); }
+
+  // The cluster of kNodes nodes in pool f800, of which nodes 1..`members` are formed and
+  // serving; new files placed in f800.
+  void start(std::size_t members) {
     if (tide_path().empty()) GTEST_SKIP() << "no tide binary in this build";
     cluster_ = std::make_unique<TideCluster>("degraded", std::vector<std::string>(kNodes, "f800"),
                                              "degraded-write");
-    ASSERT_NO_FATAL_FAILURE(cluster_->start_serving());
+    std::string error;
+    ASSERT_TRUE(cluster_->start(&error)) << error;
+    ASSERT_NO_FATAL_FAILURE(cluster_->form(members));
+    for (std::size_t id = 1; id <= members; ++id) ASSERT_FALSE(cluster_->root_via(id).empty());
     ASSERT_NO_FATAL_FAILURE(cluster_->place_new_files_in("f800"));
   }
 
@@ -253,6 +260,24 @@ class DegradedWriteTest : public ::testing::Test {
       }
     }
     return whole;
+  }
+
+  // The files made, once the namespace is fully protected; its home; and the first node from
+  // `first` on that is neither home nor mirror, which holds units of the files.
+  struct Scene {
+    Files files;
+    std::size_t home = 0;
+    std::size_t holder = 0;
+  };
+  Scene scene(std::size_t first) {
+    Scene made;
+    const auto [home, mirror] = cluster_->wait_for_full_protection(1, 30s);
+    made.home = home;
+    made.holder = first;
+    while (made.holder == home || made.holder == mirror) ++made.holder;
+    made.files = make_files();
+    EXPECT_GT(units_on(home, made.holder), 0u);
+    return made;
   }
 
   // Node `id`'s low-water mark of copies `of` "units" or "shards"
@@ -488,12 +513,8 @@ TEST_F(DegradedWriteTest, ASmartFailedNodeLeavesOnlyOnceWhatItHeldHasTwoCopiesEl
 // it holds units leaves them with one copy, which the home's low-water mark shows, until
 // FlexProtect puts a second elsewhere.
 TEST_F(DegradedWriteTest, ANodeRemovedWithoutSmartFailLeavesOneCopyUntilFlexProtect) {
-  const auto [home, mirror] = cluster_->wait_for_full_protection(1, 30s);
-  std::size_t victim = 2;
-  while (victim == home || victim == mirror) ++victim;
-  Files files = make_files();
+  const auto [files, home, victim] = scene(2);
   ASSERT_FALSE(HasFailure());
-  ASSERT_GT(units_on(home, victim), 0u);
   EXPECT_TRUE(eventually(10s, [&] { return low_water(home, "units") == 2; }))
       << low_water(home, "units");
 
@@ -509,6 +530,46 @@ TEST_F(DegradedWriteTest, ANodeRemovedWithoutSmartFailLeavesOneCopyUntilFlexProt
   })) << cluster_->node(home).log_tail();
   for (std::size_t id = 1; id <= kNodes; ++id) {
     if (id == victim) continue;
+    ASSERT_NO_FATAL_FAILURE(expect_files_read_through(id, files));
+  }
+}
+
+// Issue 45's replace-node: node 4 stays out of the cluster of three until a node that holds
+// units fails; it takes that node's place, and the units are rebuilt from the other copies,
+// over it too.
+class ReplaceNodeTest : public DegradedWriteTest {
+ protected:
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(start(kNodes - 1)); }
+};
+
+TEST_F(ReplaceNodeTest, ANewNodeTakesAFailedNodesPlaceAndTheDataIsRebuiltOnIt) {
+  const auto [files, home, failed] = scene(1);
+  ASSERT_FALSE(HasFailure());
+
+  cluster_->node(failed).kill();
+  EXPECT_TRUE(eventually(30s, [&] { return cluster_->state_of(home, failed) == "down"; }));
+  const std::size_t spare = kNodes;
+  const Ran replaced = cluster_->tide(
+      home, {"cluster", "replace-node", std::to_string(failed), cluster_->admin(spare),
+             "--setup-secret-file", cluster_->setup_secret_file(spare)});
+  ASSERT_EQ(replaced.exit_code, 0) << replaced.output << cluster_->node(home).log_tail();
+  EXPECT_NE(replaced.output.find("Added node " + std::to_string(spare)), std::string::npos)
+      << replaced.output;
+  EXPECT_NE(replaced.output.find("is down"), std::string::npos) << replaced.output;
+
+  EXPECT_TRUE(eventually(90s,
+                         [&] {
+                           return units_on(home, spare) > 0 &&
+                                  every_unit(home, [&](const std::set<std::uint64_t>& nodes) {
+                                    return nodes.size() == 2 && !nodes.contains(failed);
+                                  });
+                         }))
+      << "the units were not rebuilt over the nodes left and the new one\n"
+      << cluster_->node(home).log_tail();
+  EXPECT_EQ(cluster_->state_of(home, failed), "absent");
+  EXPECT_EQ(cluster_->state_of(home, spare), "up");
+  for (std::size_t id = 1; id <= kNodes; ++id) {
+    if (id == failed) continue;
     ASSERT_NO_FATAL_FAILURE(expect_files_read_through(id, files));
   }
 }

@@ -99,7 +99,7 @@ bool TideCluster::start(std::string* error) {
   return true;
 }
 
-void TideCluster::form() {
+void TideCluster::form(std::size_t members) {
   Ran created = run(tide_path(), {"--workdir", workdir_.string(), "cluster", "create", name_,
                                   "--node", admin(1), "--setup-secret-file", setup_secret_file(1)});
   // What tide said goes last: a report cut short keeps its end.
@@ -111,7 +111,7 @@ void TideCluster::form() {
   Ran unscheduled = tide(1, {"job", "types", "modify", "SmartPools", "--clear-schedule"});
   ASSERT_EQ(unscheduled.exit_code, 0)
       << node(1).log_tail() << "\ntide job types modify: " << unscheduled.output;
-  for (std::size_t id = 2; id <= nodes_.size(); ++id) {
+  for (std::size_t id = 2; id <= members; ++id) {
     Ran added =
         tide(1, {"cluster", "add-node", admin(id), "--setup-secret-file", setup_secret_file(id)});
     ASSERT_EQ(added.exit_code, 0) << "--- node 1\n"

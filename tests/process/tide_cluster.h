@@ -47,7 +47,9 @@ class TideCluster {
   // `tide cluster create` on node 1, then `add-node` for every other; gtest failures if not.
   // SmartPools' schedule is cleared first thing, so that the only jobs that run are those the
   // test starts: its daily 22:00 UTC start would otherwise land in whichever test runs then.
-  void form();
+  void form() { form(size()); }
+  // The same with nodes 1..`members` only: the others stay out of the cluster.
+  void form(std::size_t members);
   // start() and form(), then waits (bounded) until every node serves the namespace; gtest
   // failures if not.
   void start_serving();
