@@ -279,9 +279,30 @@ Status replace_node(Session& session, std::uint64_t old, const AdminAddress& add
   if (replaced == nodes.end()) {
     return error(Errc::not_found, "no node " + std::to_string(old) + " in the cluster");
   }
+  if (field(*replaced, "smartfailing") == Json(true)) {
+    return error(Errc::already_exists, "node " + std::to_string(old) +
+                                           " is being SmartFailed already: add the new node "
+                                           "with 'tide cluster add-node'");
+  }
   const Json& state = field(*replaced, "state");
   const bool down = state == Json("down") || state == Json("lost");
   TP_RETURN_IF_ERROR(add_node(session, address, setup_secret_file));
+  // A new node in another pool takes nobody's place: the old one stays until the administrator
+  // says otherwise.
+  TP_ASSIGN_OR_RETURN(Json now, session.call(Method::get, "/v1/cluster"));
+  for (const Json& node : as_list(field(now, "nodes"))) {
+    const Json& at = field(node, "admin_address");
+    if (!at.is_string() || !same_address(at.get<std::string>(), address.to_string())) continue;
+    if (field(node, "pool") != field(*replaced, "pool")) {
+      return error(Errc::invalid_argument,
+                   "the new node is in node pool " + display(field(node, "pool")) +
+                       ", not in node " + std::to_string(old) + "'s " +
+                       display(field(*replaced, "pool")) + ": node " + std::to_string(old) +
+                       " is left as it is (set the pool in the new node's node.toml, or remove "
+                       "node " +
+                       std::to_string(old) + " with 'tide cluster remove-node')");
+    }
+  }
   if (down) {
     session.out() << "Node " << old
                   << " is down: it is removed at once, and what it held is copied again from the "

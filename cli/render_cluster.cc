@@ -54,8 +54,11 @@ Table node_table(const Json& nodes) {
                {"Used / Size"}});
   for (const Json& node : as_list(nodes)) {
     const Json& stats = field(node, "stats");
+    // A node being SmartFailed still serves: its state says whether it is up too.
+    const std::string state = display(field(node, "state")) +
+                              (field(node, "smartfailing") == Json(true) ? ", smartfailing" : "");
     table.add_row({display(field(node, "id")), display(field(node, "name")),
-                   display(field(node, "pool")), display(field(node, "state")),
+                   display(field(node, "pool")), state,
                    rate_of(field(stats, "in_bytes_per_second")),
                    rate_of(field(stats, "out_bytes_per_second")), used_of_size(stats)});
   }

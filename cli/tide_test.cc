@@ -457,25 +457,35 @@ TEST_F(TideTest, ClusterAddNodeRemembersItsAddress) {
   EXPECT_EQ(read_credentials(file)->nodes.size(), 3u);
 }
 
+// The cluster's status with node 2 in `state` (pool f800) and, when `new_pool` is not empty,
+// node 5 at 127.0.0.5 in that pool.
+std::string status_for_replace(const std::string& state, const std::string& new_pool) {
+  Json nodes = Json::array();
+  nodes.push_back({{"id", 1}, {"admin_address", "127.0.0.1:8080"}, {"pool", "f800"}});
+  nodes.push_back(
+      {{"id", 2}, {"admin_address", "127.0.0.2:8080"}, {"pool", "f800"}, {"state", state}});
+  if (!new_pool.empty()) {
+    nodes.push_back({{"id", 5}, {"admin_address", "127.0.0.5:8080"}, {"pool", new_pool}});
+  }
+  return Json{{"nodes", nodes}}.dump();
+}
+
 TEST_F(TideTest, ClusterReplaceNodeAddsTheNewOneThenSmartFailsTheOldOrRemovesItIfDown) {
   write_credentials_in(root_.path());
   write_setup_secret(root_.path());
+  const std::vector<std::string> replace{"cluster",   "replace-node",        "2",
+                                         "127.0.0.5", "--setup-secret-file", "setup-secret"};
   for (const std::string state : {"up", "down"}) {
     const std::size_t sent = cluster_.requests().size();
-    const std::string status = R"({"nodes": [{"id": 1, "admin_address": "127.0.0.1:8080"},
-        {"id": 2, "admin_address": "127.0.0.2:8080", "state": ")" +
-                               state + "\"}]}";
-    cluster_.reply(200, status);
+    cluster_.reply(200, status_for_replace(state, ""));
     cluster_.reply(201, R"({"id": 5})");
-    cluster_.reply(200, status);
+    cluster_.reply(200, status_for_replace(state, "f800"));
+    cluster_.reply(200, status_for_replace(state, "f800"));
     cluster_.reply(state == "up" ? 202 : 204, "{}");
-    EXPECT_EQ(
-        tide({"cluster", "replace-node", "2", "127.0.0.5", "--setup-secret-file", "setup-secret"}),
-        kExitSuccess)
-        << err_.str();
-    ASSERT_EQ(cluster_.requests().size(), sent + 4) << state;
+    EXPECT_EQ(tide(replace), kExitSuccess) << err_.str();
+    ASSERT_EQ(cluster_.requests().size(), sent + 5) << state;
     EXPECT_EQ(cluster_.requests()[sent + 1].target, "/v1/cluster/nodes") << state;
-    const SentRequest& removal = cluster_.requests()[sent + 3];
+    const SentRequest& removal = cluster_.requests()[sent + 4];
     if (state == "up") {
       EXPECT_EQ(removal.method, Method::post);
       EXPECT_EQ(removal.target, "/v1/cluster/nodes/2/smartfail");
@@ -486,7 +496,17 @@ TEST_F(TideTest, ClusterReplaceNodeAddsTheNewOneThenSmartFailsTheOldOrRemovesItI
     }
     EXPECT_NE(out_.str().find("Added node 5"), std::string::npos) << out_.str();
   }
-  const std::size_t sent = cluster_.requests().size();
+
+  // Added in another pool: the old node is left as it is.
+  std::size_t sent = cluster_.requests().size();
+  cluster_.reply(200, status_for_replace("up", ""));
+  cluster_.reply(201, R"({"id": 5})");
+  cluster_.reply(200, status_for_replace("up", "h500"));
+  EXPECT_NE(tide(replace), kExitSuccess);
+  EXPECT_NE(err_.str().find("not in node 2's f800"), std::string::npos) << err_.str();
+  EXPECT_EQ(cluster_.requests().size(), sent + 3) << "nothing asked of node 2";
+
+  sent = cluster_.requests().size();
   cluster_.reply(200, R"({"nodes": [{"id": 1, "admin_address": "127.0.0.1:8080"}]})");
   EXPECT_NE(
       tide({"cluster", "replace-node", "7", "127.0.0.5", "--setup-secret-file", "setup-secret"}),

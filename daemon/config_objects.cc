@@ -356,7 +356,7 @@ std::optional<LostNodes> plan_lost_nodes(const LostNodes& lost, const cluster::G
 }
 
 Result<LostNodes> plan_smartfail(const LostNodes& lost, const cluster::GroupView& view,
-                                 cluster::NodeId node) {
+                                 cluster::NodeId node, std::uint32_t copies) {
   const cluster::NodeInfo* leaving = view.node(node);
   if (leaving == nullptr) {
     return error(Errc::not_found, "no node " + std::to_string(node) + " in the cluster");
@@ -376,13 +376,14 @@ Result<LostNodes> plan_smartfail(const LostNodes& lost, const cluster::GroupView
     ++left_in_cluster;
     if (other.pool == leaving->pool) ++left_in_pool;
   }
-  if (left_in_pool < 2) {
+  if (left_in_pool < copies) {
     return error(Errc::precondition_failed,
                  "node " + std::to_string(node) + " cannot be SmartFailed: node pool '" +
                      leaving->pool + "' would be left with " + std::to_string(left_in_pool) +
-                     " node" + (left_in_pool == 1 ? "" : "s") +
-                     " to place data on, too few for 2 copies; add a node to the pool first, or "
-                     "remove the node with --no-smartfail if it is gone for good");
+                     " node" + (left_in_pool == 1 ? "" : "s") + " to place data on, too few for " +
+                     std::to_string(copies) +
+                     " copies (the most the file pool policies ask for); add a node to the pool "
+                     "first");
   }
   if (left_in_cluster < 2) {
     return error(Errc::precondition_failed,

@@ -127,11 +127,11 @@ std::optional<LostNodes> plan_lost_nodes(const LostNodes& lost, const cluster::G
                                          const std::set<cluster::NodeId>& up_past_delay);
 // `lost` with `node` being SmartFailed, a new generation; refused (with the reason, for the
 // administrator) when the node is not in the view, is SmartFailed already, or the nodes left
-// to place on could not keep two copies: fewer than two in its pool while the pool is named by
-// a tier or another node of it is placed on, or fewer than two nodes in the cluster for the
-// namespace's home and mirror.
+// to place on could not keep what is asked: fewer than `copies` (the most any file pool
+// policy asks for) in its pool, whose files would then keep their copies on it and never let
+// it go, or fewer than two nodes in the cluster for the namespace's home and mirror.
 Result<LostNodes> plan_smartfail(const LostNodes& lost, const cluster::GroupView& view,
-                                 cluster::NodeId node);
+                                 cluster::NodeId node, std::uint32_t copies);
 // The nodes of each node pool that file data is placed on: those neither lost nor being
 // SmartFailed, in the view's order.
 std::map<std::string, std::vector<cluster::NodeId>> pool_nodes(const cluster::GroupView& view);

@@ -197,7 +197,7 @@ TEST(LostNodes, ANodeBeingSmartFailedIsPlacedOnNoMoreUntilItLeaves) {
   cluster::GroupView view = view_with({{1, true}, {2, true}, {3, true}, {4, true}});
   for (cluster::NodeInfo& node : view.nodes) node.pool = "f800";
   view.nodes[3].pool = "h500";
-  const Result<LostNodes> failing = plan_smartfail(LostNodes{}, view, 2);
+  const Result<LostNodes> failing = plan_smartfail(LostNodes{}, view, 2, 2);
   ASSERT_TRUE(failing.ok()) << failing.status().message();
   EXPECT_EQ(failing->smartfailing, std::set<cluster::NodeId>{2});
   EXPECT_EQ(failing->generation, 1u) << "FlexProtect runs for it";
@@ -210,15 +210,18 @@ TEST(LostNodes, ANodeBeingSmartFailedIsPlacedOnNoMoreUntilItLeaves) {
   EXPECT_FALSE(plan_lost_nodes(lost_nodes_of(marked), marked, {}, {})) << "nothing to change";
 
   const std::string refused_again =
-      plan_smartfail(lost_nodes_of(marked), marked, 2).status().message();
+      plan_smartfail(lost_nodes_of(marked), marked, 2, 2).status().message();
   EXPECT_NE(refused_again.find("is being SmartFailed"), std::string::npos) << refused_again;
-  const Status too_few = plan_smartfail(lost_nodes_of(marked), marked, 1).status();
+  const Status too_few = plan_smartfail(lost_nodes_of(marked), marked, 1, 2).status();
   EXPECT_EQ(too_few.code(), Errc::precondition_failed);
   EXPECT_NE(too_few.message().find("node pool 'f800' would be left with 1 node"), std::string::npos)
       << too_few.message();
-  const std::string last = plan_smartfail(LostNodes{}, view, 4).status().message();
+  const std::string last = plan_smartfail(LostNodes{}, view, 4, 2).status().message();
   EXPECT_NE(last.find("'h500' would be left with 0 nodes"), std::string::npos) << last;
-  EXPECT_EQ(plan_smartfail(LostNodes{}, view, 9).status().code(), Errc::not_found);
+  EXPECT_EQ(plan_smartfail(LostNodes{}, view, 9, 2).status().code(), Errc::not_found);
+  const std::string three = plan_smartfail(LostNodes{}, view, 1, 3).status().message();
+  EXPECT_NE(three.find("too few for 3 copies"), std::string::npos)
+      << "files at 3x in a pool of 3 would keep their copies on it: " << three;
 
   // Removed: forgotten, with no new generation (the pools placed on are the same).
   cluster::GroupView removed = marked;

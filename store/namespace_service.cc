@@ -278,10 +278,6 @@ void NamespaceService::attach(ClusterAccess* cluster) {
 void NamespaceService::follow(const std::optional<NamespaceRecord>& record,
                               const cluster::GroupView& view) {
   peers_->follow(view, pools_of_(view));
-  // A node down or removed leaves the files with units on it with fewer copies from now on.
-  for (const Shard& shard : shards_) {
-    if (shard.store) shard.store->note_protection();
-  }
   record_ = record;
   if (!record) {
     spdlog::warn("the group view has no namespace record yet: NFS answers 'retry later'");
@@ -296,6 +292,24 @@ void NamespaceService::follow(const std::optional<NamespaceRecord>& record,
   }
   route(&*record, &view);
   hand_over(*record, view);
+  note_unit_copies(view);
+}
+
+void NamespaceService::note_unit_copies(const cluster::GroupView& view) {
+  // Copies are lost only with an owner (down, or removed) or gained with a shard homed here:
+  // the scan of every placed file runs then, not on each of the view's many changes.
+  std::set<cluster::NodeId> up;
+  for (const cluster::NodeInfo& node : view.nodes) {
+    if (node.up) up.insert(node.id);
+  }
+  std::set<ShardId> homed;
+  for (ShardId shard = 0; shard < shards_.size(); ++shard) {
+    if (shards_[shard].store && role(shard) == Role::home) homed.insert(shard);
+  }
+  if (up == noted_up_ && homed == noted_homes_) return;
+  noted_up_ = std::move(up);
+  noted_homes_ = std::move(homed);
+  for (const ShardId shard : noted_homes_) shards_[shard].store->note_protection();
 }
 
 void NamespaceService::note_shard_copies(const NamespaceRecord& record,

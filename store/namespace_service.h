@@ -148,6 +148,9 @@ class NamespaceService {
   Role role(ShardId shard) const;  // this node's, by the last record followed
   // Lowers the node's low-water mark of shard copies to the fewest any shard has by `record`.
   void note_shard_copies(const NamespaceRecord& record, const cluster::GroupView& view);
+  // Lowers its mark of unit copies by the shards it homes, when the nodes up or those shards
+  // changed since the last time.
+  void note_unit_copies(const cluster::GroupView& view);
   // Makes room for `count` shards, releasing the copies of a namespace of another count.
   void reshape(ShardId count);
   void lead(const NamespaceRecord& record, const cluster::GroupView& view);
@@ -204,6 +207,8 @@ class NamespaceService {
   // Whether every shard of the namespace was seen with two whole copies since the start: the
   // shard copies' low-water mark counts from then.
   bool every_shard_protected_ = false;
+  std::set<cluster::NodeId> noted_up_;  // as note_unit_copies() last saw them
+  std::set<ShardId> noted_homes_;
   bool proposing_ = false;
   bool settling_ = false;
   bool settle_again_ = false;

@@ -538,8 +538,8 @@ class LocalStore : public Store {
   // owners, store/unit_client.h) rather than kept with the shard; without waiting.
   virtual bool data_in_node_pool(InodeId inode) const = 0;
   // Lowers the node's low-water mark of unit copies (IntegrityCounters) to the fewest copies
-  // the shard's placed files can count on now, as its peers last followed the view; without
-  // waiting. Also done about once a second.
+  // the shard's placed files can count on now, as its peers last followed the view: a scan of
+  // every placed file, for when an owner went down or away or the shard came here.
   virtual void note_protection() = 0;
 };
 

@@ -16,6 +16,7 @@
 #include "daemon/admin/replies.h"
 #include "daemon/admin/view_json.h"
 #include "daemon/config_objects.h"
+#include "daemon/filepool.h"
 #include "daemon/jobs.h"
 #include "store/namespace_record.h"
 
@@ -206,8 +207,13 @@ Plan plan_smartfail(const GroupView& view, const std::string& id_text) {
   if (!id || view.node(*id) == nullptr) {
     return refuse(error_response(404, "no node " + id_text + " in the cluster"));
   }
+  const policy::PolicySet policies = policies_of(view).set;
+  std::uint32_t copies = policies.defaults.protection;
+  for (const policy::Policy& each : policies.policies) {
+    copies = std::max(copies, each.actions.protection.value_or(0));
+  }
   const LostNodes lost = lost_nodes_of(view);
-  Result<LostNodes> next = daemon::plan_smartfail(lost, view, *id);
+  Result<LostNodes> next = daemon::plan_smartfail(lost, view, *id, copies);
   if (!next.ok()) return refuse(next.status());
   return change_then(lost_nodes_update(*next),
                      reply(202, json{{"node", *id}, {"state", "smartfailing"}}));
@@ -321,7 +327,7 @@ Reply get_cluster_status(Context& context, Request) {
   for (const cluster::NodeInfo& node : nodes) {
     json entry = node_json(node);
     if (lost.nodes.contains(node.id)) entry["state"] = node.up ? "returning" : "lost";
-    if (lost.smartfailing.contains(node.id)) entry["state"] = "smartfailing";
+    entry["smartfailing"] = lost.smartfailing.contains(node.id);
     any_down = any_down || !node.up;
     if (node.up) {
       auto asking = m.stats_of(node.id, kStatsDeadline);

@@ -63,7 +63,6 @@ void CatchUp::note_protection() {
 
 void CatchUp::start() {
   if (!pools_ || data_.closed()) return;
-  note_protection();
   if (!placements_.any_behind() && !any_units_left_.load()) return;
   if (running_.exchange(true)) return;
   asio::co_spawn(data_.executor(), pass(), asio::detached);

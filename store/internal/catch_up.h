@@ -35,8 +35,8 @@ class CatchUp {
 
   // At open, in the caller's transaction: how many rows of units_left the shard has.
   Status open(sqlite::Database& db);
-  // On the shard thread, about once a second: note_protection(), then a pass begins unless one
-  // is under way or there is nothing to mend.
+  // On the shard thread, about once a second: a pass begins unless one is under way or there is
+  // nothing to mend.
   void start();
   // Lowers the node's low-water mark of unit copies to what the placements can count on now:
   // owners up, not removed, not behind. Any thread.

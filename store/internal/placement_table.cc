@@ -109,9 +109,12 @@ bool PlacementTable::move_reserved(InodeId inode) const {
 }
 
 void PlacementTable::place(InodeId inode, const Placement& where) {
-  std::unique_lock lock(mutex_);
-  placed_[inode] = where;
-  note_placements();
+  {
+    std::unique_lock lock(mutex_);
+    placed_[inode] = where;
+    note_placements();
+  }
+  note_copies(where);
 }
 
 void PlacementTable::start_dual_writes(InodeId inode, const Placement& target) {
@@ -124,13 +127,22 @@ void PlacementTable::start_dual_writes(InodeId inode, const Placement& target) {
 }
 
 void PlacementTable::end_move(InodeId inode, const Placement& target, bool switched) {
-  std::unique_lock lock(mutex_);
-  if (switched) {
-    placed_[inode] = target;
-    erase_behind(inode);
+  {
+    std::unique_lock lock(mutex_);
+    if (switched) {
+      placed_[inode] = target;
+      erase_behind(inode);
+    }
+    moving_to_.erase(inode);
+    note_placements();
   }
-  moving_to_.erase(inode);
-  note_placements();
+  if (switched) note_copies(target);
+}
+
+void PlacementTable::note_copies(const Placement& where) {
+  // Placed or switched to only with every node of `where` up: its copies are whole.
+  IntegrityCounters::lower(integrity_->unit_copies_low_water,
+                           std::min<std::uint64_t>(where.copies, where.nodes.size()));
 }
 
 Where PlacementTable::take_removed(InodeId inode) {

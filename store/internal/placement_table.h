@@ -163,6 +163,8 @@ class PlacementTable {
   // Holding mutex_ exclusively.
   void erase_behind(InodeId inode);
   void note_placements();
+  // Lowers the node's low-water mark of unit copies to those of a file now placed in `where`.
+  void note_copies(const Placement& where);
 
   const std::shared_ptr<IntegrityCounters> integrity_;
   mutable std::shared_mutex mutex_;
