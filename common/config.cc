@@ -132,6 +132,8 @@ class ConfigReader {
                                  const std::string& name);
   std::optional<Status> sysctl_key(std::string_view key, const toml::node& value,
                                    const std::string& name);
+  std::optional<Status> debug_key(std::string_view key, const toml::node& value,
+                                  const std::string& name);
   std::optional<Status> log_key(std::string_view key, const toml::node& value,
                                 const std::string& name);
   std::optional<Status> export_key(ExportConfig& entry, std::string_view key,
@@ -165,11 +167,11 @@ class ConfigReader {
 
 Result<NodeConfig> ConfigReader::read(const toml::table& root) {
   static constexpr std::pair<std::string_view, KeyReader> kSections[] = {
-      {"node", &ConfigReader::node_key},     {"cluster", &ConfigReader::cluster_key},
-      {"frontend", &ConfigReader::frontend_key},
-      {"nfs", &ConfigReader::nfs_key},       {"store", &ConfigReader::store_key},
-      {"jobs", &ConfigReader::jobs_key},     {"sysctl", &ConfigReader::sysctl_key},
-      {"log", &ConfigReader::log_key},
+      {"node", &ConfigReader::node_key},         {"cluster", &ConfigReader::cluster_key},
+      {"frontend", &ConfigReader::frontend_key}, {"nfs", &ConfigReader::nfs_key},
+      {"store", &ConfigReader::store_key},       {"jobs", &ConfigReader::jobs_key},
+      {"sysctl", &ConfigReader::sysctl_key},     {"log", &ConfigReader::log_key},
+      {"debug", &ConfigReader::debug_key},
   };
   for (auto&& [key, value] : root) {
     const std::string name(key.str());
@@ -354,6 +356,16 @@ std::optional<Status> ConfigReader::sysctl_key(std::string_view key, const toml:
                 quote(name) + ": quote sysctl names, e.g. \"efs.bam.atime_enabled\" = true");
   }
   return std::nullopt;
+}
+
+std::optional<Status> ConfigReader::debug_key(std::string_view key, const toml::node& value,
+                                              const std::string& name) {
+  if (key != "cluster_create_pause") return std::nullopt;
+  TP_RETURN_IF_ERROR(duration(value, name, config_.cluster_create_pause));
+  if (config_.cluster_create_pause > std::chrono::hours(1)) {
+    return fail(value.source(), quote(name) + " must be at most 1h");
+  }
+  return Status{};
 }
 
 std::optional<Status> ConfigReader::log_key(std::string_view key, const toml::node& value,

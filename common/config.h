@@ -83,6 +83,9 @@ struct NodeConfig {
   // [sysctl]; keys are quoted dotted names
   bool atime_enabled = true;                           // "efs.bam.atime_enabled"
   std::chrono::seconds atime_grace_period{24 * 3600};  // "efs.bam.atime_grace_period"
+  // [debug]; for fault-injection tests
+  // "cluster_create_pause", at most 1h: the pause of fail point kClusterCreateRecords
+  std::chrono::seconds cluster_create_pause{0};
   // [log]
   std::string log_level = "info";  // "level": trace|debug|info|warn|error|critical|off
   std::string log_file;            // "file"; empty = stderr

@@ -267,6 +267,15 @@ TEST(Config, LogLevelMustBeKnown) {
             "error, critical or off)");
 }
 
+TEST(Config, TheCreatePauseOfFaultInjectionTestsIsAtMostAnHour) {
+  const std::string node = "[node]\ndata_dir = \"/srv/tp\"\n[debug]\n";
+  EXPECT_EQ(parse_ok(node + "cluster_create_pause = \"90s\"\n").cluster_create_pause,
+            std::chrono::seconds(90));
+  EXPECT_NE(parse_error(node + "cluster_create_pause = \"2h\"\n").find("at most 1h"),
+            std::string::npos);
+  EXPECT_NE(parse_error(node + "create_pause = \"1s\"\n").find("create_pause"), std::string::npos);
+}
+
 TEST(Config, SysctlNamesMustBeQuoted) {
   EXPECT_EQ(parse_error(with_data_dir("[sysctl]\nefs.bam.atime_enabled = false\n")),
             "node.toml:4: 'sysctl.efs': quote sysctl names, e.g. \"efs.bam.atime_enabled\" = true");

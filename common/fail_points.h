@@ -23,6 +23,12 @@ inline constexpr std::string_view kNlmGrantReply = "nlm_grant_reply";
 // member leaves a node half added.
 inline constexpr std::string_view kAddNodeAfterJoin = "add_node_after_join";
 
+// `tide cluster create` on the node: the group made and the node registered in it, before the
+// cluster's records (identity, CA, namespace, policies, exports) are written: where a crash
+// leaves a cluster half made, which the node's next start rolls back. Set from the node's
+// configuration ([debug] cluster_create_pause), as no cluster exists yet.
+inline constexpr std::string_view kClusterCreateRecords = "cluster_create_records";
+
 // Switched on, every lease check (cluster/lease.h) passes, held or not: the partition tests
 // show with it that their checkers see the stale answers leases prevent.
 inline constexpr std::string_view kIgnoreLeases = "ignore_leases";

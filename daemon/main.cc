@@ -282,6 +282,7 @@ int serve(const NodeConfig& config, const std::function<void(const std::string&)
     if (jobs) jobs->stop();
     shipping.attach(nullptr);
   };
+  fail_points::set_pause(fail_points::kClusterCreateRecords, config.cluster_create_pause);
   auto membership = daemon::Membership::open(strand, config, std::move(hooks));
   if (!membership.ok()) {
     report(membership.status().message());

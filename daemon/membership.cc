@@ -8,10 +8,14 @@
 #include <unistd.h>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "common/callback_awaitable.h"
+#include "common/fail_points.h"
 #include "common/files.h"
 #include "common/hex.h"
 #include "common/tls_identity.h"
@@ -34,6 +38,15 @@ constexpr std::chrono::milliseconds kRegistrationPoll{20};
 constexpr std::size_t kMinSetupSecretLength = 16;
 // Written in the cluster directory once the cluster removed this node (leave_removed).
 constexpr const char* kRemovedFile = "removed.json";
+constexpr const char* kIdentityFile = "identity.json";
+
+// identity.json: the cluster this node belongs to; "creating" while the node makes it, until
+// every record of the new cluster is written.
+std::string identity_text(const ClusterIdentity& identity, cluster::NodeId node, bool creating) {
+  json body{{"cluster", identity.name}, {"id", identity.id}, {"node", node}};
+  if (creating) body["creating"] = true;
+  return body.dump(2) + "\n";
+}
 
 Result<std::string> random_hex(std::size_t bytes) {
   std::vector<std::uint8_t> random(bytes);
@@ -168,7 +181,7 @@ Result<std::unique_ptr<Membership>> Membership::open(asio::any_io_executor stran
   TP_ASSIGN_OR_RETURN(m->self_signed_.private_key, read_file(key_path));
   TP_ASSIGN_OR_RETURN(m->self_signed_.certificate, read_file(self_path));
 
-  const std::string identity_path = m->dir_ + "/identity.json";
+  const std::string identity_path = m->dir_ + "/" + kIdentityFile;
   if (Result<std::string> removed = read_file(m->dir_ + "/" + kRemovedFile); removed.ok()) {
     const json note = json::parse(*removed, nullptr, false);
     const bool said = note.is_object() && note.value("reason", json()).is_string();
@@ -178,6 +191,7 @@ Result<std::unique_ptr<Membership>> Membership::open(asio::any_io_executor stran
                      ": it serves nothing. To use it again, empty " + config.data_dir +
                      " and add it to a cluster anew");
   }
+  if (fs::exists(identity_path)) TP_RETURN_IF_ERROR(m->roll_back_half_made_cluster());
   if (!fs::exists(identity_path)) {
     TP_RETURN_IF_ERROR(check_bindable(config.backend_address));
     TP_ASSIGN_OR_RETURN(m->self_signed_fingerprint_,
@@ -447,6 +461,13 @@ asio::awaitable<Result<CreatedCluster>> Membership::create(std::string name) {
     }
   }
 
+  if (const auto pause = fail_points::pause_at(fail_points::kClusterCreateRecords);
+      pause.count() > 0) {
+    spdlog::info("fail point {}: cluster '{}' made, its records wait {} ms",
+                 fail_points::kClusterCreateRecords, name, pause.count());
+    asio::steady_timer paused(co_await asio::this_coro::executor, pause);
+    co_await paused.async_wait(asio::use_awaitable);
+  }
   auto sealed_ca_key = cluster::seal(ca->private_key, created.token, created.identity.id);
   if (!sealed_ca_key.ok()) co_return sealed_ca_key.status();
   std::vector<cluster::Change> seed;
@@ -480,11 +501,38 @@ asio::awaitable<Result<CreatedCluster>> Membership::create(std::string name) {
     Status applied = co_await std::move(proposing);
     if (!applied.ok()) co_return applied;
   }
+  // Only now does a restart keep the cluster rather than roll it back.
+  if (Status kept = write_file(dir_ + "/" + kIdentityFile,
+                               identity_text(created.identity, config_.node_id, false), 0644);
+      !kept.ok()) {
+    co_return kept;
+  }
   spdlog::info("created cluster '{}' ({})", name, created.identity.id);
   co_return created;
 }
 
 Status Membership::join(const JoinPackage& package) { return install(package, false); }
+
+Status Membership::roll_back_half_made_cluster() {
+  TP_ASSIGN_OR_RETURN(std::string text, read_file(dir_ + "/" + kIdentityFile));
+  const json identity = json::parse(text, nullptr, false);
+  if (!identity.is_object() || !identity.value("creating", false)) return {};
+  spdlog::warn(
+      "the creation of cluster '{}' was cut short (this node stopped before its records "
+      "were written): it is undone, and this node is in no cluster; run 'tide cluster "
+      "create' again",
+      identity.value("cluster", std::string("?")));
+  // The identity goes last: a crash meanwhile rolls back again at the next start.
+  for (const char* file : {"raft.db", "config.db", "node.pem", "ca.pem", kIdentityFile}) {
+    std::error_code failed;
+    fs::remove(dir_ + "/" + file, failed);
+    if (failed) {
+      return error(Errc::io_error, "cannot remove " + dir_ + "/" + file +
+                                       " of a cluster's creation cut short: " + failed.message());
+    }
+  }
+  return {};
+}
 
 Status Membership::install(const JoinPackage& package, bool bootstrap) {
   if (identity_) {
@@ -510,10 +558,8 @@ Status Membership::install(const JoinPackage& package, bool bootstrap) {
   ca_certificate_ = package.ca_certificate;
   Status started = start_member(bootstrap);
   if (started.ok()) {
-    const json identity{{"cluster", package.identity.name},
-                        {"id", package.identity.id},
-                        {"node", config_.node_id}};
-    started = write_file(dir_ + "/identity.json", identity.dump(2) + "\n", 0644);
+    started = write_file(dir_ + "/" + kIdentityFile,
+                         identity_text(package.identity, config_.node_id, bootstrap), 0644);
   }
   if (!started.ok()) {
     stop_member();

@@ -138,6 +138,8 @@ class Membership final : public store::ClusterAccess {
   bool admin_token_known() const;
 
   // Makes this node the first member of a new cluster named `name`.
+  // A crash before the cluster's records are written leaves it half made: the next start
+  // undoes it (roll_back_half_made_cluster), and the command can be run again.
   boost::asio::awaitable<Result<CreatedCluster>> create(std::string name);
   // Joins the cluster a member invited us to; the member then adds us to the group.
   Status join(const JoinPackage& package);
@@ -163,6 +165,9 @@ class Membership final : public store::ClusterAccess {
  private:
   Membership(boost::asio::any_io_executor strand, const NodeConfig& config, Hooks hooks);
   Status install(const JoinPackage& package, bool bootstrap);
+  // At open: a cluster whose creation a crash cut short (identity.json still says "creating")
+  // is undone — its group, certificates and identity removed — so the node is in no cluster.
+  Status roll_back_half_made_cluster();
   Status start_member(bool bootstrap);
   void stop_member();
   // Node `by` refused this node: its certificate was revoked (`why`). Leaves for good.

@@ -16,6 +16,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -77,6 +78,22 @@ class ClusterAdminTest : public ::testing::Test {
   void form_cluster() { cluster_->form(); }
   std::string state_of(std::size_t via, std::uint64_t id) { return cluster_->state_of(via, id); }
   FileHandle root_via(std::size_t id) { return cluster_->root_via(id); }
+
+  // Runs `command` (a tide command node 1 carries out) while node 1 is paused at a fail point,
+  // which it logs as `paused`, and kills node 1 there: the command must fail.
+  void kill_node_1_paused_at(const std::string& paused, const std::function<Ran()>& command) {
+    Ran cut_short;
+    std::thread running([&] { cut_short = command(); });
+    for (const auto deadline = Clock::now() + 30s;
+         node(1).log_tail(1 << 20).find(paused) == std::string::npos && Clock::now() < deadline;) {
+      std::this_thread::sleep_for(50ms);
+    }
+    const bool reached = node(1).log_tail(1 << 20).find(paused) != std::string::npos;
+    node(1).kill();
+    running.join();
+    ASSERT_TRUE(reached) << node(1).log_tail();
+    EXPECT_NE(cut_short.exit_code, 0) << cut_short.output;
+  }
 
   std::unique_ptr<TideCluster> cluster_;
 };
@@ -528,19 +545,8 @@ TEST_F(ClusterAdminTest, AnAddCutShortAfterTheJoinIsFinishedByTheSameCommandRunA
   ASSERT_EQ(tide(1, {"sysctl", "debug.fail_point.add_node_after_join=60s"}).exit_code, 0);
   const std::vector<std::string> add_node_2{"cluster", "add-node", admin(2), "--setup-secret-file",
                                             cluster_->setup_secret_file(2)};
-  Ran cut_short;
-  std::thread adding([&] { cut_short = tide(1, add_node_2); });
-  const std::string paused = "fail point add_node_after_join: node 2 joined";
-  const auto started = Clock::now();
-  while (node(1).log_tail(1 << 20).find(paused) == std::string::npos &&
-         Clock::now() - started < 30s) {
-    std::this_thread::sleep_for(50ms);
-  }
-  const bool reached = node(1).log_tail(1 << 20).find(paused) != std::string::npos;
-  node(1).kill();
-  adding.join();
-  ASSERT_TRUE(reached) << node(1).log_tail();
-  EXPECT_NE(cut_short.exit_code, 0) << cut_short.output;
+  ASSERT_NO_FATAL_FAILURE(kill_node_1_paused_at("fail point add_node_after_join: node 2 joined",
+                                                 [&] { return tide(1, add_node_2); }));
 
   std::string error;
   ASSERT_TRUE(node(1).start(&error)) << error;
@@ -566,6 +572,44 @@ TEST_F(ClusterAdminTest, AnAddCutShortAfterTheJoinIsFinishedByTheSameCommandRunA
   const Ran foreign = tide(
       1, {"cluster", "add-node", admin(3), "--setup-secret-file", cluster_->setup_secret_file(2)});
   EXPECT_NE(foreign.exit_code, 0) << foreign.output;
+}
+
+// Issue 45's crash-safe create: node 1 killed after `tide cluster create` made its group but
+// before the cluster's records were written (fail point cluster_create_records, set in its
+// configuration as no cluster exists yet) comes back in no cluster, the creation undone, and
+// the same command then makes the cluster. Before, it came back with no node record and no
+// namespace, and answered every MOUNT MNT3ERR_SERVERFAULT for ever.
+TEST_F(ClusterAdminTest, ACreationCutShortIsUndoneAtTheNextStartAndTheCommandMakesItAgain) {
+  node(1).stop();
+  std::stringstream plain;
+  plain << std::ifstream(node(1).config_path()).rdbuf();
+  std::ofstream(node(1).config_path())
+      << plain.str() << "\n[debug]\ncluster_create_pause = \"60s\"\n";
+  std::string error;
+  ASSERT_TRUE(node(1).start(&error)) << error;
+  const std::vector<std::string> create{"--workdir",
+                                        cluster_->workdir().string(),
+                                        "cluster",
+                                        "create",
+                                        "lab",
+                                        "--node",
+                                        admin(1),
+                                        "--setup-secret-file",
+                                        cluster_->setup_secret_file(1)};
+  ASSERT_NO_FATAL_FAILURE(kill_node_1_paused_at(
+      "fail point cluster_create_records: cluster 'lab' made",
+      [&] { return run(tide_path(), create); }));
+
+  std::ofstream(node(1).config_path()) << plain.str();
+  ASSERT_TRUE(node(1).start(&error)) << error;
+  EXPECT_NE(node(1).log_tail().find("the creation of cluster 'lab' was cut short"),
+            std::string::npos)
+      << node(1).log_tail();
+  const Ran made = run(tide_path(), create);
+  ASSERT_EQ(made.exit_code, 0) << made.output << node(1).log_tail();
+  const json status = tide_json(1, {"status"});
+  ASSERT_EQ(status["nodes"].size(), 1u) << status.dump();
+  EXPECT_FALSE(root_via(1).empty()) << "node 1 serves the new cluster's namespace";
 }
 
 TEST_F(ClusterAdminTest, NoMemberKeepsTheCasKeyAndAnyMemberAddsANode) {
