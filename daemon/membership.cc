@@ -516,12 +516,15 @@ Status Membership::join(const JoinPackage& package) { return install(package, fa
 Status Membership::roll_back_half_made_cluster() {
   TP_ASSIGN_OR_RETURN(std::string text, read_file(dir_ + "/" + kIdentityFile));
   const json identity = json::parse(text, nullptr, false);
-  if (!identity.is_object() || !identity.value("creating", false)) return {};
+  // json::value() throws for a key of another type: a damaged file must not stop the start.
+  const json creating = identity.is_object() ? identity.value("creating", json()) : json();
+  if (!creating.is_boolean() || !creating.get<bool>()) return {};
+  const json name = identity.value("cluster", json());
   spdlog::warn(
       "the creation of cluster '{}' was cut short (this node stopped before its records "
       "were written): it is undone, and this node is in no cluster; run 'tide cluster "
       "create' again",
-      identity.value("cluster", std::string("?")));
+      name.is_string() ? name.get<std::string>() : std::string("?"));
   // The identity goes last: a crash meanwhile rolls back again at the next start.
   for (const char* file : {"raft.db", "config.db", "node.pem", "ca.pem", kIdentityFile}) {
     std::error_code failed;

@@ -104,6 +104,32 @@ TEST_F(SetupSecretTest, ANodeTheClusterRemovedDoesNotStartWhateverItsNoteHolds) 
   }
 }
 
+// A cluster whose creation a crash cut short is undone at the next start: the node is in no
+// cluster again. An identity that does not say so plainly is left alone, and, damaged, cannot
+// make the start throw.
+TEST_F(SetupSecretTest, AClusterHalfMadeIsUndoneAtTheNextStart) {
+  ASSERT_TRUE(open().ok());
+  const fs::path cluster = dir_ / "node" / "cluster";
+  const std::string node = std::to_string(config_.node_id);
+  for (const char* file : {"raft.db", "config.db", "node.pem", "ca.pem"}) {
+    std::ofstream(cluster / file) << "left by the creation";
+  }
+  std::ofstream(cluster / "identity.json")
+      << R"({"cluster":"lab","id":"c0","node":)" + node + R"(,"creating":true})";
+  Result<std::unique_ptr<Membership>> undone = open();
+  ASSERT_TRUE(undone.ok()) << undone.status().to_string();
+  EXPECT_FALSE((*undone)->identity().has_value());
+  for (const char* file : {"raft.db", "config.db", "node.pem", "ca.pem", "identity.json"}) {
+    EXPECT_FALSE(fs::exists(cluster / file)) << file;
+  }
+
+  std::ofstream(cluster / "identity.json")
+      << R"({"cluster":5,"id":"c0","node":)" + node + R"(,"creating":"yes"})";
+  Result<std::unique_ptr<Membership>> damaged = open();
+  EXPECT_EQ(damaged.code(), Errc::corrupt) << damaged.status().to_string();
+  EXPECT_TRUE(fs::exists(cluster / "identity.json")) << "only a plain \"creating\": true undoes";
+}
+
 // The CA's key is sealed under the admin token; a rotation seals it under the new one, and only
 // the token in force can rotate.
 TEST(RotateToken, TheCasKeyIsSealedAnewUnderTheNewToken) {
