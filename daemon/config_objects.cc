@@ -77,6 +77,12 @@ std::chrono::seconds duration_value(const cluster::GroupView& view, std::string_
   return duration.ok() ? *duration : unset;
 }
 
+std::set<cluster::NodeId> members_of(const cluster::GroupView& view) {
+  std::set<cluster::NodeId> members;
+  for (const cluster::NodeInfo& node : view.nodes) members.insert(node.id);
+  return members;
+}
+
 }  // namespace
 
 std::string encode_export(const ExportConfig& entry) {
@@ -339,8 +345,7 @@ std::optional<LostNodes> plan_lost_nodes(const LostNodes& lost, const cluster::G
   }
   std::set<cluster::NodeId> smartfailing = lost.smartfailing;
   std::erase_if(smartfailing, [&view](cluster::NodeId node) { return view.node(node) == nullptr; });
-  std::set<cluster::NodeId> members;
-  for (const cluster::NodeInfo& node : view.nodes) members.insert(node.id);
+  std::set<cluster::NodeId> members = members_of(view);
   const bool removed_unprotected = std::ranges::any_of(lost.members, [&](cluster::NodeId node) {
     return !members.contains(node) && !lost.smartfailing.contains(node);
   });
@@ -367,8 +372,7 @@ Result<LostNodes> plan_smartfail(const LostNodes& lost, const cluster::GroupView
   LostNodes next = lost;
   next.smartfailing.insert(node);
   ++next.generation;
-  next.members.clear();
-  for (const cluster::NodeInfo& member : view.nodes) next.members.insert(member.id);
+  next.members = members_of(view);
   std::size_t left_in_pool = 0;
   std::size_t left_in_cluster = 0;
   for (const cluster::NodeInfo& other : view.nodes) {

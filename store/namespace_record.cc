@@ -95,13 +95,16 @@ std::uint64_t shard_ring_key(const NamespaceRecord& record, ShardId shard) {
   return record.shards() == 1 ? key : cluster::Ring::key_of(key, shard);
 }
 
-// The up nodes not `leaving` in the order the ring prefers them for shard `shard`.
-std::vector<cluster::NodeId> ring_order(const cluster::GroupView& view,
-                                        const std::set<cluster::NodeId>& leaving,
-                                        const NamespaceRecord& record, std::uint32_t shard) {
+// The ring of the nodes a shard may live on: those up and not `leaving`.
+cluster::Ring placeable(const cluster::GroupView& view, const std::set<cluster::NodeId>& leaving) {
   std::vector<cluster::NodeId> nodes = view.up_nodes();
   std::erase_if(nodes, [&leaving](cluster::NodeId node) { return leaving.contains(node); });
-  const cluster::Ring ring(std::move(nodes));
+  return cluster::Ring(std::move(nodes));
+}
+
+// The nodes of `ring` in the order it prefers them for shard `shard`.
+std::vector<cluster::NodeId> ring_order(const cluster::Ring& ring, const NamespaceRecord& record,
+                                        std::uint32_t shard) {
   return ring.owners(shard_ring_key(record, shard), ring.nodes().size());
 }
 
@@ -125,10 +128,11 @@ std::optional<NamespaceRecord> plan_namespace(const NamespaceRecord& record,
                                               const cluster::GroupView& view,
                                               const std::set<cluster::NodeId>& leaving) {
   const bool spread = record.shards() > 1;
+  const cluster::Ring ring = placeable(view, leaving);
   NamespaceRecord next = record;
   for (ShardId shard = 0; shard < record.shards(); ++shard) {
-    next.places[shard] = plan_shard(record.places[shard], ring_order(view, leaving, record, shard),
-                                    view, leaving, spread);
+    next.places[shard] =
+        plan_shard(record.places[shard], ring_order(ring, record, shard), view, leaving, spread);
   }
   if (next == record) return std::nullopt;
   return next;
@@ -141,7 +145,7 @@ NamespaceRecord handed_over(const NamespaceRecord& record, std::uint32_t shard,
   ShardPlace& place = next.places.at(shard);
   const cluster::NodeId home = place.mirror;
   place = ShardPlace{home, 0, false, false};
-  for (cluster::NodeId candidate : ring_order(view, leaving, record, shard)) {
+  for (cluster::NodeId candidate : ring_order(placeable(view, leaving), record, shard)) {
     if (candidate == home) continue;
     place.mirror = candidate;
     break;
