@@ -32,9 +32,10 @@ std::uint64_t CoherentStore::write_verifier() const {
   return impl_->verifier_of(impl_->inner().write_verifier());
 }
 
-awaitable<Result<store::Wcc>> CoherentStore::commit(store::InodeId inode) {
+awaitable<Result<store::Wcc>> CoherentStore::commit(store::InodeId inode,
+                                                    store::SyncedCopies synced) {
   auto impl = impl_;
-  auto committing = impl->commit(inode);
+  auto committing = impl->commit(inode, std::move(synced));
   co_return co_await std::move(committing);
 }
 

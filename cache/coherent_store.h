@@ -111,8 +111,9 @@ class CoherentStore final : public store::ForwardingStore {
                                                 std::string to_name, store::Caller caller) override;
   awaitable<Result<store::LinkResult>> link(store::InodeId file, store::InodeId directory,
                                             std::string name, store::Caller caller) override;
-  // Syncs the owners this node wrote the file's units to directly, then has the home commit.
-  awaitable<Result<store::Wcc>> commit(store::InodeId inode) override;
+  // Syncs the owners of the file's units itself, then has the home commit the rest; `synced`
+  // goes to the home as it is when this node syncs none.
+  awaitable<Result<store::Wcc>> commit(store::InodeId inode, store::SyncedCopies synced) override;
   // Every other operation goes to the inner store as it is (ForwardingStore). Among them
   // migrate: the bytes stay what they were, so caches of them stay good, and no lock is taken.
 

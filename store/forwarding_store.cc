@@ -144,8 +144,8 @@ awaitable<Result<FsStatistics>> ForwardingStore::fsstat() {
   return forward(kRootInode, &Store::fsstat);
 }
 
-awaitable<Result<Wcc>> ForwardingStore::commit(InodeId inode) {
-  return forward(inode, &Store::commit, inode);
+awaitable<Result<Wcc>> ForwardingStore::commit(InodeId inode, SyncedCopies synced) {
+  return forward(inode, &Store::commit, inode, std::move(synced));
 }
 
 awaitable<Result<std::uint32_t>> ForwardingStore::record_reads(std::vector<InodeId> inodes) {

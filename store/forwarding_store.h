@@ -58,7 +58,7 @@ class ForwardingStore : public Store {
                                            std::uint32_t max_entries, bool with_attributes,
                                            Caller caller) override;
   awaitable<Result<FsStatistics>> fsstat() override;
-  awaitable<Result<Wcc>> commit(InodeId inode) override;
+  awaitable<Result<Wcc>> commit(InodeId inode, SyncedCopies synced) override;
   awaitable<Result<std::uint32_t>> record_reads(std::vector<InodeId> inodes) override;
   awaitable<Result<Move>> migrate(InodeId inode, std::string pool, std::uint32_t protection,
                                   std::uint64_t bytes_per_second) override;

@@ -23,10 +23,6 @@ constexpr std::chrono::milliseconds kMoveWaitPoll{100};
 // How many times in a row a range is copied again because a node restarted meanwhile.
 constexpr int kMaxRangeCopies = 3;
 
-Placement placement_of(const Layout& layout) {
-  return Placement{layout.pool, layout.protection, layout.stripe_unit, layout.nodes};
-}
-
 // The move a crash cut short, as the shard keeps it, if any.
 std::optional<Placement> left_move(const Layout& layout) {
   if (layout.moving_to.empty()) return std::nullopt;

@@ -192,8 +192,59 @@ TEST_F(MigrateTest, WritesMadeWhileAFileMovesAreAllThereAfterwards) {
   io.run();
   ASSERT_TRUE(moved.ok()) << moved.status().to_string();
   EXPECT_EQ(written, 200);
-  ASSERT_TRUE(internal::run_to_completion(store_->commit(inode)).ok());
+  ASSERT_TRUE(internal::run_to_completion(store_->commit(inode, {})).ok());
   EXPECT_EQ(contents(inode, expected.size()), expected);
+}
+
+// What an initiator synced itself (UnitClient::sync), the home's COMMIT does not sync again —
+// while the file keeps the layout it was synced under; and the boot ids it was told count as
+// its own, so a restart of an owner still changes the home's write verifier.
+TEST_F(MigrateTest, ACommitSyncsOnlyTheOwnersItsInitiatorDidNotUnderTheFilesLayout) {
+  const InodeId inode = file_with(internal::random_bytes(3 * kUnit, 24));
+  ASSERT_TRUE(migrate(inode, "f800").ok());
+  const auto unstable = internal::random_bytes(kUnit, 25);
+  ASSERT_TRUE(
+      internal::run_to_completion(store_->write(inode, kUnit, unstable, Stability::unstable, kRoot))
+          .ok());
+  Result<Layout> layout = internal::run_to_completion(store_->layout(inode));
+  ASSERT_TRUE(layout.ok());
+  UnitClient initiator(nodes_);
+  const auto syncs_asked = [this] {
+    std::vector<std::uint64_t> asked;
+    for (cluster::NodeId node = 1; node <= 3; ++node) {
+      asked.push_back(nodes_->syncs_asked[node - 1].exchange(0));
+    }
+    return asked;
+  };
+  const auto commit = [&](SyncedCopies synced) {
+    syncs_asked();
+    EXPECT_TRUE(internal::run_to_completion(store_->commit(inode, std::move(synced))).ok());
+    return syncs_asked();
+  };
+  std::vector<SyncedNode> synced = internal::run_to_completion(initiator.sync(*layout, inode));
+  ASSERT_EQ(synced.size(), 3u);
+  EXPECT_EQ(commit({*layout, synced}), (std::vector<std::uint64_t>{0, 0, 0}))
+      << "every owner synced by the initiator";
+  std::erase_if(synced, [](const SyncedNode& node) { return node.node == 2; });
+  EXPECT_EQ(commit({*layout, synced}), (std::vector<std::uint64_t>{0, 1, 0}))
+      << "only the owner the initiator did not sync";
+  EXPECT_EQ(commit({}), (std::vector<std::uint64_t>{1, 1, 1})) << "no initiator synced any";
+  Layout older = *layout;
+  ASSERT_TRUE(internal::run_to_completion(
+                  store_->setattr(inode, AttributeChanges{.size = 2 * kUnit}, kRoot, std::nullopt))
+                  .ok());
+  synced = internal::run_to_completion(initiator.sync(older, inode));
+  EXPECT_EQ(commit({older, synced}), (std::vector<std::uint64_t>{1, 1, 1}))
+      << "synced under a layout read before a truncation";
+
+  layout = internal::run_to_completion(store_->layout(inode));
+  ASSERT_TRUE(layout.ok());
+  const std::uint64_t verifier = store_->write_verifier();
+  nodes_->restart(1);
+  synced = internal::run_to_completion(initiator.sync(*layout, inode));
+  EXPECT_EQ(commit({*layout, synced}), (std::vector<std::uint64_t>{0, 0, 0}));
+  EXPECT_NE(store_->write_verifier(), verifier)
+      << "node 1 restarted: what it took UNSTABLE may be gone";
 }
 
 TEST_F(MigrateTest, AMoveKeepsToItsPaceOnTheStoresClock) {
@@ -604,7 +655,7 @@ TEST_F(MigrateTest, WhileAnOwnerIsDownWritesGoOnAndItCatchesUpWhenBack) {
   write = internal::run_to_completion(store_->write(
       inode, 2 * kUnit, std::span(expected).subspan(2 * kUnit), Stability::unstable, kRoot));
   ASSERT_TRUE(write.ok()) << write.status().to_string();
-  ASSERT_TRUE(internal::run_to_completion(store_->commit(inode)).ok());
+  ASSERT_TRUE(internal::run_to_completion(store_->commit(inode, {})).ok());
   EXPECT_EQ(integrity_->copies_behind.load(), 1u);
   EXPECT_EQ(contents(inode, expected.size()), expected);
 

@@ -203,7 +203,7 @@ TEST_F(ShardedNamespaceTest, WritesAnswerTheVerifierCommitsDo) {
       ns_->write(file, 0, {reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()},
                  Stability::unstable, root_caller()));
   ASSERT_TRUE(written.ok()) << written.status().to_string();
-  ASSERT_TRUE(run_to_completion(ns_->commit(file)).ok());
+  ASSERT_TRUE(run_to_completion(ns_->commit(file, {})).ok());
   EXPECT_EQ(written->verifier, ns_->write_verifier());
   crash(2);
   open(2);

@@ -154,10 +154,15 @@ Result<std::vector<cluster::NodeId>> PoolData::owners(const Placement& where, In
   return owners;
 }
 
-Status BootIds::note(cluster::NodeId node, std::span<const std::uint8_t> reply) {
+Result<std::uint64_t> BootIds::note(cluster::NodeId node, std::span<const std::uint8_t> reply) {
   xdr::Decoder in(reply);
   const std::uint64_t boot = in.u64();
   if (!in.ok()) return error(Errc::io_error, "node " + std::to_string(node) + " gave no boot id");
+  note_boot(node, boot);
+  return boot;
+}
+
+void BootIds::note_boot(cluster::NodeId node, std::uint64_t boot) {
   std::lock_guard lock(mutex_);
   auto [known, first] = boots_.try_emplace(node, boot);
   if (!first && known->second != boot) {
@@ -167,13 +172,12 @@ Status BootIds::note(cluster::NodeId node, std::span<const std::uint8_t> reply) 
                  "changes",
                  node);
   }
-  return {};
 }
 
 Status PoolData::call_counting_boots(cluster::NodeId node, UnitMethod method,
                                      const xdr::Buffer& request) {
   TP_ASSIGN_OR_RETURN(xdr::Buffer reply, peers_->call(node, method, request));
-  return boot_ids_.note(node, reply);
+  return boot_ids_.note(node, reply).status();
 }
 
 Status PoolData::for_each_unit(std::uint32_t stripe_unit, std::uint64_t offset, std::size_t length,
@@ -399,12 +403,17 @@ Status PoolData::sync(const Placement& where, InodeId inode) {
   return {};
 }
 
-Result<std::vector<cluster::NodeId>> PoolData::sync_past_down(const Placement& where,
-                                                              InodeId inode) {
+Result<std::vector<cluster::NodeId>> PoolData::sync_past_down(
+    const Placement& where, InodeId inode, const std::vector<SyncedNode>& synced) {
   const xdr::Buffer body = encode_unit_request({where.pool, inode, 0, 0, {}});
   std::vector<cluster::NodeId> missed;
   Status last;
   for (cluster::NodeId node : where.nodes) {
+    const auto already = std::ranges::find(synced, node, &SyncedNode::node);
+    if (already != synced.end()) {
+      boot_ids_.note_boot(node, already->boot);
+      continue;
+    }
     Status synced = peers_->is_up(node)
                         ? call_counting_boots(node, UnitMethod::sync, body)
                         : error(Errc::unavailable, "node " + std::to_string(node) + " is down");

@@ -144,8 +144,11 @@ class PoolPeers {
 // hand out must change. Thread-safe.
 class BootIds {
  public:
-  // Notes the boot id that leads `reply`, from `node`; io_error when there is none.
-  Status note(cluster::NodeId node, std::span<const std::uint8_t> reply);
+  // Notes the boot id that leads `reply`, from `node`, and returns it; io_error when there is
+  // none.
+  Result<std::uint64_t> note(cluster::NodeId node, std::span<const std::uint8_t> reply);
+  // Notes a boot id `node` answered someone else with (SyncedCopies).
+  void note_boot(cluster::NodeId node, std::uint64_t boot);
   // How many times a node answered with a boot id other than the one it had answered with.
   std::uint64_t restarts() const { return restarts_.load(); }
 
@@ -175,6 +178,11 @@ struct Placement {
   std::vector<cluster::NodeId> nodes;  // the pool's nodes when the file moved there
   bool operator==(const Placement&) const = default;
 };
+
+// Where a file laid out so keeps its data (its pool, not a move's target).
+inline Placement placement_of(const Layout& layout) {
+  return Placement{layout.pool, layout.protection, layout.stripe_unit, layout.nodes};
+}
 
 // The home's side. Thread-safe; every call blocks.
 class PoolData {
@@ -219,9 +227,11 @@ class PoolData {
               std::span<std::uint8_t> into, const CopyBehind& behind = nullptr);
   // On every node of the placement.
   Status sync(const Placement& where, InodeId inode);
-  // The same, passing over the nodes down or not answering, which it returns; unavailable when
-  // no node synced.
-  Result<std::vector<cluster::NodeId>> sync_past_down(const Placement& where, InodeId inode);
+  // The same, passing over the nodes down or not answering, which it returns, and the nodes an
+  // initiator synced already (`synced`, whose boot ids it notes); unavailable when no node
+  // synced.
+  Result<std::vector<cluster::NodeId>> sync_past_down(const Placement& where, InodeId inode,
+                                                      const std::vector<SyncedNode>& synced = {});
   // Whether every unit of [0, end) has an owner outside `missed` whose copy is not `behind`.
   bool every_unit_kept(const Placement& where, InodeId inode, std::uint64_t end,
                        const std::vector<cluster::NodeId>& missed, const CopyBehind& behind) const;

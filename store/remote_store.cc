@@ -212,8 +212,8 @@ class RemoteStore final : public Store {
                                FindFilesArgs{std::move(where), std::move(values), after, limit});
   }
 
-  awaitable<Result<Wcc>> commit(InodeId inode) override {
-    auto op = ship<CommitReply>(StoreMethod::commit, InodeArgs{inode});
+  awaitable<Result<Wcc>> commit(InodeId inode, SyncedCopies synced) override {
+    auto op = ship<CommitReply>(StoreMethod::commit, CommitArgs{inode, std::move(synced)});
     auto reply = co_await std::move(op);
     if (!reply.ok()) co_return reply.status();
     co_return reply->file;
@@ -306,8 +306,8 @@ awaitable<Result<xdr::Buffer>> read_reply(Store& store, ReadArgs args) {
   co_return reply;
 }
 
-awaitable<Result<CommitReply>> commit_reply(Store& store, InodeId inode) {
-  auto op = store.commit(inode);
+awaitable<Result<CommitReply>> commit_reply(Store& store, InodeId inode, SyncedCopies synced) {
+  auto op = store.commit(inode, std::move(synced));
   auto file = co_await std::move(op);
   if (!file.ok()) co_return file.status();
   CommitReply reply;
@@ -519,8 +519,9 @@ awaitable<Result<xdr::Buffer>> serve_store_call(Store& store, std::uint32_t meth
     case StoreMethod::fsstat:
       return serve<NoArgs>("fsstat", request, [s](NoArgs&) { return s->fsstat(); });
     case StoreMethod::commit:
-      return serve<InodeArgs>("commit", request,
-                              [s](InodeArgs& a) { return commit_reply(*s, a.inode); });
+      return serve<CommitArgs>("commit", request, [s](CommitArgs& a) {
+        return commit_reply(*s, a.inode, std::move(a.synced));
+      });
     case StoreMethod::write_verifier:
       return serve<NoArgs>("write_verifier", request, [s](NoArgs&) { return verifier_reply(*s); });
     case StoreMethod::layout:

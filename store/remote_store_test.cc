@@ -316,8 +316,8 @@ TEST_F(RemoteStoreTest, TheWriteVerifierFollowsTheHomeAndDiffersPerInitiator) {
 
   InodeId file = make_file("f");
   auto other = make_remote_store(channel_);
-  ASSERT_TRUE(run(remote_->commit(file)).ok());
-  ASSERT_TRUE(run(other->commit(file)).ok());
+  ASSERT_TRUE(run(remote_->commit(file, {})).ok());
+  ASSERT_TRUE(run(other->commit(file, {})).ok());
   EXPECT_NE(remote_->write_verifier(), other->write_verifier());
 }
 

@@ -153,7 +153,7 @@ TEST_F(ShardMirrorTest, WhatTheHomeAcknowledgedBeforeAndAfterTheCopyIsOnThePromo
   const InodeId late = create(*home_, kRootInode, "late");
   const auto late_data = pattern(200'000, 4);
   ASSERT_TRUE(write(*home_, late, 0, late_data, Stability::unstable).ok());
-  ASSERT_TRUE(run_to_completion(home_->commit(late)).ok());
+  ASSERT_TRUE(run_to_completion(home_->commit(late, {})).ok());
   auto directory = run_to_completion(home_->mkdir(kRootInode, "dir", {}, kRoot));
   ASSERT_TRUE(directory.ok());
   ASSERT_TRUE(run_to_completion(home_->rename(kRootInode, "early", directory->attributes.inode,

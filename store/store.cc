@@ -361,9 +361,7 @@ class StoreImpl final : public LocalStore {
     if (!checked.ok()) co_return checked.status();
     TP_CO_RETURN_IF_ERROR(check_data_access(*checked, caller, kMayWrite));
     const internal::Where where = placements_.where_of(inode);
-    const Placement under{written_under.pool, written_under.protection, written_under.stripe_unit,
-                          written_under.nodes};
-    if (where.placed != under || where.moving_to || where.behind ||
+    if (where.placed != placement_of(written_under) || where.moving_to || where.behind ||
         written_under.epoch != truncations + moves) {
       co_return error(Errc::unavailable, "the file was laid out anew while it was written");
     }
@@ -454,7 +452,7 @@ class StoreImpl final : public LocalStore {
     return on_shard(false, &ShardNamespace::record_reads, std::move(inodes));
   }
 
-  awaitable<Result<Wcc>> commit(InodeId inode) override {
+  awaitable<Result<Wcc>> commit(InodeId inode, SyncedCopies synced) override {
     auto before = co_await getattr(inode);
     if (!before.ok()) co_return before.status();
     // The size and times go to the shard while the data goes to disk: COMMIT waits for the
@@ -470,11 +468,11 @@ class StoreImpl final : public LocalStore {
     if (before->type != FileType::regular) co_return co_await std::move(persist);
     std::vector<MissedCopy> missed;
     std::optional<Placement> placed;
-    auto sync = data_.offload([this, inode, size = before->size, &missed, &placed] {
-      return data_.sync(inode, size, missed, placed);
+    auto sync = data_.offload([this, inode, size = before->size, &synced, &missed, &placed] {
+      return data_.sync(inode, size, synced, missed, placed);
     });
-    auto [synced, persisted] = co_await (std::move(sync) && std::move(persist));
-    TP_CO_RETURN_IF_ERROR(synced);
+    auto [durable, persisted] = co_await (std::move(sync) && std::move(persist));
+    TP_CO_RETURN_IF_ERROR(durable);
     if (!missed.empty()) {
       // Copies newly behind: every node drops the layout it cached, which let it read them.
       std::shared_ptr<void> held;

@@ -171,6 +171,20 @@ struct Layout {
   std::uint64_t epoch = 0;
 };
 
+// A node of a file's layout that a COMMIT's initiator synced itself (UnitClient::sync), and the
+// boot id it answered with.
+struct SyncedNode {
+  std::uint64_t node = 0;
+  std::uint64_t boot = 0;
+};
+
+// What a COMMIT's initiator made durable before it asked the home: the nodes of `layout` it
+// synced. Empty when it synced none (the file kept with its shard, or not a member).
+struct SyncedCopies {
+  Layout layout;
+  std::vector<SyncedNode> nodes;
+};
+
 // What Store::migrate did.
 struct Move {
   Layout layout;  // the file's, after the move
@@ -475,8 +489,11 @@ class Store {
                                                    std::uint32_t max_entries, bool with_attributes,
                                                    Caller caller) = 0;
   virtual awaitable<Result<FsStatistics>> fsstat() = 0;
-  // Makes the file's data and attributes durable.
-  virtual awaitable<Result<Wcc>> commit(InodeId inode) = 0;
+  // Makes the file's data and attributes durable. Each node of the file's placement is synced
+  // unless `synced` names it under the layout the file still has (same placement, no move, the
+  // same epoch): then its boot id is noted as if this had synced it, so that a restart of it
+  // still changes the write verifier.
+  virtual awaitable<Result<Wcc>> commit(InodeId inode, SyncedCopies synced) = 0;
   // Moves a regular file's data to node pool `pool` (each unit on `protection` of its nodes,
   // fewer when the pool has fewer), while the file stays readable and writable: its data is
   // copied under the file's old layout, with writes made meanwhile going to both, then one

@@ -249,14 +249,14 @@ TEST_P(StoreTest, CommittedSizeSurvivesReopenAndTheVerifierChanges) {
   InodeId file = make_file(kRootInode, "f");
   std::vector<std::uint8_t> data(5000, 0xab);
   ASSERT_TRUE(run(store_->write(file, 100, data, Stability::unstable, kAlice)).ok());
-  ASSERT_TRUE(run(store_->commit(file)).ok());
+  ASSERT_TRUE(run(store_->commit(file, {})).ok());
   std::uint64_t verifier = store_->write_verifier();
   reopen();
   auto a = run(store_->getattr(file));
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->size, 5100u);
   // A remote store learns the home's new verifier from the next commit or write reply.
-  ASSERT_TRUE(run(store_->commit(file)).ok());
+  ASSERT_TRUE(run(store_->commit(file, {})).ok());
   EXPECT_NE(store_->write_verifier(), verifier);
 }
 

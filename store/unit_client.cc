@@ -4,6 +4,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "common/callback_awaitable.h"
@@ -113,19 +114,39 @@ asio::awaitable<Status> UnitClient::write(const Layout& layout, InodeId inode,
   co_return co_await std::move(writing);
 }
 
-asio::awaitable<Status> UnitClient::sync(const Layout& layout, InodeId inode) {
+asio::awaitable<std::vector<SyncedNode>> UnitClient::sync(const Layout& layout, InodeId inode) {
+  // One slot per call, each written by its own call only; all_of returns once all are done.
+  auto synced = std::make_shared<std::vector<std::optional<SyncedNode>>>();
   std::vector<std::function<asio::awaitable<Status>()>> calls;
   for (cluster::NodeId node : layout.nodes) {
     // The home's commit notes a node that is down behind; a call to it would only wait out
     // its deadline, on every COMMIT until the node is back or lost.
     if (!peers_->is_up(node)) continue;
-    calls.push_back([this, node, request = encode_unit_request(
-                                     {layout.pool, inode, 0, 0, {}})]() mutable {
-      return call_counting_boots(node, UnitMethod::sync, std::move(request));
+    synced->emplace_back();
+    calls.push_back([this, node, synced, slot = synced->size() - 1,
+                     request = encode_unit_request({layout.pool, inode, 0, 0, {}})]() mutable {
+      return sync_noting(node, std::move(request), std::move(synced), slot);
     });
   }
   auto syncing = all_of(std::move(calls));
-  co_return co_await std::move(syncing);
+  (void)co_await std::move(syncing);
+  std::vector<SyncedNode> done;
+  for (const std::optional<SyncedNode>& node : *synced) {
+    if (node) done.push_back(*node);
+  }
+  co_return done;
+}
+
+asio::awaitable<Status> UnitClient::sync_noting(
+    cluster::NodeId node, xdr::Buffer request,
+    std::shared_ptr<std::vector<std::optional<SyncedNode>>> synced, std::size_t slot) {
+  auto calling = peers_->call_async(node, UnitMethod::sync, std::move(request));
+  Result<xdr::Buffer> reply = co_await std::move(calling);
+  if (!reply.ok()) co_return reply.status();
+  Result<std::uint64_t> boot = boot_ids_.note(node, *reply);
+  if (!boot.ok()) co_return boot.status();
+  (*synced)[slot] = SyncedNode{node, *boot};
+  co_return Status{};
 }
 
 asio::awaitable<Status> UnitClient::call_counting_boots(cluster::NodeId node, UnitMethod method,
@@ -133,7 +154,7 @@ asio::awaitable<Status> UnitClient::call_counting_boots(cluster::NodeId node, Un
   auto calling = peers_->call_async(node, method, std::move(request));
   Result<xdr::Buffer> reply = co_await std::move(calling);
   if (!reply.ok()) co_return reply.status();
-  co_return boot_ids_.note(node, *reply);
+  co_return boot_ids_.note(node, *reply).status();
 }
 
 }  // namespace tidepool::store

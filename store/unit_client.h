@@ -14,7 +14,9 @@
 #include <boost/asio/awaitable.hpp>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
+#include <vector>
 
 #include "common/status.h"
 #include "common/xdr.h"
@@ -41,9 +43,10 @@ class UnitClient {
   // differ, until the caller writes the bytes again the home's way.
   boost::asio::awaitable<Status> write(const Layout& layout, InodeId inode, std::uint64_t offset,
                                        std::span<const std::uint8_t> data, bool durable);
-  // Makes what the file's units took durable on every node of its layout that the view has up;
-  // the home's COMMIT, which follows, notes the copies on the others behind.
-  boost::asio::awaitable<Status> sync(const Layout& layout, InodeId inode);
+  // Makes what the file's units took durable on every node of its layout that the view has up,
+  // and returns those that did it, with their boot ids; the home's COMMIT, which follows, syncs
+  // the others, or notes their copies behind.
+  boost::asio::awaitable<std::vector<SyncedNode>> sync(const Layout& layout, InodeId inode);
   // How many times an owner answered a write or a sync with a new boot id: it restarted, and
   // may have lost what it took UNSTABLE. Folded into the write verifier the caller hands out.
   std::uint64_t restarts() const { return boot_ids_.restarts(); }
@@ -52,6 +55,11 @@ class UnitClient {
   // A call whose reply is the owner's boot id (write, sync).
   boost::asio::awaitable<Status> call_counting_boots(cluster::NodeId node, UnitMethod method,
                                                      xdr::Buffer request);
+
+  // A sync of `node` whose boot id goes into (*synced)[slot] once it answers.
+  boost::asio::awaitable<Status> sync_noting(
+      cluster::NodeId node, xdr::Buffer request,
+      std::shared_ptr<std::vector<std::optional<SyncedNode>>> synced, std::size_t slot);
 
   const std::shared_ptr<PoolPeers> peers_;
   BootIds boot_ids_;

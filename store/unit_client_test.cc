@@ -100,18 +100,36 @@ TEST_F(UnitClientTest, AWriteWithAnOwnerDownFailsForTheHomeToTakeOver) {
 TEST_F(UnitClientTest, ARestartOfAnOwnerSeenByAWriteOrSyncIsCounted) {
   ASSERT_TRUE(write(15, 0, internal::random_bytes(kUnit, 5)).ok());
   EXPECT_EQ(client_->restarts(), 0u);
-  nodes_->restart(unit_owners(layout_.nodes, 15, 0, 2)[0]);
-  ASSERT_TRUE(internal::run_to_completion(client_->sync(layout_, 15)).ok());
+  const std::vector<SyncedNode> before = internal::run_to_completion(client_->sync(layout_, 15));
+  const cluster::NodeId restarted = unit_owners(layout_.nodes, 15, 0, 2)[0];
+  nodes_->restart(restarted);
+  const std::vector<SyncedNode> after = internal::run_to_completion(client_->sync(layout_, 15));
   EXPECT_EQ(client_->restarts(), 1u) << "what it took UNSTABLE may be gone: the verifier changes";
+  // The boot ids a sync returns are those the home is told (SyncedCopies): a new one for the
+  // node that restarted only.
+  ASSERT_EQ(before.size(), 3u);
+  ASSERT_EQ(after.size(), 3u);
+  for (const SyncedNode& node : after) {
+    const auto earlier = std::ranges::find(before, node.node, &SyncedNode::node);
+    ASSERT_NE(earlier, before.end());
+    EXPECT_EQ(node.boot != earlier->boot, node.node == restarted) << "node " << node.node;
+  }
 }
 
 // A COMMIT while an owner is down: a call to it would wait out its deadline on every COMMIT.
+// The home is told which owners were synced, with their boot ids, and syncs only the others.
 TEST_F(UnitClientTest, ASyncMakesTheOwnersUpDurableAndAsksNoneThatIsDown) {
   ASSERT_TRUE(write(17, 0, internal::random_bytes(kUnit, 6)).ok());
-  nodes_->set_down({unit_owners(layout_.nodes, 17, 0, 2)[0]});
-  const Status synced = internal::run_to_completion(client_->sync(layout_, 17));
-  EXPECT_TRUE(synced.ok()) << synced.to_string();
+  const cluster::NodeId down = unit_owners(layout_.nodes, 17, 0, 2)[0];
+  nodes_->set_down({down});
+  const std::vector<SyncedNode> synced = internal::run_to_completion(client_->sync(layout_, 17));
   EXPECT_EQ(nodes_->calls_to_down.load(), 0u);
+  std::vector<cluster::NodeId> nodes;
+  for (const SyncedNode& node : synced) nodes.push_back(node.node);
+  std::ranges::sort(nodes);
+  std::vector<cluster::NodeId> up = {1, 2, 3};
+  std::erase(up, down);
+  EXPECT_EQ(nodes, up);
 }
 
 TEST_F(UnitClientTest, OnlyALayoutInAPoolWithNoMoveAndNoCopyBehindIsServed) {

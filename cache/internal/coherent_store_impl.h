@@ -158,10 +158,11 @@ class CoherentStore::Impl : public std::enable_shared_from_this<CoherentStore::I
                                                          store::Caller caller,
                                                          std::uint64_t fences);
 
-  // Makes durable what this node wrote to the owners of the file's units directly, seeing any
-  // of them that restarted meanwhile (verifier_of), then has the home commit the file. A sync
-  // that fails here is the home's to settle: it notes the copies that missed it.
-  awaitable<Result<store::Wcc>> commit(InodeId inode);
+  // Makes the file's units durable on their owners up, seeing any of them that restarted
+  // (verifier_of), then has the home commit the file, telling it the owners synced so that it
+  // syncs only the others. A sync that fails here is the home's to settle: it syncs that owner
+  // again, and notes the copies that missed it.
+  awaitable<Result<store::Wcc>> commit(InodeId inode, store::SyncedCopies synced);
 
   // A verifier of the home's, changed whenever an owner this node wrote to directly restarted
   // (the constant differs from the home's own fold, so that the two never cancel out).

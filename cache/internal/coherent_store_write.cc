@@ -78,7 +78,8 @@ CoherentStore::Impl::layout_and_rights(InodeId inode) {
   co_return std::pair{std::move(*layout), std::move(*rights)};
 }
 
-awaitable<Result<store::Wcc>> CoherentStore::Impl::commit(InodeId inode) {
+awaitable<Result<store::Wcc>> CoherentStore::Impl::commit(InodeId inode,
+                                                          store::SyncedCopies synced) {
   if (units_ && locks_.load() && !data_is_local_(inode)) {
     std::optional<store::Layout> layout = known_layout(inode);
     if (!layout) {
@@ -88,10 +89,12 @@ awaitable<Result<store::Wcc>> CoherentStore::Impl::commit(InodeId inode) {
     }
     if (layout && layout->pool != store::kWithShard && !layout->nodes.empty()) {
       auto syncing = units_->sync(*layout, inode);
-      (void)co_await std::move(syncing);
+      std::vector<store::SyncedNode> nodes = co_await std::move(syncing);
+      synced.layout = std::move(*layout);
+      synced.nodes = std::move(nodes);
     }
   }
-  auto committing = inner_.commit(inode);
+  auto committing = inner_.commit(inode, std::move(synced));
   co_return co_await std::move(committing);
 }
 

@@ -658,7 +658,8 @@ awaitable<AcceptStatus> Nfs3Program::commit(Call& call) {
   if (Status may = store::check_write_access(*a, t->caller); !may.ok()) {
     co_return fail_wcc(call.out, may.code());
   }
-  auto r = co_await service_.store.commit(t->inode);
+  auto committing = service_.store.commit(t->inode, {});
+  auto r = co_await std::move(committing);
   if (!r.ok()) co_return fail_wcc(call.out, r.code());
   put_status(call.out, Errc::ok);
   put_wcc(call.out, *r, call.fsid);

@@ -193,15 +193,20 @@ Status FileData::write(InodeId inode, std::uint64_t offset, std::span<const std:
   return mirror_.send(MirrorMethod::write, encode_mirror_extent({inode, offset, durable, data}));
 }
 
-Status FileData::sync(InodeId inode, std::uint64_t size, std::vector<MissedCopy>& missed,
-                      std::optional<Placement>& placed) {
+Status FileData::sync(InodeId inode, std::uint64_t size, const SyncedCopies& synced,
+                      std::vector<MissedCopy>& missed, std::optional<Placement>& placed) {
   auto gate = mirror_.gate();
   std::shared_lock slot(placements_.move_slot(inode));
   const Where where = placements_.where_of(inode);
   if (where.moving_to) TP_RETURN_IF_ERROR(pools_->sync(*where.moving_to, inode));
   if (where.placed) {
     placed = where.placed;
-    TP_ASSIGN_OR_RETURN(missed, missed_syncs(*where.placed, inode, size, where.behind));
+    const bool still_laid_out_so =
+        !where.moving_to && *where.placed == placement_of(synced.layout) &&
+        synced.layout.epoch == truncation_count(inode) + placements_.move_count(inode);
+    TP_ASSIGN_OR_RETURN(missed,
+                        missed_syncs(*where.placed, inode, size, where.behind,
+                                     still_laid_out_so ? synced.nodes : std::vector<SyncedNode>{}));
     placements_.note_behind(inode, *where.placed, missed);
     return {};
   }
@@ -210,9 +215,10 @@ Status FileData::sync(InodeId inode, std::uint64_t size, std::vector<MissedCopy>
 }
 
 Result<std::vector<MissedCopy>> FileData::missed_syncs(const Placement& where, InodeId inode,
-                                                       std::uint64_t size,
-                                                       const CopyBehind& behind) {
-  TP_ASSIGN_OR_RETURN(std::vector<cluster::NodeId> nodes, pools_->sync_past_down(where, inode));
+                                                       std::uint64_t size, const CopyBehind& behind,
+                                                       const std::vector<SyncedNode>& synced) {
+  TP_ASSIGN_OR_RETURN(std::vector<cluster::NodeId> nodes,
+                      pools_->sync_past_down(where, inode, synced));
   std::vector<MissedCopy> missed;
   if (nodes.empty()) return missed;
   if (!pools_->every_unit_kept(where, inode, size, nodes, behind)) {

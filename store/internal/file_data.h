@@ -91,9 +91,10 @@ class FileData {
   // On the pool: makes the file's data durable on every copy. Each node of a placed file that
   // missed the sync and holds some of its first `size` bytes may have lost what it took
   // UNSTABLE: all its copies of the file fall behind (`missed`, noted already). Unavailable when
-  // some unit then has no copy that is neither.
-  Status sync(InodeId inode, std::uint64_t size, std::vector<MissedCopy>& missed,
-              std::optional<Placement>& placed);
+  // some unit then has no copy that is neither. The nodes an initiator synced (`synced`) are
+  // not synced again while the file keeps the layout they were synced under.
+  Status sync(InodeId inode, std::uint64_t size, const SyncedCopies& synced,
+              std::vector<MissedCopy>& missed, std::optional<Placement>& placed);
   // Cuts every copy to `size`; the truncation count moves first, so that writes under way do
   // their data again. Blocks: on the shard thread within the truncating operation.
   Status truncate(InodeId inode, std::uint64_t size);
@@ -130,7 +131,8 @@ class FileData {
   Status repair_from_mirror(InodeId inode, std::uint64_t offset, std::uint64_t length,
                             const Status& failure);
   Result<std::vector<MissedCopy>> missed_syncs(const Placement& where, InodeId inode,
-                                               std::uint64_t size, const CopyBehind& behind);
+                                               std::uint64_t size, const CopyBehind& behind,
+                                               const std::vector<SyncedNode>& synced);
 
   DataFiles& shard_files_;
   PoolData* const pools_;

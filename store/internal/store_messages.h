@@ -101,6 +101,11 @@ struct RecordWriteArgs {
   Layout written_under;
 };
 
+struct CommitArgs {
+  InodeId inode = 0;
+  SyncedCopies synced;
+};
+
 struct CreateArgs {
   InodeId directory = 0;
   std::string name;
@@ -422,6 +427,19 @@ void fields(Io& io, RecordWriteArgs& a) {
   io(a.stability);
   io(a.caller);
   io(a.written_under);
+}
+
+template <class Io>
+void fields(Io& io, SyncedNode& n) {
+  io(n.node);
+  io(n.boot);
+}
+
+template <class Io>
+void fields(Io& io, CommitArgs& a) {
+  io(a.inode);
+  io(a.synced.layout);
+  io(a.synced.nodes, kMaxPoolNodes);
 }
 
 template <class Io>

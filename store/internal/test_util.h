@@ -128,6 +128,9 @@ class InProcessPools final : public PoolPeers {
   Result<xdr::Buffer> call(cluster::NodeId node, UnitMethod method,
                            std::span<const std::uint8_t> request) override {
     if (method == UnitMethod::read && node <= reads_asked.size()) reads_asked[node - 1].fetch_add(1);
+    if (method == UnitMethod::sync && node <= syncs_asked.size()) {
+      syncs_asked[node - 1].fetch_add(1);
+    }
     if (!is_up(node)) {
       calls_to_down.fetch_add(1);
       return error(Errc::unavailable, "node down");
@@ -190,6 +193,8 @@ class InProcessPools final : public PoolPeers {
   std::atomic<std::uint64_t> unit_writes{0};
   // The unit reads each node was asked for (node k at k - 1), served or not.
   std::array<std::atomic<std::uint64_t>, 8> reads_asked{};
+  // The unit syncs each node was asked for (node k at k - 1), served or not.
+  std::array<std::atomic<std::uint64_t>, 8> syncs_asked{};
   // The calls made to nodes while they were down, counted together.
   std::atomic<std::uint64_t> calls_to_down{0};
   // The unit reads every node served, counted together.
