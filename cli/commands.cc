@@ -217,6 +217,17 @@ Status create_cluster(Session& session, const std::string& name, const AdminAddr
   return {};
 }
 
+// Has the credentials file list `address` among the nodes `tide` asks, unless it does.
+Status remember_node(Session& session, const std::string& address) {
+  return update_credentials(session, [&](Credentials& credentials) {
+    std::vector<std::string>& nodes = credentials.nodes;
+    if (std::none_of(nodes.begin(), nodes.end(),
+                     [&](const std::string& known) { return same_address(known, address); })) {
+      nodes.push_back(address);
+    }
+  });
+}
+
 Status add_node(Session& session, const AdminAddress& address,
                 const std::string& setup_secret_file) {
   TP_ASSIGN_OR_RETURN(std::string setup_secret, read_setup_secret(session, setup_secret_file));
@@ -225,14 +236,7 @@ Status add_node(Session& session, const AdminAddress& address,
                                                    {"setup_secret", std::move(setup_secret)}}));
   session.out() << "Added node " << display(field(node, "id")) << " (" << address.to_string()
                 << ").\n";
-  return update_credentials(session, [&](Credentials& credentials) {
-    std::vector<std::string>& nodes = credentials.nodes;
-    const std::string added = address.to_string();
-    if (std::none_of(nodes.begin(), nodes.end(),
-                     [&](const std::string& known) { return same_address(known, added); })) {
-      nodes.push_back(added);
-    }
-  });
+  return remember_node(session, address.to_string());
 }
 
 Status remove_node(Session& session, std::uint64_t id, NodeRemoval how) {
@@ -267,6 +271,23 @@ Status remove_node(Session& session, std::uint64_t id, NodeRemoval how) {
                   [&](const std::string& node) { return same_address(node, *removed_address); });
     if (known.empty()) known = other_addresses;
   });
+}
+
+Status stopfail_node(Session& session, std::uint64_t id) {
+  TP_RETURN_IF_ERROR(
+      session.call(Method::post, "/v1/cluster/nodes/" + std::to_string(id) + "/stopfail").status());
+  session.out() << "Node " << id
+                << " is SmartFailed no more: it stays in the cluster, and FlexProtect spreads "
+                   "files over it again.\n";
+  // The SmartFail had `tide` stop asking it.
+  TP_ASSIGN_OR_RETURN(Json status, session.call(Method::get, "/v1/cluster"));
+  for (const Json& node : as_list(field(status, "nodes"))) {
+    const Json& address = field(node, "admin_address");
+    if (field(node, "id") == Json(id) && address.is_string()) {
+      return remember_node(session, address.get<std::string>());
+    }
+  }
+  return {};
 }
 
 Status replace_node(Session& session, std::uint64_t old, const AdminAddress& address,

@@ -79,6 +79,8 @@ Status add_node(Session& session, const AdminAddress& address,
 // first, then removed by the cluster), or at once.
 enum class NodeRemoval { smartfail, at_once };
 Status remove_node(Session& session, std::uint64_t id, NodeRemoval how);
+// `tide cluster stopfail ID`: calls off the SmartFail of node `id`, which stays in the cluster.
+Status stopfail_node(Session& session, std::uint64_t id);
 // `tide cluster replace-node OLD ADDR`: adds the node at `address`, then SmartFails node `old`
 // if it is up, or removes it at once if it is down (its data is protected again from the other
 // copies, the new node's included).

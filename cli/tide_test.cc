@@ -601,6 +601,31 @@ TEST_F(TideTest, ClusterRemoveNodeSmartFailsItUnlessToldNotTo) {
   EXPECT_EQ(tide({"cluster", "smartfail", "two"}), kExitUsage);
 }
 
+TEST_F(TideTest, ClusterStopfailCallsOffTheSmartFailAndTideAsksTheNodeAgain) {
+  const fs::path file = root_.path() / ".tidepool" / "tide.json";
+  ASSERT_TRUE(write_credentials(file, Credentials{.cluster = "tidepool",
+                                                  .token = "t",
+                                                  .ca_certificate = "c",
+                                                  .nodes = {"127.0.0.1:8080"}})
+                  .ok());
+  cluster_.reply(200, R"({"node": 2, "smartfailing": false})");
+  cluster_.reply(200, R"({"nodes": [{"id": 1, "admin_address": "127.0.0.1:8080"},
+                                    {"id": 2, "admin_address": "127.0.0.2:8080"}]})");
+  const std::size_t sent = cluster_.requests().size();
+  EXPECT_EQ(tide({"cluster", "stopfail", "2"}), kExitSuccess) << err_.str();
+  ASSERT_EQ(cluster_.requests().size(), sent + 2);
+  EXPECT_EQ(cluster_.requests()[sent].method, Method::post);
+  EXPECT_EQ(cluster_.requests()[sent].target, "/v1/cluster/nodes/2/stopfail");
+  EXPECT_NE(out_.str().find("Node 2 is SmartFailed no more"), std::string::npos) << out_.str();
+  EXPECT_EQ(read_credentials(file)->nodes,
+            (std::vector<std::string>{"127.0.0.1:8080", "127.0.0.2:8080"}));
+
+  cluster_.reply(409, R"({"error": "node 3 is not being SmartFailed"})");
+  EXPECT_EQ(tide({"cluster", "stopfail", "3"}), kExitFailure);
+  EXPECT_NE(err_.str().find("is not being SmartFailed"), std::string::npos) << err_.str();
+  EXPECT_EQ(tide({"cluster", "stopfail", "two"}), kExitUsage);
+}
+
 // The real HTTPS transport, on an address where nothing listens.
 TEST(Tide, AnUnreachableClusterExits1NamingEachAddress) {
   TemporaryDirectory empty;

@@ -398,6 +398,22 @@ Result<LostNodes> plan_smartfail(const LostNodes& lost, const cluster::GroupView
   return next;
 }
 
+Result<LostNodes> plan_stopfail(const LostNodes& lost, const cluster::GroupView& view,
+                                cluster::NodeId node) {
+  if (view.node(node) == nullptr) {
+    return error(Errc::not_found, "no node " + std::to_string(node) + " in the cluster");
+  }
+  if (!lost.smartfailing.contains(node)) {
+    return error(Errc::precondition_failed,
+                 "node " + std::to_string(node) + " is not being SmartFailed");
+  }
+  LostNodes next = lost;
+  next.smartfailing.erase(node);
+  ++next.generation;
+  next.members = members_of(view);
+  return next;
+}
+
 std::map<std::string, std::vector<cluster::NodeId>> pool_nodes(const cluster::GroupView& view) {
   const LostNodes lost = lost_nodes_of(view);
   std::map<std::string, std::vector<cluster::NodeId>> pools;

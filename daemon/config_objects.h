@@ -132,6 +132,13 @@ std::optional<LostNodes> plan_lost_nodes(const LostNodes& lost, const cluster::G
 // it go, or fewer than two nodes in the cluster for the namespace's home and mirror.
 Result<LostNodes> plan_smartfail(const LostNodes& lost, const cluster::GroupView& view,
                                  cluster::NodeId node, std::uint32_t copies);
+// `lost` with the SmartFail of `node` called off (`tide cluster stopfail`), a new generation:
+// files are placed on it again and FlexProtect spreads them over it, as over a node back from
+// being lost. The shards moved off it stay where they went. Refused when the node is not in the
+// view or not being SmartFailed. Too late once the leader proposed its removal: the node then
+// leaves, with everything it held copied elsewhere.
+Result<LostNodes> plan_stopfail(const LostNodes& lost, const cluster::GroupView& view,
+                                cluster::NodeId node);
 // The nodes of each node pool that file data is placed on: those neither lost nor being
 // SmartFailed, in the view's order.
 std::map<std::string, std::vector<cluster::NodeId>> pool_nodes(const cluster::GroupView& view);

@@ -223,6 +223,19 @@ TEST(LostNodes, ANodeBeingSmartFailedIsPlacedOnNoMoreUntilItLeaves) {
   EXPECT_NE(three.find("too few for 3 copies"), std::string::npos)
       << "files at 3x in a pool of 3 would keep their copies on it: " << three;
 
+  // Called off: placed on again, and a new generation, for FlexProtect to spread files over it.
+  const Result<LostNodes> stopped = plan_stopfail(lost_nodes_of(marked), marked, 2);
+  ASSERT_TRUE(stopped.ok()) << stopped.status().message();
+  EXPECT_TRUE(stopped->smartfailing.empty());
+  EXPECT_EQ(stopped->generation, 2u);
+  const cluster::GroupView back = with_lost(view, lost_nodes_update(*stopped).object.body);
+  EXPECT_EQ(pool_nodes(back).at("f800"), (std::vector<cluster::NodeId>{1, 2, 3}));
+  const Status not_failing = plan_stopfail(lost_nodes_of(back), back, 2).status();
+  EXPECT_EQ(not_failing.code(), Errc::precondition_failed);
+  EXPECT_NE(not_failing.message().find("is not being SmartFailed"), std::string::npos)
+      << not_failing.message();
+  EXPECT_EQ(plan_stopfail(lost_nodes_of(marked), marked, 9).status().code(), Errc::not_found);
+
   // Removed: forgotten, with no new generation (the pools placed on are the same).
   cluster::GroupView removed = marked;
   removed.nodes.erase(removed.nodes.begin() + 1);

@@ -119,10 +119,17 @@ class JobEngine {
   };
   std::optional<Protecting> protecting_;
   // After a FlexProtect run that left files unprotected, the next starts this long after, twice
-  // as long each time up to an hour.
+  // as long each time up to an hour — or at once when the lost nodes' generation or the nodes
+  // up differ from when it ended (a node it needed is back, say).
   static constexpr std::chrono::seconds kFirstProtectRetry{30};
   std::chrono::steady_clock::time_point protect_retry_at_{};
   std::chrono::seconds protect_backoff_ = kFirstProtectRetry;
+  struct ProtectionLeftUndone {
+    std::uint64_t generation = 0;
+    std::set<cluster::NodeId> up;
+    bool operator==(const ProtectionLeftUndone&) const = default;
+  };
+  std::optional<ProtectionLeftUndone> protection_left_undone_;
   bool planning_ = false;
   bool plan_again_ = false;
   bool stopped_ = false;

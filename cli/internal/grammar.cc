@@ -210,6 +210,16 @@ void Grammar::add_cluster_commands() {
       ->add_option("ID", arguments_.id, "The node's id")
       ->required();
 
+  add_command(*cluster, "stopfail",
+              "Call off a node's SmartFail: it stays in the cluster and data is placed on it "
+              "again (too late once it has left)",
+              [this]() -> Result<Operation> {
+                TP_ASSIGN_OR_RETURN(std::uint64_t id, parse_id("node id", arguments_.id));
+                return Operation([id](Session& session) { return stopfail_node(session, id); });
+              })
+      ->add_option("ID", arguments_.id, "The node's id")
+      ->required();
+
   add_command(
       *cluster, "transfer-leadership",
       "Hand the lead of the cluster's group, and with it the job engine, to another "

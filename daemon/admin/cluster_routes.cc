@@ -219,6 +219,15 @@ Plan plan_smartfail(const GroupView& view, const std::string& id_text) {
                      reply(202, json{{"node", *id}, {"state", "smartfailing"}}));
 }
 
+Plan plan_stopfail(const GroupView& view, const std::string& id_text) {
+  const auto id = parse_id(id_text);
+  if (!id) return refuse(error_response(404, "no node " + id_text + " in the cluster"));
+  Result<LostNodes> next = daemon::plan_stopfail(lost_nodes_of(view), view, *id);
+  if (!next.ok()) return refuse(next.status());
+  return change_then(lost_nodes_update(*next),
+                     reply(200, json{{"node", *id}, {"smartfailing", false}}));
+}
+
 // The node `POST /v1/cluster/leader` names: 0 for any voting member but the leader.
 Result<cluster::NodeId> leader_to_be(const GroupView& view, const std::string& request_body) {
   if (request_body.empty()) return cluster::NodeId{0};
@@ -418,6 +427,12 @@ Reply remove_cluster_node(Context& context, Request request) {
 Reply smartfail_cluster_node(Context& context, Request request) {
   return change_config(context.membership, [id = request.param("id")](const GroupView& now) {
     return plan_smartfail(now, id);
+  });
+}
+
+Reply stopfail_cluster_node(Context& context, Request request) {
+  return change_config(context.membership, [id = request.param("id")](const GroupView& now) {
+    return plan_stopfail(now, id);
   });
 }
 

@@ -22,6 +22,7 @@ Reply get_cluster_status(Context& context, Request request);
 Reply add_cluster_node(Context& context, Request request);
 Reply remove_cluster_node(Context& context, Request request);
 Reply smartfail_cluster_node(Context& context, Request request);
+Reply stopfail_cluster_node(Context& context, Request request);
 Reply transfer_cluster_leadership(Context& context, Request request);
 
 // storagepool_routes.cc: node pools and tiers.

@@ -21,6 +21,7 @@ constexpr Route kRoutes[] = {
     {"POST", "/v1/cluster/nodes", kToken, &add_cluster_node},
     {"DELETE", "/v1/cluster/nodes/{id}", kToken, &remove_cluster_node},
     {"POST", "/v1/cluster/nodes/{id}/smartfail", kToken, &smartfail_cluster_node},
+    {"POST", "/v1/cluster/nodes/{id}/stopfail", kToken, &stopfail_cluster_node},
     {"POST", "/v1/cluster/token", kToken, &rotate_cluster_token},
     {"POST", "/v1/cluster/leader", kToken, &transfer_cluster_leadership},
 

@@ -207,8 +207,11 @@ class DegradedWriteTest : public ::testing::Test {
 
   // The nodes `tide get -D` (through `via`) lists for each stripe unit of file `f`, in order.
   std::vector<std::set<std::uint64_t>> unit_nodes(std::size_t via, std::size_t f) {
-    const nlohmann::json file =
-        cluster_->tide_json(via, {"get", "-D", "/ifs/work/f" + std::to_string(f)});
+    return unit_nodes(via, "f" + std::to_string(f));
+  }
+  // The same for /ifs/work/`name`.
+  std::vector<std::set<std::uint64_t>> unit_nodes(std::size_t via, const std::string& name) {
+    const nlohmann::json file = cluster_->tide_json(via, {"get", "-D", "/ifs/work/" + name});
     std::vector<std::set<std::uint64_t>> units;
     for (const nlohmann::json& run : file.value("stripe_units", nlohmann::json::array())) {
       std::set<std::uint64_t> nodes;
@@ -278,6 +281,29 @@ class DegradedWriteTest : public ::testing::Test {
     made.files = make_files();
     EXPECT_GT(units_on(home, made.holder), 0u);
     return made;
+  }
+
+  // A new file /ifs/work/`name` of `units` stripe units written through node `via`: the nodes
+  // of each of its units.
+  std::vector<std::set<std::uint64_t>> new_file_units(std::size_t via, const std::string& name,
+                                                      std::size_t units) {
+    NfsClient nfs(cluster_->node(via).endpoint());
+    const FileHandle dir = nfs.lookup(cluster_->root_via(via), "work").fh;
+    const FileHandle file = nfs.make_file(dir, name);
+    EXPECT_FALSE(file.empty()) << name;
+    std::mt19937_64 random(units);
+    for (std::size_t at = 0; at < units * 128 * 1024; at += kFileBytes) {
+      EXPECT_EQ(nfs.write(file, at, random_text(random, kFileBytes), FILE_SYNC).status, NFS3_OK);
+    }
+    return unit_nodes(via, name);
+  }
+  // Whether `tide status` through `via` shows node `id` being SmartFailed.
+  bool smartfailing(std::size_t via, std::size_t id) {
+    const nlohmann::json status = cluster_->tide_json(via, {"status"});
+    for (const nlohmann::json& node : status.value("nodes", nlohmann::json::array())) {
+      if (node["id"] == id) return node.value("smartfailing", false);
+    }
+    return false;
   }
 
   // Node `id`'s low-water mark of copies `of` "units" or "shards"
@@ -508,6 +534,50 @@ TEST_F(DegradedWriteTest, ASmartFailedNodeLeavesOnlyOnceWhatItHeldHasTwoCopiesEl
   EXPECT_TRUE(eventually(30s, [&] { return cluster_->admin_get(victim, "/health").first == 503; }))
       << "the node SmartFailed does not know it left: "
       << cluster_->admin_get(victim, "/health").second;
+}
+
+// Issue 45's stopfail: a SmartFail called off before the node left. While another node of its
+// pool is down, FlexProtect cannot restripe files off it (their new places include the node
+// down), so it cannot leave first, whatever the timing.
+TEST_F(DegradedWriteTest, ANodeWhoseSmartFailIsCalledOffStaysAndIsPlacedOnAgain) {
+  const auto [files, home, victim] = scene(2);
+  ASSERT_FALSE(HasFailure());
+  const auto [same_home, mirror] = cluster_->wait_for_full_protection(home, 30s);
+  std::size_t down = 1;
+  while (down == home || down == mirror || down == victim) ++down;
+  const std::size_t runs_before = flexprotect_runs(home);
+  ASSERT_EQ(cluster_->tide(home, {"sysctl", "efs.flexprotect.repair_delay=10m"}).exit_code, 0);
+  cluster_->node(down).kill();
+  ASSERT_TRUE(eventually(30s, [&] { return cluster_->state_of(home, down) == "down"; }));
+
+  const Ran failing = cluster_->tide(home, {"cluster", "smartfail", std::to_string(victim)});
+  ASSERT_EQ(failing.exit_code, 0) << failing.output;
+  EXPECT_TRUE(smartfailing(home, victim));
+  for (const auto& nodes : new_file_units(home, "during", 16)) {
+    EXPECT_FALSE(nodes.contains(victim)) << "a new file placed on a node being SmartFailed";
+  }
+
+  const Ran stopped = cluster_->tide(home, {"cluster", "stopfail", std::to_string(victim)});
+  ASSERT_EQ(stopped.exit_code, 0) << stopped.output;
+  EXPECT_NE(stopped.output.find("SmartFailed no more"), std::string::npos) << stopped.output;
+  EXPECT_FALSE(smartfailing(home, victim));
+  const Ran again = cluster_->tide(home, {"cluster", "stopfail", std::to_string(victim)});
+  EXPECT_NE(again.exit_code, 0);
+  EXPECT_NE(again.output.find("is not being SmartFailed"), std::string::npos) << again.output;
+
+  std::string error;
+  ASSERT_TRUE(cluster_->node(down).start(&error)) << error;
+  EXPECT_TRUE(eventually(90s, [&] {
+    return flexprotect_runs(home) > runs_before &&
+           every_unit(home, [](const std::set<std::uint64_t>& nodes) { return nodes.size() == 2; });
+  })) << "FlexProtect did not protect every file once the node down was back";
+  EXPECT_EQ(cluster_->state_of(home, victim), "up") << "the node stays in the cluster";
+  EXPECT_GT(units_on(home, victim), 0u);
+  bool placed_on_it = false;
+  for (const auto& nodes : new_file_units(home, "after", 16))
+    placed_on_it |= nodes.contains(victim);
+  EXPECT_TRUE(placed_on_it) << "a new file is placed on it again";
+  ASSERT_NO_FATAL_FAILURE(expect_files_read_through(victim, files));
 }
 
 // What SmartFail spares: a node removed at once (--no-smartfail, for one gone for good) while
