@@ -300,12 +300,14 @@ LostNodes lost_nodes_of(const cluster::GroupView& view) {
   const json smartfailing =
       body.is_object() ? body.value("smartfailing", json::array()) : json::array();
   const json members = body.is_object() ? body.value("members", json::array()) : json::array();
-  const bool parses = nodes.is_array() && generation.is_number_unsigned() &&
-                      protected_generation.is_number_unsigned() &&
-                      std::ranges::all_of(nodes, &json::is_number_unsigned) &&
-                      smartfailing.is_array() &&
-                      std::ranges::all_of(smartfailing, &json::is_number_unsigned) &&
-                      members.is_array() && std::ranges::all_of(members, &json::is_number_unsigned);
+  const json leaving = body.is_object() ? body.value("leaving", json::array()) : json::array();
+  const bool parses =
+      nodes.is_array() && generation.is_number_unsigned() &&
+      protected_generation.is_number_unsigned() &&
+      std::ranges::all_of(nodes, &json::is_number_unsigned) && smartfailing.is_array() &&
+      std::ranges::all_of(smartfailing, &json::is_number_unsigned) && members.is_array() &&
+      std::ranges::all_of(members, &json::is_number_unsigned) && leaving.is_array() &&
+      std::ranges::all_of(leaving, &json::is_number_unsigned);
   if (!parses) {
     spdlog::warn("ignoring the cluster's record of lost nodes: it does not parse");
     return lost;
@@ -313,6 +315,7 @@ LostNodes lost_nodes_of(const cluster::GroupView& view) {
   for (const json& node : nodes) lost.nodes.insert(node.get<cluster::NodeId>());
   for (const json& node : smartfailing) lost.smartfailing.insert(node.get<cluster::NodeId>());
   for (const json& node : members) lost.members.insert(node.get<cluster::NodeId>());
+  for (const json& node : leaving) lost.leaving.insert(node.get<cluster::NodeId>());
   lost.generation = generation.get<std::uint64_t>();
   lost.protected_generation = protected_generation.get<std::uint64_t>();
   return lost;
@@ -324,8 +327,9 @@ cluster::Change lost_nodes_update(const LostNodes& next) {
       {"generation", next.generation},
       {"protected", next.protected_generation},
       {"smartfailing", next.smartfailing},
-      {"members",
-       next.members}}.dump();
+      {"members", next.members},
+      {"leaving",
+       next.leaving}}.dump();
   if (next.changed == 0) {
     return cluster::Change::create_object(std::string(kClusterKind), std::string(kLostNodesName),
                                           body);
@@ -343,13 +347,17 @@ std::optional<LostNodes> plan_lost_nodes(const LostNodes& lost, const cluster::G
       nodes.insert(node);
     }
   }
+  const auto gone = [&view](cluster::NodeId node) { return view.node(node) == nullptr; };
   std::set<cluster::NodeId> smartfailing = lost.smartfailing;
-  std::erase_if(smartfailing, [&view](cluster::NodeId node) { return view.node(node) == nullptr; });
+  std::erase_if(smartfailing, gone);
+  std::set<cluster::NodeId> leaving = lost.leaving;
+  std::erase_if(leaving, gone);
   std::set<cluster::NodeId> members = members_of(view);
   const bool removed_unprotected = std::ranges::any_of(lost.members, [&](cluster::NodeId node) {
     return !members.contains(node) && !lost.smartfailing.contains(node);
   });
-  if (nodes == lost.nodes && smartfailing == lost.smartfailing && members == lost.members) {
+  if (nodes == lost.nodes && smartfailing == lost.smartfailing && members == lost.members &&
+      leaving == lost.leaving) {
     return std::nullopt;
   }
   LostNodes next = lost;
@@ -357,6 +365,7 @@ std::optional<LostNodes> plan_lost_nodes(const LostNodes& lost, const cluster::G
   next.nodes = std::move(nodes);
   next.smartfailing = std::move(smartfailing);
   next.members = std::move(members);
+  next.leaving = std::move(leaving);
   return next;
 }
 
@@ -406,6 +415,11 @@ Result<LostNodes> plan_stopfail(const LostNodes& lost, const cluster::GroupView&
   if (!lost.smartfailing.contains(node)) {
     return error(Errc::precondition_failed,
                  "node " + std::to_string(node) + " is not being SmartFailed");
+  }
+  if (lost.leaving.contains(node)) {
+    return error(Errc::precondition_failed,
+                 "node " + std::to_string(node) +
+                     " is leaving the cluster already: what it held has its copies elsewhere");
   }
   LostNodes next = lost;
   next.smartfailing.erase(node);

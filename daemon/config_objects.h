@@ -98,8 +98,8 @@ bool fail_point_switched_on(const cluster::GroupView& view, std::string_view nam
 // elsewhere, and holds no shard once the leader moved them off (store::plan_namespace); then the
 // leader removes it from the cluster. Body: {"nodes": [id, ...], "generation": changes of the
 // nodes left out so far, "protected": the generation FlexProtect was last started for,
-// "smartfailing": [id, ...], "members": [id, ...]} (records written before SmartFail have
-// neither of the last two).
+// "smartfailing": [id, ...], "members": [id, ...], "leaving": [id, ...]} (records written
+// before SmartFail have none of the last three).
 inline constexpr std::string_view kLostNodesName = "lost_nodes";
 struct LostNodes {
   std::set<cluster::NodeId> nodes;
@@ -110,6 +110,10 @@ struct LostNodes {
   // The view's nodes when the record was last written: one of them gone (removed without
   // SmartFail) is a new generation, since the files with units on it have a copy fewer.
   std::set<cluster::NodeId> members;
+  // Of `smartfailing`, the nodes whose removal the leader decided: written before it proposes
+  // the removal, so that a stopfail either comes first (and the leader's write fails) or is
+  // refused.
+  std::set<cluster::NodeId> leaving;
   bool operator==(const LostNodes&) const = default;
 };
 // No nodes when the view has no record, or it does not parse (logged).
@@ -135,8 +139,7 @@ Result<LostNodes> plan_smartfail(const LostNodes& lost, const cluster::GroupView
 // `lost` with the SmartFail of `node` called off (`tide cluster stopfail`), a new generation:
 // files are placed on it again and FlexProtect spreads them over it, as over a node back from
 // being lost. The shards moved off it stay where they went. Refused when the node is not in the
-// view or not being SmartFailed. Too late once the leader proposed its removal: the node then
-// leaves, with everything it held copied elsewhere.
+// view, not being SmartFailed, or leaving already (the leader decided its removal).
 Result<LostNodes> plan_stopfail(const LostNodes& lost, const cluster::GroupView& view,
                                 cluster::NodeId node);
 // The nodes of each node pool that file data is placed on: those neither lost nor being

@@ -235,6 +235,14 @@ TEST(LostNodes, ANodeBeingSmartFailedIsPlacedOnNoMoreUntilItLeaves) {
   EXPECT_NE(not_failing.message().find("is not being SmartFailed"), std::string::npos)
       << not_failing.message();
   EXPECT_EQ(plan_stopfail(lost_nodes_of(marked), marked, 9).status().code(), Errc::not_found);
+  LostNodes deciding = lost_nodes_of(marked);
+  deciding.leaving.insert(2);
+  const cluster::GroupView decided = with_lost(view, lost_nodes_update(deciding).object.body);
+  EXPECT_EQ(lost_nodes_of(decided).leaving, std::set<cluster::NodeId>{2}) << "kept in the record";
+  const Status late = plan_stopfail(lost_nodes_of(decided), decided, 2).status();
+  EXPECT_EQ(late.code(), Errc::precondition_failed);
+  EXPECT_NE(late.message().find("is leaving the cluster already"), std::string::npos)
+      << late.message();
 
   // Removed: forgotten, with no new generation (the pools placed on are the same).
   cluster::GroupView removed = marked;
@@ -243,6 +251,7 @@ TEST(LostNodes, ANodeBeingSmartFailedIsPlacedOnNoMoreUntilItLeaves) {
       plan_lost_nodes(lost_nodes_of(marked), removed, {}, {});
   ASSERT_TRUE(forgotten.has_value());
   EXPECT_TRUE(forgotten->smartfailing.empty());
+  EXPECT_TRUE(plan_lost_nodes(lost_nodes_of(decided), removed, {}, {})->leaving.empty());
   EXPECT_EQ(forgotten->generation, 1u);
   EXPECT_TRUE(
       lost_nodes_of(

@@ -242,6 +242,18 @@ asio::awaitable<void> JobEngine::remove_smartfailed(const LostNodes& protected_n
           return place.home == node || place.mirror == node;
         });
     if (holds_a_shard) continue;
+    if (!protected_nodes.leaving.contains(node)) {
+      // Over the record as read: a stopfail written since makes this fail, and the next tick
+      // finds the node SmartFailed no more.
+      LostNodes deciding = protected_nodes;
+      deciding.leaving.insert(node);
+      auto marking = propose(lost_nodes_update(deciding));
+      if (const Status s = co_await std::move(marking); !s.ok()) {
+        spdlog::info("jobs: node {}'s removal waits: the lost nodes' record changed ({})", node,
+                     s.message());
+        co_return;
+      }
+    }
     spdlog::info(
         "jobs: node {} is SmartFailed: what it held has its copies on other nodes; it "
         "leaves the cluster",

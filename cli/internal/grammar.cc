@@ -212,7 +212,7 @@ void Grammar::add_cluster_commands() {
 
   add_command(*cluster, "stopfail",
               "Call off a node's SmartFail: it stays in the cluster and data is placed on it "
-              "again (too late once it has left)",
+              "again (refused once its removal is decided)",
               [this]() -> Result<Operation> {
                 TP_ASSIGN_OR_RETURN(std::uint64_t id, parse_id("node id", arguments_.id));
                 return Operation([id](Session& session) { return stopfail_node(session, id); });
