@@ -24,14 +24,6 @@ constexpr std::chrono::milliseconds kProposeDeadline{5000};
 constexpr std::chrono::seconds kLastProtectRetry{3600};
 constexpr std::chrono::seconds kMaxReturnDelay{600};
 
-std::set<cluster::NodeId> nodes_up(const cluster::GroupView& view) {
-  std::set<cluster::NodeId> up;
-  for (const cluster::NodeInfo& node : view.nodes) {
-    if (view.is_up(node.id)) up.insert(node.id);
-  }
-  return up;
-}
-
 }  // namespace
 
 JobEngine::JobEngine(asio::any_io_executor strand, Membership& membership, store::Store& store,
@@ -190,7 +182,7 @@ asio::awaitable<void> JobEngine::keep_protection(std::int64_t now) {
     const Protecting ended = *protecting_;
     protecting_.reset();
     if (!whole) {
-      protection_left_undone_ = {ended.generation, nodes_up(membership_.group()->view())};
+      protection_left_undone_ = {ended.generation, membership_.group()->view().up_nodes()};
       protect_retry_at_ = steady_now + protect_backoff_;
       spdlog::info("jobs: FlexProtect[{}] left files it could not restripe: it runs again in {} s",
                    ended.job, protect_backoff_.count());
@@ -210,7 +202,7 @@ asio::awaitable<void> JobEngine::keep_protection(std::int64_t now) {
   }
   if (steady_now < protect_retry_at_ &&
       protection_left_undone_ ==
-          ProtectionLeftUndone{marked.generation, nodes_up(membership_.group()->view())}) {
+          ProtectionLeftUndone{marked.generation, membership_.group()->view().up_nodes()}) {
     co_return;
   }
   const tiering::JobTypeSpec& spec = *tiering::find_job_type(tiering::kFlexProtectJob);

@@ -26,6 +26,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "cluster/group.h"
 #include "common/clock.h"
@@ -126,7 +127,7 @@ class JobEngine {
   std::chrono::seconds protect_backoff_ = kFirstProtectRetry;
   struct ProtectionLeftUndone {
     std::uint64_t generation = 0;
-    std::set<cluster::NodeId> up;
+    std::vector<cluster::NodeId> up;
     bool operator==(const ProtectionLeftUndone&) const = default;
   };
   std::optional<ProtectionLeftUndone> protection_left_undone_;
