@@ -16,6 +16,9 @@ namespace tidepool::store {
 namespace {
 
 constexpr std::size_t kMaxPoolNameBytes = 63;
+// A write or read of a range sends its units' calls together, this many at a time at most: a
+// 1 MiB range of 128 KiB units, both copies, in one go.
+constexpr std::size_t kUnitCallsInFlight = 16;
 
 Status malformed(std::string_view why) {
   return error(Errc::invalid_argument, "a unit message that does not decode: " + std::string(why));
@@ -174,10 +177,32 @@ void BootIds::note_boot(cluster::NodeId node, std::uint64_t boot) {
   }
 }
 
+std::vector<Result<xdr::Buffer>> PoolPeers::call_each(std::span<const UnitCall> calls) {
+  std::vector<Result<xdr::Buffer>> answers;
+  answers.reserve(calls.size());
+  for (const UnitCall& each : calls) answers.push_back(call(each.node, each.method, each.request));
+  return answers;
+}
+
 Status PoolData::call_counting_boots(cluster::NodeId node, UnitMethod method,
                                      const xdr::Buffer& request) {
-  TP_ASSIGN_OR_RETURN(xdr::Buffer reply, peers_->call(node, method, request));
-  return boot_ids_.note(node, reply).status();
+  return boot_noted(node, peers_->call(node, method, request));
+}
+
+Status PoolData::boot_noted(cluster::NodeId node, const Result<xdr::Buffer>& answer) {
+  if (!answer.ok()) return answer.status();
+  return boot_ids_.note(node, *answer).status();
+}
+
+std::vector<Result<xdr::Buffer>> PoolData::call_each(std::span<const UnitCall> calls) {
+  std::vector<Result<xdr::Buffer>> answers;
+  answers.reserve(calls.size());
+  for (std::size_t at = 0; at < calls.size(); at += kUnitCallsInFlight) {
+    std::vector<Result<xdr::Buffer>> some =
+        peers_->call_each(calls.subspan(at, std::min(kUnitCallsInFlight, calls.size() - at)));
+    std::move(some.begin(), some.end(), std::back_inserter(answers));
+  }
+  return answers;
 }
 
 Status PoolData::for_each_unit(std::uint32_t stripe_unit, std::uint64_t offset, std::size_t length,
@@ -229,50 +254,88 @@ Status PoolData::write_past_down(const Placement& where, InodeId inode, std::uin
   return write_units(where, inode, offset, data, durable, behind, &missed);
 }
 
-// `missed` null: every owner must take the write.
+// `missed` null: every owner must take the write. Every copy of every unit is sent at once;
+// what each answered is then judged unit by unit, in order.
 Status PoolData::write_units(const Placement& where, InodeId inode, std::uint64_t offset,
                              std::span<const std::uint8_t> data, bool durable,
                              const CopyBehind& behind, std::vector<MissedCopy>* missed,
                              const CopyBehind& hold) {
-  return for_each_unit(
+  // How each owner of a unit takes the write: held already, passed over as down, or the answer
+  // to a call.
+  constexpr std::ptrdiff_t kHeld = -1;
+  constexpr std::ptrdiff_t kDown = -2;
+  struct UnitWrite {
+    std::uint64_t unit = 0;
+    std::vector<cluster::NodeId> owners;
+    xdr::Buffer request;
+    std::vector<std::ptrdiff_t> answer_of;  // per owner
+  };
+  std::vector<UnitWrite> writes;
+  std::vector<UnitCall> calls;
+  TP_RETURN_IF_ERROR(for_each_unit(
       where.stripe_unit, offset, data.size(),
       [&](std::uint64_t unit, std::size_t done, std::size_t piece) -> Status {
-        TP_ASSIGN_OR_RETURN(std::vector<cluster::NodeId> nodes, owners(where, inode, unit));
-        const auto current = [&](cluster::NodeId node) { return !(behind && behind(node, unit)); };
+        TP_ASSIGN_OR_RETURN(std::vector<cluster::NodeId> owners, owners(where, inode, unit));
         // A write only copies behind took could not be read: no copy would hold both it and
         // what those copies missed.
-        if (missed && !current_copy_up(nodes, unit, behind)) return no_current_copy_up(inode, unit);
-        const xdr::Buffer request = encode_unit_request(
-            {where.pool, inode, offset + done, durable ? 1u : 0u, data.subspan(done, piece)});
-        bool taken = false;
-        std::vector<MissedCopy> missed_here;
-        Status last;
-        for (cluster::NodeId node : nodes) {
-          if (hold && hold(node, unit)) {
-            taken = taken || current(node);
-            continue;
-          }
-          Status written =
-              missed && !peers_->is_up(node)
-                  ? error(Errc::unavailable, "node " + std::to_string(node) + " is down")
-                  : call_counting_boots(node, UnitMethod::write, request);
-          if (written.ok()) {
-            taken = taken || current(node);
-            continue;
-          }
-          if (!missed || !unreachable(written)) return written;
-          missed_here.push_back({node, unit});
-          last = std::move(written);
+        if (missed && !current_copy_up(owners, unit, behind)) {
+          return no_current_copy_up(inode, unit);
         }
-        // The unit's write failed: the copies that missed it are no further behind than before.
-        if (!taken) {
-          return last.ok() ? error(Errc::unavailable, "no up-to-date copy of unit " +
-                                                          std::to_string(unit) + " took the write")
-                           : last;
-        }
-        if (missed) missed->insert(missed->end(), missed_here.begin(), missed_here.end());
+        writes.push_back({unit,
+                          std::move(owners),
+                          encode_unit_request({where.pool, inode, offset + done, durable ? 1u : 0u,
+                                               data.subspan(done, piece)}),
+                          {}});
         return {};
-      });
+      }));
+  for (UnitWrite& write : writes) {
+    for (cluster::NodeId node : write.owners) {
+      if (hold && hold(node, write.unit)) {
+        write.answer_of.push_back(kHeld);
+      } else if (missed && !peers_->is_up(node)) {
+        write.answer_of.push_back(kDown);
+      } else {
+        write.answer_of.push_back(static_cast<std::ptrdiff_t>(calls.size()));
+        calls.push_back({node, UnitMethod::write, write.request});
+      }
+    }
+  }
+  const std::vector<Result<xdr::Buffer>> answers = call_each(calls);
+  for (const UnitWrite& write : writes) {
+    const auto current = [&](cluster::NodeId node) {
+      return !(behind && behind(node, write.unit));
+    };
+    bool taken = false;
+    std::vector<MissedCopy> missed_here;
+    Status last;
+    for (std::size_t k = 0; k < write.owners.size(); ++k) {
+      const cluster::NodeId node = write.owners[k];
+      const std::ptrdiff_t answer = write.answer_of[k];
+      if (answer == kHeld) {
+        taken = taken || current(node);
+        continue;
+      }
+      Status written = answer == kDown
+                           ? error(Errc::unavailable, "node " + std::to_string(node) + " is down")
+                           : boot_noted(node, answers[static_cast<std::size_t>(answer)]);
+      if (written.ok()) {
+        taken = taken || current(node);
+        continue;
+      }
+      if (!missed || !unreachable(written)) return written;
+      missed_here.push_back({node, write.unit});
+      last = std::move(written);
+    }
+    // The unit's write failed: the copies that missed it are no further behind than before.
+    if (!taken) {
+      return last.ok()
+                 ? error(Errc::unavailable, "no up-to-date copy of unit " +
+                                                std::to_string(write.unit) + " took the write")
+                 : last;
+    }
+    if (missed) missed->insert(missed->end(), missed_here.begin(), missed_here.end());
+  }
+  return {};
 }
 
 bool PoolData::current_copy_up(const std::vector<cluster::NodeId>& owners, std::uint64_t unit,
@@ -313,35 +376,74 @@ Result<std::vector<MissedCopy>> PoolData::copies_down(const Placement& where, In
   return down;
 }
 
+// Each unit is asked of its first owner at once; a unit whose first owner fails goes on to the
+// next, one unit at a time.
 Status PoolData::read(const Placement& where, InodeId inode, std::uint64_t offset,
                       std::span<std::uint8_t> into, const CopyBehind& behind) {
-  return for_each_unit(where.stripe_unit, offset, into.size(),
-                       [&](std::uint64_t, std::size_t done, std::size_t piece) {
-                         return read_unit(where, inode, offset + done, into.subspan(done, piece),
-                                          behind);
-                       });
+  struct UnitRead {
+    std::uint64_t offset = 0;
+    std::span<std::uint8_t> into;
+    std::vector<cluster::NodeId> nodes;
+    xdr::Buffer request;
+  };
+  std::vector<UnitRead> reads;
+  TP_RETURN_IF_ERROR(for_each_unit(
+      where.stripe_unit, offset, into.size(),
+      [&](std::uint64_t unit, std::size_t done, std::size_t piece) -> Status {
+        TP_ASSIGN_OR_RETURN(std::vector<cluster::NodeId> nodes,
+                            read_order(where, inode, unit, behind));
+        reads.push_back({offset + done, into.subspan(done, piece), std::move(nodes),
+                         encode_unit_request({where.pool, inode, offset + done, piece, {}})});
+        return {};
+      }));
+  std::vector<UnitCall> calls;
+  calls.reserve(reads.size());
+  for (const UnitRead& read : reads) {
+    calls.push_back({read.nodes.front(), UnitMethod::read, read.request});
+  }
+  std::vector<Result<xdr::Buffer>> answers = call_each(calls);
+  for (std::size_t k = 0; k < reads.size(); ++k) {
+    TP_RETURN_IF_ERROR(read_from(where, inode, reads[k].offset, reads[k].into, reads[k].nodes,
+                                 std::move(answers[k])));
+  }
+  return {};
 }
 
 // `into` lies within one unit.
 Status PoolData::read_unit(const Placement& where, InodeId inode, std::uint64_t offset,
                            std::span<std::uint8_t> into, const CopyBehind& behind) {
-  const std::uint64_t unit = offset / where.stripe_unit;
+  TP_ASSIGN_OR_RETURN(std::vector<cluster::NodeId> nodes,
+                      read_order(where, inode, offset / where.stripe_unit, behind));
+  return read_from(where, inode, offset, into, nodes, std::nullopt);
+}
+
+Result<std::vector<cluster::NodeId>> PoolData::read_order(const Placement& where, InodeId inode,
+                                                          std::uint64_t unit,
+                                                          const CopyBehind& behind) const {
   TP_ASSIGN_OR_RETURN(std::vector<cluster::NodeId> nodes, owners(where, inode, unit));
   if (behind) {
     std::erase_if(nodes, [&](cluster::NodeId node) { return behind(node, unit); });
     if (nodes.empty()) {
       return error(Errc::unavailable, "inode " + std::to_string(inode) + ": every copy of offset " +
-                                          std::to_string(offset) + " is behind");
+                                          std::to_string(unit * where.stripe_unit) + " is behind");
     }
   }
   std::stable_partition(nodes.begin(), nodes.end(),
                         [this](cluster::NodeId node) { return peers_->is_up(node); });
+  return nodes;
+}
+
+Status PoolData::read_from(const Placement& where, InodeId inode, std::uint64_t offset,
+                           std::span<std::uint8_t> into, const std::vector<cluster::NodeId>& nodes,
+                           std::optional<Result<xdr::Buffer>> first) {
   const xdr::Buffer request = encode_unit_request({where.pool, inode, offset, into.size(), {}});
   std::vector<cluster::NodeId> bad;
   std::size_t holding_nothing = 0;
   Status last = error(Errc::unavailable, "no copy answered");
   for (cluster::NodeId node : nodes) {
-    Result<xdr::Buffer> got = peers_->call(node, UnitMethod::read, request);
+    Result<xdr::Buffer> got =
+        first ? std::move(*first) : peers_->call(node, UnitMethod::read, request);
+    first.reset();
     if (got.ok() && got->size() == into.size()) {
       std::memcpy(into.data(), got->data(), into.size());
       if (!bad.empty()) repair(where, inode, offset, into.size(), node, bad);
@@ -397,8 +499,11 @@ void PoolData::repair(const Placement& where, InodeId inode, std::uint64_t offse
 
 Status PoolData::sync(const Placement& where, InodeId inode) {
   const xdr::Buffer body = encode_unit_request({where.pool, inode, 0, 0, {}});
-  for (cluster::NodeId node : where.nodes) {
-    TP_RETURN_IF_ERROR(call_counting_boots(node, UnitMethod::sync, body));
+  std::vector<UnitCall> calls;
+  for (cluster::NodeId node : where.nodes) calls.push_back({node, UnitMethod::sync, body});
+  const std::vector<Result<xdr::Buffer>> answers = call_each(calls);
+  for (std::size_t k = 0; k < calls.size(); ++k) {
+    TP_RETURN_IF_ERROR(boot_noted(calls[k].node, answers[k]));
   }
   return {};
 }
@@ -408,18 +513,24 @@ Result<std::vector<cluster::NodeId>> PoolData::sync_past_down(
   const xdr::Buffer body = encode_unit_request({where.pool, inode, 0, 0, {}});
   std::vector<cluster::NodeId> missed;
   Status last;
+  std::vector<UnitCall> calls;
   for (cluster::NodeId node : where.nodes) {
     const auto already = std::ranges::find(synced, node, &SyncedNode::node);
     if (already != synced.end()) {
       boot_ids_.note_boot(node, already->boot);
-      continue;
+    } else if (!peers_->is_up(node)) {
+      missed.push_back(node);
+      last = error(Errc::unavailable, "node " + std::to_string(node) + " is down");
+    } else {
+      calls.push_back({node, UnitMethod::sync, body});
     }
-    Status synced = peers_->is_up(node)
-                        ? call_counting_boots(node, UnitMethod::sync, body)
-                        : error(Errc::unavailable, "node " + std::to_string(node) + " is down");
+  }
+  const std::vector<Result<xdr::Buffer>> answers = call_each(calls);
+  for (std::size_t k = 0; k < calls.size(); ++k) {
+    Status synced = boot_noted(calls[k].node, answers[k]);
     if (synced.ok()) continue;
     if (!unreachable(synced)) return synced;
-    missed.push_back(node);
+    missed.push_back(calls[k].node);
     last = std::move(synced);
   }
   if (!where.nodes.empty() && missed.size() == where.nodes.size()) return last;

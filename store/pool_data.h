@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -115,6 +116,13 @@ class UnitStore {
 std::vector<cluster::NodeId> unit_owners(std::vector<cluster::NodeId> pool_nodes, InodeId inode,
                                          std::uint64_t unit, std::uint32_t copies);
 
+// One message to one node's UnitStore.
+struct UnitCall {
+  cluster::NodeId node = 0;
+  UnitMethod method = UnitMethod::read;
+  std::span<const std::uint8_t> request;
+};
+
 // How the home reaches the nodes of a pool. Thread-safe; call() blocks until the node answered
 // or could not be reached (unavailable, timed_out).
 class PoolPeers {
@@ -137,6 +145,10 @@ class PoolPeers {
   virtual boost::asio::awaitable<Result<xdr::Buffer>> call_async(cluster::NodeId node,
                                                                  UnitMethod method,
                                                                  xdr::Buffer request) = 0;
+  // Each call as call() makes it, the answers in the calls' order; blocks until every one is
+  // answered. These make them one after another; a peer that can have them in flight together
+  // does, so that a unit's copies and a range's units cost one round trip rather than one each.
+  virtual std::vector<Result<xdr::Buffer>> call_each(std::span<const UnitCall> calls);
 };
 
 // The boot ids the owners of units answered writes and syncs with, per node: a new one means
@@ -269,6 +281,20 @@ class PoolData {
                                                   std::size_t piece)>& visit);
   Status read_unit(const Placement& where, InodeId inode, std::uint64_t offset,
                    std::span<std::uint8_t> into, const CopyBehind& behind);
+  // The owners of `unit` that reads try, in order: those not `behind`, the ones up first;
+  // unavailable when every copy is behind.
+  Result<std::vector<cluster::NodeId>> read_order(const Placement& where, InodeId inode,
+                                                  std::uint64_t unit,
+                                                  const CopyBehind& behind) const;
+  // Reads `into` (within one unit) from the first of `nodes` that has a good copy; `first`,
+  // when given, is what nodes[0] answered already.
+  Status read_from(const Placement& where, InodeId inode, std::uint64_t offset,
+                   std::span<std::uint8_t> into, const std::vector<cluster::NodeId>& nodes,
+                   std::optional<Result<xdr::Buffer>> first);
+  // peers_->call_each, at most kUnitCallsInFlight calls at a time.
+  std::vector<Result<xdr::Buffer>> call_each(std::span<const UnitCall> calls);
+  // What a write or sync's answer from `node` says, its boot id noted.
+  Status boot_noted(cluster::NodeId node, const Result<xdr::Buffer>& answer);
   void repair(const Placement& where, InodeId inode, std::uint64_t offset, std::size_t length,
               cluster::NodeId good, const std::vector<cluster::NodeId>& bad);
   // Whether an owner of `unit` is up and holds a copy that is not `behind`.

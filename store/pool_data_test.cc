@@ -81,6 +81,24 @@ TEST_F(PoolDataTest, DataWrittenAcrossUnitsReadsBackFromAnyCopy) {
   EXPECT_EQ(status.code(), Errc::unavailable) << "both copies of unit 2 are down";
 }
 
+// A range's units and their copies are asked together, one round trip rather than one each;
+// a bounded number at a time.
+TEST_F(PoolDataTest, ARangesUnitsAndTheirCopiesAreAskedTogether) {
+  const auto bytes = internal::random_bytes(8 * kUnit, 3);
+  ASSERT_TRUE(data_->write(kHot, 12, 0, bytes, false).ok());
+  EXPECT_EQ(nodes_->rounds.load(), 1u) << "eight units, two copies each, in one round";
+  EXPECT_EQ(nodes_->largest_round.load(), 16u);
+  EXPECT_EQ(read(kHot, 12, 0, bytes.size()), bytes);
+  EXPECT_EQ(nodes_->rounds.load(), 2u) << "each unit's first owner, in one round";
+  ASSERT_TRUE(data_->sync(kHot, 12).ok());
+  EXPECT_EQ(nodes_->rounds.load(), 3u) << "the pool's three nodes in one round";
+  const auto more = internal::random_bytes(24 * kUnit, 4);
+  ASSERT_TRUE(data_->write(kHot, 12, 0, more, false).ok());
+  EXPECT_EQ(nodes_->rounds.load(), 6u) << "48 calls, 16 at a time";
+  EXPECT_EQ(nodes_->largest_round.load(), 16u);
+  EXPECT_EQ(read(kHot, 12, 0, more.size()), more);
+}
+
 TEST_F(PoolDataTest, UnitsNeverWrittenReadAsAHoleAndAnOwnerWithoutTheFileIsPassedOver) {
   EXPECT_EQ(read(kHot, 31, 0, 100), std::vector<std::uint8_t>(100, 0)) << "no node holds any";
   const auto bytes = internal::random_bytes(kUnit, 8);

@@ -87,16 +87,24 @@ class Resends {
   std::optional<std::uint64_t> first_;
 };
 
-// Runs `start(done)` on the strand and blocks the calling thread (a store thread, never the
-// strand) until `done` ran or `deadline` passed.
+// Runs `start(done)` on the strand: what `done` is given.
 template <typename T>
-T wait_on_strand(const asio::any_io_executor& strand, std::chrono::milliseconds deadline,
-                 std::function<void(std::function<void(T)>)> start) {
+std::future<T> start_on_strand(const asio::any_io_executor& strand,
+                               std::function<void(std::function<void(T)>)> start) {
   auto promise = std::make_shared<std::promise<T>>();
   std::future<T> outcome = promise->get_future();
   asio::post(strand, [start = std::move(start), promise] {
     start([promise](T answer) { promise->set_value(std::move(answer)); });
   });
+  return outcome;
+}
+
+// The same, blocking the calling thread (a store thread, never the strand) until `done` ran or
+// `deadline` passed.
+template <typename T>
+T wait_on_strand(const asio::any_io_executor& strand, std::chrono::milliseconds deadline,
+                 std::function<void(std::function<void(T)>)> start) {
+  std::future<T> outcome = start_on_strand<T>(strand, std::move(start));
   if (outcome.wait_for(deadline) != std::future_status::ready) {
     return error(Errc::timed_out, "no answer from the cluster in time");
   }
@@ -294,13 +302,34 @@ class NamespaceService::UnitPeers final : public PoolPeers {
     const auto number = static_cast<std::uint32_t>(method);
     if (node == service_.self_) return service_.units_->serve(number, request);
     auto resends = std::make_shared<internal::Resends>();
-    Result<xdr::Buffer> sent = send(node, number, request, resends);
-    for (int attempt = 0;
-         sent.status().code() == Errc::behind && attempt < internal::kBehindRetries; ++attempt) {
-      service_.options_.time_source().sleep_for(internal::kBehindPause);
-      sent = send(node, number, request, resends);
+    return asked_again_while_behind(node, number, request, resends,
+                                    send(node, number, request, resends));
+  }
+
+  // The other nodes' calls go out together; this node's own are served meanwhile.
+  std::vector<Result<xdr::Buffer>> call_each(std::span<const UnitCall> calls) override {
+    const auto deadline =
+        std::chrono::steady_clock::now() + internal::kUnitCallDeadline + std::chrono::seconds(1);
+    std::vector<std::shared_ptr<internal::Resends>> resends(calls.size());
+    std::vector<std::future<Result<xdr::Buffer>>> sent(calls.size());
+    for (std::size_t k = 0; k < calls.size(); ++k) {
+      if (calls[k].node == service_.self_) continue;
+      resends[k] = std::make_shared<internal::Resends>();
+      sent[k] = start_send(calls[k].node, static_cast<std::uint32_t>(calls[k].method),
+                           calls[k].request, resends[k]);
     }
-    return sent;
+    std::vector<Result<xdr::Buffer>> answers;
+    answers.reserve(calls.size());
+    for (std::size_t k = 0; k < calls.size(); ++k) {
+      const auto number = static_cast<std::uint32_t>(calls[k].method);
+      if (!sent[k].valid()) {
+        answers.push_back(service_.units_->serve(number, calls[k].request));
+        continue;
+      }
+      answers.push_back(asked_again_while_behind(calls[k].node, number, calls[k].request,
+                                                 resends[k], answer_by(sent[k], deadline)));
+    }
+    return answers;
   }
 
   boost::asio::awaitable<Result<xdr::Buffer>> call_async(cluster::NodeId node, UnitMethod method,
@@ -357,12 +386,19 @@ class NamespaceService::UnitPeers final : public PoolPeers {
   Result<xdr::Buffer> send(cluster::NodeId node, std::uint32_t method,
                            std::span<const std::uint8_t> request,
                            std::shared_ptr<internal::Resends> resends) {
+    std::future<Result<xdr::Buffer>> sent = start_send(node, method, request, std::move(resends));
+    return answer_by(sent, std::chrono::steady_clock::now() + internal::kUnitCallDeadline +
+                               std::chrono::seconds(1));
+  }
+
+  std::future<Result<xdr::Buffer>> start_send(cluster::NodeId node, std::uint32_t method,
+                                              std::span<const std::uint8_t> request,
+                                              std::shared_ptr<internal::Resends> resends) {
     // The caller's bytes may be gone when a late answer arrives: the strand works on its own.
-    return internal::wait_on_strand<Result<xdr::Buffer>>(
-        service_.strand_, internal::kUnitCallDeadline + std::chrono::seconds(1),
-        [this, node, method, resends = std::move(resends),
-         body = std::vector<std::uint8_t>(request.begin(), request.end())](
-            std::function<void(Result<xdr::Buffer>)> done) {
+    return internal::start_on_strand<Result<xdr::Buffer>>(
+        service_.strand_, [this, node, method, resends = std::move(resends),
+                           body = std::vector<std::uint8_t>(request.begin(), request.end())](
+                              std::function<void(Result<xdr::Buffer>)> done) {
           cluster::RpcEndpoint* rpc = service_.rpc();
           if (rpc == nullptr) {
             done(error(Errc::unavailable, "this node is not in a cluster"));
@@ -375,6 +411,28 @@ class NamespaceService::UnitPeers final : public PoolPeers {
           rpc->call(node, internal::kUnitMethodBase + method, body, internal::kUnitCallDeadline,
                     std::move(done));
         });
+  }
+
+  static Result<xdr::Buffer> answer_by(std::future<Result<xdr::Buffer>>& sent,
+                                       std::chrono::steady_clock::time_point deadline) {
+    if (sent.wait_until(deadline) != std::future_status::ready) {
+      return error(Errc::timed_out, "no answer from the cluster in time");
+    }
+    return sent.get();
+  }
+
+  // A node whose view is ahead of this one's answers `behind`: asked again until this node's
+  // catches up.
+  Result<xdr::Buffer> asked_again_while_behind(cluster::NodeId node, std::uint32_t method,
+                                               std::span<const std::uint8_t> request,
+                                               const std::shared_ptr<internal::Resends>& resends,
+                                               Result<xdr::Buffer> sent) {
+    for (int attempt = 0;
+         sent.status().code() == Errc::behind && attempt < internal::kBehindRetries; ++attempt) {
+      service_.options_.time_source().sleep_for(internal::kBehindPause);
+      sent = send(node, method, request, resends);
+    }
+    return sent;
   }
 
   NamespaceService& service_;

@@ -149,6 +149,14 @@ class InProcessPools final : public PoolPeers {
     }
     return stores_.at(node - 1)->serve(static_cast<std::uint32_t>(method), request);
   }
+  // One after another, as PoolPeers does; counted.
+  std::vector<Result<xdr::Buffer>> call_each(std::span<const UnitCall> calls) override {
+    rounds.fetch_add(1);
+    std::uint64_t largest = largest_round.load();
+    while (calls.size() > largest && !largest_round.compare_exchange_weak(largest, calls.size())) {
+    }
+    return PoolPeers::call_each(calls);
+  }
   // Unit writes past the next `count` wait, until release_writes(): a copy stopped mid-way.
   void hold_writes_after(std::int64_t count) {
     std::lock_guard lock(hold_mutex_);
@@ -195,6 +203,9 @@ class InProcessPools final : public PoolPeers {
   std::array<std::atomic<std::uint64_t>, 8> reads_asked{};
   // The unit syncs each node was asked for (node k at k - 1), served or not.
   std::array<std::atomic<std::uint64_t>, 8> syncs_asked{};
+  // The call_each() rounds made, and the most calls one carried.
+  std::atomic<std::uint64_t> rounds{0};
+  std::atomic<std::uint64_t> largest_round{0};
   // The calls made to nodes while they were down, counted together.
   std::atomic<std::uint64_t> calls_to_down{0};
   // The unit reads every node served, counted together.
