@@ -404,7 +404,7 @@ Status PoolData::read(const Placement& where, InodeId inode, std::uint64_t offse
   std::vector<Result<xdr::Buffer>> answers = call_each(calls);
   for (std::size_t k = 0; k < reads.size(); ++k) {
     TP_RETURN_IF_ERROR(read_from(where, inode, reads[k].offset, reads[k].into, reads[k].nodes,
-                                 std::move(answers[k])));
+                                 reads[k].request, std::move(answers[k])));
   }
   return {};
 }
@@ -414,7 +414,8 @@ Status PoolData::read_unit(const Placement& where, InodeId inode, std::uint64_t 
                            std::span<std::uint8_t> into, const CopyBehind& behind) {
   TP_ASSIGN_OR_RETURN(std::vector<cluster::NodeId> nodes,
                       read_order(where, inode, offset / where.stripe_unit, behind));
-  return read_from(where, inode, offset, into, nodes, std::nullopt);
+  return read_from(where, inode, offset, into, nodes,
+                   encode_unit_request({where.pool, inode, offset, into.size(), {}}), std::nullopt);
 }
 
 Result<std::vector<cluster::NodeId>> PoolData::read_order(const Placement& where, InodeId inode,
@@ -435,8 +436,7 @@ Result<std::vector<cluster::NodeId>> PoolData::read_order(const Placement& where
 
 Status PoolData::read_from(const Placement& where, InodeId inode, std::uint64_t offset,
                            std::span<std::uint8_t> into, const std::vector<cluster::NodeId>& nodes,
-                           std::optional<Result<xdr::Buffer>> first) {
-  const xdr::Buffer request = encode_unit_request({where.pool, inode, offset, into.size(), {}});
+                           const xdr::Buffer& request, std::optional<Result<xdr::Buffer>> first) {
   std::vector<cluster::NodeId> bad;
   std::size_t holding_nothing = 0;
   Status last = error(Errc::unavailable, "no copy answered");

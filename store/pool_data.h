@@ -286,11 +286,11 @@ class PoolData {
   Result<std::vector<cluster::NodeId>> read_order(const Placement& where, InodeId inode,
                                                   std::uint64_t unit,
                                                   const CopyBehind& behind) const;
-  // Reads `into` (within one unit) from the first of `nodes` that has a good copy; `first`,
-  // when given, is what nodes[0] answered already.
+  // Reads `into` (within one unit) from the first of `nodes` that has a good copy, asking with
+  // `request` (its read message); `first`, when given, is what nodes[0] answered already.
   Status read_from(const Placement& where, InodeId inode, std::uint64_t offset,
                    std::span<std::uint8_t> into, const std::vector<cluster::NodeId>& nodes,
-                   std::optional<Result<xdr::Buffer>> first);
+                   const xdr::Buffer& request, std::optional<Result<xdr::Buffer>> first);
   // peers_->call_each, at most kUnitCallsInFlight calls at a time.
   std::vector<Result<xdr::Buffer>> call_each(std::span<const UnitCall> calls);
   // What a write or sync's answer from `node` says, its boot id noted.
