@@ -1,8 +1,31 @@
 #include "common/xdr.h"
 
+#include <algorithm>
 #include <boost/endian/conversion.hpp>
+#include <cstring>
 
 namespace tidepool::xdr {
+namespace {
+
+// Buffer's own growth moves the bytes already there through the allocator's construct(), one
+// byte at a time: encoding a 32 KiB READDIRPLUS reply spent three quarters of its time in that
+// loop. Here they move with one memcpy, into twice the capacity.
+[[gnu::noinline]] void reallocate(Buffer& out, std::size_t size) {
+  Buffer bigger;
+  bigger.reserve(std::max(size, 2 * out.capacity()));
+  bigger.resize(out.size());
+  if (!out.empty()) std::memcpy(bigger.data(), out.data(), out.size());
+  out.swap(bigger);
+}
+
+void grow_to(Buffer& out, std::size_t size) {
+  if (size > out.capacity()) [[unlikely]] {
+    reallocate(out, size);
+  }
+  out.resize(size);
+}
+
+}  // namespace
 
 const std::uint8_t* Decoder::take(std::size_t n) {
   if (failed_ || n > buffer_.size() - position_) {
@@ -16,7 +39,7 @@ const std::uint8_t* Decoder::take(std::size_t n) {
 
 void append(Buffer& out, std::span<const std::uint8_t> bytes) {
   const std::size_t at = out.size();
-  out.resize(at + bytes.size());
+  grow_to(out, at + bytes.size());
   if (!bytes.empty()) std::memcpy(out.data() + at, bytes.data(), bytes.size());
 }
 
@@ -77,19 +100,19 @@ std::span<const std::uint8_t> Decoder::rest() {
 
 void Encoder::u32(std::uint32_t v) {
   std::size_t at = out_.size();
-  out_.resize(at + 4);
+  grow_to(out_, at + 4);
   boost::endian::store_big_u32(out_.data() + at, v);
 }
 
 void Encoder::u64(std::uint64_t v) {
   std::size_t at = out_.size();
-  out_.resize(at + 8);
+  grow_to(out_, at + 8);
   boost::endian::store_big_u64(out_.data() + at, v);
 }
 
 void Encoder::fixed_opaque(std::span<const std::uint8_t> bytes) {
   std::size_t at = out_.size();
-  out_.resize(at + padded(bytes.size()));
+  grow_to(out_, at + padded(bytes.size()));
   std::memset(out_.data() + at + bytes.size(), 0, padded(bytes.size()) - bytes.size());
   if (!bytes.empty()) std::memcpy(out_.data() + at, bytes.data(), bytes.size());
 }
@@ -102,7 +125,7 @@ void Encoder::opaque(std::span<const std::uint8_t> bytes) {
 std::span<std::uint8_t> Encoder::begin_opaque(std::size_t max_length) {
   u32(0);
   pending_opaque_at_ = out_.size();
-  out_.resize(pending_opaque_at_ + padded(max_length));
+  grow_to(out_, pending_opaque_at_ + padded(max_length));
   return {out_.data() + pending_opaque_at_, max_length};
 }
 

@@ -91,5 +91,34 @@ TEST(Xdr, ReservedOpaqueIsTrimmedToWhatWasFilled) {
   EXPECT_EQ(buf, bytes({0, 0, 0, 2, 'x', 'y', 0, 0}));
 }
 
+TEST(Xdr, WhatWasEncodedSurvivesTheBuffersGrowth) {
+  xdr::Buffer buf;
+  Encoder enc(buf);
+  int growths = 0;
+  for (std::uint32_t i = 0; i < 10000; ++i) {
+    const std::size_t capacity = buf.capacity();
+    if (i % 3 == 0) enc.u64(i);
+    if (i % 3 == 1) enc.u32(i);
+    if (i % 3 == 2) enc.string("entry" + std::to_string(i));
+    if (buf.capacity() != capacity) {
+      ++growths;
+      EXPECT_GE(buf.capacity(), 2 * capacity) << "growth by doubling, or encoding is quadratic";
+    }
+  }
+  EXPECT_LT(growths, 20);
+  Decoder dec(buf);
+  for (std::uint32_t i = 0; i < 10000; ++i) {
+    if (i % 3 == 0) {
+      EXPECT_EQ(dec.u64(), i);
+    } else if (i % 3 == 1) {
+      EXPECT_EQ(dec.u32(), i);
+    } else {
+      EXPECT_EQ(dec.string(32), "entry" + std::to_string(i));
+    }
+  }
+  EXPECT_TRUE(dec.ok());
+  EXPECT_EQ(dec.remaining(), 0u);
+}
+
 }  // namespace
 }  // namespace tidepool::xdr
