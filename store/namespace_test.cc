@@ -194,6 +194,31 @@ TEST_F(ShardedNamespaceTest, NewDirectoriesSpreadOverTheShardsAndTheirFilesFollo
   EXPECT_EQ(again.status().code(), Errc::already_exists);
 }
 
+// A directory listed whole is listed again from the shard's memory, without a query: also when
+// its ".." is on another shard, an entry the shard lists without attributes either way.
+TEST_F(ShardedNamespaceTest, AListingWhoseParentIsOnAnotherShardIsKeptInMemory) {
+  const InodeId dir = directory_on(2, "away");
+  ASSERT_NE(shard_of(kRootInode), 2u);
+  create(dir, "f");
+  LocalStore& shard = *shards_[2];
+  auto listed = [&] {
+    return run_to_completion(shard.readdir(dir, 0, 0, 100, true, root_caller()));
+  };
+  const Result<DirectoryPage> first = listed();
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  // From here on the shard's database answers nothing: only what it keeps in memory can.
+  shard.close();
+  const Result<DirectoryPage> again = listed();
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  ASSERT_EQ(again->entries.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    const DirectoryEntry& entry = again->entries[i];
+    EXPECT_EQ(entry.name, first->entries[i].name);
+    EXPECT_EQ(entry.inode, first->entries[i].inode);
+    EXPECT_EQ(entry.attributes.has_value(), entry.name != "..") << entry.name;
+  }
+}
+
 // A client compares the verifier of its WRITE with its COMMIT's: they must be one verifier.
 TEST_F(ShardedNamespaceTest, WritesAnswerTheVerifierCommitsDo) {
   const InodeId dir = directory_on(2, "away");

@@ -467,7 +467,10 @@ std::optional<Result<DirectoryPage>> ShardNamespace::page_from_cache(
   }
   auto add = [&](InodeId inode, std::string_view name, std::uint64_t entry_cookie) {
     DirectoryEntry e{inode, std::string(name), entry_cookie, std::nullopt};
-    if (with_attributes) {
+    // An inode of another shard goes without its attributes, as from the database: a
+    // directory's ".." is often on another shard, and giving up on it made every READDIRPLUS
+    // of such a directory a query.
+    if (with_attributes && !rows_.is_foreign(inode)) {
       e.attributes = rows_.cached(inode);
       if (!e.attributes) return false;
     }
