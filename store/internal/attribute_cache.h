@@ -9,13 +9,13 @@
 #pragma once
 
 #include <array>
-#include <memory>
-#include <vector>
+#include <boost/unordered/unordered_flat_map.hpp>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <unordered_map>
+#include <vector>
 
 #include "store/store.h"
 
@@ -63,7 +63,8 @@ class ShardedCache {
   static constexpr std::size_t kShards = 16;
   struct Shard {
     mutable std::mutex mutex;
-    std::unordered_map<Key, Value, Hash> entries;  // guarded by mutex
+    // Open addressing: READDIRPLUS from memory finds an entry's attributes per entry listed.
+    boost::unordered_flat_map<Key, Value, Hash> entries;  // guarded by mutex
   };
   Shard& shard(const Key& key) { return shards_[Hash{}(key) % kShards]; }
   const Shard& shard(const Key& key) const { return shards_[Hash{}(key) % kShards]; }
