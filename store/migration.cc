@@ -401,7 +401,8 @@ Status Migration::copy_data(InodeId inode, const std::optional<Placement>& sourc
                          std::chrono::microseconds(copied * 1'000'000 / bytes_per_second));
     }
   }
-  return pools_->sync(target, inode);
+  // The copy is the job's, not a client's: it leaves the new owners' page caches once durable.
+  return pools_->sync(target, inode, AfterSync::release_cached);
 }
 
 CopyBehind Migration::held_already(InodeId inode, const std::optional<Placement>& source,

@@ -114,8 +114,16 @@ Result<xdr::Buffer> UnitStore::serve(std::uint32_t method, std::span<const std::
       return bytes;
     }
     case UnitMethod::sync:
-      TP_RETURN_IF_ERROR(files->sync(request.inode));
-      return boot_reply();
+      switch (static_cast<AfterSync>(request.value)) {
+        case AfterSync::keep_cached:
+          TP_RETURN_IF_ERROR(files->sync(request.inode));
+          return boot_reply();
+        case AfterSync::release_cached:
+          TP_RETURN_IF_ERROR(files->sync_and_release(request.inode));
+          return boot_reply();
+      }
+      return malformed("a sync that keeps or releases the page cache, not " +
+                       std::to_string(request.value));
     case UnitMethod::repair:
       TP_RETURN_IF_ERROR(files->repair(request.inode, request.offset, request.bytes).status());
       return xdr::Buffer{};
@@ -497,8 +505,9 @@ void PoolData::repair(const Placement& where, InodeId inode, std::uint64_t offse
   }
 }
 
-Status PoolData::sync(const Placement& where, InodeId inode) {
-  const xdr::Buffer body = encode_unit_request({where.pool, inode, 0, 0, {}});
+Status PoolData::sync(const Placement& where, InodeId inode, AfterSync after) {
+  const xdr::Buffer body =
+      encode_unit_request({where.pool, inode, 0, static_cast<std::uint64_t>(after), {}});
   std::vector<UnitCall> calls;
   for (cluster::NodeId node : where.nodes) calls.push_back({node, UnitMethod::sync, body});
   const std::vector<Result<xdr::Buffer>> answers = call_each(calls);

@@ -52,12 +52,15 @@ class DataFiles;
 enum class UnitMethod : std::uint32_t {
   write = 1,  // pool, inode, offset, durable (value 1), bytes
   read,       // pool, inode, offset, length (value): the bytes
-  sync,       // pool, inode: make its data durable
+  sync,       // pool, inode, AfterSync (value): make its data durable
   truncate,   // pool, inode, size (value)
   remove,     // pool, inode
   repair,     // pool, inode, offset, bytes: whole checksum blocks put back where they fail
   drop,       // pool, inode, offset, length (value): whole checksum blocks made a hole
 };
+// What a sync leaves in its owner's page cache: everything, or nothing of the file (the copies
+// a job writes, which would push the clients' data out of the owner's memory).
+enum class AfterSync : std::uint64_t { keep_cached = 0, release_cached = 1 };
 // The most bytes one drop message makes a hole of.
 inline constexpr std::uint64_t kMaxDropBytes = std::uint64_t{1} << 30;
 inline constexpr std::uint32_t kLastUnitMethod = static_cast<std::uint32_t>(UnitMethod::drop);
@@ -237,8 +240,8 @@ class PoolData {
   // from the good one; when every copy fails, corrupt, logged with the inode and offset.
   Status read(const Placement& where, InodeId inode, std::uint64_t offset,
               std::span<std::uint8_t> into, const CopyBehind& behind = nullptr);
-  // On every node of the placement.
-  Status sync(const Placement& where, InodeId inode);
+  // On every node of the placement; `after` says what stays in their page caches.
+  Status sync(const Placement& where, InodeId inode, AfterSync after = AfterSync::keep_cached);
   // The same, passing over the nodes down or not answering, which it returns, and the nodes an
   // initiator synced already (`synced`, whose boot ids it notes); unavailable when no node
   // synced.

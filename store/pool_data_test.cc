@@ -294,6 +294,9 @@ TEST(UnitRequests, BadMessagesAreRefusedAndNeverReachTheDisk) {
   EXPECT_EQ(serve(UnitMethod::drop, {"f800", 1, 100, 4096, {}}).code(), Errc::invalid_argument);
   EXPECT_EQ(serve(UnitMethod::drop, {"f800", 1, 4096, kMaxFileSize, {}}).code(),
             Errc::invalid_argument);
+  ASSERT_TRUE(serve(UnitMethod::write, {"f800", 1, 0, 0, bytes}).ok());
+  EXPECT_TRUE(serve(UnitMethod::sync, {"f800", 1, 0, 1, {}}).ok());  // releasing the page cache
+  EXPECT_EQ(serve(UnitMethod::sync, {"f800", 1, 0, 2, {}}).code(), Errc::invalid_argument);
   xdr::Buffer truncated = encode_unit_request({"f800", 1, 0, 0, bytes});
   truncated.resize(truncated.size() - 3);
   EXPECT_EQ(store.serve(1, truncated).status().code(), Errc::invalid_argument);

@@ -528,6 +528,17 @@ Status DataFiles::sync(std::uint64_t inode) {
   return sync_descriptor(*descriptor, inode);
 }
 
+Status DataFiles::sync_and_release(std::uint64_t inode) {
+  if (pack_.contains(inode)) return pack_.sync(inode);
+  TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, false));
+  if (!descriptor) return pack_.sync(inode);
+  TP_RETURN_IF_ERROR(sync_descriptor(*descriptor, inode));
+  // Written back by the sync, so the pages are clean and go; advice only, so its failure
+  // costs memory, not data.
+  ::posix_fadvise(descriptor->fd, 0, 0, POSIX_FADV_DONTNEED);
+  return {};
+}
+
 Status DataFiles::sync_descriptor(Descriptor& d, std::uint64_t inode) {
   if (::fdatasync(d.fd) != 0) return errno_status("sync data file", errno);
   if (!d.entry_synced && !file_sync_covers_entry_) {

@@ -93,6 +93,10 @@ class DataFiles {
   // Makes the file's data durable; also its directory entry the first time (by the file's own
   // sync on a file system known to do that, else by syncing the directory).
   Status sync(std::uint64_t inode);
+  // As sync(), then lets the page cache go of the file's data: for copies a job writes (a
+  // move's, a restripe's), which no client asked for and which would otherwise push the
+  // clients' data out of the node's memory.
+  Status sync_and_release(std::uint64_t inode);
   // Makes every file's data and directory entry durable (a whole copy's: one syncfs).
   Status sync_all();
   // Cuts the data at `size` (and makes the cut durable); later reads past it give zeros.

@@ -116,6 +116,41 @@ bool drop_pages(int fd, std::uint64_t offset, std::uint64_t length) {
   return false;
 }
 
+// A job's copy leaves the page cache once durable; a client's stays (what sync() leaves).
+TEST_P(DataFilesTest, ASyncThatReleasesTheCopyLeavesNoneOfItInThePageCache) {
+  constexpr std::uint64_t kFile = 8u << 20;
+  const auto data = random_bytes(kFile);
+  const auto descriptor_of = [&](std::uint64_t inode) {
+    const Result<ByteOnDisk> where = DataFiles::locate_on_disk(root_.string(), inode, 0);
+    EXPECT_TRUE(where.ok()) << where.status().to_string();
+    return where.ok() ? ::open(where->path.c_str(), O_RDONLY) : -1;
+  };
+  // Whether this file system lets pages go at all, told from a file of the test's own.
+  ASSERT_TRUE(files_->write(15, 0, data).ok());
+  ASSERT_TRUE(files_->sync(15).ok());
+  const int own = descriptor_of(15);
+  ASSERT_GE(own, 0);
+  const bool pages_go = resident_pages(own, 0, kFile) > 0 && drop_pages(own, 0, kFile);
+  ::close(own);
+  if (!pages_go) GTEST_SKIP() << "this file system keeps no written pages, or never lets them go";
+
+  ASSERT_TRUE(files_->write(14, 0, data).ok());
+  ASSERT_TRUE(files_->sync(14).ok());
+  const int fd = descriptor_of(14);
+  ASSERT_GE(fd, 0);
+  EXPECT_GT(resident_pages(fd, 0, kFile), 0u) << "sync() keeps the pages";
+  // The advice is taken by the next try for a page still in a CPU's batch of new pages.
+  std::size_t left = 1;
+  for (int attempt = 0; attempt < 20 && left > 0; ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_TRUE(files_->sync_and_release(14).ok());
+    left = resident_pages(fd, 0, kFile);
+  }
+  ::close(fd);
+  EXPECT_EQ(left, 0u);
+  EXPECT_EQ(read(14, 0, kFile), data);
+}
+
 // A read without waiting that misses starts read-ahead, and on a fast disk the pages may be in
 // before it looks again: read_cached may answer either way, but never with other bytes.
 TEST_P(DataFilesTest, AReadOfPagesThePageCacheDroppedGivesTheDataOrLeavesItToTheBlockingRead) {
