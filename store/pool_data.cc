@@ -113,17 +113,16 @@ Result<xdr::Buffer> UnitStore::serve(std::uint32_t method, std::span<const std::
       TP_RETURN_IF_ERROR(files->read(request.inode, request.offset, bytes));
       return bytes;
     }
-    case UnitMethod::sync:
-      switch (static_cast<AfterSync>(request.value)) {
-        case AfterSync::keep_cached:
-          TP_RETURN_IF_ERROR(files->sync(request.inode));
-          return boot_reply();
-        case AfterSync::release_cached:
-          TP_RETURN_IF_ERROR(files->sync_and_release(request.inode));
-          return boot_reply();
+    case UnitMethod::sync: {
+      const auto after = static_cast<AfterSync>(request.value);
+      if (after != AfterSync::keep_cached && after != AfterSync::release_cached) {
+        return malformed("a sync that keeps or releases the page cache, not " +
+                         std::to_string(request.value));
       }
-      return malformed("a sync that keeps or releases the page cache, not " +
-                       std::to_string(request.value));
+      TP_RETURN_IF_ERROR(after == AfterSync::release_cached ? files->sync_and_release(request.inode)
+                                                            : files->sync(request.inode));
+      return boot_reply();
+    }
     case UnitMethod::repair:
       TP_RETURN_IF_ERROR(files->repair(request.inode, request.offset, request.bytes).status());
       return xdr::Buffer{};

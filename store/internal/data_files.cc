@@ -529,13 +529,12 @@ Status DataFiles::sync(std::uint64_t inode) {
 }
 
 Status DataFiles::sync_and_release(std::uint64_t inode) {
-  if (pack_.contains(inode)) return pack_.sync(inode);
+  TP_RETURN_IF_ERROR(sync(inode));
+  if (pack_.contains(inode)) return {};
   TP_ASSIGN_OR_RETURN(auto descriptor, open(inode, false));
-  if (!descriptor) return pack_.sync(inode);
-  TP_RETURN_IF_ERROR(sync_descriptor(*descriptor, inode));
   // Written back by the sync, so the pages are clean and go; advice only, so its failure
   // costs memory, not data.
-  ::posix_fadvise(descriptor->fd, 0, 0, POSIX_FADV_DONTNEED);
+  if (descriptor) ::posix_fadvise(descriptor->fd, 0, 0, POSIX_FADV_DONTNEED);
   return {};
 }
 
