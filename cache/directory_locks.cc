@@ -42,11 +42,11 @@ void DirectoryLocks::attach(cluster::EventLoop* loop, lockmgr::LockManager* mana
 }
 
 store::awaitable<Result<std::shared_ptr<void>>> DirectoryLocks::lock(
-    std::vector<store::InodeId> keys) {
+    std::vector<store::InodeId> keys, store::LockMode mode) {
   const std::shared_ptr<Impl> impl = impl_;
   std::sort(keys.begin(), keys.end());
   keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-  auto locking = impl->here->lock(keys);
+  auto locking = impl->here->lock(keys, mode);
   Result<std::shared_ptr<void>> here = co_await std::move(locking);
   if (!here.ok()) co_return here.status();
   std::shared_ptr<FileLocks> cluster = impl->cluster.get();
@@ -54,17 +54,20 @@ store::awaitable<Result<std::shared_ptr<void>>> DirectoryLocks::lock(
   auto held = std::make_shared<Held>();
   held->here = std::move(here).value();
   held->cluster = cluster;
+  // Shared holders on different nodes go together, as in one process; an exclusive one goes
+  // alone.
+  const lockmgr::Mode wanted =
+      mode == store::LockMode::shared ? lockmgr::Mode::concurrent_write : lockmgr::Mode::exclusive;
   for (store::InodeId key : keys) {
-    // A lock the node kept since its last use is held at once, with no trip to the loop; this
-    // process's lock on the key makes this change its only user here.
-    if (cluster->try_acquire(directory(key), lockmgr::Mode::exclusive)) {
+    // A lock the node kept since its last use is held at once, with no trip to the loop.
+    if (cluster->try_acquire(directory(key), wanted)) {
       held->held_directly.push_back(key);
       continue;
     }
-    auto acquiring = await_callback<Result<lockmgr::CachedLock>>([&cluster, key](auto done) {
-      cluster->acquire(directory(key), lockmgr::Mode::exclusive, lockmgr::kWholeResource,
-                       std::move(done));
-    });
+    auto acquiring =
+        await_callback<Result<lockmgr::CachedLock>>([&cluster, key, wanted](auto done) {
+          cluster->acquire(directory(key), wanted, lockmgr::kWholeResource, std::move(done));
+        });
     Result<lockmgr::CachedLock> granted = co_await std::move(acquiring);
     if (!granted.ok()) co_return granted.status();
     held->acquired.push_back(granted->id);

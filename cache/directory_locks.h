@@ -1,7 +1,8 @@
 // The namespace's locks on directories (store::NamespaceLocks) for a node of a cluster. A key
-// is held in this process, and for the node as an exclusive lock of the lock manager on the
-// directory (lockmgr::ResourceKind::directory): changes across shards that different nodes
-// coordinate exclude each other as those of one node do. The keys are taken in order, so two
+// is held in this process, and for the node as a lock of the lock manager on the directory
+// (lockmgr::ResourceKind::directory) — concurrent-write for a shared holder, exclusive for an
+// exclusive one: changes across shards that different nodes coordinate exclude each other as
+// those of one node do. The keys are taken in order, so two
 // changes never wait for each other in a cycle. The node's lock cache keeps a lock after use
 // until another node wants it, so a node that keeps moving entries between the same
 // directories asks the lock manager once.
@@ -32,7 +33,8 @@ class DirectoryLocks final : public store::NamespaceLocks {
   // (and before this goes, if attached).
   void attach(cluster::EventLoop* loop, lockmgr::LockManager* manager);
 
-  store::awaitable<Result<std::shared_ptr<void>>> lock(std::vector<store::InodeId> keys) override;
+  store::awaitable<Result<std::shared_ptr<void>>> lock(std::vector<store::InodeId> keys,
+                                                       store::LockMode mode) override;
 
  private:
   class Impl;

@@ -26,8 +26,8 @@ struct Holder {
 };
 
 store::awaitable<void> take(std::shared_ptr<DirectoryLocks> locks, std::vector<InodeId> keys,
-                            std::shared_ptr<Holder> holder) {
-  auto locking = locks->lock(std::move(keys));
+                            store::LockMode mode, std::shared_ptr<Holder> holder) {
+  auto locking = locks->lock(std::move(keys), mode);
   holder->held = co_await std::move(locking);
 }
 
@@ -52,15 +52,17 @@ class DirectoryLocksTest : public ::testing::Test {
     world_.run_until(world_.now_ms() + 10);
   }
 
-  std::shared_ptr<Holder> start(std::shared_ptr<DirectoryLocks> locks, std::vector<InodeId> keys) {
+  std::shared_ptr<Holder> start(std::shared_ptr<DirectoryLocks> locks, std::vector<InodeId> keys,
+                                store::LockMode mode = store::LockMode::exclusive) {
     auto holder = std::make_shared<Holder>();
-    boost::asio::co_spawn(io_, take(std::move(locks), std::move(keys), holder),
+    boost::asio::co_spawn(io_, take(std::move(locks), std::move(keys), mode, holder),
                           boost::asio::detached);
     holders_.push_back(holder);
     return holder;
   }
-  std::shared_ptr<Holder> start(NodeId node, std::vector<InodeId> keys) {
-    return start(locks_[node], std::move(keys));
+  std::shared_ptr<Holder> start(NodeId node, std::vector<InodeId> keys,
+                                store::LockMode mode = store::LockMode::exclusive) {
+    return start(locks_[node], std::move(keys), mode);
   }
   // Simulated milliseconds, with the coroutines run in between.
   void run_for(int milliseconds) {
@@ -101,6 +103,29 @@ TEST_F(DirectoryLocksTest, AKeyHeldOnOneNodeWaitsOnAnotherUntilItIsGivenBack) {
   run_for(300);
   EXPECT_FALSE(again->held.has_value());
   overlapping->held.reset();
+  run_for(500);
+  EXPECT_TRUE(granted(*again));
+}
+
+TEST_F(DirectoryLocksTest, SharedHoldersOnTwoNodesGoTogetherAndAnExclusiveOneWaitsForBoth) {
+  auto one = start(1, {10, 11}, store::LockMode::shared);
+  auto two = start(2, {11}, store::LockMode::shared);
+  run_for(300);
+  ASSERT_TRUE(granted(*one));
+  ASSERT_TRUE(granted(*two));
+  auto alone = start(1, {11});
+  run_for(300);
+  EXPECT_FALSE(alone->held.has_value());
+  one->held.reset();
+  run_for(300);
+  EXPECT_FALSE(alone->held.has_value());  // node 2 still shares the key
+  two->held.reset();
+  run_for(500);
+  ASSERT_TRUE(granted(*alone));
+  auto again = start(2, {11}, store::LockMode::shared);
+  run_for(300);
+  EXPECT_FALSE(again->held.has_value());
+  alone->held.reset();
   run_for(500);
   EXPECT_TRUE(granted(*again));
 }

@@ -113,6 +113,13 @@ ShardStep inode_step(StepKind kind, InodeId inode, std::int32_t delta = 0, Inode
 
 }  // namespace
 
+// How run_plan ended: `status` as the caller tells it; `refused` when no part was decided, so
+// nothing changed and the plan may be made again.
+struct PlanEnd {
+  Status status;
+  bool refused = false;
+};
+
 // Runs `plan` by two-phase commit (store/cross_shard.h): every other shard prepares, then the
 // coordinator, whose add_entry steps naming inode 0 name the first inode another part made;
 // then the coordinator decides, then the others commit, then `locks` (the caller's, if any)
@@ -121,11 +128,12 @@ ShardStep inode_step(StepKind kind, InodeId inode, std::int32_t delta = 0, Inode
 // commit does not get through (recovery commits it). Only a decision whose answer was lost
 // leaves the parts to recovery. Only the coordinating shard's home drives a change: a shard
 // whose home moved away is refused, so a deposed home cannot decide what the new one settled.
-static awaitable<Status> run_plan(ShardedNamespace::Impl& ns, Plan plan,
-                                  std::shared_ptr<void>* locks = nullptr) {
+static awaitable<PlanEnd> run_plan(ShardedNamespace::Impl& ns, Plan plan,
+                                   std::shared_ptr<void>* locks = nullptr) {
   if (!ns.coordinates(plan.coordinator)) {
-    co_return error(Errc::unavailable, "this node no longer coordinates shard " +
-                                           std::to_string(plan.coordinator) + "'s changes");
+    co_return PlanEnd{error(Errc::unavailable, "this node no longer coordinates shard " +
+                                                   std::to_string(plan.coordinator) + "'s changes"),
+                      true};
   }
   const TransactionId id = ns.new_transaction_id();
   std::vector<std::pair<ShardId, std::shared_ptr<ShardParticipant>>> prepared;
@@ -155,7 +163,7 @@ static awaitable<Status> run_plan(ShardedNamespace::Impl& ns, Plan plan,
     }
     if (!made_here.ok()) {
       co_await abort_prepared();
-      co_return retry_if_changed(made_here.status());
+      co_return PlanEnd{retry_if_changed(made_here.status()), true};
     }
     prepared.emplace_back(shard, access->participant);
     if (!made_here->empty() && made == 0) made = made_here->front();
@@ -178,7 +186,7 @@ static awaitable<Status> run_plan(ShardedNamespace::Impl& ns, Plan plan,
   }
   if (!prepared_here.ok()) {
     co_await abort_prepared();
-    co_return retry_if_changed(prepared_here.status());
+    co_return PlanEnd{retry_if_changed(prepared_here.status()), true};
   }
   if (const auto pause = fail_points::pause_at(fail_points::kCrossShardDecide); pause.count() > 0) {
     asio::steady_timer between_phases(co_await asio::this_coro::executor, pause);
@@ -190,13 +198,13 @@ static awaitable<Status> run_plan(ShardedNamespace::Impl& ns, Plan plan,
   if (decided.code() == Errc::precondition_failed) {
     // Refused: recovery gave the change up meanwhile. Not decided, so undone everywhere.
     co_await abort_prepared();
-    co_return error(Errc::unavailable, "a change across shards was given up; retry");
+    co_return PlanEnd{error(Errc::unavailable, "a change across shards was given up; retry"), true};
   }
   if (!decided.ok()) {
     // Whether the coordinator decided is not known here: recovery settles it, when the
     // coordinator's store opens again.
-    co_return error(Errc::unavailable, "a change across shards was cut short (" +
-                                           decided.to_string() + "); recovery settles it");
+    co_return PlanEnd{error(Errc::unavailable, "a change across shards was cut short (" +
+                                                   decided.to_string() + "); recovery settles it")};
   }
   bool all_committed = true;
   for (auto& [shard, participant] : prepared) {
@@ -215,7 +223,7 @@ static awaitable<Status> run_plan(ShardedNamespace::Impl& ns, Plan plan,
     const Status finished = co_await std::move(finishing);
     if (!finished.ok()) spdlog::warn("change across shards {:x}: {}", id, finished.to_string());
   }
-  co_return Status{};
+  co_return PlanEnd{};
 }
 
 ShardedNamespace::ShardedNamespace(ShardId shard_count, ShardOf shard,
@@ -380,7 +388,7 @@ awaitable<Result<NewObject>> ShardedNamespace::mkdir(InodeId directory, std::str
   plan.parts[home].push_back(std::move(make));
   plan.add(directory, entry_step(StepKind::add_entry, directory, name, 0, +1));
   auto running = run_plan(*impl_, std::move(plan));
-  TP_CO_RETURN_IF_ERROR(co_await std::move(running));
+  TP_CO_RETURN_IF_ERROR((co_await std::move(running)).status);
   auto finding = lookup(directory, name, kWalker);
   Result<LookupResult> made = co_await std::move(finding);
   if (!made.ok()) co_return made.status();
@@ -407,7 +415,7 @@ awaitable<Result<Wcc>> remove_across(ShardedNamespace& ns, ShardedNamespace::Imp
   plan.add(object.inode, is_directory ? inode_step(StepKind::remove_directory, object.inode)
                                       : inode_step(StepKind::add_links, object.inode, -1));
   auto running = run_plan(impl, std::move(plan));
-  TP_CO_RETURN_IF_ERROR(co_await std::move(running));
+  TP_CO_RETURN_IF_ERROR((co_await std::move(running)).status);
   auto getting = attributes_of(impl, directory);
   const Result<Attributes> after = co_await std::move(getting);
   co_return wcc_of(victim->directory, after);
@@ -434,101 +442,110 @@ awaitable<Result<Wcc>> ShardedNamespace::rmdir(InodeId directory, std::string na
   co_return co_await std::move(across);
 }
 
-awaitable<Result<RenameResult>> ShardedNamespace::rename(InodeId from_directory,
-                                                         std::string from_name,
-                                                         InodeId to_directory, std::string to_name,
-                                                         Caller caller) {
-  // Within one shard, the shard's own rename, unless it meets an inode of another shard. Within
-  // one directory it needs no lock: nothing changes parent.
-  const bool one_shard = shard_of(from_directory) == shard_of(to_directory);
-  auto on_source_shard = [&]() {
-    return on_shard<RenameResult>(*impl_, from_directory, [=](Store& s) {
-      return s.rename(from_directory, from_name, to_directory, to_name, caller);
-    });
-  };
-  if (!impl_->coordinates(shard_of(from_directory))) {
-    auto renaming = on_source_shard();
-    co_return co_await std::move(renaming);
-  }
-  if (one_shard && from_directory == to_directory) {
-    auto renaming = on_source_shard();
-    Result<RenameResult> renamed = co_await std::move(renaming);
-    if (renamed.ok() || renamed.status().code() != Errc::cross_device) co_return renamed;
-  }
-  if (is_dot_or_dotdot(from_name) || is_dot_or_dotdot(to_name)) {
-    co_return error(Errc::invalid_argument, "cannot rename '.' or '..'");
-  }
-  TP_CO_RETURN_IF_ERROR(internal::validate_new_name(to_name));
-  // Both directories, and for a directory that changes parent the lock on such moves too:
-  // known once the source is looked up under the first two, and then looked up again.
+namespace {
+
+// A rename made under the namespace's locks; `refused` when it met another change under way on
+// a shard and changed nothing, so that it may be made again.
+struct RenameAttempt {
+  Result<RenameResult> result = RenameResult{};
+  bool refused = false;
+};
+
+// The rename of from_directory/from_name to to_directory/to_name whose entries or inode may lie
+// on several shards, holding both directories in `mode` — and, for a directory that changes
+// parent, exclusive, with the lock on such moves: known once the source is looked up under the
+// first two, and then looked up again.
+awaitable<RenameAttempt> rename_under_locks(ShardedNamespace& ns, ShardedNamespace::Impl& impl,
+                                            InodeId from_directory, std::string from_name,
+                                            InodeId to_directory, std::string to_name,
+                                            Caller caller, LockMode mode) {
   std::vector<InodeId> keys{from_directory, to_directory};
   Result<std::shared_ptr<void>> held = std::shared_ptr<void>();
   Result<LookupResult> source = error(Errc::not_found, from_name);
   for (bool moves_directory = false;;) {
     held = std::shared_ptr<void>();
-    auto locking = impl_->locks().lock(keys);
+    auto locking = impl.locks().lock(keys, mode);
     held = co_await std::move(locking);
-    if (!held.ok()) co_return held.status();
-    auto looking = lookup(from_directory, from_name, caller);
+    if (!held.ok()) co_return RenameAttempt{held.status()};
+    auto looking = ns.lookup(from_directory, from_name, caller);
     source = co_await std::move(looking);
-    if (!source.ok()) co_return source.status();
+    if (!source.ok()) co_return RenameAttempt{source.status()};
     const bool needs_moves_lock =
         source->object.type == FileType::directory && from_directory != to_directory;
     if (!needs_moves_lock || moves_directory) break;
     moves_directory = true;
     keys.push_back(kDirectoryMovesKey);
+    mode = LockMode::exclusive;
   }
-  if (one_shard && from_directory != to_directory) {
+  // Only a rename that shared its locks can have met another one between its directories.
+  const bool may_run_again = mode == LockMode::shared;
+  if (shard_of(from_directory) == shard_of(to_directory) && from_directory != to_directory) {
     // Under the locks: a directory it moves cannot close a cycle with one moving across shards.
-    auto renaming = on_source_shard();
+    auto renaming = on_shard<RenameResult>(impl, from_directory, [=](Store& s) {
+      return s.rename(from_directory, from_name, to_directory, to_name, caller);
+    });
     Result<RenameResult> renamed = co_await std::move(renaming);
-    if (renamed.ok() || renamed.status().code() != Errc::cross_device) co_return renamed;
+    if (renamed.ok() || renamed.status().code() != Errc::cross_device) {
+      co_return RenameAttempt{renamed,
+                              may_run_again && renamed.status().code() == Errc::unavailable};
+    }
   }
   const Attributes from_dir = source->directory;
-  TP_CO_RETURN_IF_ERROR(check_may_delete(from_dir, source->object, caller));
-  auto getting = attributes_of(*impl_, to_directory);
+  if (Status may = check_may_delete(from_dir, source->object, caller); !may.ok()) {
+    co_return RenameAttempt{may};
+  }
+  auto getting = attributes_of(impl, to_directory);
   Result<Attributes> to_dir = co_await std::move(getting);
-  if (!to_dir.ok()) co_return to_dir.status();
-  if (to_dir->type != FileType::directory)
-    co_return error(Errc::not_a_directory, "not a directory");
-  TP_CO_RETURN_IF_ERROR(check_may_add(*to_dir, caller));
+  if (!to_dir.ok()) co_return RenameAttempt{to_dir.status()};
+  if (to_dir->type != FileType::directory) {
+    co_return RenameAttempt{error(Errc::not_a_directory, "not a directory")};
+  }
+  if (Status may = check_may_add(*to_dir, caller); !may.ok()) co_return RenameAttempt{may};
   const Attributes& moved = source->object;
   const bool moving_directory = moved.type == FileType::directory;
   const bool new_parent = moving_directory && from_directory != to_directory;
   if (new_parent) {
     // Its ".." changes, so it must be writable, and it must not move into its own subtree.
     if (!permits(moved, caller, kMayWrite)) {
-      co_return error(Errc::access_denied, "no write permission on the moved directory");
+      co_return RenameAttempt{
+          error(Errc::access_denied, "no write permission on the moved directory")};
     }
     InodeId up = to_directory;
     for (int depth = 0; up != kRootInode; ++depth) {
-      if (up == moved.inode)
-        co_return error(Errc::invalid_argument, "cannot move a directory into itself");
-      if (depth == kMaxDepth) co_return error(Errc::name_too_long, "path too deep");
-      auto climbing = lookup(up, "..", kWalker);
+      if (up == moved.inode) {
+        co_return RenameAttempt{
+            error(Errc::invalid_argument, "cannot move a directory into itself")};
+      }
+      if (depth == kMaxDepth) co_return RenameAttempt{error(Errc::name_too_long, "path too deep")};
+      auto climbing = ns.lookup(up, "..", kWalker);
       Result<LookupResult> parent = co_await std::move(climbing);
-      if (!parent.ok()) co_return parent.status();
+      if (!parent.ok()) co_return RenameAttempt{parent.status()};
       up = parent->object.inode;
     }
   }
   std::optional<Attributes> replaced;
-  auto finding = lookup(to_directory, to_name, caller);
+  auto finding = ns.lookup(to_directory, to_name, caller);
   Result<LookupResult> target = co_await std::move(finding);
   if (target.ok()) {
     if (target->object.inode == moved.inode) {
-      co_return RenameResult{Wcc{pre_of(from_dir), from_dir}, Wcc{pre_of(*to_dir), *to_dir}};
+      co_return RenameAttempt{
+          RenameResult{Wcc{pre_of(from_dir), from_dir}, Wcc{pre_of(*to_dir), *to_dir}}};
     }
     const bool target_is_directory = target->object.type == FileType::directory;
     if (moving_directory && !target_is_directory) {
-      co_return error(Errc::not_a_directory, "cannot replace a file with a directory");
+      co_return RenameAttempt{
+          error(Errc::not_a_directory, "cannot replace a file with a directory")};
     }
     if (!moving_directory && target_is_directory) {
-      co_return error(Errc::is_a_directory, "cannot replace a directory with a file");
+      co_return RenameAttempt{
+          error(Errc::is_a_directory, "cannot replace a directory with a file")};
     }
-    TP_CO_RETURN_IF_ERROR(check_may_delete(*to_dir, target->object, caller));
+    if (Status may = check_may_delete(*to_dir, target->object, caller); !may.ok()) {
+      co_return RenameAttempt{may};
+    }
     replaced = target->object;
   } else if (target.status().code() != Errc::not_found) {
-    co_return target.status();
+    co_return RenameAttempt{target.status()};
   }
 
   Plan plan{shard_of(from_directory), {}};
@@ -549,13 +566,53 @@ awaitable<Result<RenameResult>> ShardedNamespace::rename(InodeId from_directory,
   if (new_parent) {
     plan.add(moved.inode, inode_step(StepKind::set_parent, moved.inode, 0, to_directory));
   }
-  auto running = run_plan(*impl_, std::move(plan), &*held);
-  TP_CO_RETURN_IF_ERROR(co_await std::move(running));
-  auto from_after = attributes_of(*impl_, from_directory);
+  auto running = run_plan(impl, std::move(plan), &*held);
+  const PlanEnd ran = co_await std::move(running);
+  if (!ran.status.ok()) co_return RenameAttempt{ran.status, may_run_again && ran.refused};
+  auto from_after = attributes_of(impl, from_directory);
   const Result<Attributes> from_now = co_await std::move(from_after);
-  auto to_after = attributes_of(*impl_, to_directory);
+  auto to_after = attributes_of(impl, to_directory);
   const Result<Attributes> to_now = co_await std::move(to_after);
-  co_return RenameResult{wcc_of(from_dir, from_now), wcc_of(*to_dir, to_now)};
+  co_return RenameAttempt{RenameResult{wcc_of(from_dir, from_now), wcc_of(*to_dir, to_now)}};
+}
+
+}  // namespace
+
+awaitable<Result<RenameResult>> ShardedNamespace::rename(InodeId from_directory,
+                                                         std::string from_name,
+                                                         InodeId to_directory, std::string to_name,
+                                                         Caller caller) {
+  // Within one shard, the shard's own rename, unless it meets an inode of another shard. Within
+  // one directory it needs no lock: nothing changes parent.
+  auto on_source_shard = [&]() {
+    return on_shard<RenameResult>(*impl_, from_directory, [=](Store& s) {
+      return s.rename(from_directory, from_name, to_directory, to_name, caller);
+    });
+  };
+  if (!impl_->coordinates(shard_of(from_directory))) {
+    auto renaming = on_source_shard();
+    co_return co_await std::move(renaming);
+  }
+  if (from_directory == to_directory && shard_of(from_directory) == shard_of(to_directory)) {
+    auto renaming = on_source_shard();
+    Result<RenameResult> renamed = co_await std::move(renaming);
+    if (renamed.ok() || renamed.status().code() != Errc::cross_device) co_return renamed;
+  }
+  if (is_dot_or_dotdot(from_name) || is_dot_or_dotdot(to_name)) {
+    co_return error(Errc::invalid_argument, "cannot rename '.' or '..'");
+  }
+  TP_CO_RETURN_IF_ERROR(internal::validate_new_name(to_name));
+  // Renames between the same directories go together, each holding its entries on the shards
+  // it changes; one that met another's holds is made again alone, so that two renames to one
+  // name both succeed, the later replacing the earlier, as they would on one shard.
+  auto sharing = rename_under_locks(*this, *impl_, from_directory, from_name, to_directory, to_name,
+                                    caller, LockMode::shared);
+  RenameAttempt shared = co_await std::move(sharing);
+  if (!shared.refused) co_return std::move(shared.result);
+  auto alone = rename_under_locks(*this, *impl_, from_directory, from_name, to_directory, to_name,
+                                  caller, LockMode::exclusive);
+  RenameAttempt exclusive = co_await std::move(alone);
+  co_return std::move(exclusive.result);
 }
 
 awaitable<Result<LinkResult>> ShardedNamespace::link(InodeId file, InodeId directory,
@@ -577,7 +634,7 @@ awaitable<Result<LinkResult>> ShardedNamespace::link(InodeId file, InodeId direc
   plan.add(directory, entry_step(StepKind::add_entry, directory, name, file, 0));
   plan.add(file, inode_step(StepKind::add_links, file, +1));
   auto running = run_plan(*impl_, std::move(plan));
-  TP_CO_RETURN_IF_ERROR(co_await std::move(running));
+  TP_CO_RETURN_IF_ERROR((co_await std::move(running)).status);
   auto file_after = attributes_of(*impl_, file);
   Result<Attributes> file_now = co_await std::move(file_after);
   if (!file_now.ok()) co_return file_now.status();

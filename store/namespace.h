@@ -10,13 +10,15 @@
 //
 // Changes across shards: mkdir on another shard, rmdir, and remove, link or rename whose
 // entries and inodes are not all on one shard. A rename across shards first takes the
-// namespace's locks on both directories (and, when a directory changes parent, the lock on
-// such moves, as a kernel's rename lock: two of them cannot make a cycle), then prepares every
+// namespace's locks on both directories — shared for a file, so that renames between the same
+// directories go together; exclusive, with the lock on such moves, when a directory changes
+// parent, as a kernel's rename lock: two of them cannot make a cycle — then prepares every
 // shard's part, then commits: the coordinator — the source directory's shard — first. A crash
 // between the phases leaves prepared parts that recover() settles: the file ends up under
 // exactly one of its names.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -39,12 +41,19 @@ struct ShardAccess {
   bool local = true;
 };
 
-// Locks on directories held across the phases of a rename between shards.
+// Locks on directories held across the phases of a rename between shards. Renames of files
+// hold their directories shared: the shards' own holds keep two of them from changing one
+// entry, and one that meets another's is run again holding them exclusive. A directory that
+// changes parent holds them exclusive.
+enum class LockMode : std::uint8_t { shared, exclusive };
 class NamespaceLocks {
  public:
   virtual ~NamespaceLocks() = default;
-  // Held until the returned object goes. Waits while any of `keys` is held.
-  virtual awaitable<Result<std::shared_ptr<void>>> lock(std::vector<InodeId> keys) = 0;
+  // Held until the returned object goes. Waits while any of `keys` is held in a mode that
+  // excludes `mode`, or is waited for by an earlier lock(): waiters are served in turn, so a
+  // stream of shared holders never keeps an exclusive one waiting for ever.
+  virtual awaitable<Result<std::shared_ptr<void>>> lock(std::vector<InodeId> keys,
+                                                        LockMode mode) = 0;
 };
 // The locks of a namespace whose operations all run in this process.
 std::shared_ptr<NamespaceLocks> make_process_locks();

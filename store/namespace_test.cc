@@ -2,12 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <set>
 
+#include "common/fail_points.h"
 #include "store/cross_shard.h"
 #include "store/internal/test_util.h"
 #include "store/remote_store.h"
@@ -446,6 +449,66 @@ TEST_F(ShardedNamespaceTest, APreparedPartHoldsWhatItTouchesUntilItIsSettled) {
                   .ok());
 }
 
+TEST_F(ShardedNamespaceTest, FileRenamesBetweenTheSameDirectoriesGoTogether) {
+  const InodeId a = directory_on(1, "a");
+  const InodeId b = directory_on(2, "b");
+  create(a, "f1", "one");
+  create(a, "f2", "two");
+  // Each rename waits between its phases long enough for the other to prepare its part too,
+  // unless it waits for the first's locks.
+  fail_points::set_pause(fail_points::kCrossShardDecide, std::chrono::milliseconds(1500));
+  boost::asio::io_context io;
+  std::vector<Status> answers;
+  for (const std::string name : {"1", "2"}) {
+    boost::asio::co_spawn(io, ns_->rename(a, "f" + name, b, "g" + name, root_caller()),
+                          [&](std::exception_ptr, Result<RenameResult> renamed) {
+                            answers.push_back(renamed.status());
+                          });
+  }
+  std::size_t most_prepared_at_once = 0;
+  for (int step = 0; step < 100 && most_prepared_at_once < 2; ++step) {
+    io.run_for(std::chrono::milliseconds(10));
+    most_prepared_at_once = std::max(most_prepared_at_once, pending(2).size());
+  }
+  fail_points::set_pause(fail_points::kCrossShardDecide, std::chrono::milliseconds(0));
+  io.run();
+  EXPECT_EQ(most_prepared_at_once, 2u);
+  ASSERT_EQ(answers.size(), 2u);
+  for (const Status& answer : answers) EXPECT_TRUE(answer.ok()) << answer.to_string();
+  EXPECT_EQ(contents(lookup(b, "g1")->object.inode), "one");
+  EXPECT_EQ(contents(lookup(b, "g2")->object.inode), "two");
+  for (ShardId shard = 0; shard < kShards; ++shard) EXPECT_TRUE(pending(shard).empty());
+}
+
+TEST_F(ShardedNamespaceTest, TwoRenamesToOneNameBothSucceedTheLaterReplacingTheEarlier) {
+  const InodeId a = directory_on(1, "a");
+  const InodeId b = directory_on(2, "b");
+  const InodeId one = create(a, "f1", "one");
+  const InodeId two = create(a, "f2", "two");
+  // The first to prepare holds b/g while it waits; the other meets that hold.
+  fail_points::set_pause(fail_points::kCrossShardDecide, std::chrono::milliseconds(300));
+  boost::asio::io_context io;
+  std::vector<Status> answers;
+  for (const std::string name : {"f1", "f2"}) {
+    boost::asio::co_spawn(io, ns_->rename(a, name, b, "g", root_caller()),
+                          [&](std::exception_ptr, Result<RenameResult> renamed) {
+                            answers.push_back(renamed.status());
+                          });
+  }
+  io.run();
+  fail_points::set_pause(fail_points::kCrossShardDecide, std::chrono::milliseconds(0));
+  ASSERT_EQ(answers.size(), 2u);
+  for (const Status& answer : answers) EXPECT_TRUE(answer.ok()) << answer.to_string();
+  EXPECT_EQ(lookup(a, "f1").status().code(), Errc::not_found);
+  EXPECT_EQ(lookup(a, "f2").status().code(), Errc::not_found);
+  auto last = lookup(b, "g");
+  ASSERT_TRUE(last.ok()) << last.status().to_string();
+  const InodeId replaced = last->object.inode == one ? two : one;
+  EXPECT_TRUE(last->object.inode == one || last->object.inode == two);
+  EXPECT_EQ(run_to_completion(ns_->getattr(replaced)).status().code(), Errc::stale);
+  for (ShardId shard = 0; shard < kShards; ++shard) EXPECT_TRUE(pending(shard).empty());
+}
+
 TEST_F(ShardedNamespaceTest, FindFilesGoesThroughEveryShardInTurn) {
   const InodeId top = create(kRootInode, "top", "x");
   std::set<ShardId> visited;
@@ -684,29 +747,58 @@ TEST_F(TwoHomesTest, APartWhoseCoordinatorNeverPreparedIsGivenUpByItsOwnHome) {
       Errc::unavailable);
 }
 
-TEST(ProcessLocksTest, OverlappingKeysWaitForEachOther) {
-  auto locks = make_process_locks();
-  boost::asio::io_context io;
-  std::vector<std::string> order;
-  auto holder = [&](std::vector<InodeId> keys, std::string name) -> awaitable<void> {
-    auto locking = locks->lock(std::move(keys));
+// Holders of a process's locks, each for 20 ms once granted; `order` says when each went in
+// and out.
+class ProcessLocksTest : public ::testing::Test {
+ protected:
+  void hold(std::vector<InodeId> keys, LockMode mode, std::string name) {
+    boost::asio::co_spawn(io_, holder(std::move(keys), mode, std::move(name)),
+                          boost::asio::detached);
+  }
+  std::ptrdiff_t when(const std::string& event) const {
+    return std::find(order_.begin(), order_.end(), event) - order_.begin();
+  }
+
+  std::shared_ptr<NamespaceLocks> locks_ = make_process_locks();
+  boost::asio::io_context io_;
+  std::vector<std::string> order_;
+
+ private:
+  awaitable<void> holder(std::vector<InodeId> keys, LockMode mode, std::string name) {
+    auto locking = locks_->lock(std::move(keys), mode);
     Result<std::shared_ptr<void>> held = co_await std::move(locking);
     EXPECT_TRUE(held.ok());
-    order.push_back(name + " in");
-    boost::asio::steady_timer wait(io, std::chrono::milliseconds(20));
+    order_.push_back(name + " in");
+    boost::asio::steady_timer wait(io_, std::chrono::milliseconds(20));
     co_await wait.async_wait(boost::asio::use_awaitable);
-    order.push_back(name + " out");
-  };
-  boost::asio::co_spawn(io, holder({1, 2}, "first"), boost::asio::detached);
-  boost::asio::co_spawn(io, holder({2, 3}, "second"), boost::asio::detached);
-  boost::asio::co_spawn(io, holder({4}, "third"), boost::asio::detached);
-  io.run();
-  ASSERT_EQ(order.size(), 6u);
-  EXPECT_EQ(order[0], "first in");
-  EXPECT_EQ(order[1], "third in");
-  const auto first_out = std::find(order.begin(), order.end(), "first out");
-  const auto second_in = std::find(order.begin(), order.end(), "second in");
-  EXPECT_LT(first_out, second_in);
+    order_.push_back(name + " out");
+  }
+};
+
+TEST_F(ProcessLocksTest, OverlappingKeysWaitForEachOther) {
+  hold({1, 2}, LockMode::exclusive, "first");
+  hold({2, 3}, LockMode::exclusive, "second");
+  hold({4}, LockMode::exclusive, "third");
+  io_.run();
+  ASSERT_EQ(order_.size(), 6u);
+  EXPECT_EQ(order_[0], "first in");
+  EXPECT_EQ(order_[1], "third in");
+  EXPECT_LT(when("first out"), when("second in"));
+}
+
+TEST_F(ProcessLocksTest, SharedHoldersGoTogetherAndNoneOvertakesAWaitingExclusiveOne) {
+  hold({1, 2}, LockMode::shared, "a");
+  hold({2, 3}, LockMode::shared, "b");
+  hold({2}, LockMode::exclusive, "c");
+  hold({2, 5}, LockMode::shared, "d");
+  hold({3}, LockMode::shared, "f");
+  io_.run();
+  ASSERT_EQ(order_.size(), 10u);
+  EXPECT_LT(when("a in"), when("a out"));
+  EXPECT_LT(when("b in"), when("a out"));
+  EXPECT_LT(when("f in"), when("a out"));
+  EXPECT_GT(when("c in"), std::max(when("a out"), when("b out")));
+  EXPECT_GT(when("d in"), when("c out"));
 }
 
 }  // namespace

@@ -227,9 +227,10 @@ TEST(CrossShardTest, ARenameCutShortByTheDeathOfItsCoordinatorLeavesEveryFileUnd
     EXPECT_EQ(back.list(to[pair]).size(), 2u) << to_dir(pair) << ": only . and ..";
   }
 
-  // A rename between directories holds the cluster's locks on both. The lock cache of the
-  // home of the source directory's shard keeps them after use, until another node wants them:
-  // the lock manager lists them.
+  // A file's rename between directories holds the cluster's locks on both, concurrent-write:
+  // shared with the other renames of files. The lock cache of the home of the source
+  // directory's shard keeps them after use, until another node wants them: the lock manager
+  // lists them.
   ASSERT_FALSE(back.make_file(to[0], "last", 0644, "x").empty());
   ASSERT_EQ(back.rename(to[0], "last", to[1], "last").status, NFS3_OK);
   const LookupResult source = check.lookup(root, to_dir(0));
@@ -238,7 +239,7 @@ TEST(CrossShardTest, ARenameCutShortByTheDeathOfItsCoordinatorLeavesEveryFileUnd
   std::set<std::uint64_t> locked;
   const nlohmann::json listed = cluster.tide_json(1, {"locks", "list", "--kind", "directory"});
   for (const nlohmann::json& lock : listed["locks"]) {
-    if (lock["state"] == "granted" && lock["node"] == coordinator && lock["mode"] == "EX") {
+    if (lock["state"] == "granted" && lock["node"] == coordinator && lock["mode"] == "CW") {
       locked.insert(lock["file"].get<std::uint64_t>());
     }
   }
