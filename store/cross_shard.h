@@ -3,12 +3,14 @@
 // list of steps it applies all at once, and the parts commit all or none, by two-phase commit
 // with presumed abort:
 //
-// 1. Every shard but the coordinator prepares its part, then the coordinator prepares its own:
-//    each checks its steps against the shard as it is, keeps them durably, and holds what they
-//    touch (the entries, the inodes) against every other change, which is refused as
-//    unavailable (retry later) until the part commits or aborts.
-// 2. The coordinator commits its part: that is the decision (decide). It keeps the decision
-//    until every other part committed, then forgets it (finish).
+// 1. Every shard but the coordinator prepares its part: each checks its steps against the
+//    shard as it is, keeps them durably, and holds what they touch (the entries, the inodes)
+//    against every other change, which is refused as unavailable (retry later) until the part
+//    commits or aborts.
+// 2. The coordinator prepares and commits its own part: that is the decision (decide), made in
+//    one change of its shard where it can (prepare_and_decide: the coordinator is the last to
+//    prepare). It keeps the decision until every other part committed, then forgets it
+//    (finish).
 // 3. A part whose transaction its coordinator does not know (outcome) is aborted: the
 //    coordinator remembers that it told so, and never decides that transaction afterwards; so
 //    does a coordinator whose part was aborted.
@@ -98,6 +100,18 @@ class ShardParticipant {
   // On the coordinator: applies its prepared part and keeps the decision until finish().
   // precondition_failed when the part is not prepared there (aborted, or never prepared).
   virtual boost::asio::awaitable<Status> decide(TransactionId id) = 0;
+  // On the coordinator, once every other part is prepared: prepare(part), then decide(part.id),
+  // as one change of the shard where it can — then a crash leaves no part of it there, and the
+  // others are aborted as their coordinator does not know them. Ok: decided. Otherwise what
+  // outcome() says: not decided if it says aborted or prepared.
+  virtual boost::asio::awaitable<Status> prepare_and_decide(TransactionPart part) {
+    const TransactionId id = part.id;
+    auto preparing = prepare(std::move(part));
+    const Result<std::vector<InodeId>> prepared = co_await std::move(preparing);
+    if (!prepared.ok()) co_return prepared.status();
+    auto deciding = decide(id);
+    co_return co_await std::move(deciding);
+  }
   // On another shard: applies a prepared part and forgets it. A part not known (committed
   // before) is ok.
   virtual boost::asio::awaitable<Status> commit(TransactionId id) = 0;

@@ -121,11 +121,11 @@ struct PlanEnd {
 };
 
 // Runs `plan` by two-phase commit (store/cross_shard.h): every other shard prepares, then the
-// coordinator, whose add_entry steps naming inode 0 name the first inode another part made;
-// then the coordinator decides, then the others commit, then `locks` (the caller's, if any)
-// go before the coordinator forgets its decision. Fails, with nothing changed, when a part
-// cannot be prepared or the decision is refused; once decided, succeeds even if another part's
-// commit does not get through (recovery commits it). Only a decision whose answer was lost
+// coordinator prepares and decides, its add_entry steps naming inode 0 naming the first inode
+// another part made; then the others commit, then `locks` (the caller's, if any) go before the
+// coordinator forgets its decision. Fails, with nothing changed, when a part cannot be prepared
+// or the decision is refused; once decided, succeeds even if another part's commit does not get
+// through (recovery commits it). Only a decision the coordinator cannot say it made or not
 // leaves the parts to recovery. Only the coordinating shard's home drives a change: a shard
 // whose home moved away is refused, so a deposed home cannot decide what the new one settled.
 static awaitable<PlanEnd> run_plan(ShardedNamespace::Impl& ns, Plan plan,
@@ -173,38 +173,41 @@ static awaitable<PlanEnd> run_plan(ShardedNamespace::Impl& ns, Plan plan,
     if (step.kind == StepKind::add_entry && step.inode == 0) step.inode = made;
   }
   Result<ShardAccess> coordinator = ns.at(plan.coordinator);
-  Result<std::vector<InodeId>> prepared_here = std::vector<InodeId>();
-  if (!coordinator.ok()) {
-    prepared_here = coordinator.status();
-  } else if (!coordinator->local) {
-    prepared_here = error(Errc::unavailable, "shard " + std::to_string(plan.coordinator) +
-                                                 "'s home moved during the change");
-  } else {
-    auto preparing =
-        coordinator->participant->prepare(TransactionPart{id, plan.coordinator, participants, own});
-    prepared_here = co_await std::move(preparing);
-  }
-  if (!prepared_here.ok()) {
+  if (!coordinator.ok() || !coordinator->local) {
     co_await abort_prepared();
-    co_return PlanEnd{retry_if_changed(prepared_here.status()), true};
+    co_return PlanEnd{coordinator.ok()
+                          ? error(Errc::unavailable, "shard " + std::to_string(plan.coordinator) +
+                                                         "'s home moved during the change")
+                          : coordinator.status(),
+                      true};
   }
   if (const auto pause = fail_points::pause_at(fail_points::kCrossShardDecide); pause.count() > 0) {
     asio::steady_timer between_phases(co_await asio::this_coro::executor, pause);
     auto pausing = between_phases.async_wait(asio::use_awaitable);
     co_await std::move(pausing);
   }
-  auto deciding = coordinator->participant->decide(id);
+  ShardParticipant& deciding_shard = *coordinator->participant;
+  auto deciding =
+      deciding_shard.prepare_and_decide(TransactionPart{id, plan.coordinator, participants, own});
   const Status decided = co_await std::move(deciding);
-  if (decided.code() == Errc::precondition_failed) {
-    // Refused: recovery gave the change up meanwhile. Not decided, so undone everywhere.
-    co_await abort_prepared();
-    co_return PlanEnd{error(Errc::unavailable, "a change across shards was given up; retry"), true};
-  }
   if (!decided.ok()) {
-    // Whether the coordinator decided is not known here: recovery settles it, when the
-    // coordinator's store opens again.
-    co_return PlanEnd{error(Errc::unavailable, "a change across shards was cut short (" +
-                                                   decided.to_string() + "); recovery settles it")};
+    // Refused, or cut short: the coordinator says which, and from now on never decides it
+    // unless it did.
+    auto asking = deciding_shard.outcome(id);
+    const Result<Outcome> outcome = co_await std::move(asking);
+    if (!outcome.ok()) {
+      co_return PlanEnd{error(Errc::unavailable, "a change across shards was cut short (" +
+                                                     decided.to_string() +
+                                                     "); recovery settles it")};
+    }
+    if (*outcome != Outcome::committed) {
+      if (*outcome == Outcome::prepared) {
+        // There first, as recovery does, so that it is never decided afterwards.
+        prepared.emplace(prepared.begin(), plan.coordinator, coordinator->participant);
+      }
+      co_await abort_prepared();
+      co_return PlanEnd{retry_if_changed(decided), true};
+    }
   }
   bool all_committed = true;
   for (auto& [shard, participant] : prepared) {
@@ -691,6 +694,15 @@ awaitable<Result<CandidatePage>> ShardedNamespace::find_files(std::string where,
   co_return page;
 }
 
+namespace {
+
+void log_settled(ShardId shard, TransactionId id, bool decided) {
+  spdlog::info("shard {}: change across shards {:x} {} after a crash", shard, id,
+               decided ? "completed" : "rolled back");
+}
+
+}  // namespace
+
 awaitable<Status> ShardedNamespace::recover() {
   Status left;  // the first reason something is left for the next run
   auto keep_first = [&left](const Status& status) {
@@ -717,13 +729,15 @@ awaitable<Status> ShardedNamespace::recover() {
         const Result<Outcome> outcome = co_await std::move(asking);
         if (!outcome.ok()) {
           keep_first(outcome.status());
-        } else if (*outcome == Outcome::committed) {
-          auto committing = access->participant->commit(part.id);
-          keep_first(co_await std::move(committing));
-        } else if (*outcome == Outcome::aborted) {
-          auto aborting = access->participant->abort(part.id);
-          keep_first(co_await std::move(aborting));
+          continue;
         }
+        if (*outcome == Outcome::prepared) continue;  // still driven by its coordinator
+        const bool decided = *outcome == Outcome::committed;
+        auto settling =
+            decided ? access->participant->commit(part.id) : access->participant->abort(part.id);
+        const Status settled = co_await std::move(settling);
+        keep_first(settled);
+        if (settled.ok()) log_settled(shard, part.id, decided);
         continue;
       }
       // A coordinator's part: a decision is carried out everywhere, anything else undone —
@@ -753,8 +767,7 @@ awaitable<Status> ShardedNamespace::recover() {
         auto finishing = access->participant->finish(part.id);
         keep_first(co_await std::move(finishing));
       }
-      spdlog::info("shard {}: change across shards {:x} {} after a crash", shard, part.id,
-                   part.decided ? "completed" : "rolled back");
+      log_settled(shard, part.id, part.decided);
     }
   }
   co_return left;

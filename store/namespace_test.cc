@@ -449,6 +449,31 @@ TEST_F(ShardedNamespaceTest, APreparedPartHoldsWhatItTouchesUntilItIsSettled) {
                   .ok());
 }
 
+TEST_F(ShardedNamespaceTest, ARenameItsCoordinatorRefusesLeavesNothingHeldOnTheOtherShards) {
+  const InodeId a = directory_on(1, "a");
+  const InodeId b = directory_on(2, "b");
+  const InodeId file = create(a, "f", "stays");
+  // Another change holds a/f on the coordinator: its part is refused after b's is prepared.
+  ShardStep step;
+  step.kind = StepKind::remove_entry;
+  step.directory = a;
+  step.name = "f";
+  step.inode = file;
+  ASSERT_TRUE(
+      run_to_completion(shards_[1]->participant().prepare(TransactionPart{42, 2, {}, {step}}))
+          .ok());
+  EXPECT_EQ(rename(a, "f", b, "g").code(), Errc::unavailable);
+  EXPECT_TRUE(pending(2).empty());
+  EXPECT_EQ(lookup(b, "g").status().code(), Errc::not_found);
+  EXPECT_TRUE(run_to_completion(
+                  ns_->create(b, "g", CreateMode::guarded, {}, CreateVerifier{}, root_caller()))
+                  .ok());
+  ASSERT_TRUE(run_to_completion(shards_[1]->participant().abort(42)).ok());
+  EXPECT_EQ(lookup(a, "f")->object.inode, file);
+  EXPECT_TRUE(rename(a, "f", b, "g").ok());
+  EXPECT_EQ(contents(lookup(b, "g")->object.inode), "stays");
+}
+
 TEST_F(ShardedNamespaceTest, FileRenamesBetweenTheSameDirectoriesGoTogether) {
   const InodeId a = directory_on(1, "a");
   const InodeId b = directory_on(2, "b");

@@ -96,6 +96,17 @@ boost::asio::awaitable<Status> Participant::decide(TransactionId id) {
       [this, id](Db& db, AfterCommit& after) { return commit_in(db, after, id, true); });
 }
 
+boost::asio::awaitable<Status> Participant::prepare_and_decide(TransactionPart part) {
+  auto op = shard_.run<bool>(
+      true, [this, part = std::move(part)](Db& db, AfterCommit& after) mutable -> Result<bool> {
+        TP_RETURN_IF_ERROR(prepare_in(db, after, part).status());
+        TP_RETURN_IF_ERROR(commit_in(db, after, part.id, true));
+        return true;
+      });
+  const Result<bool> done = co_await std::move(op);
+  co_return done.status();
+}
+
 boost::asio::awaitable<Status> Participant::commit(TransactionId id) {
   return run_changing(
       [this, id](Db& db, AfterCommit& after) { return commit_in(db, after, id, false); });

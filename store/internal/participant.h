@@ -27,6 +27,8 @@ class Participant final : public ShardParticipant {
 
   boost::asio::awaitable<Result<std::vector<InodeId>>> prepare(TransactionPart part) override;
   boost::asio::awaitable<Status> decide(TransactionId id) override;
+  // One transaction of the shard: the part is prepared and decided, or neither.
+  boost::asio::awaitable<Status> prepare_and_decide(TransactionPart part) override;
   boost::asio::awaitable<Status> commit(TransactionId id) override;
   boost::asio::awaitable<Status> abort(TransactionId id) override;
   boost::asio::awaitable<Status> finish(TransactionId id) override;
