@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <array>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -113,6 +115,17 @@ ShardStep inode_step(StepKind kind, InodeId inode, std::int32_t delta = 0, Inode
 
 }  // namespace
 
+// The coordinator's finish() of `id`, every part of which committed.
+static awaitable<void> forget_decision(std::shared_ptr<ShardParticipant> coordinator,
+                                       TransactionId id) {
+  auto finishing = coordinator->finish(id);
+  const Status finished = co_await std::move(finishing);
+  if (!finished.ok()) {
+    spdlog::info("change across shards {:x}: its decision is kept until recovery ({})", id,
+                 finished.to_string());
+  }
+}
+
 // How run_plan ended: `status` as the caller tells it; `refused` when no part was decided, so
 // nothing changed and the plan may be made again.
 struct PlanEnd {
@@ -122,12 +135,12 @@ struct PlanEnd {
 
 // Runs `plan` by two-phase commit (store/cross_shard.h): every other shard prepares, then the
 // coordinator prepares and decides, its add_entry steps naming inode 0 naming the first inode
-// another part made; then the others commit, then `locks` (the caller's, if any) go before the
-// coordinator forgets its decision. Fails, with nothing changed, when a part cannot be prepared
-// or the decision is refused; once decided, succeeds even if another part's commit does not get
-// through (recovery commits it). Only a decision the coordinator cannot say it made or not
-// leaves the parts to recovery. Only the coordinating shard's home drives a change: a shard
-// whose home moved away is refused, so a deposed home cannot decide what the new one settled.
+// another part made; then the others commit, then `locks` (the caller's, if any) go, and the
+// coordinator forgets its decision while the caller answers. Fails, with nothing changed, when a
+// part cannot be prepared or the decision is refused; once decided, succeeds even if another part's
+// commit does not get through (recovery commits it). Only a decision the coordinator cannot say it
+// made or not leaves the parts to recovery. Only the coordinating shard's home drives a change: a
+// shard whose home moved away is refused, so a deposed home cannot decide what the new one settled.
 static awaitable<PlanEnd> run_plan(ShardedNamespace::Impl& ns, Plan plan,
                                    std::shared_ptr<void>* locks = nullptr) {
   if (!ns.coordinates(plan.coordinator)) {
@@ -221,10 +234,11 @@ static awaitable<PlanEnd> run_plan(ShardedNamespace::Impl& ns, Plan plan,
   }
   // The change is made: what comes after needs no lock.
   if (locks != nullptr) locks->reset();
+  // Nor does the answer wait for the decision to be forgotten: until it is, recovery would
+  // only commit the parts again, which are committed.
   if (all_committed) {
-    auto finishing = coordinator->participant->finish(id);
-    const Status finished = co_await std::move(finishing);
-    if (!finished.ok()) spdlog::warn("change across shards {:x}: {}", id, finished.to_string());
+    asio::co_spawn(co_await asio::this_coro::executor,
+                   forget_decision(coordinator->participant, id), asio::detached);
   }
   co_return PlanEnd{};
 }
