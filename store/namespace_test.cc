@@ -142,6 +142,14 @@ class ShardedNamespaceTest : public ::testing::Test {
                 const std::string& to_name) {
     return run_to_completion(ns_->rename(from, from_name, to, to_name, root_caller())).status();
   }
+  // Starts the rename on `io`; its status joins `answers` once it answers.
+  void start_rename(boost::asio::io_context& io, InodeId from, const std::string& from_name,
+                    InodeId to, const std::string& to_name, std::vector<Status>& answers) {
+    boost::asio::co_spawn(io, ns_->rename(from, from_name, to, to_name, root_caller()),
+                          [&answers](std::exception_ptr, Result<RenameResult> renamed) {
+                            answers.push_back(renamed.status());
+                          });
+  }
   std::vector<PendingPart> pending(ShardId shard) {
     auto parts = run_to_completion(shards_[shard]->participant().pending());
     EXPECT_TRUE(parts.ok()) << parts.status().to_string();
@@ -484,12 +492,7 @@ TEST_F(ShardedNamespaceTest, FileRenamesBetweenTheSameDirectoriesGoTogether) {
   fail_points::set_pause(fail_points::kCrossShardDecide, std::chrono::milliseconds(1500));
   boost::asio::io_context io;
   std::vector<Status> answers;
-  for (const std::string name : {"1", "2"}) {
-    boost::asio::co_spawn(io, ns_->rename(a, "f" + name, b, "g" + name, root_caller()),
-                          [&](std::exception_ptr, Result<RenameResult> renamed) {
-                            answers.push_back(renamed.status());
-                          });
-  }
+  for (const std::string name : {"1", "2"}) start_rename(io, a, "f" + name, b, "g" + name, answers);
   std::size_t most_prepared_at_once = 0;
   for (int step = 0; step < 100 && most_prepared_at_once < 2; ++step) {
     io.run_for(std::chrono::milliseconds(10));
@@ -514,12 +517,7 @@ TEST_F(ShardedNamespaceTest, TwoRenamesToOneNameBothSucceedTheLaterReplacingTheE
   fail_points::set_pause(fail_points::kCrossShardDecide, std::chrono::milliseconds(300));
   boost::asio::io_context io;
   std::vector<Status> answers;
-  for (const std::string name : {"f1", "f2"}) {
-    boost::asio::co_spawn(io, ns_->rename(a, name, b, "g", root_caller()),
-                          [&](std::exception_ptr, Result<RenameResult> renamed) {
-                            answers.push_back(renamed.status());
-                          });
-  }
+  for (const std::string name : {"f1", "f2"}) start_rename(io, a, name, b, "g", answers);
   io.run();
   fail_points::set_pause(fail_points::kCrossShardDecide, std::chrono::milliseconds(0));
   ASSERT_EQ(answers.size(), 2u);
