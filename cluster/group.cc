@@ -637,9 +637,11 @@ class GroupMember::Impl final : public internal::LeaseKeeper::Group {
   // The leader's duties beyond Raft: register itself after bootstrap, and record nodes down
   // when silent and up when heard from again.
   void watch() {
+    // revoked_ is left alone here: each revocation ends when its own timer fires, whatever
+    // became of the lead. One begun in a new term before this tick saw the term is still
+    // counted on by its timer, and forgetting it would grant the node leases meanwhile.
     if (!is_leader()) {
       leading_since_.reset();
-      revoked_.clear();
       return;
     }
     std::uint64_t now = silence_clock_.now_ms();
@@ -647,7 +649,6 @@ class GroupMember::Impl final : public internal::LeaseKeeper::Group {
     if (!leading_since_ || leading_term_ != raft_.current_term) {
       leading_since_ = now;
       leading_term_ = raft_.current_term;
-      revoked_.clear();
     }
     catch_up_as_leader();
     const GroupView& current = view();
