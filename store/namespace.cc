@@ -461,6 +461,17 @@ awaitable<Result<Wcc>> ShardedNamespace::rmdir(InodeId directory, std::string na
 
 namespace {
 
+// The source directory's shard's own rename: all of it when every entry and inode it touches
+// is on that shard, else cross_device.
+awaitable<Result<RenameResult>> rename_on_source_shard(const ShardedNamespace::Impl& impl,
+                                                       InodeId from_directory,
+                                                       std::string from_name, InodeId to_directory,
+                                                       std::string to_name, Caller caller) {
+  return on_shard<RenameResult>(impl, from_directory, [=](Store& s) {
+    return s.rename(from_directory, from_name, to_directory, to_name, caller);
+  });
+}
+
 // A rename made under the namespace's locks; `refused` when it met another change under way on
 // a shard and changed nothing, so that it may be made again.
 struct RenameAttempt {
@@ -498,9 +509,8 @@ awaitable<RenameAttempt> rename_under_locks(ShardedNamespace& ns, ShardedNamespa
   const bool may_run_again = mode == LockMode::shared;
   if (shard_of(from_directory) == shard_of(to_directory) && from_directory != to_directory) {
     // Under the locks: a directory it moves cannot close a cycle with one moving across shards.
-    auto renaming = on_shard<RenameResult>(impl, from_directory, [=](Store& s) {
-      return s.rename(from_directory, from_name, to_directory, to_name, caller);
-    });
+    auto renaming =
+        rename_on_source_shard(impl, from_directory, from_name, to_directory, to_name, caller);
     Result<RenameResult> renamed = co_await std::move(renaming);
     if (renamed.ok() || renamed.status().code() != Errc::cross_device) {
       co_return RenameAttempt{renamed,
@@ -602,9 +612,7 @@ awaitable<Result<RenameResult>> ShardedNamespace::rename(InodeId from_directory,
   // Within one shard, the shard's own rename, unless it meets an inode of another shard. Within
   // one directory it needs no lock: nothing changes parent.
   auto on_source_shard = [&]() {
-    return on_shard<RenameResult>(*impl_, from_directory, [=](Store& s) {
-      return s.rename(from_directory, from_name, to_directory, to_name, caller);
-    });
+    return rename_on_source_shard(*impl_, from_directory, from_name, to_directory, to_name, caller);
   };
   if (!impl_->coordinates(shard_of(from_directory))) {
     auto renaming = on_source_shard();
